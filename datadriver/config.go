@@ -1,0 +1,192 @@
+package datadriver
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/benbjohnson/clock"
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults of Config. They are the reference design's.
+const (
+	// DefaultLockWait is how long a joining player waits for another
+	// server's lock (the spec's LockWaitSeconds): long enough for a holder
+	// to end a stale session and save, or for a crashed holder's presence
+	// to expire and be proven stopped (10 to 15 s).
+	DefaultLockWait = 15 * time.Second
+	// DefaultLockTTL is the lock age after which a lock without presence
+	// protection is stale (LockTtlSeconds).
+	DefaultLockTTL = 180 * time.Second
+	// DefaultLockSkew is extra age allowed on top of LockTTL, a margin for a
+	// Redis failover whose clock differs (LockSkewSeconds).
+	DefaultLockSkew = 60 * time.Second
+	// DefaultAutosave is the autosave period: a crash loses at most this
+	// much progress.
+	DefaultAutosave = 30 * time.Second
+	// DefaultHistory is how many past versions a key keeps for RestoreAt.
+	DefaultHistory = 20
+	// DefaultMaxDataBytes bounds one encoded profile; Redis is happiest with
+	// values well under its 512 MiB limit, and a profile that large is a bug.
+	DefaultMaxDataBytes = 4 << 20
+	// DefaultSaveTimeout bounds every save, so one stuck save never holds
+	// up the others.
+	DefaultSaveTimeout = 10 * time.Second
+	// DefaultMaxConcurrentSaves bounds the autosaves a Node runs at once.
+	DefaultMaxConcurrentSaves = 16
+)
+
+// Kick reasons passed to Config.Kick.
+const (
+	// ReasonJoinedElsewhere: the player joined another server (or another
+	// session on this one), which asked for the profile.
+	ReasonJoinedElsewhere = "You joined another server."
+	// ReasonLockLost: another server took the profile's lock; progress after
+	// the last landed save cannot be kept.
+	ReasonLockLost = "Your data was loaded on another server."
+)
+
+// NodeConfig configures a Node: one per game-server process.
+type NodeConfig struct {
+	// JobID names this server in lock records and on the bus; it must be
+	// unique among live servers and valid as a NATS subject token.
+	// default: "" (a random id is used and cross-server handoff is off)
+	JobID string
+	// Redis holds the records and the presence hash (required). One Redis,
+	// Sentinel or Cluster: any redis.UniversalClient.
+	Redis redis.UniversalClient
+	// Namespace prefixes every Redis key (and bus subject).
+	// default: "" (no prefix)
+	Namespace string
+	// Clock drives every timer: autosave, waits, timeouts.
+	// default: clock.New()
+	Clock clock.Clock
+	// Logger receives warnings (lock taken from a stopped server, failing
+	// saves) and debug traces.
+	// default: slog.Default()
+	Logger *slog.Logger
+	// SaveTimeout bounds each save and release.
+	// default: DefaultSaveTimeout (10 s)
+	SaveTimeout time.Duration
+	// MaxConcurrentSaves bounds the autosaves running at once on this Node.
+	// default: DefaultMaxConcurrentSaves (16)
+	MaxConcurrentSaves int
+	// Entropy is the source of lock tokens and autosave jitter.
+	// default: crypto/rand.Reader
+	Entropy io.Reader
+}
+
+// Config configures a Driver: one per kind of profile on a Node.
+type Config[T any] struct {
+	// Name identifies the profile kind in Redis keys and handoff messages;
+	// required and unique per Node.
+	Name string
+	// Defaults is the data of a new profile; a stored profile is decoded over
+	// a copy of it, so a field added later gets its default.
+	// default: the zero T
+	Defaults T
+	// LockWait is the spec's LockWaitSeconds: how long Join waits for
+	// another server's lock before failing closed with ErrWaitTimeout; also
+	// the same-server wait when LocalHandoff is unset.
+	// default: DefaultLockWait (15 s)
+	LockWait time.Duration
+	// LocalHandoff is the spec's LocalHandoffSeconds: how long a load waits
+	// for a load or release of the same key on this server.
+	// default: 0 (sessions use LockWait, manual loads do not wait)
+	LocalHandoff time.Duration
+	// LockTTL is the spec's LockTtlSeconds: the lock age after which a lock
+	// without presence protection may be taken.
+	// default: DefaultLockTTL (180 s)
+	LockTTL time.Duration
+	// LockSkew is the spec's LockSkewSeconds: extra age allowed on top of
+	// LockTTL.
+	// default: DefaultLockSkew (60 s)
+	LockSkew time.Duration
+	// Autosave is the period of background saves; each profile's saves are
+	// offset by a random phase so they do not all fall in one tick. A
+	// negative value turns autosave off.
+	// default: DefaultAutosave (30 s)
+	Autosave time.Duration
+	// History is how many past versions of a key are kept for RestoreAt; a
+	// negative value keeps none.
+	// default: DefaultHistory (20)
+	History int
+	// MaxDataBytes bounds one encoded profile; a larger one is refused with
+	// ErrTooLarge before anything is written.
+	// default: DefaultMaxDataBytes (4 MiB)
+	MaxDataBytes int
+	// Kick is called (on its own goroutine) when the driver ends a live
+	// session by itself: the player joined another server
+	// (ReasonJoinedElsewhere) or the lock was lost (ReasonLockLost). The game
+	// disconnects the player; the driver saves and releases on its own.
+	// default: nil
+	Kick func(key, reason string)
+	// OnLockLost is called (on its own goroutine) when a profile loses its
+	// lock, with an error matching ErrLockLost.
+	// default: nil
+	OnLockLost func(key string, err error)
+}
+
+// withDefaults returns c with zero fields set to their defaults, or an error
+// wrapping ErrInvalidConfig.
+func (c Config[T]) withDefaults() (Config[T], error) {
+	if err := validName(c.Name); err != nil {
+		return c, err
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"LockWait", c.LockWait}, {"LocalHandoff", c.LocalHandoff}, {"LockTTL", c.LockTTL}, {"LockSkew", c.LockSkew}} {
+		if d.v < 0 {
+			return c, fmt.Errorf("%w: %s is negative (%s)", ErrInvalidConfig, d.name, d.v)
+		}
+	}
+	if c.MaxDataBytes < 0 {
+		return c, fmt.Errorf("%w: MaxDataBytes is negative (%d)", ErrInvalidConfig, c.MaxDataBytes)
+	}
+	if c.LockWait == 0 {
+		c.LockWait = DefaultLockWait
+	}
+	if c.LockTTL == 0 {
+		c.LockTTL = DefaultLockTTL
+	}
+	if c.LockSkew == 0 {
+		c.LockSkew = DefaultLockSkew
+	}
+	if c.Autosave == 0 {
+		c.Autosave = DefaultAutosave
+	}
+	if c.History == 0 {
+		c.History = DefaultHistory
+	}
+	if c.History < 0 {
+		c.History = 0
+	}
+	if c.MaxDataBytes == 0 {
+		c.MaxDataBytes = DefaultMaxDataBytes
+	}
+	return c, nil
+}
+
+// validName checks a driver name: it appears in Redis keys and in handoff
+// messages.
+func validName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: Name is required", ErrInvalidConfig)
+	case len(name) > 128:
+		return fmt.Errorf("%w: Name is %d bytes, more than 128", ErrInvalidConfig, len(name))
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: Name is not valid UTF-8", ErrInvalidConfig)
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) || r == '{' || r == '}' {
+			return fmt.Errorf("%w: Name %q contains %U", ErrInvalidConfig, name, r)
+		}
+	}
+	return nil
+}

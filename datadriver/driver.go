@@ -1,0 +1,147 @@
+package datadriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+)
+
+// Driver loads and saves one kind of profile (T) on a Node. Create it with
+// NewDriver; it lives until the Node is closed.
+type Driver[T any] struct {
+	node  *Node
+	cfg   Config[T]
+	codec *codec[T]
+	log   *slog.Logger
+
+	ctx    context.Context // cancelled when the driver shuts down
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	loading  map[string]bool           // keys with a load in flight on this Node (the reservation)
+	profiles map[string]*Profile[T]    // live, leaving and retained profiles
+	waits    map[string]chan struct{}  // closed when a key's local state changes
+	closed   bool
+	wg       sync.WaitGroup // loads, autosave loops and callbacks
+}
+
+// NewDriver creates the driver for profiles of type T on node. The name
+// must be unique on the Node (ErrDuplicateDriver) and T's Defaults must
+// encode with msgpack.
+func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
+	if node == nil {
+		return nil, fmt.Errorf("%w: nil Node", ErrInvalidConfig)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c, err := newCodec(cfg.Defaults)
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver[T]{
+		node:     node,
+		cfg:      cfg,
+		codec:    c,
+		log:      node.log.With("driver", cfg.Name),
+		loading:  make(map[string]bool),
+		profiles: make(map[string]*Profile[T]),
+		waits:    make(map[string]chan struct{}),
+	}
+	d.ctx, d.cancel = context.WithCancel(node.ctx)
+	if err := node.register(cfg.Name, d); err != nil {
+		d.cancel()
+		return nil, fmt.Errorf("new driver: %w", err)
+	}
+	return d, nil
+}
+
+// Name is the driver's name.
+func (d *Driver[T]) Name() string { return d.cfg.Name }
+
+// Node is the Node the driver runs on.
+func (d *Driver[T]) Node() *Node { return d.node }
+
+// recordKey is the Redis key of key's record.
+func (d *Driver[T]) recordKey(key string) string {
+	return recordKey(d.node.ns, d.cfg.Name, key)
+}
+
+// notify wakes every load waiting on key. d.mu must be held.
+func (d *Driver[T]) notify(key string) {
+	if ch, ok := d.waits[key]; ok {
+		close(ch)
+		delete(d.waits, key)
+	}
+}
+
+// waitCh is closed at key's next change. d.mu must be held.
+func (d *Driver[T]) waitCh(key string) <-chan struct{} {
+	ch, ok := d.waits[key]
+	if !ok {
+		ch = make(chan struct{})
+		d.waits[key] = ch
+	}
+	return ch
+}
+
+// goTracked runs f on a goroutine the driver waits for at shutdown. It
+// reports false when the driver is closed (f does not run). d.mu must be
+// held.
+func (d *Driver[T]) goTracked(f func()) bool {
+	if d.closed {
+		return false
+	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// track counts a load, so that shutdown waits for it; false when the
+// driver is closed. The caller calls d.wg.Done.
+func (d *Driver[T]) track() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return false
+	}
+	d.wg.Add(1)
+	return true
+}
+
+// shutdown releases every profile and waits for the driver's goroutines.
+func (d *Driver[T]) shutdown(ctx context.Context) error {
+	d.mu.Lock()
+	d.closed = true
+	profiles := make([]*Profile[T], 0, len(d.profiles))
+	for _, p := range d.profiles {
+		profiles = append(profiles, p)
+	}
+	d.mu.Unlock()
+	d.cancel() // loads waiting on locks give up
+
+	var wg sync.WaitGroup
+	errs := make([]error, len(profiles))
+	for i, p := range profiles {
+		wg.Go(func() {
+			if err := p.Release(ctx); err != nil && !errors.Is(err, ErrLockLost) {
+				errs[i] = err
+			}
+		})
+	}
+	wg.Wait()
+	d.wg.Wait()
+	// A profile whose release failed is dropped: nothing can save it now.
+	d.mu.Lock()
+	for _, p := range d.profiles {
+		p.finishLocked(ErrClosed)
+	}
+	d.mu.Unlock()
+	return errors.Join(errs...)
+}

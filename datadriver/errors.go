@@ -1,0 +1,104 @@
+package datadriver
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors returned by this package. Test them with errors.Is; several come
+// wrapped with the key and operation, and ErrLocked comes as a *LockedError
+// carrying the holder.
+var (
+	// ErrLocked: another server (or another session on this server) holds
+	// the key's lock and the load was not allowed to wait, or gave up.
+	// The concrete error is a *LockedError.
+	ErrLocked = errors.New("profile is locked by another session")
+
+	// ErrLockLost: the profile's lock was taken by another server (a save
+	// found another holder's lock, the record was wiped, or this server
+	// stopped beating presence and fenced itself). The profile is no longer
+	// live; nothing more it holds will be saved.
+	ErrLockLost = errors.New("profile lock lost")
+
+	// ErrWaitTimeout: a load waited its whole bound (LockWait, LocalHandoff
+	// or HandoffWait) and the holder neither released the lock nor was
+	// proven stopped. The record is untouched. The error also wraps the last
+	// *LockedError seen.
+	ErrWaitTimeout = errors.New("timed out waiting for the profile lock")
+
+	// ErrCorruptRecord: the stored record cannot be decoded into the
+	// profile type, or has a format this build does not know. It is never
+	// overwritten.
+	ErrCorruptRecord = errors.New("corrupt profile record")
+
+	// ErrTooLarge: the encoded profile is larger than MaxDataBytes. Nothing
+	// was written.
+	ErrTooLarge = errors.New("profile data too large")
+
+	// ErrClosed: the Node (or driver) is closed.
+	ErrClosed = errors.New("playerdata node closed")
+
+	// ErrDuplicateDriver: a Node already has a driver with that name.
+	ErrDuplicateDriver = errors.New("duplicate driver name")
+
+	// ErrReleased: the profile was released; it is no longer live. Done is
+	// closed and Err answers ErrReleased after a clean release.
+	ErrReleased = errors.New("profile released")
+
+	// ErrInvalidKey: the key is empty, too long, not UTF-8, or contains
+	// control characters.
+	ErrInvalidKey = errors.New("invalid profile key")
+
+	// ErrInvalidConfig: a NodeConfig or Config field has an invalid value.
+	ErrInvalidConfig = errors.New("invalid config")
+
+	// ErrNoVersion: RestoreAt found no kept version at or before the given
+	// time.
+	ErrNoVersion = errors.New("no kept version at that time")
+
+	// ErrTradePending: the record is held by a trade that has not settled.
+	ErrTradePending = errors.New("profile has a pending trade")
+)
+
+// LockedError describes the lock that stopped a load. It matches ErrLocked
+// with errors.Is.
+type LockedError struct {
+	Key      string        // the profile key
+	Holder   string        // JobID of the server holding the lock
+	Age      time.Duration // time since the holder last acquired or saved (Redis clock)
+	Presence bool          // the lock carries the presence flag (its holder beats presence)
+	Local    bool          // the holder is a session on this very Node
+	token    string        // the holder's lock token (never shown: it is a capability)
+}
+
+// Error implements error.
+func (e *LockedError) Error() string {
+	where := "server " + e.Holder
+	if e.Local {
+		where = "this server (" + e.Holder + ")"
+	}
+	return fmt.Sprintf("profile %q is locked by %s (lock age %s, presence %t)",
+		e.Key, where, e.Age.Round(time.Millisecond), e.Presence)
+}
+
+// Is makes errors.Is(err, ErrLocked) true.
+func (e *LockedError) Is(target error) bool { return target == ErrLocked }
+
+// CorruptRecordError says why a record could not be used. It matches
+// ErrCorruptRecord with errors.Is.
+type CorruptRecordError struct {
+	Key string
+	Err error // the decode error, or a description of the bad field
+}
+
+// Error implements error.
+func (e *CorruptRecordError) Error() string {
+	return fmt.Sprintf("profile %q: corrupt record: %v", e.Key, e.Err)
+}
+
+// Is makes errors.Is(err, ErrCorruptRecord) true.
+func (e *CorruptRecordError) Is(target error) bool { return target == ErrCorruptRecord }
+
+// Unwrap returns the decode error.
+func (e *CorruptRecordError) Unwrap() error { return e.Err }

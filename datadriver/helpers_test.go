@@ -1,0 +1,143 @@
+package datadriver_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/testsupport"
+	"github.com/redis/go-redis/v9"
+)
+
+// player is the profile type of these tests.
+type player struct {
+	Coins int
+	Items map[string]int
+	Name  string
+}
+
+// server is one simulated game server: a Node with its own Redis client.
+type server struct {
+	node   *datadriver.Node
+	rdb    redis.UniversalClient
+	faults *testsupport.FaultHook
+	logs   *syncBuffer
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// newServer starts a Node named job on r, closed at cleanup.
+func newServer(tb testing.TB, r *testsupport.Redis, job string, opts ...func(*datadriver.NodeConfig)) *server {
+	tb.Helper()
+	s := &server{rdb: r.Client(tb), faults: &testsupport.FaultHook{}, logs: &syncBuffer{}}
+	s.rdb.AddHook(s.faults)
+	cfg := datadriver.NodeConfig{
+		JobID:     job,
+		Redis:     s.rdb,
+		Namespace: r.Namespace,
+		Logger:    slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	n, err := datadriver.NewNode(context.Background(), cfg)
+	if err != nil {
+		tb.Fatalf("NewNode: %v", err)
+	}
+	s.node = n
+	tb.Cleanup(func() {
+		s.faults.Clear()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = n.Close(ctx)
+	})
+	return s
+}
+
+// players creates the player driver on s.
+func players(tb testing.TB, s *server, opts ...func(*datadriver.Config[player])) *datadriver.Driver[player] {
+	tb.Helper()
+	cfg := datadriver.Config[player]{
+		Name:     "PlayerData",
+		Defaults: player{Coins: 100, Items: map[string]int{"starter-sword": 1}},
+		LockWait: 2 * time.Second,
+		Autosave: -1,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	d, err := datadriver.NewDriver(s.node, cfg)
+	if err != nil {
+		tb.Fatalf("NewDriver: %v", err)
+	}
+	return d
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(tb testing.TB, within time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// record reads fields of key's record straight from Redis.
+func record(tb testing.TB, r *testsupport.Redis, driver, key string) map[string]string {
+	tb.Helper()
+	c := r.Client(tb)
+	m, err := c.HGetAll(context.Background(), r.Namespace+":{"+driver+":"+key+"}").Result()
+	if err != nil {
+		tb.Fatalf("HGETALL: %v", err)
+	}
+	return m
+}
+
+// isWrite reports whether cmd is save.lua in mode ("save" or "release").
+func isWrite(cmd redis.Cmder, mode string) bool {
+	m, ok := testsupport.ScriptArg(cmd, 1)
+	k, _ := testsupport.ScriptKey(cmd, 2)
+	return ok && m == mode && strings.HasSuffix(k, ":h")
+}
+
+// writeKey is the record key a save.lua command writes.
+func writeKey(cmd redis.Cmder) string {
+	k, _ := testsupport.ScriptKey(cmd, 1)
+	return k
+}
+
+func ctxT(tb testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+func coins(p *datadriver.Profile[player]) int {
+	var c int
+	p.View(func(d *player) { c = d.Coins })
+	return c
+}

@@ -1,0 +1,57 @@
+-- acquire.lua: take a profile's session lock, or say who holds it.
+--
+-- KEYS[1]  the record hash  <ns>:{<driver>:<key>}
+-- ARGV[1]  job id of the caller
+-- ARGV[2]  new lock token (random, unique per acquisition)
+-- ARGV[3]  presence flag to write: '1' when the caller beats presence, else '0'
+-- ARGV[4]  max age in ms (LockTTL + LockSkew) after which an unprotected lock is stale
+-- ARGV[5]  steal job: a holder the caller proved stopped (two empty presence reads), or ''
+-- ARGV[6]  steal token: the lock token the caller saw on that holder
+-- ARGV[7]  not-alive token: the token of a lock whose holder's presence the caller
+--          read as stopped or unknown (lets a stale presence-flagged lock go by age), or ''
+-- ARGV[8]  highest record format this build reads
+--
+-- The lock is taken when it is free; when ARGV[5]/ARGV[6] name the holder and its token
+-- and the lock carries presence=1 ('stolen'); or when it is older than ARGV[4] and either
+-- carries no presence flag or ARGV[7] names its token ('expired'). Timestamps come from
+-- Redis TIME. epoch is incremented on every acquisition.
+--
+-- Answers:
+--   {'OK', how, epoch, ver, data|false, at|false, trade|false, uids|false, meta|false, prevJob|false}
+--       how: 'new' (no record), 'free', 'stolen' or 'expired'
+--   {'LOCKED', job, token, presence ('1'|'0'), ageMs}
+--   {'FORMAT', fmt}   the record has a format newer than ARGV[8]; nothing was changed
+local rec = KEYS[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local f = redis.call('HMGET', rec, 'fmt', 'lock.token', 'lock.job', 'lock.at', 'lock.presence')
+local fmt, token, job, at, presence = f[1], f[2], f[3], f[4], f[5]
+if fmt and tonumber(fmt) and tonumber(fmt) > tonumber(ARGV[8]) then
+  return {'FORMAT', fmt}
+end
+
+local how
+if redis.call('EXISTS', rec) == 0 then
+  how = 'new'
+elseif not token or token == '' then
+  how = 'free'
+else
+  local age = now - (tonumber(at) or 0)
+  if ARGV[5] ~= '' and ARGV[5] == job and presence == '1' and ARGV[6] == token then
+    how = 'stolen'
+  elseif age > tonumber(ARGV[4]) and (presence ~= '1' or (ARGV[7] ~= '' and ARGV[7] == token)) then
+    how = 'expired'
+  else
+    return {'LOCKED', job or '', token, presence or '0', tostring(age)}
+  end
+end
+
+local epoch = redis.call('HINCRBY', rec, 'epoch', 1)
+redis.call('HSET', rec, 'lock.job', ARGV[1], 'lock.token', ARGV[2], 'lock.at', now,
+  'lock.presence', ARGV[3])
+if how == 'new' then
+  redis.call('HSET', rec, 'ver', 0, 'fmt', ARGV[8])
+end
+local r = redis.call('HMGET', rec, 'ver', 'data', 'at', 'trade', 'uids', 'meta')
+return {'OK', how, epoch, r[1] or '0', r[2], r[3], r[4], r[5], r[6], job or false}

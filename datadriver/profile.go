@@ -1,0 +1,260 @@
+package datadriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// pstate is where a profile is in its life on this Node.
+type pstate int
+
+const (
+	stateActive   pstate = iota // a live session
+	stateLeaving                // Release called: cleanups and the release save are running
+	stateRetained               // the release save failed; the lock may still be ours; retried
+	stateAdopting               // a rejoin is re-asserting a retained profile
+	stateClosed                 // released, lost or dropped: no longer live
+)
+
+func (s pstate) String() string {
+	return [...]string{"active", "leaving", "retained", "adopting", "closed"}[s]
+}
+
+// Profile is one loaded profile, live under its session lock until it is
+// released or its lock is lost. Its methods are safe for concurrent use.
+type Profile[T any] struct {
+	d   *Driver[T]
+	key string
+
+	dataMu sync.RWMutex
+	data   T
+	uids   []string
+	meta   map[string]string
+	// metaGen counts changes of uids and meta; metaSaved is the count the
+	// last landed save wrote.
+	metaGen, metaSaved uint64
+
+	// saveLock serializes saves and releases (a one-slot semaphore, so a
+	// waiting save can give up with its context).
+	saveLock chan struct{}
+	// Guarded by saveLock:
+	ver      int64  // the record version our last landed write made or loaded
+	lastData []byte // the data of that version: an unchanged profile saves no data
+
+	ctx    context.Context // cancelled when the profile stops being live
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// Guarded by d.mu:
+	state    pstate
+	token    string   // the lock token
+	earlier  []string // tokens the lock may still carry while an adoption has not landed
+	epoch    int64
+	saving   bool
+	cleanups []func(*T)
+	err      error
+}
+
+// Key is the profile's key.
+func (p *Profile[T]) Key() string { return p.key }
+
+// Epoch is the fencing token of the profile's lock: it grows by one with
+// every acquisition of the key, so a system that records the highest epoch
+// it has seen can refuse writes from an older holder.
+func (p *Profile[T]) Epoch() int64 {
+	p.d.mu.Lock()
+	defer p.d.mu.Unlock()
+	return p.epoch
+}
+
+// Done is closed when the profile stops being live: after a release, when
+// its lock is lost, or when the Node closes. Err then says why.
+func (p *Profile[T]) Done() <-chan struct{} { return p.done }
+
+// Err is nil while the profile is live; after Done it matches ErrReleased,
+// ErrLockLost or ErrClosed.
+func (p *Profile[T]) Err() error {
+	p.d.mu.Lock()
+	defer p.d.mu.Unlock()
+	return p.err
+}
+
+// View calls fn with the data under a read lock. fn must not keep the
+// pointer or call other methods of p.
+func (p *Profile[T]) View(fn func(d *T)) {
+	p.dataMu.RLock()
+	defer p.dataMu.RUnlock()
+	fn(&p.data)
+}
+
+// Update calls fn with the data under the write lock, when the profile is
+// live; the change is saved by the next save. It returns an error matching
+// ErrReleased or ErrLockLost, without calling fn, once the player has left
+// or the lock is lost. fn must not keep the pointer or call other methods
+// of p.
+func (p *Profile[T]) Update(fn func(d *T)) error {
+	p.dataMu.Lock()
+	defer p.dataMu.Unlock()
+	if err := p.liveErr(); err != nil {
+		return err
+	}
+	fn(&p.data)
+	return nil
+}
+
+// liveErr is nil when the profile takes updates.
+func (p *Profile[T]) liveErr() error {
+	p.d.mu.Lock()
+	defer p.d.mu.Unlock()
+	switch p.state {
+	case stateActive:
+		return nil
+	case stateClosed:
+		return p.err
+	}
+	return ErrReleased
+}
+
+// OnRelease registers a leave cleanup: fn runs with the data under the write
+// lock when the profile is released (by Release, a handoff to another
+// server, or Node.Close), before the release save, so what it changes is
+// saved. Cleanups run once, in registration order; a rejoin that adopts the
+// profile starts with none.
+func (p *Profile[T]) OnRelease(fn func(d *T)) {
+	p.d.mu.Lock()
+	defer p.d.mu.Unlock()
+	p.cleanups = append(p.cleanups, fn)
+}
+
+// SetUserIDs records the users whose personal data the profile holds (for
+// erasure requests); saved with the next save.
+func (p *Profile[T]) SetUserIDs(ids ...string) {
+	p.dataMu.Lock()
+	defer p.dataMu.Unlock()
+	p.uids = append([]string(nil), ids...)
+	p.metaGen++
+}
+
+// UserIDs returns the user ids recorded on the profile.
+func (p *Profile[T]) UserIDs() []string {
+	p.dataMu.RLock()
+	defer p.dataMu.RUnlock()
+	return append([]string(nil), p.uids...)
+}
+
+// SetMeta sets one metadata entry kept on the record beside the data;
+// saved with the next save.
+func (p *Profile[T]) SetMeta(name, value string) {
+	p.dataMu.Lock()
+	defer p.dataMu.Unlock()
+	if p.meta == nil {
+		p.meta = make(map[string]string)
+	}
+	p.meta[name] = value
+	p.metaGen++
+}
+
+// Meta returns a copy of the profile's metadata.
+func (p *Profile[T]) Meta() map[string]string {
+	p.dataMu.RLock()
+	defer p.dataMu.RUnlock()
+	m := make(map[string]string, len(p.meta))
+	for k, v := range p.meta {
+		m[k] = v
+	}
+	return m
+}
+
+// snapshot encodes the data, and the user ids and metadata when they
+// changed since the last landed save (uids is nil otherwise); gen is the
+// change count the snapshot holds.
+func (p *Profile[T]) snapshot() (data, uids, meta []byte, gen uint64, err error) {
+	p.dataMu.RLock()
+	defer p.dataMu.RUnlock()
+	gen = p.metaGen
+	data, err = p.d.codec.encode(&p.data)
+	if err != nil || gen == p.metaSaved {
+		return data, nil, nil, gen, err
+	}
+	if uids, err = msgpack.Marshal(p.uids); err != nil {
+		return nil, nil, nil, gen, err
+	}
+	if meta, err = msgpack.Marshal(p.meta); err != nil {
+		return nil, nil, nil, gen, err
+	}
+	return data, uids, meta, gen, nil
+}
+
+// runCleanups runs the registered leave cleanups once.
+func (p *Profile[T]) runCleanups() {
+	p.d.mu.Lock()
+	fns := p.cleanups
+	p.cleanups = nil
+	p.d.mu.Unlock()
+	if len(fns) == 0 {
+		return
+	}
+	p.dataMu.Lock()
+	defer p.dataMu.Unlock()
+	for _, fn := range fns {
+		fn(&p.data)
+	}
+}
+
+// finish ends the profile with err (ErrReleased, ErrLockLost, ErrClosed).
+func (p *Profile[T]) finish(err error) {
+	p.d.mu.Lock()
+	lost := p.finishLocked(err)
+	p.d.mu.Unlock()
+	if lost {
+		p.d.lockLost(p.key, err)
+	}
+}
+
+// finishLocked ends the profile; it reports whether the end is a lock loss
+// that callbacks must hear of. d.mu must be held.
+func (p *Profile[T]) finishLocked(err error) bool {
+	if p.state == stateClosed {
+		return false
+	}
+	p.state = stateClosed
+	p.err = err
+	if p.d.profiles[p.key] == p {
+		delete(p.d.profiles, p.key)
+	}
+	p.d.notify(p.key)
+	p.cancel()
+	close(p.done)
+	return errors.Is(err, ErrLockLost)
+}
+
+// lockSave takes the profile's save slot.
+func (p *Profile[T]) lockSave(ctx context.Context) error {
+	select {
+	case p.saveLock <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (p *Profile[T]) unlockSave() { <-p.saveLock }
+
+// decodeMeta loads the user ids and metadata stored on the record.
+func (p *Profile[T]) decodeMeta(uids, meta []byte) error {
+	if len(uids) > 0 {
+		if err := msgpack.Unmarshal(uids, &p.uids); err != nil {
+			return fmt.Errorf("user ids: %w", err)
+		}
+	}
+	if len(meta) > 0 {
+		if err := msgpack.Unmarshal(meta, &p.meta); err != nil {
+			return fmt.Errorf("metadata: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,293 @@
+package datadriver_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/testsupport"
+	"github.com/redis/go-redis/v9"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func TestBadInput(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a")
+	d := players(t, a, func(c *datadriver.Config[player]) { c.MaxDataBytes = 256 })
+	ctx := ctxT(t)
+	c := r.Client(t)
+
+	t.Run("invalid keys", func(t *testing.T) {
+		for _, key := range []string{"", strings.Repeat("k", datadriver.MaxKeyBytes+1), "user\n1", "user\x001", "bad\xffutf8"} {
+			if _, err := d.Join(ctx, key); !errors.Is(err, datadriver.ErrInvalidKey) {
+				t.Errorf("Join(%q) = %v, want ErrInvalidKey", key, err)
+			}
+		}
+	})
+
+	t.Run("corrupt record is refused and never overwritten", func(t *testing.T) {
+		rk := r.Namespace + ":{PlayerData:corrupt}"
+		garbage := "\xc1 not msgpack"
+		if err := c.HSet(ctx, rk, "data", garbage, "ver", 3, "fmt", 1).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // the second load proves the first gave the lock back
+			_, err := d.Load(ctx, "corrupt", datadriver.LoadOptions{})
+			var ce *datadriver.CorruptRecordError
+			if !errors.Is(err, datadriver.ErrCorruptRecord) || !errors.As(err, &ce) || ce.Key != "corrupt" {
+				t.Fatalf("Load = %v, want a *CorruptRecordError", err)
+			}
+		}
+		rec := record(t, r, "PlayerData", "corrupt")
+		if rec["data"] != garbage || rec["ver"] != "3" || rec["lock.token"] != "" {
+			t.Fatalf("corrupt record changed: %q ver %s lock %q", rec["data"], rec["ver"], rec["lock.token"])
+		}
+	})
+
+	t.Run("wrong field type is corrupt", func(t *testing.T) {
+		raw, _ := msgpack.Marshal(map[string]any{"Coins": "lots"})
+		if err := c.HSet(ctx, r.Namespace+":{PlayerData:wrongtype}", "data", raw, "ver", 1, "fmt", 1).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Load(ctx, "wrongtype", datadriver.LoadOptions{}); !errors.Is(err, datadriver.ErrCorruptRecord) {
+			t.Fatalf("Load = %v, want ErrCorruptRecord", err)
+		}
+	})
+
+	t.Run("a newer record format is refused untouched", func(t *testing.T) {
+		if err := c.HSet(ctx, r.Namespace+":{PlayerData:future}", "data", "x", "ver", 1, "fmt", 99).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Load(ctx, "future", datadriver.LoadOptions{}); !errors.Is(err, datadriver.ErrCorruptRecord) {
+			t.Fatalf("Load = %v, want ErrCorruptRecord", err)
+		}
+		if rec := record(t, r, "PlayerData", "future"); rec["lock.token"] != "" || rec["epoch"] != "" {
+			t.Fatalf("the acquire touched a record of an unknown format: %v", rec)
+		}
+	})
+
+	t.Run("oversized data is refused before anything is written", func(t *testing.T) {
+		p, err := d.Join(ctx, "big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = p.Update(func(d *player) { d.Coins = 1 })
+		if err := p.Save(ctx); err != nil {
+			t.Fatal(err)
+		}
+		before := record(t, r, "PlayerData", "big")
+		_ = p.Update(func(d *player) { d.Name = strings.Repeat("x", 300) })
+		if err := p.Save(ctx); !errors.Is(err, datadriver.ErrTooLarge) {
+			t.Fatalf("Save = %v, want ErrTooLarge", err)
+		}
+		after := record(t, r, "PlayerData", "big")
+		if after["data"] != before["data"] || after["ver"] != before["ver"] {
+			t.Fatal("an oversized save changed the record")
+		}
+		if p.Err() != nil {
+			t.Fatalf("an oversized save ended the session: %v", p.Err())
+		}
+	})
+}
+
+func TestAutosave(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a", func(c *datadriver.NodeConfig) { c.SaveTimeout = time.Minute })
+	d := players(t, a, func(c *datadriver.Config[player]) { c.Autosave = 40 * time.Millisecond })
+	ctx := ctxT(t)
+
+	// Saves of "stuck" hang until their context ends; count the others.
+	var mu sync.Mutex
+	landed := map[string]int{}
+	stuckIn := make(chan struct{}, 100)
+	a.faults.SetBefore(func(ctx context.Context, cmd redis.Cmder) error {
+		if isWrite(cmd, "save") && strings.Contains(writeKey(cmd), "stuck") {
+			stuckIn <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	})
+	a.faults.SetAfter(func(_ context.Context, cmd redis.Cmder, err error) error {
+		if isWrite(cmd, "save") && err == nil {
+			mu.Lock()
+			landed[writeKey(cmd)]++
+			mu.Unlock()
+		}
+		return nil
+	})
+	stuck, err := d.Join(ctx, "stuck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var others []*datadriver.Profile[player]
+	for i := range 5 {
+		p, err := d.Join(ctx, fmt.Sprintf("player-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		others = append(others, p)
+	}
+	<-stuckIn // the stuck profile's autosave is hanging now
+	eventually(t, 10*time.Second, "every other profile autosaves three times while one save is stuck", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range others {
+			if landed[r.Namespace+":{PlayerData:"+p.Key()+"}"] < 3 {
+				return false
+			}
+		}
+		return true
+	})
+	if stuck.Err() != nil {
+		t.Fatalf("the stuck profile ended: %v", stuck.Err())
+	}
+	// An autosave also refreshes the lock's age.
+	at1 := record(t, r, "PlayerData", "player-0")["lock.at"]
+	eventually(t, 5*time.Second, "lock.at refreshed by autosave", func() bool {
+		return record(t, r, "PlayerData", "player-0")["lock.at"] != at1
+	})
+}
+
+func TestVersionsAndRestore(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a")
+	d := players(t, a, func(c *datadriver.Config[player]) { c.History = 3 })
+	ctx := ctxT(t)
+	p, err := d.Join(ctx, "user:20")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Five saves with coins 1..5; only 3 past versions are kept.
+	for i := 1; i <= 5; i++ {
+		_ = p.Update(func(d *player) { d.Coins = i })
+		if err := p.Save(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Millisecond) // distinct Redis-clock milliseconds per version
+	}
+	// A save of unchanged data writes no version.
+	if err := p.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := d.Versions(ctx, "user:20")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 4 || !vs[0].Current || vs[0].Ver != 5 || vs[3].Ver != 2 {
+		t.Fatalf("Versions = %+v, want current 5 and past 4, 3, 2", vs)
+	}
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	q, err := d.RestoreAt(ctx, "user:20", vs[2].At, datadriver.LoadOptions{})
+	if err != nil {
+		t.Fatalf("RestoreAt: %v", err)
+	}
+	if coins(q) != 3 {
+		t.Fatalf("restored coins = %d, want 3", coins(q))
+	}
+	if err := q.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vs2, _ := d.Versions(ctx, "user:20")
+	if vs2[0].Ver != 6 {
+		t.Fatalf("the restore is a new version: got %+v", vs2[0])
+	}
+	if _, err := d.RestoreAt(ctx, "user:20", vs[3].At.Add(-time.Hour), datadriver.LoadOptions{}); !errors.Is(err, datadriver.ErrNoVersion) {
+		t.Fatalf("RestoreAt before every kept version = %v, want ErrNoVersion", err)
+	}
+	if rec := record(t, r, "PlayerData", "user:20"); rec["lock.token"] != "" || rec["ver"] != "6" {
+		t.Fatalf("a failed restore left the record locked or changed: %v", rec)
+	}
+}
+
+func TestWipe(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a")
+	b := newServer(t, r, "server-b")
+	da, db := players(t, a), players(t, b)
+	ctx := ctxT(t)
+	pa, err := da.Join(ctx, "user:30")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = pa.Update(func(d *player) { d.Coins = 9 })
+	if err := pa.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The erasure runs on server B while A holds the profile.
+	if err := db.Wipe(ctx, "user:30"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := r.Client(t).Exists(ctx, r.Namespace+":{PlayerData:user:30}", r.Namespace+":{PlayerData:user:30}:h").Result(); n != 0 {
+		t.Fatalf("%d keys left after Wipe", n)
+	}
+	if err := pa.Save(ctx); !errors.Is(err, datadriver.ErrLockLost) {
+		t.Fatalf("holder's save after Wipe = %v, want ErrLockLost", err)
+	}
+	if n, _ := r.Client(t).Exists(ctx, r.Namespace+":{PlayerData:user:30}").Result(); n != 0 {
+		t.Fatal("the old holder's save recreated the wiped record")
+	}
+	// Wiping a key held on this Node ends the local session at once.
+	pb, err := db.Join(ctx, "user:31")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Wipe(ctx, "user:31"); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(pb.Err(), datadriver.ErrLockLost) {
+		t.Fatalf("local session after Wipe: Err = %v", pb.Err())
+	}
+}
+
+func TestOneRoundTripPerOperation(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a")
+	counter := &testsupport.CommandCounter{}
+	a.rdb.AddHook(counter)
+	d := players(t, a)
+	ctx := ctxT(t)
+	// Warm the script cache so EVALSHA hits.
+	warm, _ := d.Join(ctx, "warm")
+	_ = warm.Update(func(d *player) { d.Coins = 1 })
+	_ = warm.Save(ctx)
+	_ = warm.Release(ctx)
+
+	for _, step := range []struct {
+		name string
+		run  func(p **datadriver.Profile[player]) error
+	}{
+		{"acquire", func(p **datadriver.Profile[player]) (err error) { *p, err = d.Join(ctx, "rt"); return }},
+		{"save", func(p **datadriver.Profile[player]) error {
+			_ = (*p).Update(func(d *player) { d.Coins++ })
+			return (*p).Save(ctx)
+		}},
+		{"save-and-release", func(p **datadriver.Profile[player]) error {
+			_ = (*p).Update(func(d *player) { d.Coins++ })
+			return (*p).Release(ctx)
+		}},
+	} {
+		var p *datadriver.Profile[player]
+		if step.name != "acquire" {
+			p, _ = d.Join(ctx, "rt")
+		}
+		counter.Reset()
+		if err := step.run(&p); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if n := counter.RoundTrips(); n != 1 {
+			t.Errorf("%s took %d round trips (%v), want 1", step.name, n, counter.Commands())
+		}
+		if p != nil {
+			_ = p.Release(ctx)
+		}
+	}
+}

@@ -1,0 +1,273 @@
+package datadriver_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/testsupport"
+	"github.com/redis/go-redis/v9"
+)
+
+// failReleases makes every release save of s fail before it is sent.
+func failReleases(s *server) {
+	s.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+		if isWrite(cmd, "release") {
+			return testsupport.ErrInjected
+		}
+		return nil
+	})
+}
+
+// leaveWithFailingSave joins key, earns coins, and leaves while release
+// saves fail, so the profile is retained.
+func leaveWithFailingSave(t *testing.T, s *server, d *datadriver.Driver[player], key string) *datadriver.Profile[player] {
+	t.Helper()
+	ctx := ctxT(t)
+	p, err := d.Join(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Update(func(d *player) { d.Coins = 777 })
+	failReleases(s)
+	if err := p.Release(ctx); !errors.Is(err, testsupport.ErrInjected) {
+		t.Fatalf("Release with a failing backend = %v, want the injected error", err)
+	}
+	s.faults.Clear()
+	select {
+	case <-p.Done():
+		t.Fatal("a profile whose release failed must be retained, not ended")
+	default:
+	}
+	return p
+}
+
+func TestSameServerRejoinWaitsForLeaveSave(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a")
+	d := players(t, a)
+	ctx := ctxT(t)
+	p, err := d.Join(ctx, "user:10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Update(func(d *player) { d.Coins = 10 })
+
+	// Hold the release save until the rejoin is waiting on it.
+	inSave, proceed := make(chan struct{}), make(chan struct{})
+	a.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+		if isWrite(cmd, "release") {
+			close(inSave)
+			<-proceed
+		}
+		return nil
+	})
+	released := make(chan error, 1)
+	go func() { released <- p.Release(ctx) }()
+	<-inSave
+	a.faults.Clear()
+
+	joined := make(chan *datadriver.Profile[player], 1)
+	go func() {
+		q, err := d.Join(ctx, "user:10")
+		if err != nil {
+			t.Errorf("rejoin: %v", err)
+		}
+		joined <- q
+	}()
+	select {
+	case <-joined:
+		t.Fatal("the rejoin loaded while the leave save was still running")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(proceed)
+	if err := <-released; err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	q := <-joined
+	if q == nil {
+		t.FailNow()
+	}
+	if q == p || coins(q) != 10 {
+		t.Fatalf("rejoin got the old object %t or coins %d; want a fresh load of the saved record (10)", q == p, coins(q))
+	}
+}
+
+func TestAdoption(t *testing.T) {
+	t.Run("the save lands: the player continues on the same profile", func(t *testing.T) {
+		r := testsupport.StartRedis(t)
+		a := newServer(t, r, "server-a")
+		d := players(t, a)
+		ctx := ctxT(t)
+		p := leaveWithFailingSave(t, a, d, "user:11")
+		oldEpoch := p.Epoch()
+		q, err := d.Join(ctx, "user:11")
+		if err != nil {
+			t.Fatalf("rejoin: %v", err)
+		}
+		if q != p || coins(q) != 777 {
+			t.Fatalf("rejoin got a new object (%t) or lost progress (coins %d)", q != p, coins(q))
+		}
+		if q.Epoch() != oldEpoch+1 {
+			t.Fatalf("adoption epoch = %d, want %d (a new session)", q.Epoch(), oldEpoch+1)
+		}
+		if err := q.Update(func(d *player) { d.Coins++ }); err != nil {
+			t.Fatalf("Update after adoption: %v", err)
+		}
+		if err := q.Release(ctx); err != nil {
+			t.Fatalf("Release after adoption: %v", err)
+		}
+		if rec := record(t, r, "PlayerData", "user:11"); rec["lock.token"] != "" || rec["ver"] != "2" {
+			t.Fatalf("record after the adopted session left: %v", rec)
+		}
+	})
+
+	t.Run("the lock is gone: the profile ends and the record loads", func(t *testing.T) {
+		r := testsupport.StartRedis(t)
+		a := newServer(t, r, "server-a")
+		b := newServer(t, r, "server-b")
+		short := func(c *datadriver.Config[player]) { c.LockTTL, c.LockSkew = 100*time.Millisecond, 50*time.Millisecond }
+		da, db := players(t, a, short), players(t, b, short)
+		ctx := ctxT(t)
+		p := leaveWithFailingSave(t, a, da, "user:12")
+		// Server B takes the stale lock, plays and leaves.
+		pb, err := db.Join(ctx, "user:12")
+		if err != nil {
+			t.Fatalf("B: %v", err)
+		}
+		_ = pb.Update(func(d *player) { d.Coins = 5 })
+		if err := pb.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		q, err := da.Join(ctx, "user:12")
+		if err != nil {
+			t.Fatalf("rejoin on A: %v", err)
+		}
+		if q == p || coins(q) != 5 {
+			t.Fatalf("rejoin on A: same object %t, coins %d; want B's record (5) in a new profile", q == p, coins(q))
+		}
+		if !errors.Is(p.Err(), datadriver.ErrLockLost) {
+			t.Fatalf("retained profile Err = %v, want ErrLockLost", p.Err())
+		}
+	})
+
+	t.Run("the backend is still down: the player keeps the retained profile", func(t *testing.T) {
+		r := testsupport.StartRedis(t)
+		a := newServer(t, r, "server-a")
+		d := players(t, a, func(c *datadriver.Config[player]) { c.Autosave = 50 * time.Millisecond })
+		ctx := ctxT(t)
+		p := leaveWithFailingSave(t, a, d, "user:13")
+		a.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+			if isWrite(cmd, "save") || isWrite(cmd, "release") {
+				return testsupport.ErrInjected
+			}
+			return nil
+		})
+		q, err := d.Join(ctx, "user:13")
+		if err != nil {
+			t.Fatalf("rejoin while the backend is down: %v", err)
+		}
+		if q != p || coins(q) != 777 {
+			t.Fatalf("rejoin got a new object (%t) or coins %d", q != p, coins(q))
+		}
+		if !strings.Contains(a.logs.String(), "autosave keeps retrying") {
+			t.Fatalf("no warning logged:\n%s", a.logs)
+		}
+		_ = q.Update(func(d *player) { d.Coins = 778 })
+		a.faults.Clear()
+		eventually(t, 5*time.Second, "an autosave lands after the backend recovers", func() bool {
+			return record(t, r, "PlayerData", "user:13")["ver"] == "1"
+		})
+		if err := q.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		q2, err := d.Join(ctx, "user:13")
+		if err != nil || coins(q2) != 778 {
+			t.Fatalf("after recovery: %v, coins %d, want 778", err, coins(q2))
+		}
+	})
+}
+
+func TestLostReleaseResponse(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a")
+	d := players(t, a)
+	ctx := ctxT(t)
+	p, err := d.Join(ctx, "user:14")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Update(func(d *player) { d.Coins = 31 })
+	// The release lands, but its answer is lost.
+	a.faults.SetAfter(func(_ context.Context, cmd redis.Cmder, err error) error {
+		if isWrite(cmd, "release") && err == nil {
+			return testsupport.ErrInjected
+		}
+		return nil
+	})
+	if err := p.Release(ctx); !errors.Is(err, testsupport.ErrInjected) {
+		t.Fatalf("Release = %v, want the injected lost answer", err)
+	}
+	a.faults.Clear()
+	rec := record(t, r, "PlayerData", "user:14")
+	if rec["lock.token"] != "" || rec["released"] == "" || rec["released.ver"] != rec["ver"] {
+		t.Fatalf("the release should have landed: %v", rec)
+	}
+	q, err := d.Join(ctx, "user:14")
+	if err != nil {
+		t.Fatalf("rejoin: %v", err)
+	}
+	if q != p || coins(q) != 31 {
+		t.Fatalf("rejoin: same object %t coins %d; want the retained profile retaken", q == p, coins(q))
+	}
+	rec = record(t, r, "PlayerData", "user:14")
+	if rec["lock.job"] != "server-a" || rec["lock.token"] == "" {
+		t.Fatalf("the adoption did not retake the lock: %v", rec)
+	}
+	if err := q.Save(ctx); err != nil {
+		t.Fatalf("Save after retake: %v", err)
+	}
+}
+
+func TestJoinEndsLocalSession(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a")
+	var kicks atomic.Int32
+	d := players(t, a, func(c *datadriver.Config[player]) {
+		c.Kick = func(key, reason string) {
+			if reason == datadriver.ReasonJoinedElsewhere {
+				kicks.Add(1)
+			}
+		}
+	})
+	ctx := ctxT(t)
+	p, err := d.Join(ctx, "user:15")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Update(func(d *player) { d.Coins = 3 })
+	p.OnRelease(func(d *player) { d.Name = "cleaned" })
+
+	if _, err := d.Load(ctx, "user:15", datadriver.LoadOptions{}); !errors.Is(err, datadriver.ErrLocked) {
+		t.Fatalf("a manual load without wait of a live local session = %v, want ErrLocked", err)
+	}
+	q, err := d.Join(ctx, "user:15")
+	if err != nil {
+		t.Fatalf("second Join: %v", err)
+	}
+	if kicks.Load() != 1 {
+		t.Fatalf("Kick called %d times, want 1", kicks.Load())
+	}
+	if !errors.Is(p.Err(), datadriver.ErrReleased) {
+		t.Fatalf("old session Err = %v, want ErrReleased", p.Err())
+	}
+	q.View(func(d *player) {
+		if d.Coins != 3 || d.Name != "cleaned" {
+			t.Fatalf("new session data %+v, want the old session's save with its cleanup", *d)
+		}
+	})
+}

@@ -1,0 +1,100 @@
+package datadriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Version is one kept version of a record.
+type Version struct {
+	Ver     int64     // the record version (grows by one with every data write)
+	At      time.Time // when it was written (Redis clock)
+	Current bool      // the record's current data
+}
+
+// Versions lists the kept versions of key, newest first: the current data
+// and up to History past versions. A key never saved has none.
+func (d *Driver[T]) Versions(ctx context.Context, key string) ([]Version, error) {
+	if err := validKey(key); err != nil {
+		return nil, fmt.Errorf("versions: %w", err)
+	}
+	rk := d.recordKey(key)
+	v, err := d.node.scripts.versions.Run(ctx, d.node.rdb, []string{rk, historyKey(rk)}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("versions %q: %w", key, err)
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) < 3 {
+		return nil, fmt.Errorf("versions %q: unexpected answer %T", key, v)
+	}
+	var out []Version
+	if str(arr[2]) == "1" {
+		out = append(out, Version{Ver: num(arr[0]), At: msTime(arr[1]), Current: true})
+	}
+	for i := 3; i+1 < len(arr); i += 2 {
+		out = append(out, Version{Ver: num(arr[i]), At: msTime(arr[i+1])})
+	}
+	slices.SortFunc(out, func(a, b Version) int { return int(b.Ver - a.Ver) })
+	return out, nil
+}
+
+// RestoreAt loads key under its lock (with Load's waits and errors) and
+// puts back the data as it was at t: the newest kept version written at or
+// before t becomes the current data, written as a new version, so the
+// restore itself can be undone. It returns the live profile, which the
+// caller releases. With no kept version that old it answers ErrNoVersion
+// and changes nothing; a kept version that does not decode answers
+// ErrCorruptRecord.
+func (d *Driver[T]) RestoreAt(ctx context.Context, key string, t time.Time, opts LoadOptions) (*Profile[T], error) {
+	p, err := d.Load(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.restore(ctx, p, t); err != nil {
+		if rerr := p.Release(ctx); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) error {
+	versions, err := d.Versions(ctx, p.key)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(versions, func(v Version) bool { return !v.At.After(t) })
+	if i < 0 {
+		return fmt.Errorf("restore %q at %s: %w", p.key, t.Format(time.RFC3339), ErrNoVersion)
+	}
+	target := versions[i]
+	if target.Current {
+		return nil // the data as of t is the current data
+	}
+	rk := d.recordKey(p.key)
+	raw, err := d.node.rdb.HGet(ctx, historyKey(rk), fmt.Sprintf("d:%d", target.Ver)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return fmt.Errorf("restore %q: version %d: %w", p.key, target.Ver, ErrNoVersion)
+	}
+	if err != nil {
+		return fmt.Errorf("restore %q: %w", p.key, err)
+	}
+	data, err := d.codec.decode(raw)
+	if err != nil {
+		return &CorruptRecordError{Key: p.key, Err: fmt.Errorf("version %d: %w", target.Ver, err)}
+	}
+	p.dataMu.Lock()
+	p.data = data
+	p.dataMu.Unlock()
+	if err := p.Save(ctx); err != nil {
+		return fmt.Errorf("restore %q: %w", p.key, err)
+	}
+	d.log.Info("restored a version", "key", p.key, "ver", target.Ver, "at", target.At)
+	return nil
+}

@@ -1,0 +1,29 @@
+package datadriver
+
+import (
+	"context"
+	"fmt"
+)
+
+// Wipe erases key's record and its history, for an erasure request. It does
+// not wait for the lock: a session of the key on this Node ends at once with
+// ErrLockLost (the game hears it through Kick and OnLockLost), and a session
+// on another server ends at its next save, which finds the lock gone and
+// cannot write the record back.
+func (d *Driver[T]) Wipe(ctx context.Context, key string) error {
+	if err := validKey(key); err != nil {
+		return fmt.Errorf("wipe: %w", err)
+	}
+	rk := d.recordKey(key)
+	if err := d.node.scripts.wipe.Run(ctx, d.node.rdb, []string{rk, historyKey(rk)}).Err(); err != nil {
+		return fmt.Errorf("wipe %q: %w", key, err)
+	}
+	d.mu.Lock()
+	p := d.profiles[key]
+	d.mu.Unlock()
+	if p != nil {
+		p.finish(fmt.Errorf("wipe %q: %w (the record was erased)", key, ErrLockLost))
+	}
+	d.log.Info("wiped a profile", "key", key)
+	return nil
+}

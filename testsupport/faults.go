@@ -1,0 +1,124 @@
+package testsupport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrInjected is the error a FaultHook answers for an injected failure.
+var ErrInjected = errors.New("injected fault")
+
+// FaultHook is a go-redis hook that lets a test fail, stall or lose the
+// answer of chosen commands. Add it with client.AddHook. Each func field is
+// optional; the zero FaultHook passes everything through.
+//
+//   - Before runs before a command is sent: a non-nil error fails the
+//     command without sending it (the backend is down).
+//   - After runs once the command has run, with the error it answered: a
+//     non-nil error replaces its answer (the command landed but its answer
+//     was lost).
+//
+// Pipelines are passed through untouched.
+type FaultHook struct {
+	mu     sync.Mutex
+	before func(ctx context.Context, cmd redis.Cmder) error
+	after  func(ctx context.Context, cmd redis.Cmder, err error) error
+}
+
+var _ redis.Hook = (*FaultHook)(nil)
+
+// SetBefore installs (or with nil removes) the Before fault.
+func (h *FaultHook) SetBefore(f func(ctx context.Context, cmd redis.Cmder) error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.before = f
+}
+
+// SetAfter installs (or with nil removes) the After fault.
+func (h *FaultHook) SetAfter(f func(ctx context.Context, cmd redis.Cmder, err error) error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.after = f
+}
+
+// Clear removes every fault.
+func (h *FaultHook) Clear() {
+	h.SetBefore(nil)
+	h.SetAfter(nil)
+}
+
+func (h *FaultHook) funcs() (before func(context.Context, redis.Cmder) error, after func(context.Context, redis.Cmder, error) error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.before, h.after
+}
+
+// DialHook implements redis.Hook.
+func (h *FaultHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook.
+func (h *FaultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		before, after := h.funcs()
+		if before != nil {
+			if err := before(ctx, cmd); err != nil {
+				cmd.SetErr(err)
+				return err
+			}
+		}
+		err := next(ctx, cmd)
+		if after != nil {
+			if aerr := after(ctx, cmd, err); aerr != nil {
+				cmd.SetErr(aerr)
+				return aerr
+			}
+		}
+		return err
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook.
+func (h *FaultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// ScriptArg returns ARGV[i] (1-based, as in Lua) of an EVAL or EVALSHA
+// command, and false for any other command or a missing argument.
+func ScriptArg(cmd redis.Cmder, i int) (string, bool) {
+	args := cmd.Args()
+	name := strings.ToLower(cmd.Name())
+	if (name != "evalsha" && name != "eval") || len(args) < 3 {
+		return "", false
+	}
+	var numKeys int
+	if _, err := fmt.Sscan(fmt.Sprint(args[2]), &numKeys); err != nil {
+		return "", false
+	}
+	at := 3 + numKeys + i - 1
+	if i < 1 || at >= len(args) {
+		return "", false
+	}
+	return fmt.Sprint(args[at]), true
+}
+
+// ScriptKey returns KEYS[i] (1-based) of an EVAL or EVALSHA command.
+func ScriptKey(cmd redis.Cmder, i int) (string, bool) {
+	args := cmd.Args()
+	name := strings.ToLower(cmd.Name())
+	if (name != "evalsha" && name != "eval") || len(args) < 3 {
+		return "", false
+	}
+	var numKeys int
+	if _, err := fmt.Sscan(fmt.Sprint(args[2]), &numKeys); err != nil {
+		return "", false
+	}
+	if i < 1 || i > numKeys || 2+i >= len(args) {
+		return "", false
+	}
+	return fmt.Sprint(args[2+i]), true
+}

@@ -1,0 +1,554 @@
+package testsupport
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// The values of [Redis.Kind].
+const (
+	// KindEnv is the server named by REDIS_URL, shared with other tests.
+	KindEnv = "env"
+	// KindRedisServer is a redis-server process spawned for one test.
+	KindRedisServer = "redis-server"
+	// KindMiniredis is an in-process miniredis, used when redis-server is not
+	// on PATH.
+	KindMiniredis = "miniredis"
+)
+
+const (
+	// redisReadyWithin bounds the wait for a spawned redis-server to answer;
+	// it starts in milliseconds, so this only catches a broken binary or host.
+	redisReadyWithin = 5 * time.Second
+	// redisSpawnAttempts is how many free ports a first start tries: another
+	// process may take a port between our probe and the server's bind.
+	redisSpawnAttempts = 5
+	// redisPoll is the pause between readiness probes and between restart
+	// attempts on a port that is still taken.
+	redisPoll = 10 * time.Millisecond
+	// redisCleanupWithin bounds deleting a namespace's keys from REDIS_URL.
+	redisCleanupWithin = 10 * time.Second
+	// redisLogTail is how many log lines a failure report shows.
+	redisLogTail = 30
+)
+
+// Redis is a Redis for one test. Make it with [StartRedis] or
+// [StartOwnRedis]; its methods are safe for concurrent use.
+type Redis struct {
+	// Addr is "host:port". It never changes, not even across Restart, so
+	// clients reconnect to the new server by themselves.
+	Addr string
+	// Namespace is fresh per call ("t" and 16 hex digits); tests prefix every
+	// key with it (see Key), so tests sharing a REDIS_URL never meet.
+	Namespace string
+	// Kind says which Redis this is: KindEnv, KindRedisServer or
+	// KindMiniredis.
+	Kind string
+	// Mini is the in-process server when Kind is KindMiniredis (for SetTime,
+	// FastForward, direct inspection), else nil.
+	Mini *miniredis.Miniredis
+
+	url     string // KindEnv: REDIS_URL
+	binary  string // KindRedisServer: path of redis-server
+	dir     string // KindRedisServer: working directory, holds the log
+	logPath string // KindRedisServer: the servers' stdout and stderr
+
+	mu       sync.Mutex
+	proc     *redisProc // KindRedisServer: the running server; nil when stopped
+	miniDown bool       // KindMiniredis: stopped
+}
+
+// redisConfig says which Redis a start may use; tests build one directly to
+// force a path (the zero value forces miniredis).
+type redisConfig struct {
+	url    string // REDIS_URL; "" when unset or not to be used
+	binary string // path of redis-server; "" when not installed
+}
+
+// StartRedis gives a test a Redis and a fresh namespace, preferring:
+//   - REDIS_URL when set (parsed by [redis.ParseURL]); when the test ends, the
+//     namespace's keys are deleted (SCAN MATCH <ns>* then UNLINK, or DEL on
+//     servers without UNLINK). Restart, Stop and Start skip the test.
+//   - else a private redis-server when the binary is on PATH, spawned on a free
+//     127.0.0.1 port without persistence (--save "" --appendonly no), its log
+//     in tb.TempDir(); killed and reaped when the test ends.
+//   - else miniredis, and tb.Log says so.
+//
+// It fails the test when the chosen server does not answer within about five
+// seconds (a spawned server is retried on another port if its port was taken).
+func StartRedis(tb testing.TB) *Redis {
+	tb.Helper()
+	return startRedis(tb, redisConfig{url: os.Getenv("REDIS_URL"), binary: lookRedisServer()})
+}
+
+// StartOwnRedis gives a test a private redis-server, never REDIS_URL, so the
+// test may crash it with Restart or take it away with Stop and Start. When the
+// binary is not on PATH it uses miniredis, and tb.Log says so.
+func StartOwnRedis(tb testing.TB) *Redis {
+	tb.Helper()
+	return startRedis(tb, redisConfig{binary: lookRedisServer()})
+}
+
+// lookRedisServer returns the path of redis-server on PATH, or "".
+func lookRedisServer() string {
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		return ""
+	}
+	return path
+}
+
+func startRedis(tb testing.TB, cfg redisConfig) *Redis {
+	tb.Helper()
+	r := &Redis{Namespace: newNamespace(tb)}
+	switch {
+	case cfg.url != "":
+		r.startEnv(tb, cfg.url)
+	case cfg.binary != "":
+		r.startSpawned(tb, cfg.binary)
+	default:
+		tb.Log("testsupport: redis-server is not on PATH; using miniredis")
+		r.startMini(tb)
+	}
+	return r
+}
+
+// newNamespace returns "t" and 16 random hex digits: no glob metacharacters,
+// and no namespace is a prefix of another, so SCAN MATCH <ns>* is exact.
+func newNamespace(tb testing.TB) string {
+	tb.Helper()
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		tb.Fatalf("testsupport: namespace: %v", err)
+	}
+	return "t" + hex.EncodeToString(b[:])
+}
+
+// Client returns a new client, with its own connection pool, to this Redis,
+// closed when the test ends. Each simulated game server should get its own.
+// opts change the options after the defaults (REDIS_URL's, or just Addr) are
+// set, e.g. func(o *redis.Options) { o.MaxRetries = -1 }.
+func (r *Redis) Client(tb testing.TB, opts ...func(*redis.Options)) redis.UniversalClient {
+	tb.Helper()
+	opt := &redis.Options{Addr: r.Addr}
+	if r.Kind == KindEnv {
+		var err error
+		if opt, err = redis.ParseURL(r.url); err != nil {
+			tb.Fatalf("testsupport: REDIS_URL: %v", err)
+		}
+	}
+	for _, o := range opts {
+		o(opt)
+	}
+	c := redis.NewClient(opt)
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Key returns Namespace and parts joined by ":" (Key("user", "42") is
+// "<ns>:user:42"); with no parts it returns Namespace.
+func (r *Redis) Key(parts ...string) string {
+	if len(parts) == 0 {
+		return r.Namespace
+	}
+	return r.Namespace + ":" + strings.Join(parts, ":")
+}
+
+// Restart crashes the server and starts an empty one on the same address, as
+// a crash and restart without persistence would: the data and the script cache
+// are gone and a redis-server has a new run_id. Existing clients reconnect by
+// themselves; their first command may fail. It returns once the new server
+// answers. A stopped server is just started. On REDIS_URL it skips the test.
+//
+// For miniredis it flushes the data and scripts, closes it and restarts the
+// same object (its SetTime clock is kept).
+func (r *Redis) Restart(tb testing.TB) {
+	tb.Helper()
+	if r.Kind == KindEnv {
+		tb.Skip("testsupport: cannot restart REDIS_URL")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopLocked(tb)
+	r.startLocked(tb)
+}
+
+// Stop makes the server unreachable until Start: a redis-server is killed
+// (SIGKILL) and reaped, a miniredis is closed. Commands fail with a
+// connection error meanwhile. Stopping a stopped server does nothing. On
+// REDIS_URL it skips the test.
+func (r *Redis) Stop(tb testing.TB) {
+	tb.Helper()
+	if r.Kind == KindEnv {
+		tb.Skip("testsupport: cannot stop REDIS_URL")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopLocked(tb)
+}
+
+// Start brings a stopped server back on the same address, empty (for
+// miniredis too, so that every kind behaves the same: Stop then Start is a
+// crash and restart with an outage in between). It returns once the server
+// answers. Starting a running server does nothing. On REDIS_URL it skips the
+// test.
+//
+// A go-redis client whose dials failed while the server was down waits up to
+// about a second before it dials again, so its first commands after Start
+// may still fail; retry them (or use a new client).
+func (r *Redis) Start(tb testing.TB) {
+	tb.Helper()
+	if r.Kind == KindEnv {
+		tb.Skip("testsupport: cannot start REDIS_URL")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.startLocked(tb)
+}
+
+func (r *Redis) stopLocked(tb testing.TB) {
+	tb.Helper()
+	switch r.Kind {
+	case KindRedisServer:
+		if r.proc != nil {
+			r.proc.kill()
+			r.proc = nil
+		}
+	case KindMiniredis:
+		if !r.miniDown {
+			r.crashMini(tb)
+			r.miniDown = true
+		}
+	}
+}
+
+func (r *Redis) startLocked(tb testing.TB) {
+	tb.Helper()
+	switch r.Kind {
+	case KindRedisServer:
+		if r.proc == nil {
+			r.respawn(tb)
+		}
+	case KindMiniredis:
+		if r.miniDown {
+			r.restartMini(tb)
+			r.miniDown = false
+		}
+	}
+}
+
+// ---- REDIS_URL
+
+func (r *Redis) startEnv(tb testing.TB, url string) {
+	tb.Helper()
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		tb.Fatalf("testsupport: REDIS_URL: %v", err)
+	}
+	r.Kind, r.url, r.Addr = KindEnv, url, opt.Addr
+	c := redis.NewClient(opt)
+	tb.Cleanup(func() {
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), redisCleanupWithin)
+		defer cancel()
+		if err := deleteMatching(ctx, c, r.Namespace+"*"); err != nil {
+			tb.Logf("testsupport: delete keys of namespace %s from REDIS_URL: %v", r.Namespace, err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), redisReadyWithin)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		tb.Fatalf("testsupport: REDIS_URL %s: %v", opt.Addr, err)
+	}
+}
+
+// deleteMatching deletes every key matching the SCAN pattern.
+func deleteMatching(ctx context.Context, c *redis.Client, match string) error {
+	var cursor uint64
+	for {
+		keys, next, err := c.Scan(ctx, cursor, match, 1000).Result()
+		if err != nil {
+			return fmt.Errorf("scan: %w", err)
+		}
+		if len(keys) > 0 {
+			if err := c.Unlink(ctx, keys...).Err(); err != nil {
+				if err := c.Del(ctx, keys...).Err(); err != nil {
+					return fmt.Errorf("del: %w", err)
+				}
+			}
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
+	}
+}
+
+// ---- spawned redis-server
+
+// redisProc is one redis-server process; its goroutine reaps it.
+type redisProc struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the process has exited and been reaped
+}
+
+// kill sends SIGKILL and waits until the process is reaped.
+func (p *redisProc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+func (r *Redis) startSpawned(tb testing.TB, binary string) {
+	tb.Helper()
+	r.Kind, r.binary = KindRedisServer, binary
+	// TempDir before the kill cleanup, so the process dies before its
+	// directory is removed (cleanups run last-in first-out).
+	r.dir = tb.TempDir()
+	r.logPath = filepath.Join(r.dir, "redis-server.log")
+	tb.Cleanup(func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.proc != nil {
+			r.proc.kill()
+			r.proc = nil
+		}
+		if tb.Failed() {
+			tb.Logf("testsupport: redis-server log %s:\n%s", r.logPath, tailFile(r.logPath, redisLogTail))
+		}
+	})
+	var errs []error
+	for range redisSpawnAttempts {
+		port, err := freePort()
+		if err != nil {
+			tb.Fatalf("testsupport: find a free port: %v", err)
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		p, err := r.spawn(addr)
+		if err == nil {
+			r.Addr, r.proc = addr, p
+			return
+		}
+		errs = append(errs, err)
+	}
+	tb.Fatalf("testsupport: start redis-server: %v\nlog %s:\n%s",
+		errors.Join(errs...), r.logPath, tailFile(r.logPath, redisLogTail))
+}
+
+// respawn starts a new redis-server on r.Addr, retrying while the port is
+// still taken, for about redisReadyWithin.
+func (r *Redis) respawn(tb testing.TB) {
+	tb.Helper()
+	deadline := time.Now().Add(redisReadyWithin)
+	for {
+		p, err := r.spawn(r.Addr)
+		if err == nil {
+			r.proc = p
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("testsupport: restart redis-server on %s: %v\nlog %s:\n%s",
+				r.Addr, err, r.logPath, tailFile(r.logPath, redisLogTail))
+		}
+		time.Sleep(redisPoll)
+	}
+}
+
+// spawn starts redis-server on addr and waits until it answers as itself.
+func (r *Redis) spawn(addr string) (*redisProc, error) {
+	_, port, _ := net.SplitHostPort(addr)
+	logf, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close() // the child has its own copy
+	fmt.Fprintf(logf, "--- testsupport: %s starting redis-server on %s\n", time.Now().Format(time.RFC3339Nano), addr)
+	cmd := exec.Command(r.binary,
+		"--port", port,
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", r.dir,
+	)
+	cmd.Dir = r.dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	dieWithParent(cmd)
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &redisProc{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	if err := waitRedisReady(addr, cmd.Process.Pid, p.done); err != nil {
+		p.kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+// waitRedisReady polls addr until INFO server names pid as process_id (so a
+// server that already held the port is not taken for ours), the process exits,
+// or redisReadyWithin passes.
+func waitRedisReady(addr string, pid int, exited <-chan struct{}) error {
+	want := strconv.Itoa(pid)
+	timeout := time.NewTimer(redisReadyWithin)
+	defer timeout.Stop()
+	var last error
+	for {
+		info, err := probeInfoServer(addr)
+		switch {
+		case err != nil:
+			last = err
+		case infoField(info, "process_id") == want:
+			return nil
+		default:
+			last = fmt.Errorf("%s is held by another server (process_id %s)", addr, infoField(info, "process_id"))
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("redis-server on %s exited before answering (port taken?)", addr)
+		case <-timeout.C:
+			return fmt.Errorf("redis-server on %s did not answer within %v: %v", addr, redisReadyWithin, last)
+		case <-time.After(redisPoll):
+		}
+	}
+}
+
+// probeInfoServer sends INFO server on a plain connection and returns the
+// reply. It does not use a go-redis client: a pool that failed to dial waits
+// about a second before it dials again, and logs every failure.
+func probeInfoServer(addr string) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, 250*time.Millisecond)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(time.Second)); err != nil {
+		return "", err
+	}
+	if _, err := io.WriteString(conn, "*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n"); err != nil {
+		return "", err
+	}
+	br := bufio.NewReader(conn)
+	head, err := br.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	head = strings.TrimRight(head, "\r\n")
+	size, err := strconv.Atoi(strings.TrimPrefix(head, "$"))
+	if !strings.HasPrefix(head, "$") || err != nil || size < 0 {
+		return "", fmt.Errorf("INFO server answered %q", head) // e.g. -LOADING
+	}
+	body := make([]byte, size)
+	if _, err := io.ReadFull(br, body); err != nil {
+		return "", err
+	}
+	return string(body), nil
+}
+
+// infoField returns the value of name in an INFO reply, or "".
+func infoField(info, name string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// freePort returns a TCP port that was free on 127.0.0.1 a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tailFile returns the last n lines of the file at path, or why it cannot.
+func tailFile(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	defer f.Close()
+	var lines []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		lines = append(lines, s.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// ---- miniredis
+
+func (r *Redis) startMini(tb testing.TB) {
+	tb.Helper()
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		tb.Fatalf("testsupport: start miniredis: %v", err)
+	}
+	tb.Cleanup(m.Close)
+	r.Kind, r.Mini, r.Addr = KindMiniredis, m, m.Addr()
+}
+
+// crashMini empties and closes the miniredis, as a crash without persistence
+// would leave it.
+func (r *Redis) crashMini(tb testing.TB) {
+	tb.Helper()
+	// The script cache has no direct API; a real crash loses it too, and
+	// code under test must survive NOSCRIPT.
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1, DialerRetries: 1, DisableIdentity: true})
+	err := c.ScriptFlush(context.Background()).Err()
+	_ = c.Close()
+	if err != nil {
+		tb.Fatalf("testsupport: miniredis SCRIPT FLUSH: %v", err)
+	}
+	r.Mini.FlushAll()
+	r.Mini.Close()
+	// Close cancels Mini.Ctx for good, which would end every blocking
+	// command (BLPOP, XREAD BLOCK) at once after the restart; give it a new
+	// one while no server runs.
+	r.Mini.Lock()
+	r.Mini.Ctx, r.Mini.CtxCancel = context.WithCancel(context.Background())
+	r.Mini.Unlock()
+}
+
+// restartMini starts the closed miniredis on its old port, retrying while the
+// port is still taken.
+func (r *Redis) restartMini(tb testing.TB) {
+	tb.Helper()
+	deadline := time.Now().Add(redisReadyWithin)
+	for {
+		err := r.Mini.Restart()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("testsupport: restart miniredis on %s: %v", r.Addr, err)
+		}
+		time.Sleep(redisPoll)
+	}
+}
