@@ -20,9 +20,9 @@ type Driver[T any] struct {
 	cancel context.CancelFunc
 
 	mu       sync.Mutex
-	loading  map[string]bool           // keys with a load in flight on this Node (the reservation)
-	profiles map[string]*Profile[T]    // live, leaving and retained profiles
-	waits    map[string]chan struct{}  // closed when a key's local state changes
+	loading  map[string]bool          // keys with a load in flight on this Node (the reservation)
+	profiles map[string]*Profile[T]   // live, leaving and retained profiles
+	waits    map[string]chan struct{} // closed when a key's local state changes
 	closed   bool
 	wg       sync.WaitGroup // loads, autosave loops and callbacks
 }
