@@ -1,0 +1,127 @@
+package presence
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+const (
+	// DefaultBeat is the beat interval: three beats fit in one TTL, so one or
+	// two lost beats never make a live server read as stopped.
+	DefaultBeat = 3 * time.Second
+	// DefaultTTL is how long a beat stays alive on the Redis clock: long enough
+	// to ride out a short Redis hiccup, short enough that a crash is taken over
+	// within about 10 to 15 s.
+	DefaultTTL = 10 * time.Second
+	// DefaultKeyName is the name of the presence hash under a namespace.
+	DefaultKeyName = "CKPresence"
+)
+
+// metaRun and metaSince are the hash's meta fields (see beat.lua). They start
+// with a NUL byte, which no JobID may.
+const (
+	metaRun   = "\x00run"
+	metaSince = "\x00since"
+)
+
+// KeyFor returns the presence hash key under namespace: "<namespace>:CKPresence",
+// or "CKPresence" when namespace is empty.
+func KeyFor(namespace string) string {
+	if namespace == "" {
+		return DefaultKeyName
+	}
+	return namespace + ":" + DefaultKeyName
+}
+
+// Config configures a [Presence]. Zero values take the defaults; invalid values
+// are refused by [New], never silently fixed.
+type Config struct {
+	// Key is the full Redis key of the presence hash, e.g. KeyFor("mygame").
+	// default: none (required)
+	Key string
+	// JobID names this server: non-empty and not starting with a NUL byte.
+	// default: none (required)
+	JobID string
+	// Beat is the interval between beats of the loop started by Start.
+	// default: DefaultBeat (3s)
+	Beat time.Duration
+	// TTL is how long a beat stays alive on the Redis clock; must be > Beat and
+	// at least 1ms. Every server reading a hash should use the writers' TTL.
+	// default: DefaultTTL (10s)
+	TTL time.Duration
+	// FenceMargin: this server counts as stale once its last successful beat was
+	// sent more than TTL-FenceMargin ago. Must be < TTL, and TTL-FenceMargin
+	// must exceed Beat (or a healthy server would go stale between two beats).
+	// default: Beat
+	FenceMargin time.Duration
+	// Clock drives the beat loop, the stale timer and Stale.
+	// default: clock.New() (the real, monotonic clock)
+	Clock clock.Clock
+	// Logger receives the beat loop's warnings and recoveries.
+	// default: slog.Default()
+	Logger *slog.Logger
+	// OnStale is called once per stale episode, on the loop goroutine started by
+	// Start, when this server may already read as stopped to others: its last
+	// successful beat was sent TTL-FenceMargin ago (or, if none succeeded yet,
+	// Start was). End the sessions it holds (self-fencing). It must return
+	// promptly (beats wait for it) and must not call Close. A later successful
+	// beat ends the episode. Without Start it is never called.
+	// default: nil (no call; Stale still answers)
+	OnStale func()
+}
+
+// withDefaults returns cfg with zero fields set to their defaults, or an error
+// wrapping ErrInvalidConfig.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Key == "" {
+		return cfg, fmt.Errorf("%w: Key is required", ErrInvalidConfig)
+	}
+	if err := checkJobID(cfg.JobID); err != nil {
+		return cfg, fmt.Errorf("%w: JobID: %w", ErrInvalidConfig, err)
+	}
+	if cfg.Beat == 0 {
+		cfg.Beat = DefaultBeat
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.FenceMargin == 0 {
+		cfg.FenceMargin = cfg.Beat
+	}
+	switch {
+	case cfg.Beat < 0:
+		return cfg, fmt.Errorf("%w: Beat %v is negative", ErrInvalidConfig, cfg.Beat)
+	case cfg.TTL < time.Millisecond:
+		return cfg, fmt.Errorf("%w: TTL %v is under 1ms", ErrInvalidConfig, cfg.TTL)
+	case cfg.TTL <= cfg.Beat:
+		return cfg, fmt.Errorf("%w: TTL %v must exceed Beat %v", ErrInvalidConfig, cfg.TTL, cfg.Beat)
+	case cfg.FenceMargin < 0:
+		return cfg, fmt.Errorf("%w: FenceMargin %v is negative", ErrInvalidConfig, cfg.FenceMargin)
+	case cfg.FenceMargin >= cfg.TTL:
+		return cfg, fmt.Errorf("%w: FenceMargin %v must be under TTL %v", ErrInvalidConfig, cfg.FenceMargin, cfg.TTL)
+	case cfg.TTL-cfg.FenceMargin <= cfg.Beat:
+		return cfg, fmt.Errorf("%w: TTL-FenceMargin %v must exceed Beat %v", ErrInvalidConfig, cfg.TTL-cfg.FenceMargin, cfg.Beat)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.New()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg, nil
+}
+
+// checkJobID refuses a JobID that cannot name a server.
+func checkJobID(jobID string) error {
+	switch {
+	case jobID == "":
+		return fmt.Errorf("%w: empty", ErrInvalidJobID)
+	case strings.HasPrefix(jobID, "\x00"):
+		return fmt.Errorf("%w: %q starts with a NUL byte", ErrInvalidJobID, jobID)
+	}
+	return nil
+}

@@ -1,0 +1,45 @@
+-- list.lua: every server in the presence hash, for operators. O(N) in the hash
+-- size: not for hot paths.
+--
+-- KEYS[1]  the presence hash (fields as in beat.lua)
+-- ARGV[1]  TTL in milliseconds
+--
+-- Answers {proof, wait, job1, expiresIn1, job2, expiresIn2, ...}:
+--   proof      1 when a missing or expired beat proves a server stopped (the
+--              meta fields name this Redis run and it is at least one TTL
+--              old), else 0 (see read.lua)
+--   wait       when proof is 0, the least ms before it can become 1; else 0
+--   expiresInN ms until job N's beat expires on the Redis clock, negative when
+--              it has expired (an unreadable value counts as expiry 0)
+local key, ttl = KEYS[1], tonumber(ARGV[1])
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local run = ''
+local info = redis.pcall('INFO', 'server') -- an error table where INFO is unsupported
+if type(info) == 'string' then
+  run = string.match(info, 'run_id:(%x+)') or ''
+end
+
+local all = redis.call('HGETALL', key)
+local out = {1, 0}
+local metaRun, since = false, nil
+for i = 1, #all, 2 do
+  local f, v = all[i], all[i + 1]
+  if f == '\0run' then
+    metaRun = v
+  elseif f == '\0since' then
+    since = tonumber(v)
+  elseif string.byte(f, 1) ~= 0 then
+    out[#out + 1] = f
+    out[#out + 1] = (tonumber(v) or 0) - now
+  end
+end
+
+if metaRun ~= run or since == nil then
+  out[1], out[2] = 0, ttl
+elseif now - since < ttl then
+  out[1], out[2] = 0, ttl - (now - since)
+end
+return out

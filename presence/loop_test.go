@@ -1,0 +1,217 @@
+package presence
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/redis/go-redis/v9"
+)
+
+// loopRig is one Presence running its loop on a mock clock, with a fault hook
+// on its client and its logs captured.
+type loopRig struct {
+	mock  *clock.Mock
+	hook  *faultHook
+	rdb   *redis.Client
+	logs  *logBuffer
+	p     *Presence
+	stale atomic.Int64 // OnStale calls
+}
+
+// newLoopRig starts a loop against rdbFor(hook) on a mock clock, with the
+// timings of cfg (Beat must stay DefaultBeat), and waits for its first beat
+// attempt.
+func newLoopRig(tb testing.TB, cfg Config, rdbFor func(*faultHook) *redis.Client) *loopRig {
+	tb.Helper()
+	g := &loopRig{mock: clock.NewMock(), hook: newFaultHook(), logs: &logBuffer{}}
+	g.mock.Set(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	g.rdb = rdbFor(g.hook)
+	cfg.Key, cfg.JobID, cfg.Clock, cfg.Logger = testKey(tb), "a", g.mock, g.logs.logger()
+	cfg.OnStale = func() { g.stale.Add(1) }
+	g.p = newTestPresence(tb, g.rdb, cfg)
+	g.p.Start()
+	g.waitAttempts(tb, 1)
+	return g
+}
+
+// waitAttempts waits until n beats have been attempted in all.
+func (g *loopRig) waitAttempts(tb testing.TB, n int64) {
+	tb.Helper()
+	eventually(tb, 10*time.Second, "beat attempts", func() bool { return g.hook.evalSHA.Load() >= n })
+}
+
+// tick moves the mock clock one Beat and waits for the beat it triggers.
+func (g *loopRig) tick(tb testing.TB) {
+	tb.Helper()
+	n := g.hook.evalSHA.Load()
+	g.mock.Add(DefaultBeat)
+	g.waitAttempts(tb, n+1)
+}
+
+func (g *loopRig) count(s string) int { return strings.Count(g.logs.String(), s) }
+
+func TestLoopLogsFailureOnceAndRecovery(t *testing.T) {
+	r := startRedis(t)
+	// A long TTL keeps this test about logging: no stale episode in 4 beats.
+	g := newLoopRig(t, Config{TTL: time.Minute}, func(h *faultHook) *redis.Client { return r.client(t, h) })
+	eventually(t, 5*time.Second, "first beat to succeed", func() bool { return !g.p.LastBeat().IsZero() })
+
+	const warn, recovered = "presence beat failing", "presence beat recovered"
+	for round := 1; round <= 2; round++ {
+		g.hook.fail.Store(true)
+		for range 3 {
+			g.tick(t)
+		}
+		if n := g.count(warn); n != round {
+			t.Fatalf("round %d: %d failure warnings, want %d; logs:\n%s", round, n, round, g.logs)
+		}
+		g.hook.fail.Store(false)
+		g.tick(t)
+		eventually(t, 5*time.Second, "recovery log", func() bool { return g.count(recovered) == round })
+	}
+	if s := g.logs.String(); !strings.Contains(s, "level=WARN") || !strings.Contains(s, "failed_beats=3") {
+		t.Errorf("logs lack the warning level or failure count:\n%s", s)
+	}
+	if n := g.stale.Load(); n != 0 {
+		t.Errorf("OnStale called %d times", n)
+	}
+}
+
+func TestOnStale(t *testing.T) {
+	r := startRedis(t)
+	fenceAfter := DefaultTTL - DefaultBeat // 7s with the defaults
+
+	t.Run("beats fail from the start", func(t *testing.T) {
+		g := newLoopRig(t, Config{}, func(h *faultHook) *redis.Client { return closedPortClient(t, h) })
+		g.mock.Add(fenceAfter - time.Millisecond) // two failing ticks on the way
+		if n := g.stale.Load(); n != 0 || !g.p.Stale() {
+			t.Fatalf("before TTL-FenceMargin: OnStale calls %d, Stale() %v; want 0, true", n, g.p.Stale())
+		}
+		g.mock.Add(time.Millisecond)
+		eventually(t, 5*time.Second, "OnStale", func() bool { return g.stale.Load() == 1 })
+		for range 5 {
+			g.tick(t)
+		}
+		if n := g.stale.Load(); n != 1 {
+			t.Errorf("OnStale called %d times in one episode, want 1", n)
+		}
+		if n := g.count("presence stale"); n != 1 {
+			t.Errorf("%d stale warnings, want 1", n)
+		}
+	})
+
+	t.Run("not while beats succeed", func(t *testing.T) {
+		g := newLoopRig(t, Config{}, func(h *faultHook) *redis.Client { return r.client(t, h) })
+		for range 20 { // one minute of virtual time
+			g.tick(t)
+			if g.p.Stale() {
+				t.Fatal("Stale() while beats succeed")
+			}
+		}
+		if n := g.stale.Load(); n != 0 {
+			t.Errorf("OnStale called %d times while beats succeed", n)
+		}
+	})
+
+	t.Run("fires TTL-FenceMargin after the last success, once per episode", func(t *testing.T) {
+		g := newLoopRig(t, Config{}, func(h *faultHook) *redis.Client { return r.client(t, h) })
+		for episode := int64(1); episode <= 2; episode++ {
+			eventually(t, 5*time.Second, "a successful beat", func() bool { return !g.p.Stale() })
+			deadline := g.p.LastBeat().Add(fenceAfter)
+			g.hook.fail.Store(true)
+			g.mock.Set(deadline.Add(-time.Millisecond)) // the ticks on the way fail
+			if n := g.stale.Load(); n != episode-1 || g.p.Stale() {
+				t.Fatalf("episode %d, 1ms before the deadline: OnStale calls %d, Stale() %v", episode, n, g.p.Stale())
+			}
+			g.mock.Add(time.Millisecond)
+			eventually(t, 5*time.Second, "OnStale", func() bool { return g.stale.Load() == episode })
+			if !g.p.Stale() {
+				t.Fatal("Stale() = false after OnStale")
+			}
+			g.tick(t)
+			g.tick(t)
+			if n := g.stale.Load(); n != episode {
+				t.Fatalf("episode %d: OnStale calls %d, want %d", episode, n, episode)
+			}
+			g.hook.fail.Store(false)
+			g.tick(t) // recovers: the next failure run is a new episode
+		}
+	})
+}
+
+func TestCloseStopsLoop(t *testing.T) {
+	r := startRedis(t)
+	g := newLoopRig(t, Config{}, func(h *faultHook) *redis.Client { return r.client(t, h) })
+	g.tick(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	if err := g.p.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	before := g.hook.evalSHA.Load()
+	field := g.rdb.HGet(ctx, g.p.cfg.Key, "a").Val()
+
+	g.p.Start() // no restart after Close
+	g.mock.Add(10 * DefaultBeat)
+	if err := g.p.Beat(ctx); !errors.Is(err, ErrClosed) {
+		t.Errorf("Beat after Close = %v, want ErrClosed", err)
+	}
+	if n := g.hook.evalSHA.Load(); n != before {
+		t.Errorf("%d beats sent after Close", n-before)
+	}
+	if got := g.rdb.HGet(ctx, g.p.cfg.Key, "a").Val(); got != field {
+		t.Errorf("field changed after Close: %q -> %q", field, got)
+	}
+	if err := g.p.Close(ctx); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if got := g.p.Read(ctx, "a"); got.Status != Alive {
+		t.Errorf("Read after Close = %+v; reads should keep working and Close should not remove the field", got)
+	}
+	if g.stale.Load() != 0 {
+		t.Error("OnStale called after Close")
+	}
+}
+
+func TestCloseCancelsBeatInFlight(t *testing.T) {
+	r := startRedis(t)
+	hook := newFaultHook()
+	logs := &logBuffer{}
+	p := newTestPresence(t, r.client(t, hook), Config{Key: testKey(t), JobID: "a", Logger: logs.logger()})
+
+	hook.block.Store(true)
+	errc := make(chan error, 1)
+	go func() { errc <- p.Beat(context.Background()) }()
+	<-hook.entered
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("in-flight Beat = %v, want context.Canceled", err)
+		}
+	default:
+		t.Fatal("Close returned before the in-flight beat ended")
+	}
+	if s := logs.String(); s != "" {
+		t.Errorf("a cancelled beat logged:\n%s", s)
+	}
+}
+
+func TestCloseBeforeStart(t *testing.T) {
+	r := startRedis(t)
+	p := newTestPresence(t, r.client(t), Config{Key: testKey(t), JobID: "a"})
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatalf("Close before Start: %v", err)
+	}
+}

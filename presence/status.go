@@ -1,0 +1,60 @@
+package presence
+
+import (
+	"strconv"
+	"time"
+)
+
+// Status is the answer to "is this server alive?".
+type Status int
+
+const (
+	// Unknown means the read failed, or a missing beat is no proof of death yet
+	// (Redis restarted or failed over less than one TTL ago). Callers must not
+	// treat it as stopped when that would take a live server's lock.
+	Unknown Status = iota
+	// Alive means the server beat within the TTL, on the Redis clock.
+	Alive
+	// Stopped means a read that succeeded found no live beat and the Redis run
+	// is at least one TTL old: the server has not beaten for a full TTL.
+	Stopped
+)
+
+// String returns "unknown", "alive" or "stopped" ("Status(N)" otherwise).
+func (s Status) String() string {
+	switch s {
+	case Unknown:
+		return "unknown"
+	case Alive:
+		return "alive"
+	case Stopped:
+		return "stopped"
+	default:
+		return "Status(" + strconv.Itoa(int(s)) + ")"
+	}
+}
+
+// Reading is the full answer of one presence read.
+type Reading struct {
+	// Status is the answer.
+	Status Status
+	// ExpiresIn, when Alive, is the time until this beat expires on the Redis
+	// clock: the earliest the server can read Stopped. When Unknown with a nil
+	// Err it is the least time before the answer can become Stopped (the rest of
+	// the one-TTL grace after a Redis restart). Zero otherwise.
+	ExpiresIn time.Duration
+	// Err, when Unknown, says why the read failed. It is nil when the answer is
+	// unknown only because Redis restarted or failed over recently.
+	Err error
+}
+
+// Entry is one server found in the presence hash by [Presence.List].
+type Entry struct {
+	// JobID names the server.
+	JobID string
+	// ExpiresIn is the time until its beat expires on the Redis clock; negative
+	// when it has already expired (the field is awaiting cleaning).
+	ExpiresIn time.Duration
+	// Status is what [Presence.Read] would answer for it.
+	Status Status
+}
