@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/benbjohnson/clock"
+	"github.com/ckernel/playerdata/messaging"
+	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -78,6 +80,45 @@ type NodeConfig struct {
 	// Entropy is the source of lock tokens and autosave jitter.
 	// default: crypto/rand.Reader
 	Entropy io.Reader
+
+	// NATS carries release requests between servers (subject
+	// "<Namespace>.<SubjectPrefix>.<JobID>").
+	// default: nil (no requests: joins poll; crashed holders are still
+	// detected through presence)
+	NATS *nats.Conn
+	// Bus replaces NATS (tests, or another transport).
+	// default: a messaging.NATSBus over NATS when NATS is set
+	Bus messaging.Bus
+	// DisableHandoff turns cross-server handoff off: no presence beat, no
+	// subscription, locks without the presence flag (they change hands by
+	// release or by age only). Handoff is also off without a JobID.
+	// default: false
+	DisableHandoff bool
+	// Beat is the presence beat period (the spec's 3 s beat).
+	// default: presence.DefaultBeat (3 s)
+	Beat time.Duration
+	// PresenceTTL is how long a beat keeps a server alive, judged on the
+	// Redis clock (the spec's 10 s).
+	// default: presence.DefaultTTL (10 s)
+	PresenceTTL time.Duration
+	// FenceMargin: a server whose last successful beat was sent more than
+	// PresenceTTL - FenceMargin ago ends its sessions with ErrLockLost, since
+	// other servers may already take its locks.
+	// default: Beat
+	FenceMargin time.Duration
+	// RequestRepeat is how often a waiting join repeats its release request.
+	// default: lockhandoff.DefaultRequestRepeat (4 s)
+	RequestRepeat time.Duration
+	// ParkMin and ParkMax bound the park between attempts on another
+	// server's lock (doubling from ParkMin to ParkMax).
+	// default: 0.5 s and 2 s
+	ParkMin, ParkMax time.Duration
+	// PresenceKey names the presence hash (under Namespace).
+	// default: "CKPresence"
+	PresenceKey string
+	// SubjectPrefix prefixes handoff subjects (under Namespace).
+	// default: "CKHandoff"
+	SubjectPrefix string
 }
 
 // Config configures a Driver: one per kind of profile on a Node.
@@ -129,6 +170,11 @@ type Config[T any] struct {
 	// lock, with an error matching ErrLockLost.
 	// default: nil
 	OnLockLost func(key string, err error)
+	// DisableHandoff turns cross-server handoff off for this driver: its
+	// locks carry no presence flag, it answers no requests (a joiner
+	// elsewhere waits out LockWait), and its joins only poll.
+	// default: false
+	DisableHandoff bool
 }
 
 // withDefaults returns c with zero fields set to their defaults, or an error

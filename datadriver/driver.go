@@ -23,6 +23,7 @@ type Driver[T any] struct {
 	loading  map[string]bool          // keys with a load in flight on this Node (the reservation)
 	profiles map[string]*Profile[T]   // live, leaving and retained profiles
 	waits    map[string]chan struct{} // closed when a key's local state changes
+	pending  map[string][]request     // release requests for keys still loading
 	closed   bool
 	wg       sync.WaitGroup // loads, autosave loops and callbacks
 }
@@ -50,11 +51,19 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 		loading:  make(map[string]bool),
 		profiles: make(map[string]*Profile[T]),
 		waits:    make(map[string]chan struct{}),
+		pending:  make(map[string][]request),
 	}
 	d.ctx, d.cancel = context.WithCancel(node.ctx)
 	if err := node.register(cfg.Name, d); err != nil {
 		d.cancel()
 		return nil, fmt.Errorf("new driver: %w", err)
+	}
+	if !cfg.DisableHandoff {
+		if err := node.handoff.Register(cfg.Name, d); err != nil {
+			node.unregister(cfg.Name)
+			d.cancel()
+			return nil, fmt.Errorf("new driver: %w: %w", ErrDuplicateDriver, err)
+		}
 	}
 	return d, nil
 }
@@ -137,6 +146,7 @@ func (d *Driver[T]) shutdown(ctx context.Context) error {
 	}
 	wg.Wait()
 	d.wg.Wait()
+	d.node.handoff.Unregister(d.cfg.Name)
 	// A profile whose release failed is dropped: nothing can save it now.
 	d.mu.Lock()
 	for _, p := range d.profiles {

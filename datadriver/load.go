@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ckernel/playerdata/lockhandoff"
 )
 
 // LoadOptions tune one Load or RestoreAt call.
@@ -97,7 +99,11 @@ func (d *Driver[T]) load(ctx context.Context, key string, localWait, remoteWait 
 			}
 		}
 		d.notify(key)
+		reqs := d.takePendingLocked(key)
 		d.mu.Unlock()
+		for _, r := range reqs { // requests that arrived while the load was in flight
+			d.HandleRequest(key, r.token, r.from)
+		}
 		if err != nil {
 			if p != nil {
 				p.abandon()
@@ -207,6 +213,7 @@ func (d *Driver[T]) adopt(ctx context.Context, p *Profile[T]) (bool, error) {
 	d.mu.Lock()
 	p.earlier = append(p.earlier, p.token)
 	p.token = token
+	clear(p.requesters) // the release request is dropped: requests naming the old lock are late now
 	d.mu.Unlock()
 
 	err = p.Save(ctx)
@@ -238,23 +245,6 @@ func (d *Driver[T]) setState(p *Profile[T], s pstate) {
 	}
 }
 
-// lockWaiter parks a load between attempts on a lock held by another
-// server, and says what the next attempt may claim.
-type lockWaiter interface {
-	next(ctx context.Context, l lockState) (attempt, error)
-	close()
-}
-
-// attempt is what an acquire may claim about the holder it saw.
-type attempt struct {
-	stealJob      string // a holder proven stopped (two empty presence reads)
-	stealToken    string
-	notAliveToken string // a lock whose holder read stopped or unknown (age takeover allowed)
-}
-
-// errDeadline: a waiter's bound ran out.
-var errDeadline = errors.New("wait deadline")
-
 // acquire takes key's lock for a new profile, waiting on another server's
 // lock until deadline when wait is true.
 func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time, wait bool) (*Profile[T], error) {
@@ -262,13 +252,13 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 	if err != nil {
 		return nil, err
 	}
-	var w lockWaiter
+	var w *lockhandoff.Wait
 	defer func() {
 		if w != nil {
-			w.close()
+			w.Close()
 		}
 	}()
-	var at attempt
+	var at lockhandoff.Attempt
 	var lastLock *LockedError
 	for {
 		a, l, err := d.acquireOnce(ctx, key, token, at)
@@ -279,22 +269,22 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 			return d.newProfile(ctx, key, token, a)
 		}
 		lastLock = &LockedError{Key: key, Holder: l.job, Age: l.age, Presence: l.presence, token: l.token}
-		if l.job == d.node.jobID && at.stealJob == "" {
+		if l.job == d.node.jobID && at.StealJob == "" && at.NotAliveToken == "" {
 			// Our own JobID, but no session of ours holds it: an earlier run of
 			// this server (a restarted process that kept its JobID) left it.
-			d.log.Warn("taking over a lock left by an earlier run of this JobID", "key", key)
-			at = attempt{stealJob: l.job, stealToken: l.token}
+			at = lockhandoff.Attempt{StealJob: l.job, StealToken: l.token}
 			continue
 		}
 		if !wait {
 			return nil, fmt.Errorf("load: %w", lastLock)
 		}
 		if w == nil {
-			w = d.newWaiter(key, deadline)
+			w = d.node.handoff.NewWait(d.cfg.Name, key, deadline, d.presenceFlag())
 		}
-		at, err = w.next(ctx, l)
+		at, err = w.Next(ctx, lockhandoff.Lock{Job: l.job, Token: l.token, Presence: l.presence,
+			Age: l.age, MaxAge: d.cfg.LockTTL + d.cfg.LockSkew})
 		if err != nil {
-			if errors.Is(err, errDeadline) {
+			if errors.Is(err, lockhandoff.ErrDeadline) {
 				return nil, fmt.Errorf("load: %w: %w", ErrWaitTimeout, lastLock)
 			}
 			return nil, err
@@ -304,14 +294,14 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 
 // acquireOnce runs acquire.lua once: the record when the lock was taken, or
 // the lock that stopped it.
-func (d *Driver[T]) acquireOnce(ctx context.Context, key, token string, at attempt) (*acquired, lockState, error) {
+func (d *Driver[T]) acquireOnce(ctx context.Context, key, token string, at lockhandoff.Attempt) (*acquired, lockState, error) {
 	maxAge := (d.cfg.LockTTL + d.cfg.LockSkew).Milliseconds()
 	presence := "0"
 	if d.presenceFlag() {
 		presence = "1"
 	}
 	v, err := d.node.scripts.acquire.Run(ctx, d.node.rdb, []string{d.recordKey(key)},
-		d.node.jobID, token, presence, maxAge, at.stealJob, at.stealToken, at.notAliveToken, recordFormat).Result()
+		d.node.jobID, token, presence, maxAge, at.StealJob, at.StealToken, at.NotAliveToken, recordFormat).Result()
 	if err != nil {
 		return nil, lockState{}, fmt.Errorf("acquire %q: %w", key, err)
 	}
@@ -340,21 +330,24 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *acquir
 	case "stolen":
 		d.log.Warn(fmt.Sprintf("took the lock of %s from server %s, which stopped beating presence", key, a.prevJob),
 			"key", key, "from", a.prevJob)
+	case "own":
+		d.log.Warn("took over a lock left by an earlier run of this JobID", "key", key)
 	case "expired":
 		d.log.Warn("took a stale lock", "key", key, "from", a.prevJob)
 	}
 	data, derr := d.codec.decode(a.data)
 	p := &Profile[T]{
-		d:        d,
-		key:      key,
-		data:     data,
-		saveLock: make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		state:    stateActive,
-		token:    token,
-		epoch:    a.epoch,
-		ver:      a.ver,
-		lastData: a.data,
+		d:          d,
+		key:        key,
+		data:       data,
+		saveLock:   make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		state:      stateActive,
+		token:      token,
+		epoch:      a.epoch,
+		ver:        a.ver,
+		lastData:   a.data,
+		requesters: make(map[string]struct{}),
 	}
 	p.ctx, p.cancel = context.WithCancel(d.ctx)
 	if derr == nil {
@@ -384,12 +377,10 @@ func (p *Profile[T]) abandon() {
 	}
 }
 
-// presenceFlag reports whether this driver's locks carry presence=1.
-func (d *Driver[T]) presenceFlag() bool { return false }
-
-// newWaiter returns how a load waits on another server's lock.
-func (d *Driver[T]) newWaiter(key string, deadline time.Time) lockWaiter {
-	return &pollWaiter{clock: d.node.clock, deadline: deadline, park: parkMin}
+// presenceFlag reports whether this driver's locks carry presence=1: the
+// Node beats presence and the driver has handoff on.
+func (d *Driver[T]) presenceFlag() bool {
+	return d.node.handoff.Active() && !d.cfg.DisableHandoff
 }
 
 // lockLost tells the game a profile lost its lock.

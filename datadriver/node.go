@@ -11,6 +11,9 @@ import (
 	"sync"
 
 	"github.com/benbjohnson/clock"
+	"github.com/ckernel/playerdata/lockhandoff"
+	"github.com/ckernel/playerdata/messaging"
+	"github.com/ckernel/playerdata/presence"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -28,6 +31,8 @@ type Node struct {
 
 	saveSem chan struct{} // bounds concurrent autosaves
 
+	handoff *lockhandoff.Handoff // always set; passive when handoff is off
+
 	ctx    context.Context // cancelled by Close: stops background work
 	cancel context.CancelFunc
 
@@ -43,6 +48,9 @@ type driverHandle interface {
 	// shutdown releases every profile of the driver and waits for its
 	// goroutines.
 	shutdown(ctx context.Context) error
+	// fence ends every live session with err: this server's presence may
+	// have expired, so its locks may already be taken.
+	fence(err error)
 }
 
 // NewNode creates a Node. ctx bounds the start-up work only.
@@ -86,9 +94,86 @@ func NewNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		n.jobID = "anon-" + id
 	}
 	n.log = cfg.Logger.With("job", n.jobID)
+	if err := n.startHandoff(); err != nil {
+		return nil, err
+	}
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	n.handoff.Start()
 	return n, nil
 }
+
+// startHandoff builds the presence hash client and the handoff. Handoff is
+// on unless the config turns it off or there is no JobID; when off, the
+// handoff is passive: it still reads presence, to keep a live holder's lock
+// from being taken by age.
+func (n *Node) startHandoff() error {
+	cfg := n.cfg
+	active := cfg.JobID != "" && !cfg.DisableHandoff
+	if active {
+		if err := messaging.ValidJobID(cfg.JobID); err != nil {
+			return fmt.Errorf("%w: JobID: %w", ErrInvalidConfig, err)
+		}
+	}
+	name := cfg.PresenceKey
+	if name == "" {
+		name = presence.DefaultKeyName
+	}
+	key := name
+	if n.ns != "" {
+		key = n.ns + ":" + name
+	}
+	pres, err := presence.New(n.rdb, presence.Config{
+		Key: key, JobID: n.jobID, Beat: cfg.Beat, TTL: cfg.PresenceTTL, FenceMargin: cfg.FenceMargin,
+		Clock: n.clock, Logger: n.log, OnStale: n.fence,
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	bus := cfg.Bus
+	if bus == nil && cfg.NATS != nil && active {
+		prefix := cfg.SubjectPrefix
+		if prefix == "" {
+			prefix = messaging.DefaultPrefix
+		}
+		if n.ns != "" {
+			prefix = n.ns + "." + prefix
+		}
+		if bus, err = messaging.NewNATSBus(cfg.NATS, messaging.WithPrefix(prefix),
+			messaging.WithClock(n.clock), messaging.WithLogger(n.log)); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+	}
+	n.handoff, err = lockhandoff.New(lockhandoff.Config{
+		JobID: n.jobID, Bus: bus, Presence: pres, Passive: !active,
+		Beat: pres.Config().Beat, RequestRepeat: cfg.RequestRepeat, ParkMin: cfg.ParkMin, ParkMax: cfg.ParkMax,
+		Clock: n.clock, Logger: n.log,
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// fence ends every live session: the last successful presence beat is so
+// old that other servers may read this one as stopped and take its locks.
+func (n *Node) fence() {
+	n.mu.Lock()
+	drivers := make([]driverHandle, 0, len(n.drivers))
+	for _, d := range n.drivers {
+		drivers = append(drivers, d)
+	}
+	n.mu.Unlock()
+	n.log.Warn("presence beats are failing; ending every session before another server takes its lock")
+	for _, d := range drivers {
+		d.fence(fmt.Errorf("%w: this server's presence may have expired", ErrLockLost))
+	}
+}
+
+// HandoffStats returns the counters of this server's lock handoff.
+func (n *Node) HandoffStats() lockhandoff.Stats { return n.handoff.Stats() }
+
+// HandoffActive reports whether cross-server handoff is on for this Node.
+func (n *Node) HandoffActive() bool { return n.handoff.Active() }
 
 // JobID is the name of this server in lock records.
 func (n *Node) JobID() string { return n.jobID }
@@ -117,6 +202,16 @@ func (n *Node) Close(ctx context.Context) error {
 		wg.Go(func() { errs[i] = d.shutdown(ctx) })
 	}
 	wg.Wait()
+	clean := errors.Join(errs...) == nil
+	// Stop beating only now: a server still releasing must not look stopped.
+	if err := n.handoff.Close(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if clean {
+		if err := n.handoff.Leave(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("remove presence: %w", err))
+		}
+	}
 	n.cancel()
 	return errors.Join(errs...)
 }
@@ -133,6 +228,13 @@ func (n *Node) register(name string, d driverHandle) error {
 	}
 	n.drivers[name] = d
 	return nil
+}
+
+// unregister forgets a driver whose creation failed.
+func (n *Node) unregister(name string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.drivers, name)
 }
 
 // randomHex returns n random bytes from the Node's entropy, hex encoded.

@@ -57,6 +57,9 @@ type Profile[T any] struct {
 	saving   bool
 	cleanups []func(*T)
 	err      error
+	// requesters are servers that asked for the key; each gets a reply when
+	// the profile ends.
+	requesters map[string]struct{}
 }
 
 // Key is the profile's key.
@@ -227,6 +230,7 @@ func (p *Profile[T]) finishLocked(err error) bool {
 		delete(p.d.profiles, p.key)
 	}
 	p.d.notify(p.key)
+	p.d.replyAllLocked(p)
 	p.cancel()
 	close(p.done)
 	return errors.Is(err, ErrLockLost)

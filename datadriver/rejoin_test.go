@@ -130,7 +130,10 @@ func TestAdoption(t *testing.T) {
 		r := testsupport.StartRedis(t)
 		a := newServer(t, r, "server-a")
 		b := newServer(t, r, "server-b")
-		short := func(c *datadriver.Config[player]) { c.LockTTL, c.LockSkew = 100*time.Millisecond, 50*time.Millisecond }
+		short := func(c *datadriver.Config[player]) {
+			c.LockTTL, c.LockSkew = 100*time.Millisecond, 50*time.Millisecond
+			c.DisableHandoff = true // locks without the presence flag go by age
+		}
 		da, db := players(t, a, short), players(t, b, short)
 		ctx := ctxT(t)
 		p := leaveWithFailingSave(t, a, da, "user:12")

@@ -5,20 +5,22 @@
 -- ARGV[2]  new lock token (random, unique per acquisition)
 -- ARGV[3]  presence flag to write: '1' when the caller beats presence, else '0'
 -- ARGV[4]  max age in ms (LockTTL + LockSkew) after which an unprotected lock is stale
--- ARGV[5]  steal job: a holder the caller proved stopped (two empty presence reads), or ''
+-- ARGV[5]  steal job: a holder the caller proved stopped (two empty presence reads), or
+--          the caller's own job id for a lock an earlier run of the same JobID left, or ''
 -- ARGV[6]  steal token: the lock token the caller saw on that holder
 -- ARGV[7]  not-alive token: the token of a lock whose holder's presence the caller
 --          read as stopped or unknown (lets a stale presence-flagged lock go by age), or ''
 -- ARGV[8]  highest record format this build reads
 --
 -- The lock is taken when it is free; when ARGV[5]/ARGV[6] name the holder and its token
--- and the lock carries presence=1 ('stolen'); or when it is older than ARGV[4] and either
+-- and the lock carries presence=1 ('stolen'), or the holder is the caller's own job id
+-- ('own': no session of this run holds it); or when it is older than ARGV[4] and either
 -- carries no presence flag or ARGV[7] names its token ('expired'). Timestamps come from
 -- Redis TIME. epoch is incremented on every acquisition.
 --
 -- Answers:
 --   {'OK', how, epoch, ver, data|false, at|false, trade|false, uids|false, meta|false, prevJob|false}
---       how: 'new' (no record), 'free', 'stolen' or 'expired'
+--       how: 'new' (no record), 'free', 'stolen', 'own' or 'expired'
 --   {'LOCKED', job, token, presence ('1'|'0'), ageMs}
 --   {'FORMAT', fmt}   the record has a format newer than ARGV[8]; nothing was changed
 local rec = KEYS[1]
@@ -38,8 +40,8 @@ elseif not token or token == '' then
   how = 'free'
 else
   local age = now - (tonumber(at) or 0)
-  if ARGV[5] ~= '' and ARGV[5] == job and presence == '1' and ARGV[6] == token then
-    how = 'stolen'
+  if ARGV[5] ~= '' and ARGV[5] == job and ARGV[6] == token and (presence == '1' or job == ARGV[1]) then
+    how = (job == ARGV[1]) and 'own' or 'stolen'
   elseif age > tonumber(ARGV[4]) and (presence ~= '1' or (ARGV[7] ~= '' and ARGV[7] == token)) then
     how = 'expired'
   else

@@ -1,0 +1,102 @@
+package lockhandoff
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/ckernel/playerdata/messaging"
+	"github.com/ckernel/playerdata/presence"
+)
+
+// The reference design's timings.
+const (
+	// DefaultRequestRepeat: a waiting joiner repeats its release request
+	// this often, in case one was lost.
+	DefaultRequestRepeat = 4 * time.Second
+	// DefaultParkMin is the first park between acquire attempts.
+	DefaultParkMin = 500 * time.Millisecond
+	// DefaultParkMax caps the doubling park.
+	DefaultParkMax = 2 * time.Second
+)
+
+// Presence is what a Handoff needs of the presence hash
+// (*presence.Presence implements it).
+type Presence interface {
+	Start()
+	Close(ctx context.Context) error
+	Remove(ctx context.Context) error
+	Read(ctx context.Context, jobID string) presence.Reading
+}
+
+var _ Presence = (*presence.Presence)(nil)
+
+// Config configures a Handoff.
+type Config struct {
+	// JobID is this server (required).
+	JobID string
+	// Bus carries requests and replies.
+	// default: nil (no requests: waits poll, locks move by release, crash
+	// proof or age)
+	Bus messaging.Bus
+	// Presence is the presence hash: beaten while the handoff runs, read to
+	// tell live holders from stopped ones (required).
+	Presence Presence
+	// Passive: the server neither beats presence nor subscribes (handoff
+	// off). Its waits poll, and read presence only to keep a live holder's
+	// lock from being taken by age.
+	// default: false
+	Passive bool
+	// Beat is the presence beat: two stopped reads at least this far apart
+	// prove a holder stopped.
+	// default: presence.DefaultBeat (3 s)
+	Beat time.Duration
+	// RequestRepeat is how often a waiting joiner repeats its request.
+	// default: DefaultRequestRepeat (4 s)
+	RequestRepeat time.Duration
+	// ParkMin and ParkMax bound the park between attempts (doubling).
+	// default: DefaultParkMin (0.5 s), DefaultParkMax (2 s)
+	ParkMin, ParkMax time.Duration
+	// Clock drives every timer.
+	// default: clock.New()
+	Clock clock.Clock
+	// Logger receives warnings and debug traces.
+	// default: slog.Default()
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.JobID == "" {
+		return c, fmt.Errorf("%w: JobID is required", ErrInvalidConfig)
+	}
+	if c.Presence == nil {
+		return c, fmt.Errorf("%w: Presence is required", ErrInvalidConfig)
+	}
+	if c.Beat < 0 || c.RequestRepeat < 0 || c.ParkMin < 0 || c.ParkMax < 0 {
+		return c, fmt.Errorf("%w: negative duration", ErrInvalidConfig)
+	}
+	if c.Beat == 0 {
+		c.Beat = presence.DefaultBeat
+	}
+	if c.RequestRepeat == 0 {
+		c.RequestRepeat = DefaultRequestRepeat
+	}
+	if c.ParkMin == 0 {
+		c.ParkMin = DefaultParkMin
+	}
+	if c.ParkMax == 0 {
+		c.ParkMax = DefaultParkMax
+	}
+	if c.ParkMax < c.ParkMin {
+		return c, fmt.Errorf("%w: ParkMax %s < ParkMin %s", ErrInvalidConfig, c.ParkMax, c.ParkMin)
+	}
+	if c.Clock == nil {
+		c.Clock = clock.New()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}

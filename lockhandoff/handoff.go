@@ -1,0 +1,244 @@
+package lockhandoff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ckernel/playerdata/messaging"
+)
+
+// Holder is a driver that holds locks: the Handoff routes release requests
+// for its name to it.
+type Holder interface {
+	// HandleRequest is called when server from asks for key, naming the lock
+	// token it saw. It must not block: it records the requester and starts
+	// the release, and the driver replies (Handoff.Reply) once it no longer
+	// holds the key, or at once when it does not hold that lock.
+	HandleRequest(key, token, from string)
+}
+
+// Stats counts what a Handoff did.
+type Stats struct {
+	RequestsSent, RequestsReceived uint64
+	RepliesSent, RepliesReceived   uint64
+	PublishFailed                  uint64
+	DroppedUnknownDriver           uint64 // messages for a driver this server does not have
+	ProvenStopped                  uint64 // holders proven stopped by two presence reads
+}
+
+// Handoff is one server's lock handoff. Create it with New, Start it, and
+// Close it after the server's locks are released.
+type Handoff struct {
+	cfg Config
+	log *slog.Logger
+
+	ctx    context.Context // cancelled by Close: stops async publishes
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	drivers map[string]Holder
+	waits   map[waitKey]map[*Wait]struct{}
+	sub     messaging.Subscription
+	started bool
+	closed  bool
+
+	requestsSent, requestsReceived atomic.Uint64
+	repliesSent, repliesReceived   atomic.Uint64
+	publishFailed, unknownDriver   atomic.Uint64
+	provenStopped                  atomic.Uint64
+}
+
+type waitKey struct{ driver, key string }
+
+// New creates a Handoff; it does nothing until Start.
+func New(cfg Config) (*Handoff, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	h := &Handoff{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		drivers: make(map[string]Holder),
+		waits:   make(map[waitKey]map[*Wait]struct{}),
+	}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	return h, nil
+}
+
+// Active reports whether this server beats presence and answers requests.
+func (h *Handoff) Active() bool { return !h.cfg.Passive }
+
+// Start subscribes to this server's subject and starts the presence beat
+// (one beat at once, then every Beat). A failed subscribe is logged and the
+// handoff falls back to polling: joiners elsewhere still wait on their own
+// schedule. A passive Handoff starts nothing. Start is idempotent.
+func (h *Handoff) Start() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.started || h.closed || h.cfg.Passive {
+		return
+	}
+	h.started = true
+	if h.cfg.Bus != nil {
+		sub, err := h.cfg.Bus.Subscribe(h.cfg.JobID, h.onMessage)
+		if err != nil {
+			h.log.Warn("handoff subscribe failed; release requests will go unanswered and joins fall back to polling", "err", err)
+		} else {
+			h.sub = sub
+		}
+	}
+	h.cfg.Presence.Start()
+}
+
+// Close unsubscribes, stops the presence beat and waits for messages in
+// flight (bounded by ctx). It does not remove this server's presence: call
+// Leave once every lock is released.
+func (h *Handoff) Close(ctx context.Context) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	sub := h.sub
+	h.sub = nil
+	h.mu.Unlock()
+
+	var errs []error
+	if sub != nil {
+		if err := sub.Unsubscribe(); err != nil {
+			errs = append(errs, fmt.Errorf("handoff unsubscribe: %w", err))
+		}
+	}
+	// Let replies already sent reach the bus, then stop what is left.
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("handoff close: %w", ctx.Err()))
+	}
+	h.cancel()
+	<-done
+	if !h.cfg.Passive {
+		if err := h.cfg.Presence.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Leave removes this server's presence: call it on a clean shutdown, after
+// every lock is released, so that nobody waits for its presence to expire.
+func (h *Handoff) Leave(ctx context.Context) error {
+	if h.cfg.Passive {
+		return nil
+	}
+	return h.cfg.Presence.Remove(ctx)
+}
+
+// Register routes requests for driver to holder. A second holder of the
+// same name is refused with ErrDuplicateDriver.
+func (h *Handoff) Register(driver string, holder Holder) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.drivers[driver]; ok {
+		return fmt.Errorf("%w: %q", ErrDuplicateDriver, driver)
+	}
+	h.drivers[driver] = holder
+	return nil
+}
+
+// Unregister stops routing requests to driver.
+func (h *Handoff) Unregister(driver string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.drivers, driver)
+}
+
+// Stats returns the handoff's counters.
+func (h *Handoff) Stats() Stats {
+	return Stats{
+		RequestsSent:         h.requestsSent.Load(),
+		RequestsReceived:     h.requestsReceived.Load(),
+		RepliesSent:          h.repliesSent.Load(),
+		RepliesReceived:      h.repliesReceived.Load(),
+		PublishFailed:        h.publishFailed.Load(),
+		DroppedUnknownDriver: h.unknownDriver.Load(),
+		ProvenStopped:        h.provenStopped.Load(),
+	}
+}
+
+// onMessage routes one message from the bus.
+func (h *Handoff) onMessage(m messaging.Message) {
+	switch m.Type {
+	case messaging.TypeRequest:
+		h.mu.Lock()
+		holder := h.drivers[m.Driver]
+		h.mu.Unlock()
+		if holder == nil {
+			h.unknownDriver.Add(1)
+			h.log.Debug("handoff: request for an unknown driver dropped", "driver", m.Driver, "from", m.Requester)
+			return
+		}
+		h.requestsReceived.Add(1)
+		h.log.Debug("handoff: release requested", "driver", m.Driver, "key", m.Key, "from", m.Requester)
+		holder.HandleRequest(m.Key, m.Token, m.Requester)
+	case messaging.TypeReply:
+		h.mu.Lock()
+		_, known := h.drivers[m.Driver]
+		ws := h.waits[waitKey{m.Driver, m.Key}]
+		for w := range ws {
+			w.notify()
+		}
+		h.mu.Unlock()
+		if !known && len(ws) == 0 {
+			h.unknownDriver.Add(1)
+			return
+		}
+		h.repliesReceived.Add(1)
+	}
+}
+
+// Reply tells server to that this server no longer holds key of driver.
+// It is sent in the background; a failure is logged.
+func (h *Handoff) Reply(driver, key, to string) {
+	h.publish(to, messaging.Message{Type: messaging.TypeReply, Driver: driver, Key: key}, &h.repliesSent)
+}
+
+// request asks holder to release key of driver, naming the lock token seen.
+func (h *Handoff) request(driver, key, holder, token string) {
+	h.publish(holder, messaging.Message{
+		Type: messaging.TypeRequest, Driver: driver, Key: key, Requester: h.cfg.JobID, Token: token,
+	}, &h.requestsSent)
+}
+
+// publish sends m in the background (the bus retries once on its own).
+func (h *Handoff) publish(to string, m messaging.Message, counter *atomic.Uint64) {
+	if h.cfg.Bus == nil || h.cfg.Passive {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		if err := h.cfg.Bus.Publish(h.ctx, to, m); err != nil {
+			if h.ctx.Err() == nil {
+				h.publishFailed.Add(1)
+				h.log.Warn("handoff: publish failed", "to", to, "type", string(m.Type), "key", m.Key, "err", err)
+			}
+			return
+		}
+		counter.Add(1)
+	}()
+}

@@ -1,0 +1,194 @@
+package lockhandoff
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ckernel/playerdata/presence"
+)
+
+// expiryMargin is added when a wait wakes for the moment a holder's presence
+// can first expire, so that the read falls after it on the Redis clock.
+const expiryMargin = 5 * time.Millisecond
+
+// Lock is the lock an acquire found held by another server.
+type Lock struct {
+	Job      string        // the holder's JobID
+	Token    string        // its lock token
+	Presence bool          // the lock carries the presence flag
+	Age      time.Duration // time since the holder acquired or saved (Redis clock)
+	MaxAge   time.Duration // LockTTL + LockSkew: the age past which an unprotected lock is stale
+}
+
+// Attempt is what the next acquire may claim about the holder.
+type Attempt struct {
+	// StealJob and StealToken name a holder proven stopped and the token it
+	// held: the lock may be taken if it carries the presence flag and still
+	// names that token.
+	StealJob, StealToken string
+	// NotAliveToken names a lock whose holder's presence read stopped or
+	// unknown: it may be taken by age.
+	NotAliveToken string
+}
+
+// Wait is one load waiting on another server's lock. It is not safe for
+// concurrent use; Close it when the load ends.
+type Wait struct {
+	h        *Handoff
+	wk       waitKey
+	deadline time.Time
+	active   bool          // ask the holder and prove it stopped
+	wake     chan struct{} // a reply arrived
+
+	job, token string    // the holder being waited on
+	requested  time.Time // when the last request went out (zero: none yet)
+	park       time.Duration
+	expiresAt  time.Time // when the holder's presence can first read stopped (zero: unknown)
+	stoppedAt  time.Time // the first of consecutive stopped reads (zero: none)
+}
+
+// NewWait starts waiting on key of driver until deadline. An active wait
+// sends release requests and may prove the holder stopped; a passive one
+// (driver or server with handoff off) only polls. A passive Handoff makes
+// every wait passive.
+func (h *Handoff) NewWait(driver, key string, deadline time.Time, active bool) *Wait {
+	w := &Wait{
+		h:        h,
+		wk:       waitKey{driver, key},
+		deadline: deadline,
+		active:   active && !h.cfg.Passive,
+		wake:     make(chan struct{}, 1),
+		park:     h.cfg.ParkMin,
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ws := h.waits[w.wk]
+	if ws == nil {
+		ws = make(map[*Wait]struct{})
+		h.waits[w.wk] = ws
+	}
+	ws[w] = struct{}{}
+	return w
+}
+
+// Close stops the wait.
+func (w *Wait) Close() {
+	h := w.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ws := h.waits[w.wk]; ws != nil {
+		delete(ws, w)
+		if len(ws) == 0 {
+			delete(h.waits, w.wk)
+		}
+	}
+}
+
+// notify wakes the wait (a reply arrived). h.mu is held.
+func (w *Wait) notify() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Next is called with the lock each failed acquire found. It asks the holder
+// to release it (at once for a new holder or token, then every
+// RequestRepeat), parks until a reply, its park time or the moment the
+// holder's presence can change the answer, and returns what the next
+// acquire may claim. It returns ErrDeadline once the deadline has passed
+// and ctx.Err() when ctx ends.
+func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
+	h := w.h
+	clk := h.cfg.Clock
+	now := clk.Now()
+	if !now.Before(w.deadline) {
+		return Attempt{}, ErrDeadline
+	}
+	if l.Job != w.job || l.Token != w.token {
+		// A new holder or a new lock: start over with it.
+		w.job, w.token = l.Job, l.Token
+		w.requested, w.expiresAt, w.stoppedAt = time.Time{}, time.Time{}, time.Time{}
+		w.park = h.cfg.ParkMin
+	}
+	if w.active && (w.requested.IsZero() || now.Sub(w.requested) >= h.cfg.RequestRepeat) {
+		h.request(w.wk.driver, w.wk.key, l.Job, l.Token)
+		w.requested = now
+	}
+
+	// A lock past the age limit is stale, unless its holder beats presence:
+	// read it first, and let the lock go by age only if it is not alive.
+	if l.Presence && l.Age > l.MaxAge {
+		r := h.cfg.Presence.Read(ctx, l.Job)
+		if err := ctx.Err(); err != nil {
+			return Attempt{}, err
+		}
+		if r.Status != presence.Alive {
+			h.log.Debug("handoff: stale lock whose holder is not alive", "key", w.wk.key, "holder", l.Job,
+				"presence", r.Status.String())
+			return Attempt{NotAliveToken: l.Token}, nil
+		}
+	}
+
+	proving := w.active && l.Presence
+	d := min(w.park, w.deadline.Sub(now))
+	if proving {
+		if !w.expiresAt.IsZero() {
+			d = min(d, max(w.expiresAt.Sub(now)+expiryMargin, 0))
+		}
+		if !w.stoppedAt.IsZero() {
+			d = min(d, max(w.stoppedAt.Add(h.cfg.Beat).Sub(now), 0))
+		}
+	}
+	w.park = min(w.park*2, h.cfg.ParkMax)
+
+	t := clk.Timer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return Attempt{}, ctx.Err()
+	case <-w.wake:
+		return Attempt{}, nil // the holder replied: try again at once
+	case <-t.C:
+	}
+	if !proving {
+		return Attempt{}, nil
+	}
+	return w.readPresence(ctx, l)
+}
+
+// readPresence reads the holder's presence after a park and says whether it
+// is now proven stopped: two stopped reads at least one beat apart.
+func (w *Wait) readPresence(ctx context.Context, l Lock) (Attempt, error) {
+	h := w.h
+	r := h.cfg.Presence.Read(ctx, l.Job)
+	if err := ctx.Err(); err != nil {
+		return Attempt{}, err
+	}
+	now := h.cfg.Clock.Now()
+	switch r.Status {
+	case presence.Alive:
+		w.stoppedAt = time.Time{}
+		w.expiresAt = now.Add(r.ExpiresIn)
+	case presence.Unknown:
+		w.stoppedAt = time.Time{}
+		w.expiresAt = time.Time{}
+		if r.Err == nil && r.ExpiresIn > 0 { // a new Redis run: no proof before this
+			w.expiresAt = now.Add(r.ExpiresIn)
+		}
+	case presence.Stopped:
+		w.expiresAt = time.Time{}
+		if w.stoppedAt.IsZero() {
+			w.stoppedAt = now
+			break
+		}
+		if now.Sub(w.stoppedAt) >= h.cfg.Beat {
+			h.provenStopped.Add(1)
+			h.log.Info(fmt.Sprintf("handoff: server %s stopped beating presence", l.Job), "key", w.wk.key,
+				"holder", l.Job, "silent_for", now.Sub(w.stoppedAt))
+			return Attempt{StealJob: l.Job, StealToken: l.Token}, nil
+		}
+	}
+	return Attempt{}, nil
+}

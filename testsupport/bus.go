@@ -1,0 +1,261 @@
+package testsupport
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/ckernel/playerdata/messaging"
+)
+
+// Fault is what MemBus does with one published message.
+type Fault struct {
+	Drop      bool          // the message is lost
+	Delay     time.Duration // delivered this much later (on the bus clock)
+	Duplicate bool          // delivered twice
+}
+
+// MemBus is an in-process messaging.Bus for tests and the simulation: every
+// message goes through the real wire codec, then to the subscriber of its
+// subject on that subscriber's own goroutine, in order. Faults make a
+// message drop, arrive late or twice, or make a publish fail; Disconnect
+// cuts a server off in both directions.
+type MemBus struct {
+	clock clock.Clock
+
+	mu           sync.Mutex
+	subs         map[string]*memSub
+	fault        func(to string, m messaging.Message) Fault
+	publishError func(to string, m messaging.Message) error
+	cut          map[string]bool
+	wg           sync.WaitGroup
+	stats        MemBusStats
+}
+
+// MemBusStats counts what a MemBus did.
+type MemBusStats struct {
+	Published, Delivered, Dropped, Duplicated, Delayed, Failed, NoSubscriber int
+}
+
+var _ messaging.Bus = (*MemBusEndpoint)(nil)
+
+// NewMemBus returns an empty bus whose delays run on c (nil: the real
+// clock).
+func NewMemBus(c clock.Clock) *MemBus {
+	if c == nil {
+		c = clock.New()
+	}
+	return &MemBus{clock: c, subs: make(map[string]*memSub), cut: make(map[string]bool)}
+}
+
+// Endpoint is server job's view of the bus: what it publishes is marked as
+// coming from job, so Disconnect(job) also cuts what it sends.
+func (b *MemBus) Endpoint(job string) *MemBusEndpoint { return &MemBusEndpoint{bus: b, from: job} }
+
+// SetFault installs (nil removes) the fault applied to every message.
+func (b *MemBus) SetFault(f func(to string, m messaging.Message) Fault) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.fault = f
+}
+
+// SetPublishError installs (nil removes) a failure of Publish itself.
+func (b *MemBus) SetPublishError(f func(to string, m messaging.Message) error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.publishError = f
+}
+
+// Disconnect cuts job off: nothing it sends or is sent arrives, until
+// Reconnect.
+func (b *MemBus) Disconnect(job string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cut[job] = true
+}
+
+// Reconnect undoes Disconnect.
+func (b *MemBus) Reconnect(job string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.cut, job)
+}
+
+// Stats returns the bus counters.
+func (b *MemBus) Stats() MemBusStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stats
+}
+
+// Close stops every subscription and waits for delayed deliveries.
+func (b *MemBus) Close() {
+	b.mu.Lock()
+	subs := b.subs
+	b.subs = make(map[string]*memSub)
+	b.mu.Unlock()
+	for _, s := range subs {
+		s.stop()
+	}
+	b.wg.Wait()
+}
+
+// MemBusEndpoint is one server's messaging.Bus on a MemBus.
+type MemBusEndpoint struct {
+	bus  *MemBus
+	from string
+}
+
+// Publish implements messaging.Bus.
+func (e *MemBusEndpoint) Publish(ctx context.Context, to string, m messaging.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := messaging.ValidJobID(to); err != nil {
+		return err
+	}
+	raw, err := messaging.Encode(m)
+	if err != nil {
+		return err
+	}
+	b := e.bus
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.publishError != nil {
+		if err := b.publishError(to, m); err != nil {
+			b.stats.Failed++
+			return fmt.Errorf("publish to %s: %w", to, err)
+		}
+	}
+	b.stats.Published++
+	var f Fault
+	if b.fault != nil {
+		f = b.fault(to, m)
+	}
+	if f.Drop || b.cut[e.from] || b.cut[to] {
+		b.stats.Dropped++
+		return nil
+	}
+	copies := 1
+	if f.Duplicate {
+		copies = 2
+		b.stats.Duplicated++
+	}
+	for range copies {
+		if f.Delay > 0 {
+			b.stats.Delayed++
+			b.wg.Add(1)
+			b.clock.AfterFunc(f.Delay, func() {
+				defer b.wg.Done()
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				b.deliverLocked(to, raw)
+			})
+			continue
+		}
+		b.deliverLocked(to, raw)
+	}
+	return nil
+}
+
+// deliverLocked queues raw for the subscriber of to. b.mu must be held.
+func (b *MemBus) deliverLocked(to string, raw []byte) {
+	s := b.subs[to]
+	if s == nil || b.cut[to] {
+		b.stats.NoSubscriber++
+		return
+	}
+	b.stats.Delivered++
+	s.push(raw)
+}
+
+// Subscribe implements messaging.Bus.
+func (e *MemBusEndpoint) Subscribe(job string, h messaging.Handler) (messaging.Subscription, error) {
+	if err := messaging.ValidJobID(job); err != nil {
+		return nil, err
+	}
+	b := e.bus
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.subs[job]; ok {
+		return nil, fmt.Errorf("membus: %s already subscribed", job)
+	}
+	s := &memSub{bus: b, job: job, handler: h, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	b.subs[job] = s
+	s.wg.Add(1)
+	go s.run()
+	return s, nil
+}
+
+// memSub delivers one server's messages in order on its own goroutine.
+type memSub struct {
+	bus     *MemBus
+	job     string
+	handler messaging.Handler
+	mu      sync.Mutex
+	queue   [][]byte
+	wake    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	wg      sync.WaitGroup
+}
+
+func (s *memSub) push(raw []byte) {
+	s.mu.Lock()
+	s.queue = append(s.queue, raw)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *memSub) run() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.wake:
+		}
+		for {
+			s.mu.Lock()
+			if len(s.queue) == 0 {
+				s.mu.Unlock()
+				break
+			}
+			raw := s.queue[0]
+			s.queue = s.queue[1:]
+			s.mu.Unlock()
+			m, err := messaging.Decode(raw, 0)
+			if err != nil {
+				continue
+			}
+			select {
+			case <-s.done:
+				return
+			default:
+			}
+			s.handler(m)
+		}
+	}
+}
+
+func (s *memSub) stop() {
+	s.once.Do(func() { close(s.done) })
+	s.wg.Wait()
+}
+
+// Unsubscribe implements messaging.Subscription.
+func (s *memSub) Unsubscribe() error {
+	b := s.bus
+	b.mu.Lock()
+	if b.subs[s.job] == s {
+		delete(b.subs, s.job)
+	}
+	b.mu.Unlock()
+	s.stop()
+	return nil
+}
