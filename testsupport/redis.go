@@ -552,3 +552,46 @@ func (r *Redis) restartMini(tb testing.TB) {
 		time.Sleep(redisPoll)
 	}
 }
+
+// RestartKeepData restarts the server as one with persistence would: it
+// saves its data and exits, and a new process on the same address loads it.
+// The new redis-server has a new run_id and an empty script cache; whatever
+// the data held (records, the presence hash with its old beats) survives.
+// For miniredis the data is kept and only the scripts are dropped (it has no
+// run id). On REDIS_URL it skips the test.
+func (r *Redis) RestartKeepData(tb testing.TB) {
+	tb.Helper()
+	if r.Kind == KindEnv {
+		tb.Skip("testsupport: cannot restart REDIS_URL")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch r.Kind {
+	case KindMiniredis:
+		c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1, DisableIdentity: true})
+		_ = c.ScriptFlush(context.Background()).Err()
+		_ = c.Close()
+		r.Mini.Close()
+		r.Mini.Lock()
+		r.Mini.Ctx, r.Mini.CtxCancel = context.WithCancel(context.Background())
+		r.Mini.Unlock()
+		r.restartMini(tb)
+	case KindRedisServer:
+		if r.proc == nil {
+			tb.Fatal("testsupport: RestartKeepData on a stopped server")
+		}
+		c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1, DisableIdentity: true})
+		_ = c.ShutdownSave(context.Background()).Err() // the connection drops as it exits
+		_ = c.Close()
+		select {
+		case <-r.proc.done:
+		case <-time.After(redisReadyWithin):
+			r.proc.kill()
+			tb.Fatal("testsupport: redis-server did not exit on SHUTDOWN SAVE")
+		}
+		r.proc = nil
+		r.respawn(tb)
+		// The dump has been loaded; a later crash restart must start empty.
+		_ = os.Remove(filepath.Join(r.dir, "dump.rdb"))
+	}
+}

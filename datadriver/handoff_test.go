@@ -1,0 +1,413 @@
+package datadriver_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/messaging"
+	"github.com/ckernel/playerdata/testsupport"
+	"github.com/redis/go-redis/v9"
+)
+
+// fast shortens every handoff timing tenfold-ish so that crash tests take
+// well under a second of presence expiry.
+func fast(c *datadriver.NodeConfig) {
+	c.Beat = 100 * time.Millisecond
+	c.PresenceTTL = 500 * time.Millisecond
+	c.FenceMargin = 100 * time.Millisecond
+	c.RequestRepeat = 300 * time.Millisecond
+	c.ParkMin = 20 * time.Millisecond
+	c.ParkMax = 80 * time.Millisecond
+}
+
+// withNATS connects the server to n.
+func withNATS(tb testing.TB, n *testsupport.NATS) func(*datadriver.NodeConfig) {
+	return func(c *datadriver.NodeConfig) { c.NATS = n.Connect(tb) }
+}
+
+// crash stops s as a process death would: nothing it sends reaches Redis or
+// NATS any more, and its goroutines stop without releasing anything.
+func crash(tb testing.TB, s *server) {
+	tb.Helper()
+	s.faults.SetBefore(func(context.Context, redis.Cmder) error { return testsupport.ErrInjected })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.node.Close(ctx)
+}
+
+// kicks counts Kick calls by reason.
+type kicks struct{ joined, lost atomic.Int32 }
+
+func (k *kicks) kick(_ string, reason string) {
+	switch reason {
+	case datadriver.ReasonJoinedElsewhere:
+		k.joined.Add(1)
+	case datadriver.ReasonLockLost:
+		k.lost.Add(1)
+	}
+}
+
+func TestHandoffStaleConnection(t *testing.T) {
+	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
+	a := newServer(t, r, "server-a", fast, withNATS(t, n))
+	b := newServer(t, r, "server-b", fast, withNATS(t, n))
+	var ka kicks
+	da := players(t, a, func(c *datadriver.Config[player]) { c.Kick = ka.kick })
+	db := players(t, b)
+	ctx := ctxT(t)
+
+	pa, err := da.Join(ctx, "user:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = pa.Update(func(d *player) { d.Coins = 42 }) // not saved yet
+	pa.OnRelease(func(d *player) { d.Name = "left a" })
+
+	start := time.Now()
+	pb, err := db.Join(ctx, "user:1")
+	if err != nil {
+		t.Fatalf("B's join: %v", err)
+	}
+	t.Logf("stale connection handed over in %s", time.Since(start))
+	pb.View(func(d *player) {
+		if d.Coins != 42 || d.Name != "left a" {
+			t.Fatalf("B got %+v, want A's latest data and its leave cleanup", *d)
+		}
+	})
+	if ka.joined.Load() != 1 {
+		t.Fatalf("A's session kicked %d times with %q", ka.joined.Load(), datadriver.ReasonJoinedElsewhere)
+	}
+	if !errors.Is(pa.Err(), datadriver.ErrReleased) {
+		t.Fatalf("A's profile Err = %v, want ErrReleased", pa.Err())
+	}
+	if s := b.node.HandoffStats(); s.RequestsSent == 0 || s.RepliesReceived == 0 {
+		t.Fatalf("B's handoff stats %+v: want a request sent and a reply received", s)
+	}
+}
+
+func TestHandoffFailedLeaveSaveRetried(t *testing.T) {
+	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
+	a := newServer(t, r, "server-a", fast, withNATS(t, n))
+	b := newServer(t, r, "server-b", fast, withNATS(t, n))
+	da, db := players(t, a), players(t, b)
+	ctx := ctxT(t)
+
+	pa, err := da.Join(ctx, "user:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = pa.Update(func(d *player) { d.Coins = 5 })
+	var failed atomic.Bool
+	a.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+		if isWrite(cmd, "release") && failed.CompareAndSwap(false, true) {
+			return testsupport.ErrInjected // the first release fails, later ones land
+		}
+		return nil
+	})
+	if err := pa.Release(ctx); err == nil {
+		t.Fatal("the first release should fail")
+	}
+	pb, err := db.Join(ctx, "user:2")
+	if err != nil {
+		t.Fatalf("B's join: %v", err)
+	}
+	if coins(pb) != 5 {
+		t.Fatalf("B got coins %d, want 5 from A's retried release", coins(pb))
+	}
+	if !errors.Is(pa.Err(), datadriver.ErrReleased) {
+		t.Fatalf("A's retained profile Err = %v, want ErrReleased", pa.Err())
+	}
+}
+
+func TestHandoffCrashTakeover(t *testing.T) {
+	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
+	a := newServer(t, r, "server-a", fast, withNATS(t, n))
+	b := newServer(t, r, "server-b", fast, withNATS(t, n))
+	da, db := players(t, a), players(t, b, func(c *datadriver.Config[player]) { c.LockWait = 10 * time.Second })
+	ctx := ctxT(t)
+
+	pa, err := da.Join(ctx, "user:3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = pa.Update(func(d *player) { d.Coins = 7 })
+	if err := pa.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = pa.Update(func(d *player) { d.Coins = 8 }) // lost with the crash
+	crashed := time.Now()
+	crash(t, a)
+
+	pb, err := db.Join(ctx, "user:3")
+	if err != nil {
+		t.Fatalf("B's join after A crashed: %v", err)
+	}
+	took := time.Since(crashed)
+	t.Logf("crash taken over %s after the crash", took)
+	if coins(pb) != 7 {
+		t.Fatalf("B got coins %d, want 7: exactly A's last landed save", coins(pb))
+	}
+	// Never early: A's presence lives PresenceTTL after its last beat, which
+	// was at most one Beat before the crash, and the silence must last a beat.
+	if min := 500*time.Millisecond - 100*time.Millisecond; took < min {
+		t.Fatalf("taken over %s after the crash, before A's presence could expire (%s)", took, min)
+	}
+	if !strings.Contains(b.logs.String(), "took the lock of user:3 from server server-a, which stopped beating presence") {
+		t.Fatalf("no takeover warning in B's log:\n%s", b.logs)
+	}
+}
+
+func TestHandoffStallingHolderKeepsLock(t *testing.T) {
+	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
+	a := newServer(t, r, "server-a", fast, withNATS(t, n), func(c *datadriver.NodeConfig) { c.SaveTimeout = time.Minute })
+	b := newServer(t, r, "server-b", fast, withNATS(t, n))
+	stale := func(c *datadriver.Config[player]) {
+		c.LockTTL, c.LockSkew = 200*time.Millisecond, 100*time.Millisecond
+		c.LockWait = 1500 * time.Millisecond
+	}
+	da, db := players(t, a, stale), players(t, b, stale)
+	ctx := ctxT(t)
+
+	pa, err := da.Join(ctx, "user:4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unstall := make(chan struct{})
+	a.faults.SetBefore(func(ctx context.Context, cmd redis.Cmder) error {
+		if isWrite(cmd, "save") || isWrite(cmd, "release") {
+			select {
+			case <-unstall:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	_, err = db.Join(ctx, "user:4")
+	if !errors.Is(err, datadriver.ErrWaitTimeout) {
+		t.Fatalf("B's join on a live, stalling holder = %v, want ErrWaitTimeout", err)
+	}
+	var le *datadriver.LockedError
+	if !errors.As(err, &le) || le.Holder != "server-a" || !le.Presence || le.Age < 300*time.Millisecond {
+		t.Fatalf("LockedError %+v: want A's presence-flagged lock, older than LockTTL+LockSkew", le)
+	}
+	if rec := record(t, r, "PlayerData", "user:4"); rec["lock.job"] != "server-a" {
+		t.Fatalf("A lost its lock by age while alive: %v", rec)
+	}
+	close(unstall)
+	// A's stalled release now lands; the record was never A's to lose.
+	eventually(t, 5*time.Second, "A's release lands", func() bool { return pa.Err() != nil })
+	if !errors.Is(pa.Err(), datadriver.ErrReleased) {
+		t.Fatalf("A's profile Err = %v, want ErrReleased", pa.Err())
+	}
+}
+
+func TestHandoffHolderWithoutPresence(t *testing.T) {
+	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
+	a := newServer(t, r, "server-a", fast, withNATS(t, n))
+	b := newServer(t, r, "server-b", fast, withNATS(t, n))
+	da := players(t, a, func(c *datadriver.Config[player]) { c.DisableHandoff = true })
+	db := players(t, b, func(c *datadriver.Config[player]) {
+		c.LockTTL, c.LockSkew = 2*time.Second, 500*time.Millisecond
+		c.LockWait = time.Second
+	})
+	ctx := ctxT(t)
+
+	pa, err := da.Join(ctx, "user:5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = pa.Update(func(d *player) { d.Coins = 9 })
+	if err := pa.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rec := record(t, r, "PlayerData", "user:5"); rec["lock.presence"] != "0" {
+		t.Fatalf("a driver with handoff off wrote presence=%q", rec["lock.presence"])
+	}
+	saved := time.Now()
+	crash(t, a)
+	// A's presence expires within PresenceTTL, but its lock has no flag: it
+	// is never taken through presence, only by age.
+	if _, err := db.Join(ctx, "user:5"); !errors.Is(err, datadriver.ErrWaitTimeout) {
+		t.Fatalf("B's join on an unflagged lock = %v, want ErrWaitTimeout", err)
+	}
+	if time.Since(saved) >= 2500*time.Millisecond {
+		t.Skip("machine too slow to check the early refusal")
+	}
+	time.Sleep(2500*time.Millisecond - time.Since(saved)) // let the lock age past LockTTL+LockSkew
+	pb, err := db.Join(ctx, "user:5")
+	if err != nil {
+		t.Fatalf("B's join once the lock is stale by age: %v", err)
+	}
+	if coins(pb) != 9 {
+		t.Fatalf("B got coins %d, want 9", coins(pb))
+	}
+}
+
+// publishRaw sends m to job's handoff subject from a fresh connection.
+func publishRaw(t *testing.T, n *testsupport.NATS, ns, job string, m messaging.Message) {
+	t.Helper()
+	bus, err := messaging.NewNATSBus(n.Connect(t), messaging.WithPrefix(ns+"."+messaging.DefaultPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.Publish(context.Background(), job, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHandoffLateAndForgedRequests(t *testing.T) {
+	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
+	a := newServer(t, r, "server-a", fast, withNATS(t, n))
+	b := newServer(t, r, "server-b", fast, withNATS(t, n))
+	var ka kicks
+	da := players(t, a, func(c *datadriver.Config[player]) { c.Kick = ka.kick })
+	db := players(t, b)
+	ctx := ctxT(t)
+
+	// The player is on A, hops to B, and comes back to A.
+	if _, err := da.Join(ctx, "user:6"); err != nil {
+		t.Fatal(err)
+	}
+	firstToken := record(t, r, "PlayerData", "user:6")["lock.token"]
+	if _, err := db.Join(ctx, "user:6"); err != nil {
+		t.Fatal(err)
+	}
+	pa, err := da.Join(ctx, "user:6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kicked := ka.joined.Load()
+
+	for _, tc := range []struct{ name, token string }{
+		{"a late request naming A's first lock", firstToken},
+		{"a forged request naming no lock", "forged-token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := b.node.HandoffStats().RepliesReceived
+			publishRaw(t, n, r.Namespace, "server-a", messaging.Message{
+				Type: messaging.TypeRequest, Driver: "PlayerData", Key: "user:6", Requester: "server-b", Token: tc.token,
+			})
+			eventually(t, 5*time.Second, "A answers the request", func() bool {
+				return b.node.HandoffStats().RepliesReceived > before
+			})
+			if pa.Err() != nil || ka.joined.Load() != kicked {
+				t.Fatalf("the request ended A's newer session: Err %v, kicks %d", pa.Err(), ka.joined.Load())
+			}
+			if err := pa.Save(ctx); err != nil {
+				t.Fatalf("A's session no longer saves: %v", err)
+			}
+		})
+	}
+	t.Run("a request for an unknown driver is dropped and counted", func(t *testing.T) {
+		before := a.node.HandoffStats().DroppedUnknownDriver
+		publishRaw(t, n, r.Namespace, "server-a", messaging.Message{
+			Type: messaging.TypeRequest, Driver: "NoSuchDriver", Key: "user:6", Requester: "server-b", Token: "x",
+		})
+		eventually(t, 5*time.Second, "the drop is counted", func() bool {
+			return a.node.HandoffStats().DroppedUnknownDriver > before
+		})
+	})
+}
+
+func TestHandoffRedisRestartHandsNoLiveLockAway(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		disrupt func(t *testing.T, r *testsupport.Redis)
+	}{
+		{"restart from an older snapshot (new run id, rewound beats)", func(t *testing.T, r *testsupport.Redis) {
+			r.RestartKeepData(t)
+			// The snapshot predates A's last beats: its field has already expired.
+			c := r.Client(t)
+			now, err := c.Time(context.Background()).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.HSet(context.Background(), r.Namespace+":CKPresence", "server-a", now.Add(-5*time.Second).UnixMilli()).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"failover to an empty presence hash", func(t *testing.T, r *testsupport.Redis) {
+			if err := r.Client(t).Del(context.Background(), r.Namespace+":CKPresence").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, n := testsupport.StartOwnRedis(t), testsupport.StartNATS(t)
+			timings := func(c *datadriver.NodeConfig) {
+				c.Beat, c.PresenceTTL, c.FenceMargin = 200*time.Millisecond, 2*time.Second, 200*time.Millisecond
+				c.ParkMin, c.ParkMax = 20*time.Millisecond, 100*time.Millisecond
+			}
+			// A beats presence but answers no requests (no bus): only presence
+			// could hand its lock over.
+			a := newServer(t, r, "server-a", timings)
+			b := newServer(t, r, "server-b", timings, withNATS(t, n))
+			da := players(t, a)
+			db := players(t, b, func(c *datadriver.Config[player]) { c.LockWait = 3 * time.Second })
+			ctx := ctxT(t)
+			pa, err := da.Join(ctx, "user:7")
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond) // a beat or two of A's land first
+
+			// A's beats fail for a while after the disruption (less than its fence
+			// threshold): its old beat expires, and a reader that trusted a missing
+			// field would take the lock.
+			var blockBeats atomic.Bool
+			blockBeats.Store(true)
+			a.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+				if k, ok := testsupport.ScriptKey(cmd, 1); ok && strings.HasSuffix(k, "CKPresence") && blockBeats.Load() {
+					return testsupport.ErrInjected
+				}
+				return nil
+			})
+			tc.disrupt(t, r)
+			go func() { time.Sleep(time.Second); blockBeats.Store(false) }()
+
+			_, err = db.Join(ctx, "user:7")
+			if !errors.Is(err, datadriver.ErrWaitTimeout) {
+				t.Fatalf("B's join = %v, want ErrWaitTimeout: A is alive", err)
+			}
+			if rec := record(t, r, "PlayerData", "user:7"); rec["lock.job"] != "server-a" {
+				t.Fatalf("A's lock was handed away: %v", rec)
+			}
+			if err := pa.Save(ctx); err != nil {
+				t.Fatalf("A's session after the disruption: %v", err)
+			}
+		})
+	}
+}
+
+func TestHandoffPresenceCost(t *testing.T) {
+	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
+	a := newServer(t, r, "server-a", fast, withNATS(t, n))
+	d := players(t, a)
+	ctx := ctxT(t)
+	for _, k := range []string{"p1", "p2", "p3", "p4", "p5"} {
+		if _, err := d.Join(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counter := &testsupport.CommandCounter{}
+	a.rdb.AddHook(counter)
+	time.Sleep(time.Second) // ten beats
+	beats := 0
+	for _, c := range counter.Commands() {
+		if c == "evalsha" || c == "eval" {
+			beats++
+		}
+	}
+	if beats < 5 || beats > 12 {
+		t.Fatalf("%d script calls in ten beats with five players: want one presence write per beat, whatever the player count (%v)", beats, counter.Commands())
+	}
+	if s := a.node.HandoffStats(); s.RequestsSent+s.RepliesSent != 0 {
+		t.Fatalf("messages on the bus with no join waiting: %+v", s)
+	}
+}
