@@ -6,33 +6,54 @@ import (
 	"time"
 )
 
-// autosave is the profile's background loop: every Autosave period (the
-// first one offset by a random phase, so profiles loaded together do not
-// save together) it saves a live profile and retries the release of a
-// retained one. Saves run concurrently across profiles, at most
-// MaxConcurrentSaves at once, each bounded by SaveTimeout: one stuck save
-// holds one slot, never the others. The loop ends with the profile.
-func (p *Profile[T]) autosave() {
+// startAutosave arms the profile's autosave timer: every Autosave period (the
+// first one offset by a random phase, so profiles loaded together do not save
+// together) it saves a live profile and retries the release of a retained
+// one. A tick runs on the timer's own goroutine, counted by the driver so
+// that shutdown waits for it; no goroutine waits between ticks. Saves run
+// concurrently across profiles, at most MaxConcurrentSaves at once, each
+// bounded by SaveTimeout: one stuck save holds one slot, never the others.
+// d.mu must be held.
+func (p *Profile[T]) startAutosaveLocked() {
 	d := p.d
-	period := d.cfg.Autosave
-	if period < 0 {
-		period = DefaultAutosave // retained profiles still retry their release
+	p.autosaveTimer = d.node.clock.AfterFunc(d.jitter(p.autosavePeriod()), p.autosaveTick)
+}
+
+// autosavePeriod is the tick period; retained profiles retry their release
+// even when autosave is off.
+func (p *Profile[T]) autosavePeriod() time.Duration {
+	if p.d.cfg.Autosave < 0 {
+		return DefaultAutosave
 	}
-	t := d.node.clock.Timer(d.jitter(period))
-	defer t.Stop()
-	for {
-		select {
-		case <-p.ctx.Done():
-			return
-		case <-t.C:
-		}
-		p.autosaveOnce()
-		t.Reset(period)
+	return p.d.cfg.Autosave
+}
+
+// autosaveTick runs one background save or release retry and re-arms the
+// timer while the profile lives.
+func (p *Profile[T]) autosaveTick() {
+	d := p.d
+	if !d.track() {
+		return
+	}
+	defer d.wg.Done()
+	p.autosaveOnce()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if p.state != stateClosed && !d.closed {
+		p.autosaveTimer.Reset(p.autosavePeriod())
 	}
 }
 
-// autosaveOnce runs one background save or release retry, unless one is
-// already running for this profile.
+// stopAutosaveLocked stops the timer of a profile that ended. d.mu must be
+// held.
+func (p *Profile[T]) stopAutosaveLocked() {
+	if p.autosaveTimer != nil {
+		p.autosaveTimer.Stop()
+	}
+}
+
+// autosaveOnce runs one save or release retry, unless one is already
+// running for this profile.
 func (p *Profile[T]) autosaveOnce() {
 	d := p.d
 	d.mu.Lock()
@@ -53,13 +74,13 @@ func (p *Profile[T]) autosaveOnce() {
 	default:
 		return // a save is running; this tick is skipped, not queued
 	}
-	p.unlockSave()
-
 	var err error
 	if state == stateRetained {
+		p.unlockSave()
 		err = p.release(p.ctx)
 	} else {
-		err = p.Save(p.ctx)
+		err = p.saveLocked(p.ctx, modeSave)
+		p.unlockSave()
 	}
 	if err != nil && p.ctx.Err() == nil && !errors.Is(err, ErrLockLost) {
 		d.log.Warn("autosave failed", "key", p.key, "state", state.String(), "err", err)
@@ -72,10 +93,7 @@ func (d *Driver[T]) jitter(period time.Duration) time.Duration {
 		return 0
 	}
 	var b [8]byte
-	d.node.entropyMu.Lock()
-	_, err := d.node.cfg.Entropy.Read(b[:])
-	d.node.entropyMu.Unlock()
-	if err != nil {
+	if err := d.node.entropy(b[:]); err != nil {
 		return period / 2
 	}
 	return time.Duration(binary.LittleEndian.Uint64(b[:]) % uint64(period))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/testsupport"
@@ -12,12 +13,25 @@ import (
 
 // The benchmarks run each operation beside a baseline that makes the same
 // number of Redis round trips with plain go-redis commands and no logic, on
-// the same Redis in the same run, so the ratio says what the lock costs.
+// the same Redis in the same run. Each pair runs three ways: the operation
+// alone and the baseline alone (ns/op and allocs/op), and interleaved, one
+// of each per iteration, which reports both latencies and their ratio
+// (baseline time / operation time = the operation's throughput relative to
+// the baseline's) with machine noise falling on both alike.
 //
-//	go test -run '^$' -bench . -benchmem ./datadriver/
+//	go test -run '^$' -bench Ops -benchmem ./datadriver/
 
 func benchPlayer() player {
 	return player{Coins: 1234, Name: "bench", Items: map[string]int{"sword": 1, "shield": 2, "potion": 12}}
+}
+
+// benchOp is one operation and its baseline; setup (untimed) runs before
+// each call of either.
+type benchOp struct {
+	name       string
+	setup      func(i int) error
+	op, base   func(i int) error
+	roundTrips int // of each of op and base (checked by TestOneRoundTripPerOperation)
 }
 
 func BenchmarkOps(b *testing.B) {
@@ -27,105 +41,110 @@ func BenchmarkOps(b *testing.B) {
 	ctx := context.Background()
 	raw, _ := msgpack.Marshal(benchPlayer())
 	plain := r.Client(b)
+	k := func(name string) string { return r.Namespace + ":base:" + name }
 
-	b.Run("acquire", func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			if _, err := d.Load(ctx, fmt.Sprintf("acq-%d", i), datadriver.LoadOptions{}); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("acquire/baseline", func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			if err := plain.HGetAll(ctx, r.Namespace+fmt.Sprintf(":base-acq-%d", i)).Err(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-
-	p, err := d.Join(ctx, "save")
+	saved, err := d.Join(ctx, "save")
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("save", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			_ = p.Update(func(d *player) { d.Coins++ })
-			if err := p.Save(ctx); err != nil {
-				b.Fatal(err)
+	var rel *datadriver.Profile[player]
+	run := 0
+	ops := []benchOp{
+		{
+			name: "acquire", roundTrips: 1,
+			op: func(i int) error {
+				_, err := d.Load(ctx, fmt.Sprintf("acq-%d-%d", run, i), datadriver.LoadOptions{})
+				return err
+			},
+			base: func(i int) error { return plain.HGetAll(ctx, k(fmt.Sprint("acq-", i))).Err() },
+		},
+		{
+			name: "save", roundTrips: 1,
+			op: func(int) error {
+				_ = saved.Update(func(d *player) { d.Coins++ })
+				return saved.Save(ctx)
+			},
+			base: func(i int) error { return plain.HSet(ctx, k("save"), "data", raw, "ver", i).Err() },
+		},
+		{
+			name: "save-and-release", roundTrips: 1,
+			setup: func(int) (err error) {
+				if rel, err = d.Join(ctx, "rel"); err == nil {
+					err = rel.Update(func(d *player) { d.Coins++ })
+				}
+				return err
+			},
+			op:   func(int) error { return rel.Release(ctx) },
+			base: func(i int) error { return plain.HSet(ctx, k("rel"), "data", raw, "ver", i, "lock", "").Err() },
+		},
+		{
+			name: "session", roundTrips: 3, // acquire, one save, save-and-release
+			op: func(int) error {
+				q, err := d.Join(ctx, "cycle")
+				if err != nil {
+					return err
+				}
+				_ = q.Update(func(d *player) { d.Coins++ })
+				if err := q.Save(ctx); err != nil {
+					return err
+				}
+				_ = q.Update(func(d *player) { d.Coins++ })
+				return q.Release(ctx)
+			},
+			base: func(i int) error {
+				if err := plain.HGetAll(ctx, k("cycle")).Err(); err != nil {
+					return err
+				}
+				if err := plain.HSet(ctx, k("cycle"), "data", raw, "ver", i).Err(); err != nil {
+					return err
+				}
+				return plain.HSet(ctx, k("cycle"), "data", raw, "ver", i, "lock", "").Err()
+			},
+		},
+	}
+	for _, o := range ops {
+		timed := func(b *testing.B, f func(int) error) {
+			b.ReportAllocs()
+			run++
+			for i := 0; b.Loop(); i++ {
+				if o.setup != nil {
+					b.StopTimer()
+					if err := o.setup(i); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				if err := f(i); err != nil {
+					b.Fatal(err)
+				}
 			}
 		}
-	})
-	b.Run("save/baseline", func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			if err := plain.HSet(ctx, r.Namespace+":base-save", "data", raw, "ver", i).Err(); err != nil {
-				b.Fatal(err)
+		b.Run(o.name, func(b *testing.B) { timed(b, o.op) })
+		b.Run(o.name+"/baseline", func(b *testing.B) { timed(b, o.base) })
+		b.Run(o.name+"/paired", func(b *testing.B) {
+			run++
+			var opT, baseT time.Duration
+			n := 0
+			for i := 0; b.Loop(); i++ {
+				if o.setup != nil {
+					if err := o.setup(i); err != nil {
+						b.Fatal(err)
+					}
+				}
+				t0 := time.Now()
+				if err := o.op(i); err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				if err := o.base(i); err != nil {
+					b.Fatal(err)
+				}
+				opT, baseT = opT+t1.Sub(t0), baseT+time.Since(t1)
+				n++
 			}
-		}
-	})
-
-	// A whole session: acquire, one save, save-and-release (3 round trips).
-	b.Run("session", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			q, err := d.Join(ctx, "cycle")
-			if err != nil {
-				b.Fatal(err)
-			}
-			_ = q.Update(func(d *player) { d.Coins++ })
-			if err := q.Save(ctx); err != nil {
-				b.Fatal(err)
-			}
-			_ = q.Update(func(d *player) { d.Coins++ })
-			if err := q.Release(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("session/baseline", func(b *testing.B) {
-		b.ReportAllocs()
-		k := r.Namespace + ":base-cycle"
-		for i := 0; b.Loop(); i++ {
-			if err := plain.HGetAll(ctx, k).Err(); err != nil {
-				b.Fatal(err)
-			}
-			if err := plain.HSet(ctx, k, "data", raw, "ver", i).Err(); err != nil {
-				b.Fatal(err)
-			}
-			if err := plain.HSet(ctx, k, "data", raw, "ver", i, "lock", "").Err(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-
-	// save-and-release alone: the acquire before it runs with the timer off.
-	b.Run("release", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			b.StopTimer()
-			q, err := d.Join(ctx, "rel")
-			if err != nil {
-				b.Fatal(err)
-			}
-			_ = q.Update(func(d *player) { d.Coins++ })
-			b.StartTimer()
-			if err := q.Release(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("release/baseline", func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			b.StopTimer()
-			_ = plain.HGetAll(ctx, r.Namespace+":base-rel").Err()
-			b.StartTimer()
-			if err := plain.HSet(ctx, r.Namespace+":base-rel", "data", raw, "ver", i, "lock", "").Err(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+			b.ReportMetric(float64(opT.Microseconds())/float64(n), "op-µs")
+			b.ReportMetric(float64(baseT.Microseconds())/float64(n), "baseline-µs")
+			b.ReportMetric(float64(baseT)/float64(opT), "vs-baseline")
+		})
+	}
 }

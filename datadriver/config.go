@@ -32,6 +32,8 @@ const (
 	DefaultAutosave = 30 * time.Second
 	// DefaultHistory is how many past versions a key keeps for RestoreAt.
 	DefaultHistory = 20
+	// MaxHistory bounds History: every version is kept in the record's hash.
+	MaxHistory = 1000
 	// DefaultMaxDataBytes bounds one encoded profile; Redis is happiest with
 	// values well under its 512 MiB limit, and a profile that large is a bug.
 	DefaultMaxDataBytes = 4 << 20
@@ -77,8 +79,10 @@ type NodeConfig struct {
 	// MaxConcurrentSaves bounds the autosaves running at once on this Node.
 	// default: DefaultMaxConcurrentSaves (16)
 	MaxConcurrentSaves int
-	// Entropy is the source of lock tokens and autosave jitter.
-	// default: crypto/rand.Reader
+	// Entropy is the source of lock tokens and autosave jitter. Tokens are
+	// capabilities (a request must name one to end a session), so it must be
+	// unpredictable; a fixed source makes a simulation replayable.
+	// default: a ChaCha8 generator seeded from crypto/rand
 	Entropy io.Reader
 
 	// NATS carries release requests between servers (subject
@@ -152,8 +156,10 @@ type Config[T any] struct {
 	// negative value turns autosave off.
 	// default: DefaultAutosave (30 s)
 	Autosave time.Duration
-	// History is how many past versions of a key are kept for RestoreAt; a
-	// negative value keeps none.
+	// History is how many past versions of a key are kept for RestoreAt, in
+	// the record's own hash (a ring: each data write overwrites the version
+	// History writes older); a negative value keeps none. Lowering it leaves
+	// the extra slots of existing records in place until they are wiped.
 	// default: DefaultHistory (20)
 	History int
 	// MaxDataBytes bounds one encoded profile; a larger one is refused with
@@ -211,6 +217,9 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 	}
 	if c.History < 0 {
 		c.History = 0
+	}
+	if c.History > MaxHistory {
+		return c, fmt.Errorf("%w: History %d is more than %d", ErrInvalidConfig, c.History, MaxHistory)
 	}
 	if c.MaxDataBytes == 0 {
 		c.MaxDataBytes = DefaultMaxDataBytes

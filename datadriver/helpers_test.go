@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -117,11 +116,13 @@ func record(tb testing.TB, r *testsupport.Redis, driver, key string) map[string]
 	return m
 }
 
-// isWrite reports whether cmd is save.lua in mode ("save" or "release").
+// isWrite reports whether cmd is save.lua (one key, twelve arguments) in
+// mode ("save" or "release").
 func isWrite(cmd redis.Cmder, mode string) bool {
 	m, ok := testsupport.ScriptArg(cmd, 1)
-	k, _ := testsupport.ScriptKey(cmd, 2)
-	return ok && m == mode && strings.HasSuffix(k, ":h")
+	_, twelve := testsupport.ScriptArg(cmd, 12)
+	_, thirteen := testsupport.ScriptArg(cmd, 13)
+	return ok && m == mode && twelve && !thirteen
 }
 
 // writeKey is the record key a save.lua command writes.

@@ -95,7 +95,7 @@ func (d *Driver[T]) load(ctx context.Context, key string, localWait, remoteWait 
 				err = ErrClosed
 			} else {
 				d.profiles[key] = p
-				d.goTracked(p.autosave)
+				p.startAutosaveLocked()
 			}
 		}
 		d.notify(key)

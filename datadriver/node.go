@@ -2,12 +2,13 @@ package datadriver
 
 import (
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"sync"
 
 	"github.com/benbjohnson/clock"
@@ -74,7 +75,11 @@ func NewNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		cfg.MaxConcurrentSaves = DefaultMaxConcurrentSaves
 	}
 	if cfg.Entropy == nil {
-		cfg.Entropy = rand.Reader
+		var seed [32]byte
+		if _, err := crand.Read(seed[:]); err != nil {
+			return nil, fmt.Errorf("seed lock tokens: %w", err)
+		}
+		cfg.Entropy = mrand.NewChaCha8(seed)
 	}
 	n := &Node{
 		rdb:     cfg.Redis,
@@ -240,13 +245,20 @@ func (n *Node) unregister(name string) {
 // randomHex returns n random bytes from the Node's entropy, hex encoded.
 func (n *Node) randomHex(size int) (string, error) {
 	b := make([]byte, size)
-	n.entropyMu.Lock()
-	_, err := io.ReadFull(n.cfg.Entropy, b)
-	n.entropyMu.Unlock()
-	if err != nil {
-		return "", fmt.Errorf("read entropy: %w", err)
+	if err := n.entropy(b); err != nil {
+		return "", err
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// entropy fills b from the Node's entropy source.
+func (n *Node) entropy(b []byte) error {
+	n.entropyMu.Lock()
+	defer n.entropyMu.Unlock()
+	if _, err := io.ReadFull(n.cfg.Entropy, b); err != nil {
+		return fmt.Errorf("read entropy: %w", err)
+	}
+	return nil
 }
 
 // newToken returns a fresh lock token.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/benbjohnson/clock"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -48,6 +49,8 @@ type Profile[T any] struct {
 	ctx    context.Context // cancelled when the profile stops being live
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	autosaveTimer *clock.Timer // guarded by d.mu
 
 	// Guarded by d.mu:
 	state    pstate
@@ -231,6 +234,7 @@ func (p *Profile[T]) finishLocked(err error) bool {
 	}
 	p.d.notify(p.key)
 	p.d.replyAllLocked(p)
+	p.stopAutosaveLocked()
 	p.cancel()
 	close(p.done)
 	return errors.Is(err, ErrLockLost)

@@ -16,8 +16,10 @@ const recordFormat = 1
 // whose size is limited.
 const MaxKeyBytes = 512
 
-// recordKey is the Redis hash of one profile: "<ns>:{<driver>:<key>}". The
-// hash tag keeps the record and its history in one Redis Cluster slot.
+// recordKey is the Redis hash of one profile: "<ns>:{<driver>:<key>}". Its
+// past versions live in the same hash; the hash tag keeps keys that belong
+// to one profile (its trade journal entries name it) in one Redis Cluster
+// slot.
 func recordKey(ns, driver, key string) string {
 	k := "{" + driver + ":" + key + "}"
 	if ns == "" {
@@ -25,9 +27,6 @@ func recordKey(ns, driver, key string) string {
 	}
 	return ns + ":" + k
 }
-
-// historyKey is the hash of past versions beside a record.
-func historyKey(record string) string { return record + ":h" }
 
 // validKey refuses keys that are empty, too long, not UTF-8 or that contain
 // control characters.

@@ -48,7 +48,7 @@ func (d *Driver[T]) write(ctx context.Context, key string, w writeReq) (writeRes
 		}
 		return "0"
 	}
-	v, err := d.node.scripts.save.Run(ctx, d.node.rdb, []string{rk, historyKey(rk)},
+	v, err := d.node.scripts.save.Run(ctx, d.node.rdb, []string{rk},
 		w.mode, w.token, strings.Join(w.earlier, " "), d.node.jobID, flag(d.presenceFlag()),
 		flag(w.hasData), w.data, flag(w.hasMeta), w.uids, w.meta,
 		d.cfg.History, w.trade).Result()

@@ -1,13 +1,12 @@
 package datadriver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Version is one kept version of a record.
@@ -23,8 +22,7 @@ func (d *Driver[T]) Versions(ctx context.Context, key string) ([]Version, error)
 	if err := validKey(key); err != nil {
 		return nil, fmt.Errorf("versions: %w", err)
 	}
-	rk := d.recordKey(key)
-	v, err := d.node.scripts.versions.Run(ctx, d.node.rdb, []string{rk, historyKey(rk)}).Result()
+	v, err := d.node.scripts.versions.Run(ctx, d.node.rdb, []string{d.recordKey(key)}, d.cfg.History).Result()
 	if err != nil {
 		return nil, fmt.Errorf("versions %q: %w", key, err)
 	}
@@ -33,13 +31,17 @@ func (d *Driver[T]) Versions(ctx context.Context, key string) ([]Version, error)
 		return nil, fmt.Errorf("versions %q: unexpected answer %T", key, v)
 	}
 	var out []Version
+	cur := num(arr[0])
 	if str(arr[2]) == "1" {
-		out = append(out, Version{Ver: num(arr[0]), At: msTime(arr[1]), Current: true})
+		out = append(out, Version{Ver: cur, At: msTime(arr[1]), Current: true})
 	}
 	for i := 3; i+1 < len(arr); i += 2 {
-		out = append(out, Version{Ver: num(arr[i]), At: msTime(arr[i+1])})
+		// A slot is kept while it is one of the last History versions.
+		if ver := num(arr[i]); arr[i] != nil && ver < cur && ver >= cur-int64(d.cfg.History) {
+			out = append(out, Version{Ver: ver, At: msTime(arr[i+1])})
+		}
 	}
-	slices.SortFunc(out, func(a, b Version) int { return int(b.Ver - a.Ver) })
+	slices.SortFunc(out, func(a, b Version) int { return cmp.Compare(b.Ver, a.Ver) })
 	return out, nil
 }
 
@@ -77,13 +79,14 @@ func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) err
 	if target.Current {
 		return nil // the data as of t is the current data
 	}
-	rk := d.recordKey(p.key)
-	raw, err := d.node.rdb.HGet(ctx, historyKey(rk), fmt.Sprintf("d:%d", target.Ver)).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return fmt.Errorf("restore %q: version %d: %w", p.key, target.Ver, ErrNoVersion)
-	}
+	slot := fmt.Sprintf("h%d.", target.Ver%int64(d.cfg.History))
+	got, err := d.node.rdb.HMGet(ctx, d.recordKey(p.key), slot+"v", slot+"d").Result()
 	if err != nil {
 		return fmt.Errorf("restore %q: %w", p.key, err)
+	}
+	raw := bytesOf(got[1])
+	if num(got[0]) != target.Ver || raw == nil {
+		return fmt.Errorf("restore %q: version %d: %w", p.key, target.Ver, ErrNoVersion)
 	}
 	data, err := d.codec.decode(raw)
 	if err != nil {

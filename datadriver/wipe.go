@@ -15,7 +15,7 @@ func (d *Driver[T]) Wipe(ctx context.Context, key string) error {
 		return fmt.Errorf("wipe: %w", err)
 	}
 	rk := d.recordKey(key)
-	if err := d.node.scripts.wipe.Run(ctx, d.node.rdb, []string{rk, historyKey(rk)}).Err(); err != nil {
+	if err := d.node.scripts.wipe.Run(ctx, d.node.rdb, []string{rk}).Err(); err != nil {
 		return fmt.Errorf("wipe %q: %w", key, err)
 	}
 	d.mu.Lock()

@@ -197,8 +197,9 @@ func (h *Handoff) onMessage(m messaging.Message) {
 		for w := range ws {
 			w.notify()
 		}
+		waiting := len(ws)
 		h.mu.Unlock()
-		if !known && len(ws) == 0 {
+		if !known && waiting == 0 {
 			h.unknownDriver.Add(1)
 			return
 		}

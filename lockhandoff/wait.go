@@ -102,6 +102,9 @@ func (w *Wait) notify() {
 func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
 	h := w.h
 	clk := h.cfg.Clock
+	if err := ctx.Err(); err != nil {
+		return Attempt{}, err
+	}
 	now := clk.Now()
 	if !now.Before(w.deadline) {
 		return Attempt{}, ErrDeadline
@@ -113,6 +116,7 @@ func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
 		w.park = h.cfg.ParkMin
 	}
 	if w.active && (w.requested.IsZero() || now.Sub(w.requested) >= h.cfg.RequestRepeat) {
+		// A new lock, or the repeat came due while we were not parked.
 		h.request(w.wk.driver, w.wk.key, l.Job, l.Token)
 		w.requested = now
 	}
@@ -145,12 +149,28 @@ func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
 
 	t := clk.Timer(d)
 	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return Attempt{}, ctx.Err()
-	case <-w.wake:
-		return Attempt{}, nil // the holder replied: try again at once
-	case <-t.C:
+	// The request repeats on its own schedule, every RequestRepeat, whatever
+	// the park; a repeat does not end the park.
+	var repeat <-chan time.Time
+	if w.active {
+		rt := clk.Timer(max(w.requested.Add(h.cfg.RequestRepeat).Sub(now), 0))
+		defer rt.Stop()
+		repeat = rt.C
+	}
+parked:
+	for {
+		select {
+		case <-ctx.Done():
+			return Attempt{}, ctx.Err()
+		case <-w.wake:
+			return Attempt{}, nil // the holder replied: try again at once
+		case <-repeat:
+			h.request(w.wk.driver, w.wk.key, l.Job, l.Token)
+			w.requested = clk.Now()
+			repeat = nil // at most one repeat per park: parks are shorter than RequestRepeat
+		case <-t.C:
+			break parked
+		}
 	}
 	if !proving {
 		return Attempt{}, nil

@@ -16,7 +16,9 @@
 -- and the lock carries presence=1 ('stolen'), or the holder is the caller's own job id
 -- ('own': no session of this run holds it); or when it is older than ARGV[4] and either
 -- carries no presence flag or ARGV[7] names its token ('expired'). Timestamps come from
--- Redis TIME. epoch is incremented on every acquisition.
+-- Redis TIME. epoch is incremented on every acquisition. Three Redis calls: TIME, HMGET,
+-- HSET (the record is read whole in the HMGET, so a LOCKED answer also reads the data;
+-- waiting joiners retry at most every ParkMin).
 --
 -- Answers:
 --   {'OK', how, epoch, ver, data|false, at|false, trade|false, uids|false, meta|false, prevJob|false}
@@ -27,14 +29,15 @@ local rec = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local f = redis.call('HMGET', rec, 'fmt', 'lock.token', 'lock.job', 'lock.at', 'lock.presence')
-local fmt, token, job, at, presence = f[1], f[2], f[3], f[4], f[5]
+local f = redis.call('HMGET', rec, 'fmt', 'lock.token', 'lock.job', 'lock.at', 'lock.presence', 'epoch',
+  'ver', 'data', 'at', 'trade', 'uids', 'meta')
+local fmt, token, job, at, presence, epoch = f[1], f[2], f[3], f[4], f[5], f[6]
 if fmt and tonumber(fmt) and tonumber(fmt) > tonumber(ARGV[8]) then
   return {'FORMAT', fmt}
 end
 
 local how
-if redis.call('EXISTS', rec) == 0 then
+if not epoch and redis.call('EXISTS', rec) == 0 then
   how = 'new'
 elseif not token or token == '' then
   how = 'free'
@@ -49,11 +52,12 @@ else
   end
 end
 
-local epoch = redis.call('HINCRBY', rec, 'epoch', 1)
-redis.call('HSET', rec, 'lock.job', ARGV[1], 'lock.token', ARGV[2], 'lock.at', now,
-  'lock.presence', ARGV[3])
+epoch = (tonumber(epoch) or 0) + 1
 if how == 'new' then
-  redis.call('HSET', rec, 'ver', 0, 'fmt', ARGV[8])
+  redis.call('HSET', rec, 'epoch', epoch, 'lock.job', ARGV[1], 'lock.token', ARGV[2], 'lock.at', now,
+    'lock.presence', ARGV[3], 'ver', 0, 'fmt', ARGV[8])
+else
+  redis.call('HSET', rec, 'epoch', epoch, 'lock.job', ARGV[1], 'lock.token', ARGV[2], 'lock.at', now,
+    'lock.presence', ARGV[3])
 end
-local r = redis.call('HMGET', rec, 'ver', 'data', 'at', 'trade', 'uids', 'meta')
-return {'OK', how, epoch, r[1] or '0', r[2], r[3], r[4], r[5], r[6], job or false}
+return {'OK', how, epoch, f[7] or '0', f[8], f[9], f[10], f[11], f[12], job or false}

@@ -1,8 +1,9 @@
 -- save.lua: write a profile under its lock (save), or write it and clear the lock
 -- (release). Fenced: nothing is written unless the lock is the profile's.
 --
--- KEYS[1]  the record hash   <ns>:{<driver>:<key>}
--- KEYS[2]  the history hash  <ns>:{<driver>:<key>}:h   (fields d:<ver> data, t:<ver> ms)
+-- KEYS[1]  the record hash <ns>:{<driver>:<key>}. Past versions live in it as ring
+--          slots: slot s = ver % history holds h<s>.v (version), h<s>.t (write time,
+--          ms) and h<s>.d (data).
 -- ARGV[1]  mode: 'save' or 'release'
 -- ARGV[2]  lock token of the profile
 -- ARGV[3]  earlier tokens of the same profile, space separated, or '' (set after an
@@ -19,22 +20,30 @@
 -- ARGV[8]  '1' when ARGV[9], ARGV[10] carry new user ids and metadata
 -- ARGV[9]  user ids (opaque msgpack)
 -- ARGV[10] metadata (opaque msgpack)
--- ARGV[11] history size: how many past versions to keep
+-- ARGV[11] history: how many past versions to keep (ring slots)
 -- ARGV[12] trade id this write settles, or '' (a record with another pending trade refuses)
 --
 -- Every accepted call refreshes lock.at from Redis TIME. A data write moves the old data
--- to history as version ver, drops version ver-history, and increments ver.
+-- into ring slot ver % history (overwriting the version history writes older) and
+-- increments ver. Three Redis calls: TIME, HMGET, HSET (plus HDEL of trade on a settle).
 --
 -- Answers:
 --   {'OK', ver, epoch, moved ('1'|'0'), how ('saved'|'released'|'already-released')}
 --   {'LOST', job|'', token|''}   the lock is not the profile's; nothing written
 --   {'TRADE', tradeId}          another trade is pending on the record; nothing written
-local rec, hist = KEYS[1], KEYS[2]
+local rec = KEYS[1]
 local mode, tok, earlier = ARGV[1], ARGV[2], ARGV[3]
+local keep = tonumber(ARGV[11])
+local withOld = ARGV[6] == '1' and keep > 0
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local f = redis.call('HMGET', rec, 'lock.token', 'lock.job', 'released', 'released.ver', 'ver', 'trade', 'epoch')
+local f
+if withOld then
+  f = redis.call('HMGET', rec, 'lock.token', 'lock.job', 'released', 'released.ver', 'ver', 'trade', 'epoch', 'data', 'at')
+else
+  f = redis.call('HMGET', rec, 'lock.token', 'lock.job', 'released', 'released.ver', 'ver', 'trade', 'epoch')
+end
 local token, job, released, relver, ver, trade, epoch = f[1], f[2], f[3], f[4], f[5], f[6], f[7]
 ver = tonumber(ver) or 0
 
@@ -67,34 +76,37 @@ if trade and trade ~= '' and trade ~= ARGV[12] then
   return {'TRADE', trade}
 end
 
+local set = {} -- field/value pairs written to the record in one HSET
+local function put(k, v)
+  set[#set + 1] = k
+  set[#set + 1] = v
+end
 if ARGV[6] == '1' then
-  local keep = tonumber(ARGV[11])
-  if keep > 0 then
-    local old = redis.call('HMGET', rec, 'data', 'at')
-    if old[1] then
-      redis.call('HSET', hist, 'd:' .. ver, old[1], 't:' .. ver, old[2] or '0')
-    end
-    if ver - keep >= 0 then
-      redis.call('HDEL', hist, 'd:' .. (ver - keep), 't:' .. (ver - keep))
-    end
+  if withOld and f[8] then
+    local s = 'h' .. (ver % keep) .. '.'
+    put(s .. 'v', ver); put(s .. 't', f[9] or '0'); put(s .. 'd', f[8])
   end
   ver = ver + 1
-  redis.call('HSET', rec, 'data', ARGV[7], 'ver', ver, 'at', now)
+  put('data', ARGV[7]); put('ver', ver); put('at', now)
 end
 if ARGV[8] == '1' then
-  redis.call('HSET', rec, 'uids', ARGV[9], 'meta', ARGV[10])
+  put('uids', ARGV[9]); put('meta', ARGV[10])
 end
 if ARGV[12] ~= '' and trade == ARGV[12] then
   redis.call('HDEL', rec, 'trade')
 end
 if moved == '1' then
-  epoch = redis.call('HINCRBY', rec, 'epoch', 1)
+  epoch = (tonumber(epoch) or 0) + 1
+  put('epoch', epoch)
 end
 
+local how = 'saved'
 if mode == 'release' then
-  redis.call('HSET', rec, 'released', tok, 'released.ver', ver,
-    'lock.token', '', 'lock.job', '', 'lock.at', now)
-  return {'OK', ver, epoch or '0', moved, 'released'}
+  how = 'released'
+  put('released', tok); put('released.ver', ver); put('lock.token', ''); put('lock.job', '')
+elseif moved == '1' then
+  put('lock.token', tok); put('lock.job', ARGV[4]); put('lock.presence', ARGV[5])
 end
-redis.call('HSET', rec, 'lock.token', tok, 'lock.job', ARGV[4], 'lock.presence', ARGV[5], 'lock.at', now)
-return {'OK', ver, epoch or '0', moved, 'saved'}
+put('lock.at', now)
+redis.call('HSET', rec, unpack(set))
+return {'OK', ver, epoch or '0', moved, how}

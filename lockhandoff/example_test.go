@@ -1,0 +1,61 @@
+package lockhandoff_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ckernel/playerdata/lockhandoff"
+	"github.com/ckernel/playerdata/testsupport"
+)
+
+// Server B waits on the lock server A holds on user:42. B's Wait asks A to
+// release it; A's driver (its Holder) releases the profile and replies, and
+// the reply wakes B's Next, which tells B to acquire again. (An in-process
+// bus and a fake presence stand in for NATS and Redis.)
+func Example() {
+	ctx := context.Background()
+	bus := testsupport.NewMemBus(nil)
+	defer bus.Close()
+
+	newHandoff := func(job string) *lockhandoff.Handoff {
+		p := newFakePresence(nil)
+		p.set("server-a", alive10s)
+		h, err := lockhandoff.New(lockhandoff.Config{JobID: job, Bus: bus.Endpoint(job), Presence: p, Logger: quiet})
+		if err != nil {
+			panic(err)
+		}
+		h.Start()
+		return h
+	}
+	a, b := newHandoff("server-a"), newHandoff("server-b")
+	defer a.Close(ctx)
+	defer b.Close(ctx)
+
+	// Server A's driver: release the profile, then reply to the requester.
+	asked := make(chan request, 1)
+	err := a.Register("PlayerData", &fakeHolder{OnRequest: func(key, token, from string) {
+		asked <- request{Key: key, Token: token, From: from}
+		a.Reply("PlayerData", key, from)
+	}})
+	if err != nil {
+		panic(err)
+	}
+
+	// Server B runs a PlayerData driver too (it receives no request here).
+	if err := b.Register("PlayerData", &fakeHolder{}); err != nil {
+		panic(err)
+	}
+
+	// Server B found user:42 locked by server-a under token tok-1.
+	w := b.NewWait("PlayerData", "user:42", time.Now().Add(10*time.Second), true)
+	defer w.Close()
+	at, err := w.Next(ctx, lockhandoff.Lock{Job: "server-a", Token: "tok-1", Presence: true, MaxAge: 4 * time.Minute})
+
+	r := <-asked
+	fmt.Printf("server-a asked by %s to release %s (lock %s)\n", r.From, r.Key, r.Token)
+	fmt.Printf("server-b acquires again: err=%v, steal=%t\n", err, at.StealJob != "")
+	// Output:
+	// server-a asked by server-b to release user:42 (lock tok-1)
+	// server-b acquires again: err=<nil>, steal=false
+}
