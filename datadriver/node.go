@@ -163,10 +163,7 @@ func (n *Node) startHandoff() error {
 // old that other servers may read this one as stopped and take its locks.
 func (n *Node) fence() {
 	n.mu.Lock()
-	drivers := make([]driverHandle, 0, len(n.drivers))
-	for _, d := range n.drivers {
-		drivers = append(drivers, d)
-	}
+	drivers := n.driversLocked()
 	n.mu.Unlock()
 	n.log.Warn("presence beats are failing; ending every session before another server takes its lock")
 	for _, d := range drivers {
@@ -195,10 +192,7 @@ func (n *Node) Close(ctx context.Context) error {
 		return nil
 	}
 	n.closed = true
-	drivers := make([]driverHandle, 0, len(n.drivers))
-	for _, d := range n.drivers {
-		drivers = append(drivers, d)
-	}
+	drivers := n.driversLocked()
 	n.mu.Unlock()
 
 	var wg sync.WaitGroup
@@ -233,6 +227,15 @@ func (n *Node) register(name string, d driverHandle) error {
 	}
 	n.drivers[name] = d
 	return nil
+}
+
+// driversLocked lists the drivers; n.mu must be held.
+func (n *Node) driversLocked() []driverHandle {
+	drivers := make([]driverHandle, 0, len(n.drivers))
+	for _, d := range n.drivers {
+		drivers = append(drivers, d)
+	}
+	return drivers
 }
 
 // unregister forgets a driver whose creation failed.

@@ -87,38 +87,36 @@ func (h *FaultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	return next
 }
 
-// ScriptArg returns ARGV[i] (1-based, as in Lua) of an EVAL or EVALSHA
-// command, and false for any other command or a missing argument.
-func ScriptArg(cmd redis.Cmder, i int) (string, bool) {
+// scriptArgs splits an EVAL or EVALSHA command into its keys and arguments;
+// ok is false for any other command.
+func scriptArgs(cmd redis.Cmder) (keys, argv []any, ok bool) {
 	args := cmd.Args()
 	name := strings.ToLower(cmd.Name())
 	if (name != "evalsha" && name != "eval") || len(args) < 3 {
-		return "", false
+		return nil, nil, false
 	}
 	var numKeys int
-	if _, err := fmt.Sscan(fmt.Sprint(args[2]), &numKeys); err != nil {
+	if _, err := fmt.Sscan(fmt.Sprint(args[2]), &numKeys); err != nil || numKeys < 0 || 3+numKeys > len(args) {
+		return nil, nil, false
+	}
+	return args[3 : 3+numKeys], args[3+numKeys:], true
+}
+
+// ScriptArg returns ARGV[i] (1-based, as in Lua) of an EVAL or EVALSHA
+// command, and false for any other command or a missing argument.
+func ScriptArg(cmd redis.Cmder, i int) (string, bool) {
+	_, argv, ok := scriptArgs(cmd)
+	if !ok || i < 1 || i > len(argv) {
 		return "", false
 	}
-	at := 3 + numKeys + i - 1
-	if i < 1 || at >= len(args) {
-		return "", false
-	}
-	return fmt.Sprint(args[at]), true
+	return fmt.Sprint(argv[i-1]), true
 }
 
 // ScriptKey returns KEYS[i] (1-based) of an EVAL or EVALSHA command.
 func ScriptKey(cmd redis.Cmder, i int) (string, bool) {
-	args := cmd.Args()
-	name := strings.ToLower(cmd.Name())
-	if (name != "evalsha" && name != "eval") || len(args) < 3 {
+	keys, _, ok := scriptArgs(cmd)
+	if !ok || i < 1 || i > len(keys) {
 		return "", false
 	}
-	var numKeys int
-	if _, err := fmt.Sscan(fmt.Sprint(args[2]), &numKeys); err != nil {
-		return "", false
-	}
-	if i < 1 || i > numKeys || 2+i >= len(args) {
-		return "", false
-	}
-	return fmt.Sprint(args[2+i]), true
+	return fmt.Sprint(keys[i-1]), true
 }
