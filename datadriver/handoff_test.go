@@ -411,3 +411,78 @@ func TestHandoffPresenceCost(t *testing.T) {
 		t.Fatalf("messages on the bus with no join waiting: %+v", s)
 	}
 }
+
+func TestHandoffManualLoadWithWait(t *testing.T) {
+	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
+	a := newServer(t, r, "server-a", fast, withNATS(t, n))
+	b := newServer(t, r, "server-b", fast, withNATS(t, n))
+	da, db := players(t, a), players(t, b)
+	ctx := ctxT(t)
+	pa, err := da.Join(ctx, "user:8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = pa.Update(func(d *player) { d.Coins = 12 })
+	if _, err := db.Load(ctx, "user:8", datadriver.LoadOptions{}); !errors.Is(err, datadriver.ErrLocked) {
+		t.Fatalf("Load without a wait = %v, want ErrLocked at once", err)
+	}
+	if s := b.node.HandoffStats(); s.RequestsSent != 0 {
+		t.Fatalf("a load without a wait asked the holder: %+v", s)
+	}
+	pb, err := db.Load(ctx, "user:8", datadriver.LoadOptions{HandoffWait: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("Load with a wait: %v", err)
+	}
+	if coins(pb) != 12 {
+		t.Fatalf("coins %d, want 12", coins(pb))
+	}
+}
+
+func TestSelfFenceWhenBeatsFail(t *testing.T) {
+	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
+	a := newServer(t, r, "server-a", fast, withNATS(t, n))
+	var ka kicks
+	da := players(t, a, func(c *datadriver.Config[player]) { c.Kick = ka.kick })
+	ctx := ctxT(t)
+	p, err := da.Join(ctx, "user:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Presence writes fail while everything else works.
+	a.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+		if k, ok := testsupport.ScriptKey(cmd, 1); ok && strings.HasSuffix(k, "CKPresence") {
+			return testsupport.ErrInjected
+		}
+		return nil
+	})
+	select {
+	case <-p.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the session outlived this server's presence")
+	}
+	if !errors.Is(p.Err(), datadriver.ErrLockLost) {
+		t.Fatalf("Err = %v, want ErrLockLost", p.Err())
+	}
+	eventually(t, 5*time.Second, "the player is kicked", func() bool { return ka.lost.Load() == 1 })
+	if err := p.Update(func(d *player) { d.Coins++ }); !errors.Is(err, datadriver.ErrLockLost) {
+		t.Fatalf("Update after the fence = %v, want ErrLockLost", err)
+	}
+}
+
+func TestCleanCloseRemovesPresence(t *testing.T) {
+	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
+	a := newServer(t, r, "server-a", fast, withNATS(t, n))
+	players(t, a)
+	ctx := ctxT(t)
+	c := r.Client(t)
+	eventually(t, 5*time.Second, "A beats presence", func() bool {
+		ok, _ := c.HExists(ctx, r.Namespace+":CKPresence", "server-a").Result()
+		return ok
+	})
+	if err := a.node.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := c.HExists(ctx, r.Namespace+":CKPresence", "server-a").Result(); ok {
+		t.Fatal("a clean Close left this server's presence field")
+	}
+}
