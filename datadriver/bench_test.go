@@ -8,6 +8,7 @@ import (
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/testsupport"
+	"github.com/redis/go-redis/v9"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -147,4 +148,90 @@ func BenchmarkOps(b *testing.B) {
 			b.ReportMetric(float64(baseT)/float64(opT), "vs-baseline")
 		})
 	}
+}
+
+// BenchmarkTrade measures a trade of two profiles on real Redis: 3 round
+// trips (marks + journal, commit, settles), beside a baseline of the same
+// round trips and commands with plain HSETs.
+//
+//	go test -run '^$' -bench Trade -benchmem ./datadriver/
+func BenchmarkTrade(b *testing.B) {
+	r := testsupport.StartRedis(b)
+	s := newServer(b, r, "bench-t")
+	d := players(b, s)
+	ctx := context.Background()
+	pa, err := d.Join(ctx, "trader-a")
+	if err != nil {
+		b.Fatal(err)
+	}
+	pb, err := d.Join(ctx, "trader-b")
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = pa.Update(func(d *player) { d.Items = map[string]int{"sword": 1} })
+	_ = pa.Save(ctx)
+	move := func(from, to *datadriver.Profile[player]) func(tx *datadriver.Tx) error {
+		return func(tx *datadriver.Tx) error {
+			f, t := datadriver.TradeData(tx, from), datadriver.TradeData(tx, to)
+			f.Items["sword"]--
+			t.Items["sword"]++
+			return nil
+		}
+	}
+	raw, _ := msgpack.Marshal(benchPlayer())
+	plain := r.Client(b)
+	k := func(s string) string { return r.Namespace + ":base:" + s }
+	trade := func(i int) error {
+		if i%2 == 0 {
+			return datadriver.Trade(ctx, move(pa, pb), pa, pb)
+		}
+		return datadriver.Trade(ctx, move(pb, pa), pa, pb)
+	}
+	base := func(i int) error {
+		if _, err := plain.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, k("a"), "trade", i)
+			p.HSet(ctx, k("b"), "trade", i)
+			p.HSet(ctx, k("j"), "img0", raw, "img1", raw)
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := plain.HSet(ctx, k("j"), "state", "C").Err(); err != nil {
+			return err
+		}
+		_, err := plain.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, k("a"), "data", raw)
+			p.HSet(ctx, k("b"), "data", raw)
+			return nil
+		})
+		return err
+	}
+	b.Run("trade", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if err := trade(i); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("trade/paired", func(b *testing.B) {
+		var opT, baseT time.Duration
+		n := 0
+		for i := 0; b.Loop(); i++ {
+			t0 := time.Now()
+			if err := trade(i + 1); err != nil {
+				b.Fatal(err)
+			}
+			t1 := time.Now()
+			if err := base(i); err != nil {
+				b.Fatal(err)
+			}
+			opT, baseT = opT+t1.Sub(t0), baseT+time.Since(t1)
+			n++
+		}
+		b.ReportMetric(float64(opT.Microseconds())/float64(n), "op-µs")
+		b.ReportMetric(float64(baseT.Microseconds())/float64(n), "baseline-µs")
+		b.ReportMetric(float64(baseT)/float64(opT), "vs-baseline")
+		b.ReportMetric(float64(n)/opT.Seconds(), "trades/s")
+	})
 }

@@ -75,3 +75,10 @@ func (c *codec[T]) decode(stored []byte) (T, error) {
 	var v T
 	return v, msgpack.Unmarshal(merged, &v)
 }
+
+// decodeExact decodes b into a zero T, without the defaults: for data this
+// build encoded itself (a trade's copies and images).
+func (c *codec[T]) decodeExact(b []byte) (T, error) {
+	var v T
+	return v, msgpack.Unmarshal(b, &v)
+}

@@ -123,6 +123,10 @@ type NodeConfig struct {
 	// SubjectPrefix prefixes handoff subjects (under Namespace).
 	// default: "CKHandoff"
 	SubjectPrefix string
+	// TradeRetain is how long a trade's journal entry is kept once it has
+	// settled (aborted, or committed with every image written).
+	// default: transactions.DefaultRetain (one day)
+	TradeRetain time.Duration
 }
 
 // Config configures a Driver: one per kind of profile on a Node.

@@ -335,7 +335,14 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *acquir
 	case "expired":
 		d.log.Warn("took a stale lock", "key", key, "from", a.prevJob)
 	}
-	data, derr := d.codec.decode(a.data)
+	var derr error
+	if a.trade != "" {
+		derr = d.recoverTrade(ctx, key, token, a)
+	}
+	var data T
+	if derr == nil {
+		data, derr = d.codec.decode(a.data)
+	}
 	p := &Profile[T]{
 		d:          d,
 		key:        key,
@@ -354,13 +361,16 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *acquir
 		derr = p.decodeMeta(a.uids, a.meta)
 	}
 	if derr != nil {
-		cerr := &CorruptRecordError{Key: key, Err: derr}
-		// Give the lock back without writing data.
+		var cerr *CorruptRecordError
+		if !errors.As(derr, &cerr) && a.trade == "" {
+			derr = &CorruptRecordError{Key: key, Err: derr}
+		}
+		// Give the lock back without writing data (a trade mark stays).
 		if _, err := d.write(context.WithoutCancel(ctx), key, writeReq{mode: modeRelease, token: token}); err != nil {
-			d.log.Warn("could not release the lock of a corrupt record", "key", key, "err", err)
+			d.log.Warn("could not give back the lock of a record that did not load", "key", key, "err", err)
 		}
 		p.abandon()
-		return nil, cerr
+		return nil, derr
 	}
 	return p, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/ckernel/playerdata/lockhandoff"
 	"github.com/ckernel/playerdata/messaging"
 	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/transactions"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -33,6 +34,9 @@ type Node struct {
 	saveSem chan struct{} // bounds concurrent autosaves
 
 	handoff *lockhandoff.Handoff // always set; passive when handoff is off
+	journal *transactions.Journal
+
+	wg sync.WaitGroup // background writes of the Node (trade settle marks)
 
 	ctx    context.Context // cancelled by Close: stops background work
 	cancel context.CancelFunc
@@ -59,8 +63,8 @@ func NewNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if cfg.Redis == nil {
 		return nil, fmt.Errorf("%w: Redis is required", ErrInvalidConfig)
 	}
-	if cfg.SaveTimeout < 0 || cfg.MaxConcurrentSaves < 0 {
-		return nil, fmt.Errorf("%w: SaveTimeout and MaxConcurrentSaves must not be negative", ErrInvalidConfig)
+	if cfg.SaveTimeout < 0 || cfg.MaxConcurrentSaves < 0 || cfg.TradeRetain < 0 {
+		return nil, fmt.Errorf("%w: SaveTimeout, MaxConcurrentSaves and TradeRetain must not be negative", ErrInvalidConfig)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.New()
@@ -90,6 +94,7 @@ func NewNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		saveSem: make(chan struct{}, cfg.MaxConcurrentSaves),
 		drivers: make(map[string]driverHandle),
 	}
+	n.journal = transactions.New(cfg.Redis, cfg.Namespace, cfg.TradeRetain)
 	n.jobID = cfg.JobID
 	if n.jobID == "" {
 		id, err := n.randomHex(8)
@@ -202,6 +207,16 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	clean := errors.Join(errs...) == nil
+	n.mu.Lock() // no background write starts after this (markSettled checks closed)
+	n.mu.Unlock()
+	done := make(chan struct{})
+	go func() { n.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		n.cancel()
+		<-done
+	}
 	// Stop beating only now: a server still releasing must not look stopped.
 	if err := n.handoff.Close(ctx); err != nil {
 		errs = append(errs, err)

@@ -38,6 +38,10 @@ type Profile[T any] struct {
 	// metaGen counts changes of uids and meta; metaSaved is the count the
 	// last landed save wrote.
 	metaGen, metaSaved uint64
+	// gate is set while a trade of the profile runs (Update waits for it to
+	// close); pending is a trade whose outcome is not in the record yet.
+	gate    chan struct{}
+	pending *pendingTrade
 
 	// saveLock serializes saves and releases (a one-slot semaphore, so a
 	// waiting save can give up with its context).
@@ -100,12 +104,23 @@ func (p *Profile[T]) View(fn func(d *T)) {
 // Update calls fn with the data under the write lock, when the profile is
 // live; the change is saved by the next save. It returns an error matching
 // ErrReleased or ErrLockLost, without calling fn, once the player has left
-// or the lock is lost. fn must not keep the pointer or call other methods
+// or the lock is lost. While a trade of the profile runs it waits for it;
+// while a trade's outcome is unknown (ErrTradeOutcomeUnknown) it returns
+// ErrTradePending. fn must not keep the pointer or call other methods
 // of p.
 func (p *Profile[T]) Update(fn func(d *T)) error {
 	p.dataMu.Lock()
+	for p.gate != nil { // a trade of this profile is running
+		g := p.gate
+		p.dataMu.Unlock()
+		<-g
+		p.dataMu.Lock()
+	}
 	defer p.dataMu.Unlock()
 	if err := p.liveErr(); err != nil {
+		return err
+	}
+	if err := p.syncTradeLocked(); err != nil {
 		return err
 	}
 	fn(&p.data)

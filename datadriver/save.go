@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/ckernel/playerdata/internal/rscript"
 )
 
 // Write modes of save.lua.
 const (
 	modeSave    = "save"
 	modeRelease = "release"
+	modeSettle  = "settle"
 )
 
 // writeReq is one call of save.lua.
@@ -41,23 +44,34 @@ type writeRes struct {
 func (d *Driver[T]) write(ctx context.Context, key string, w writeReq) (writeRes, error) {
 	ctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout)
 	defer cancel()
-	rk := d.recordKey(key)
+	c := d.writeCall(key, w)
+	v, err := c.Script.Run(ctx, d.node.rdb, c.Keys, c.Args...).Result()
+	return writeResult(key, w.mode, v, err)
+}
+
+// writeCall is save.lua's call for w, to run alone or in a pipeline.
+func (d *Driver[T]) writeCall(key string, w writeReq) rscript.Call {
 	flag := func(b bool) string {
 		if b {
 			return "1"
 		}
 		return "0"
 	}
-	v, err := d.node.scripts.save.Run(ctx, d.node.rdb, []string{rk},
+	return rscript.Call{Script: d.node.scripts.save, Keys: []string{d.recordKey(key)}, Args: []any{
 		w.mode, w.token, strings.Join(w.earlier, " "), d.node.jobID, flag(d.presenceFlag()),
 		flag(w.hasData), w.data, flag(w.hasMeta), w.uids, w.meta,
-		d.cfg.History, w.trade).Result()
+		d.cfg.History, w.trade,
+	}}
+}
+
+// writeResult reads save.lua's answer.
+func writeResult(key, mode string, v any, err error) (writeRes, error) {
 	if err != nil {
-		return writeRes{}, fmt.Errorf("%s %q: %w", w.mode, key, err)
+		return writeRes{}, fmt.Errorf("%s %q: %w", mode, key, err)
 	}
 	arr, tag, err := answer(v)
 	if err != nil {
-		return writeRes{}, fmt.Errorf("%s %q: %w", w.mode, key, err)
+		return writeRes{}, fmt.Errorf("%s %q: %w", mode, key, err)
 	}
 	switch tag {
 	case "OK":
@@ -72,11 +86,11 @@ func (d *Driver[T]) write(ctx context.Context, key string, w writeReq) (writeRes
 		if holder == "" {
 			holder = "nobody"
 		}
-		return writeRes{}, fmt.Errorf("%s %q: %w (the lock is held by %s)", w.mode, key, ErrLockLost, holder)
+		return writeRes{}, fmt.Errorf("%s %q: %w (the lock is held by %s)", mode, key, ErrLockLost, holder)
 	case "TRADE":
-		return writeRes{}, fmt.Errorf("%s %q: %w (%s)", w.mode, key, ErrTradePending, str(elem(arr, 1)))
+		return writeRes{}, fmt.Errorf("%s %q: %w (%s)", mode, key, ErrTradePending, str(elem(arr, 1)))
 	}
-	return writeRes{}, fmt.Errorf("%s %q: unexpected answer %q", w.mode, key, tag)
+	return writeRes{}, fmt.Errorf("%s %q: unexpected answer %q", mode, key, tag)
 }
 
 // Save writes the profile to Redis now, fenced by its lock, and refreshes
@@ -163,7 +177,6 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode string) error {
 		d.mu.Unlock()
 		return err
 	}
-	req := writeReq{mode: mode, token: p.token, earlier: p.earlier}
 	p.saving = true
 	d.mu.Unlock()
 	defer func() {
@@ -172,6 +185,14 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode string) error {
 		d.notify(p.key)
 		d.mu.Unlock()
 	}()
+
+	trade, err := p.resolvePending(ctx)
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", mode, p.key, err)
+	}
+	d.mu.Lock()
+	req := writeReq{mode: mode, token: p.token, earlier: p.earlier, trade: trade}
+	d.mu.Unlock()
 
 	data, uids, meta, metaGen, err := p.snapshot()
 	if err != nil {
@@ -197,6 +218,9 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode string) error {
 		return err
 	}
 	p.ver, p.lastData = res.ver, data
+	if trade != "" {
+		p.clearPending(trade)
+	}
 	if req.hasMeta {
 		p.dataMu.Lock()
 		p.metaSaved = metaGen

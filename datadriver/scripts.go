@@ -15,6 +15,8 @@ var (
 	versionsSrc string
 	//go:embed lua/wipe.lua
 	wipeSrc string
+	//go:embed lua/prepare.lua
+	prepareSrc string
 )
 
 // scripts are the record's Lua scripts. Each runs with EVALSHA and falls
@@ -25,6 +27,7 @@ type scripts struct {
 	save     *redis.Script
 	versions *redis.Script
 	wipe     *redis.Script
+	prepare  *redis.Script
 }
 
 func newScripts() *scripts {
@@ -33,5 +36,6 @@ func newScripts() *scripts {
 		save:     redis.NewScript(saveSrc),
 		versions: redis.NewScript(versionsSrc),
 		wipe:     redis.NewScript(wipeSrc),
+		prepare:  redis.NewScript(prepareSrc),
 	}
 }

@@ -120,3 +120,113 @@ func ScriptKey(cmd redis.Cmder, i int) (string, bool) {
 	}
 	return fmt.Sprint(keys[i-1]), true
 }
+
+// CrashHook is a go-redis hook that lets a given number of writes through
+// and then fails every command, as if the process had died right after its
+// n-th write: a pipeline that crosses the limit runs its first commands and
+// loses the rest. Which commands count as writes is up to IsWrite (default:
+// every EVAL and EVALSHA, the only way the project writes). The zero value
+// lets everything through until CrashAfter arms it.
+type CrashHook struct {
+	// IsWrite says whether cmd counts; nil counts scripts.
+	IsWrite func(cmd redis.Cmder) bool
+
+	mu      sync.Mutex
+	armed   bool
+	left    int  // writes still allowed while armed
+	crashed bool // the limit was reached: everything fails
+	writes  int  // writes let through
+}
+
+var _ redis.Hook = (*CrashHook)(nil)
+
+// CrashAfter arms the hook: n more writes pass, then everything fails.
+func (h *CrashHook) CrashAfter(n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.armed, h.left, h.crashed = true, n, n == 0
+}
+
+// Disarm lets everything through again and forgets the crash.
+func (h *CrashHook) Disarm() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.armed, h.crashed = false, false
+}
+
+// Crashed reports whether the limit was reached.
+func (h *CrashHook) Crashed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.crashed
+}
+
+// Writes is the number of writes let through since the hook was made.
+func (h *CrashHook) Writes() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.writes
+}
+
+func (h *CrashHook) isWrite(cmd redis.Cmder) bool {
+	if h.IsWrite != nil {
+		return h.IsWrite(cmd)
+	}
+	_, _, ok := scriptArgs(cmd)
+	return ok
+}
+
+// admit says how many of cmds run: the first n, after which the process is
+// dead.
+func (h *CrashHook) admit(cmds []redis.Cmder) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.crashed {
+		return 0
+	}
+	for i, c := range cmds {
+		if !h.isWrite(c) {
+			continue
+		}
+		if h.armed && h.left == 0 {
+			h.crashed = true
+			return i
+		}
+		h.left--
+		h.writes++
+	}
+	if h.armed && h.left == 0 {
+		h.crashed = true // the last write allowed landed; nothing after it does
+	}
+	return len(cmds)
+}
+
+// DialHook implements redis.Hook.
+func (h *CrashHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook.
+func (h *CrashHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.admit([]redis.Cmder{cmd}) == 0 {
+			cmd.SetErr(ErrInjected)
+			return ErrInjected
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook.
+func (h *CrashHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		n := h.admit(cmds)
+		var err error
+		if n > 0 {
+			err = next(ctx, cmds[:n])
+		}
+		for _, c := range cmds[n:] {
+			c.SetErr(ErrInjected)
+			err = ErrInjected
+		}
+		return err
+	}
+}

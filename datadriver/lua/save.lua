@@ -4,7 +4,8 @@
 -- KEYS[1]  the record hash <ns>:{<driver>:<key>}. Past versions live in it as ring
 --          slots: slot s = ver % history holds h<s>.v (version), h<s>.t (write time,
 --          ms) and h<s>.d (data).
--- ARGV[1]  mode: 'save' or 'release'
+-- ARGV[1]  mode: 'save', 'release', or 'settle' (a save that lands only while the
+--          record is marked with trade ARGV[12]: a trade's idempotent image write)
 -- ARGV[2]  lock token of the profile
 -- ARGV[3]  earlier tokens of the same profile, space separated, or '' (set after an
 --          adoption whose save has not landed yet). The lock is the profile's when it
@@ -21,14 +22,17 @@
 -- ARGV[9]  user ids (opaque msgpack)
 -- ARGV[10] metadata (opaque msgpack)
 -- ARGV[11] history: how many past versions to keep (ring slots)
--- ARGV[12] trade id this write settles, or '' (a record with another pending trade refuses)
+-- ARGV[12] trade id this write settles (the mark is cleared), or ''. While the record is
+--          marked with another trade every write is refused, but a bare release (no
+--          data), which gives the lock back and leaves the mark for the next loader
 --
 -- Every accepted call refreshes lock.at from Redis TIME. A data write moves the old data
 -- into ring slot ver % history (overwriting the version history writes older) and
 -- increments ver. Three Redis calls: TIME, HMGET, HSET (plus HDEL of trade on a settle).
 --
 -- Answers:
---   {'OK', ver, epoch, moved ('1'|'0'), how ('saved'|'released'|'already-released')}
+--   {'OK', ver, epoch, moved ('1'|'0'), how}  how: 'saved', 'released', 'already-released'
+--       or 'already-settled' (settle mode, the record no longer carries the trade)
 --   {'LOST', job|'', token|''}   the lock is not the profile's; nothing written
 --   {'TRADE', tradeId}          another trade is pending on the record; nothing written
 local rec = KEYS[1]
@@ -72,7 +76,10 @@ if token ~= tok then
   moved = '1'
 end
 
-if trade and trade ~= '' and trade ~= ARGV[12] then
+if mode == 'settle' and trade ~= ARGV[12] then
+  return {'OK', ver, epoch or '0', '0', 'already-settled'}
+end
+if trade and trade ~= '' and trade ~= ARGV[12] and (ARGV[6] == '1' or mode ~= 'release') then
   return {'TRADE', trade}
 end
 

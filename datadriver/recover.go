@@ -1,0 +1,70 @@
+package datadriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ckernel/playerdata/transactions"
+)
+
+// recoverTrade resolves the trade mark on a record whose lock this load has
+// just taken, before the profile is handed out. The journal decides: a
+// COMMITTED trade's image for this participant is written (if the mark is
+// still there, which says it was not yet), a PREPARED trade is aborted by
+// compare-and-set (so its coordinator can no longer commit it), and the
+// mark of an aborted trade is cleared. A trade nobody opened a journal for
+// is aborted too, with a tombstone. Every write is fenced by the new lock
+// token, so recovery follows the load's ownership rule.
+func (d *Driver[T]) recoverTrade(ctx context.Context, key, token string, a *acquired) error {
+	id := a.trade
+	j := d.node.journal
+	e, err := j.Read(ctx, id)
+	switch {
+	case errors.Is(err, transactions.ErrNotFound):
+		e = &transactions.Entry{ID: id, State: transactions.Prepared}
+	case errors.Is(err, transactions.ErrCorrupt):
+		return &CorruptRecordError{Key: key, Err: err}
+	case err != nil:
+		return fmt.Errorf("recover trade %s of %q: %w", id, key, err)
+	}
+	if e.State == transactions.Prepared {
+		err := j.Abort(ctx, id)
+		var se *transactions.StateError
+		switch {
+		case err == nil:
+			e.State = transactions.Aborted
+		case errors.As(err, &se) && se.State == transactions.Committed:
+			// Its coordinator committed it just now: settle it.
+			if e, err = j.Read(ctx, id); err != nil {
+				return fmt.Errorf("recover trade %s of %q: %w", id, key, err)
+			}
+		default:
+			return fmt.Errorf("recover trade %s of %q: %w", id, key, err)
+		}
+	}
+	if e.State == transactions.Aborted {
+		if _, err := d.write(ctx, key, writeReq{mode: modeSave, token: token, trade: id}); err != nil {
+			return fmt.Errorf("recover trade %s of %q: clear the aborted mark: %w", id, key, err)
+		}
+		d.log.Info("recovered an aborted trade", "key", key, "trade", id)
+		a.trade = ""
+		return nil
+	}
+	i := e.Find(d.cfg.Name, key)
+	if i < 0 {
+		return &CorruptRecordError{Key: key, Err: fmt.Errorf("marked with trade %s, whose journal does not list it", id)}
+	}
+	img := e.Participants[i].Image
+	res, err := d.write(ctx, key, writeReq{mode: modeSettle, token: token, trade: id, hasData: true, data: img})
+	if err != nil {
+		return fmt.Errorf("recover trade %s of %q: settle: %w", id, key, err)
+	}
+	if res.how != "already-settled" {
+		a.data, a.ver = img, res.ver
+	}
+	a.trade = ""
+	d.node.markSettled(j, id, []int{i})
+	d.log.Info("recovered a committed trade", "key", key, "trade", id, "coordinator", e.Coordinator)
+	return nil
+}

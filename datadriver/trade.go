@@ -1,0 +1,381 @@
+package datadriver
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/ckernel/playerdata/internal/rscript"
+	"github.com/ckernel/playerdata/transactions"
+)
+
+// Trade errors.
+var (
+	// ErrInvalidTrade: fewer than two profiles, one profile twice, profiles
+	// of different Nodes, or TradeData asked for a profile that is not a
+	// participant. Nothing was written.
+	ErrInvalidTrade = errors.New("invalid trade")
+	// ErrTradeAborted: the trade was given up before its commit (a
+	// participant's lock was taken over, or another trade holds its record).
+	// Nothing changed anywhere.
+	ErrTradeAborted = errors.New("trade aborted")
+	// ErrTradeOutcomeUnknown: the answer of the commit was lost and the
+	// journal could not be read. The trade is applied to every participant or
+	// to none once the backend answers (the next save resolves it); until
+	// then the participants refuse Update with ErrTradePending.
+	ErrTradeOutcomeUnknown = errors.New("trade outcome unknown")
+)
+
+// TradeParty is a profile that can take part in a trade: any *Profile[T].
+type TradeParty interface {
+	tradeParty() party
+}
+
+// Tx is a trade in progress, handed to the trade function: TradeData gives
+// the function its copy of each participant's data.
+type Tx struct {
+	copies map[party]any
+	err    error
+}
+
+// TradeData returns tx's copy of p's data, for the trade function to read
+// and change. Changes to the copies are written only if the function
+// returns nil and the trade commits. For a profile that is not a participant
+// it returns a throwaway zero value and the trade fails with ErrInvalidTrade.
+func TradeData[T any](tx *Tx, p *Profile[T]) *T {
+	if v, ok := tx.copies[p]; ok {
+		return v.(*T)
+	}
+	if tx.err == nil {
+		tx.err = fmt.Errorf("%w: profile %q is not a participant", ErrInvalidTrade, p.key)
+	}
+	return new(T)
+}
+
+// Trade changes two or more profiles held by this Node atomically, of the
+// same driver or of different ones. fn receives copies of every
+// participant's data (TradeData); when it returns an error nothing changes
+// anywhere and Trade returns that error; otherwise the trade commits for all
+// participants or for none.
+//
+// The protocol: a mark on each record (fenced by its lock token; a record
+// already marked refuses) and the journal entry (PREPARED, with every
+// post-trade image) go out in one pipeline; the commit is the journal's single
+// compare-and-set PREPARED -> COMMITTED; the settle writes each image and
+// clears its mark, in one pipeline. A crash anywhere is resolved by the next
+// load of each participant, from the journal.
+//
+// While a trade runs, a save or release of a participant waits for it, and
+// Update waits for it too (View reads the data as it was before). A
+// participant whose lock was lost, that is not live, or that belongs to
+// another Node cannot join. Trades that share a participant run one after
+// the other. ctx bounds the wait for the participants and each step.
+func Trade(ctx context.Context, fn func(tx *Tx) error, profiles ...TradeParty) error {
+	parties, err := tradeParties(profiles)
+	if err != nil {
+		return err
+	}
+	node := parties[0].tradeNode()
+	for i, p := range parties {
+		if err := p.enterTrade(ctx); err != nil {
+			for _, q := range parties[:i] {
+				q.leaveTrade()
+			}
+			return fmt.Errorf("trade: %s: %w", p.tradeKey(), err)
+		}
+	}
+	defer func() {
+		for _, p := range parties {
+			p.leaveTrade()
+		}
+	}()
+
+	tx := &Tx{copies: make(map[party]any, len(parties))}
+	for _, p := range parties {
+		c, err := p.copyForTrade()
+		if err != nil {
+			return fmt.Errorf("trade: copy %s: %w", p.tradeKey(), err)
+		}
+		tx.copies[p] = c
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if tx.err != nil {
+		return tx.err
+	}
+	run := &tradeRun{journal: node.journal, parties: parties}
+	for _, p := range parties {
+		img, err := p.imageOf(tx.copies[p])
+		if err != nil {
+			return fmt.Errorf("trade: %s: %w", p.tradeKey(), err)
+		}
+		run.images = append(run.images, img)
+	}
+	if run.id, err = node.newToken(); err != nil {
+		return err
+	}
+	return run.execute(ctx, tx)
+}
+
+// tradeParties validates the participants and sorts them into the lock
+// order (by record key), so that trades sharing participants cannot
+// deadlock.
+func tradeParties(profiles []TradeParty) ([]party, error) {
+	if len(profiles) < 2 {
+		return nil, fmt.Errorf("%w: %d profiles, want two or more", ErrInvalidTrade, len(profiles))
+	}
+	parties := make([]party, 0, len(profiles))
+	seen := make(map[string]bool, len(profiles))
+	for _, tp := range profiles {
+		if tp == nil {
+			return nil, fmt.Errorf("%w: nil profile", ErrInvalidTrade)
+		}
+		p := tp.tradeParty()
+		if p.tradeNode() != profiles[0].tradeParty().tradeNode() {
+			return nil, fmt.Errorf("%w: %s belongs to another Node", ErrInvalidTrade, p.tradeKey())
+		}
+		if seen[p.tradeRecord()] {
+			return nil, fmt.Errorf("%w: %s appears twice", ErrInvalidTrade, p.tradeKey())
+		}
+		seen[p.tradeRecord()] = true
+		parties = append(parties, p)
+	}
+	slices.SortFunc(parties, func(a, b party) int { return cmp.Compare(a.tradeRecord(), b.tradeRecord()) })
+	return parties, nil
+}
+
+// tradeOutcome is what a trade run knows of its outcome.
+type tradeOutcome int
+
+const (
+	outcomeInFlight  tradeOutcome = iota
+	outcomeCommitted              // the commit landed
+	outcomeAborted                // it never will
+	outcomeUnknown                // the commit's answer was lost and the journal unread
+)
+
+// tradeRun is one trade: its id, its participants and their images.
+type tradeRun struct {
+	id      string
+	journal *transactions.Journal
+	parties []party
+	images  [][]byte
+
+	mu      sync.Mutex
+	outcome tradeOutcome
+}
+
+func (r *tradeRun) setOutcome(o tradeOutcome) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.outcome = o
+}
+
+func (r *tradeRun) getOutcome() tradeOutcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.outcome
+}
+
+// execute runs prepare, commit and settle.
+func (r *tradeRun) execute(ctx context.Context, tx *Tx) error {
+	node := r.parties[0].tradeNode()
+	parts := make([]transactions.Participant, len(r.parties))
+	calls := make([]rscript.Call, 0, len(r.parties)+1)
+	for i, p := range r.parties {
+		token, ver := p.lockInfo()
+		parts[i] = transactions.Participant{Driver: p.tradeDriver(), Key: p.tradeKey(), Token: token, Ver: ver, Image: r.images[i]}
+	}
+	for i, p := range r.parties {
+		calls = append(calls, rscript.Call{Script: node.scripts.prepare, Keys: []string{p.tradeRecord()},
+			Args: []any{parts[i].Token, r.id, parts[i].Ver}})
+	}
+	// The journal entry goes last: an entry that exists has its marks before
+	// it, so a crash leaves no PREPARED entry that no participant's recovery
+	// would find (and a PREPARED entry expires on its own after Retain).
+	begin, err := r.journal.BeginCall(r.id, node.jobID, parts)
+	if err != nil {
+		return err
+	}
+	calls = append(calls, begin)
+
+	// 1. Prepare: every record's mark and the journal entry, one round trip.
+	sctx, cancel := node.clock.WithTimeout(ctx, node.cfg.SaveTimeout)
+	vals, errs := rscript.Run(sctx, node.rdb, calls)
+	cancel()
+	n := len(r.parties)
+	prepErr := transactions.Begun(r.id, vals[n], errs[n])
+	marked := make([]bool, n) // the mark may be on the record
+	for i, p := range r.parties {
+		err := prepareResult(p.tradeKey(), vals[i], errs[i])
+		marked[i] = err == nil || errs[i] != nil // a failed call may still have landed
+		if err != nil && prepErr == nil {
+			prepErr = err
+		}
+		if errors.Is(err, ErrLockLost) {
+			p.loseLock(err)
+		}
+	}
+	if prepErr != nil {
+		r.abort(ctx, marked)
+		return fmt.Errorf("trade %s: %w: %w", r.id, ErrTradeAborted, prepErr)
+	}
+
+	// 2. Commit: the journal's one compare-and-set.
+	if err := r.commit(ctx); err != nil {
+		return err
+	}
+
+	// 3. Settle: every image into its record, one round trip.
+	for i, p := range r.parties {
+		p.applyImage(tx.copies[p], r.images[i])
+	}
+	calls = calls[:0]
+	for i, p := range r.parties {
+		calls = append(calls, p.settleCall(r.id, parts[i].Token, r.images[i]))
+	}
+	sctx, cancel = node.clock.WithTimeout(ctx, node.cfg.SaveTimeout)
+	vals, errs = rscript.Run(sctx, node.rdb, calls)
+	cancel()
+	var settled []int
+	for i, p := range r.parties {
+		res, err := writeResult(p.tradeKey(), modeSettle, vals[i], errs[i])
+		switch {
+		case err == nil:
+			p.settled(res, r.images[i])
+			settled = append(settled, i)
+		case errors.Is(err, ErrLockLost):
+			p.loseLock(err) // its next owner settles it from the journal
+		default:
+			p.setPending(&pendingTrade{run: r, idx: i, applied: true}) // the next save settles it
+			node.log.Warn("trade settle failed; the next save writes it", "trade", r.id, "key", p.tradeKey(), "err", err)
+		}
+	}
+	if len(settled) > 0 {
+		node.markSettled(r.journal, r.id, settled)
+	}
+	return nil
+}
+
+// commit runs the commit CAS. When its answer is lost the trade may or may
+// not have committed; an abort CAS then decides: it lands only if the commit
+// did not, so a landed commit is never aborted afterwards.
+func (r *tradeRun) commit(ctx context.Context) error {
+	node := r.parties[0].tradeNode()
+	sctx, cancel := node.clock.WithTimeout(ctx, node.cfg.SaveTimeout)
+	err := r.journal.Commit(sctx, r.id)
+	cancel()
+	if err == nil {
+		r.setOutcome(outcomeCommitted)
+		return nil
+	}
+	var se *transactions.StateError
+	if errors.As(err, &se) { // a recovery aborted it first
+		r.abort(ctx, allTrue(len(r.parties)))
+		return fmt.Errorf("trade %s: %w: %w", r.id, ErrTradeAborted, se)
+	}
+	sctx, cancel = node.clock.WithTimeout(context.WithoutCancel(ctx), node.cfg.SaveTimeout)
+	aerr := r.journal.Abort(sctx, r.id)
+	cancel()
+	switch {
+	case aerr == nil:
+		r.abort(ctx, allTrue(len(r.parties)))
+		return fmt.Errorf("trade %s: %w: commit: %w", r.id, ErrTradeAborted, err)
+	case errors.As(aerr, &se) && se.State == transactions.Committed:
+		r.setOutcome(outcomeCommitted) // the commit landed; its answer was lost
+		return nil
+	}
+	r.setOutcome(outcomeUnknown)
+	for i, p := range r.parties {
+		p.setPending(&pendingTrade{run: r, idx: i})
+	}
+	return fmt.Errorf("trade %s: %w: %w", r.id, ErrTradeOutcomeUnknown, err)
+}
+
+// abort gives the trade up: the journal entry to ABORTED (unless it was
+// committed, which only the commit above can do), then every mark cleared.
+// What fails is left for the profiles' next saves.
+func (r *tradeRun) abort(ctx context.Context, marked []bool) {
+	node := r.parties[0].tradeNode()
+	ctx = context.WithoutCancel(ctx)
+	sctx, cancel := node.clock.WithTimeout(ctx, node.cfg.SaveTimeout)
+	defer cancel()
+	var se *transactions.StateError
+	if err := r.journal.Abort(sctx, r.id); errors.As(err, &se) && se.State == transactions.Committed {
+		node.log.Error("trade abort: the journal says committed; leaving the marks for recovery", "trade", r.id)
+		return
+	} else if err != nil {
+		// Unreachable journal: nobody can commit this trade but this
+		// coordinator, which will not; the marks are cleared all the same.
+		node.log.Warn("trade abort: journal not updated", "trade", r.id, "err", err)
+	}
+	r.setOutcome(outcomeAborted)
+	var calls []rscript.Call
+	var who []party
+	for i, p := range r.parties {
+		if marked[i] {
+			token, _ := p.lockInfo()
+			calls = append(calls, p.settleCall(r.id, token, nil))
+			who = append(who, p)
+		}
+	}
+	_, errs := rscript.Run(sctx, node.rdb, calls)
+	for i, p := range who {
+		if errs[i] != nil {
+			p.setPending(&pendingTrade{run: r})
+		}
+	}
+}
+
+func allTrue(n int) []bool {
+	b := make([]bool, n)
+	for i := range b {
+		b[i] = true
+	}
+	return b
+}
+
+// prepareResult reads prepare.lua's answer.
+func prepareResult(key string, v any, err error) error {
+	if err != nil {
+		return fmt.Errorf("prepare %q: %w", key, err)
+	}
+	arr, tag, err := answer(v)
+	if err != nil {
+		return fmt.Errorf("prepare %q: %w", key, err)
+	}
+	switch tag {
+	case "OK":
+		return nil
+	case "LOST":
+		return fmt.Errorf("prepare %q: %w (the lock is held by %s)", key, ErrLockLost, str(elem(arr, 1)))
+	case "TRADE":
+		return fmt.Errorf("prepare %q: %w (%s)", key, ErrTradePending, str(elem(arr, 1)))
+	case "VER":
+		return fmt.Errorf("prepare %q: the record is at version %s, ahead of this profile; save it first", key, str(elem(arr, 1)))
+	}
+	return fmt.Errorf("prepare %q: unexpected answer %q", key, tag)
+}
+
+// markSettled records settled participants in the journal in the
+// background, so that the entry can expire once all are.
+func (n *Node) markSettled(j *transactions.Journal, id string, idx []int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		ctx, cancel := n.clock.WithTimeout(n.ctx, n.cfg.SaveTimeout)
+		defer cancel()
+		if err := j.MarkSettled(ctx, id, idx...); err != nil && n.ctx.Err() == nil {
+			n.log.Warn("trade: could not mark participants settled; the journal entry stays", "trade", id, "err", err)
+		}
+	}()
+}

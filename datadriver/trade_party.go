@@ -1,0 +1,213 @@
+package datadriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ckernel/playerdata/internal/rscript"
+	"github.com/ckernel/playerdata/transactions"
+)
+
+// party is what a trade needs of a profile, whatever its T.
+type party interface {
+	TradeParty
+	tradeNode() *Node
+	tradeDriver() string
+	tradeKey() string
+	tradeRecord() string
+	// enterTrade takes the profile for a trade: its save slot (saves and
+	// releases wait), a live check, and the gate that holds Update.
+	enterTrade(ctx context.Context) error
+	leaveTrade()
+	copyForTrade() (any, error)
+	imageOf(copy any) ([]byte, error)
+	lockInfo() (token string, ver int64)
+	settleCall(id, token string, img []byte) rscript.Call
+	applyImage(copy any, img []byte)
+	settled(res writeRes, img []byte)
+	setPending(pt *pendingTrade)
+	loseLock(err error)
+}
+
+var _ party = (*Profile[struct{}])(nil)
+
+// pendingTrade is a trade of a profile whose outcome is not yet in its
+// record: the next save settles it (writing the data, which holds the
+// image, and clearing the mark) or clears the mark of an aborted one.
+type pendingTrade struct {
+	run     *tradeRun
+	idx     int  // the profile's place among the run's participants
+	applied bool // the image is in the in-memory data
+}
+
+func (p *Profile[T]) tradeParty() party    { return p }
+func (p *Profile[T]) tradeNode() *Node     { return p.d.node }
+func (p *Profile[T]) tradeDriver() string  { return p.d.cfg.Name }
+func (p *Profile[T]) tradeKey() string     { return p.key }
+func (p *Profile[T]) tradeRecord() string  { return p.d.recordKey(p.key) }
+func (p *Profile[T]) loseLock(err error)   { p.finish(err) }
+func (p *Profile[T]) lockInfo() (string, int64) {
+	p.d.mu.Lock()
+	defer p.d.mu.Unlock()
+	return p.token, p.ver
+}
+
+func (p *Profile[T]) enterTrade(ctx context.Context) error {
+	if err := p.lockSave(ctx); err != nil {
+		return err
+	}
+	p.dataMu.Lock()
+	pending := p.pending != nil
+	p.dataMu.Unlock()
+	p.d.mu.Lock()
+	adopting := len(p.earlier) > 0
+	p.d.mu.Unlock()
+	// An earlier trade's mark must go first, and an adoption that has not
+	// landed yet must move the lock to the profile's token.
+	if pending || adopting {
+		if err := p.saveLocked(ctx, modeSave); err != nil {
+			p.unlockSave()
+			return fmt.Errorf("%w: the record is not in step with the profile: %w", ErrTradePending, err)
+		}
+	}
+	p.d.mu.Lock()
+	state, perr := p.state, p.err
+	p.d.mu.Unlock()
+	switch {
+	case state == stateClosed:
+		p.unlockSave()
+		return perr
+	case state != stateActive:
+		p.unlockSave()
+		return fmt.Errorf("%w: the player has left", ErrReleased)
+	}
+	p.dataMu.Lock()
+	p.gate = make(chan struct{})
+	p.dataMu.Unlock()
+	return nil
+}
+
+func (p *Profile[T]) leaveTrade() {
+	p.dataMu.Lock()
+	if p.gate != nil {
+		close(p.gate)
+		p.gate = nil
+	}
+	p.dataMu.Unlock()
+	p.unlockSave()
+}
+
+func (p *Profile[T]) copyForTrade() (any, error) {
+	p.dataMu.RLock()
+	b, err := p.d.codec.encode(&p.data)
+	p.dataMu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	v, err := p.d.codec.decodeExact(b)
+	return &v, err
+}
+
+func (p *Profile[T]) imageOf(c any) ([]byte, error) {
+	b, err := p.d.codec.encode(c.(*T))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > p.d.cfg.MaxDataBytes {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(b), p.d.cfg.MaxDataBytes)
+	}
+	return b, nil
+}
+
+func (p *Profile[T]) settleCall(id, token string, img []byte) rscript.Call {
+	return p.d.writeCall(p.key, writeReq{mode: modeSettle, token: token, trade: id, hasData: img != nil, data: img})
+}
+
+// applyImage makes the committed image the profile's data.
+func (p *Profile[T]) applyImage(c any, _ []byte) {
+	p.dataMu.Lock()
+	defer p.dataMu.Unlock()
+	p.data = *c.(*T)
+}
+
+// settled records a landed settle write; the caller holds the save slot.
+func (p *Profile[T]) settled(res writeRes, img []byte) {
+	if res.how != "already-settled" {
+		p.ver, p.lastData = res.ver, img
+	}
+}
+
+func (p *Profile[T]) setPending(pt *pendingTrade) {
+	p.dataMu.Lock()
+	defer p.dataMu.Unlock()
+	p.pending = pt
+}
+
+// syncTradeLocked brings the data in line with a pending trade's outcome
+// and reports whether updates may go ahead. dataMu must be held.
+func (p *Profile[T]) syncTradeLocked() error {
+	pt := p.pending
+	if pt == nil {
+		return nil
+	}
+	switch pt.run.getOutcome() {
+	case outcomeCommitted:
+		if !pt.applied {
+			v, err := p.d.codec.decodeExact(pt.run.images[pt.idx])
+			if err != nil {
+				return fmt.Errorf("%w: trade image: %w", ErrCorruptRecord, err)
+			}
+			p.data, pt.applied = v, true
+		}
+	case outcomeUnknown, outcomeInFlight:
+		return fmt.Errorf("%w: the outcome of trade %s is not known yet", ErrTradePending, pt.run.id)
+	}
+	return nil
+}
+
+// resolvePending learns the outcome of a pending trade whose commit answer
+// was lost (from the journal, aborting it if it is still PREPARED) and
+// returns the trade id the next write must clear ("" for none). The caller
+// holds the save slot.
+func (p *Profile[T]) resolvePending(ctx context.Context) (string, error) {
+	p.dataMu.Lock()
+	pt := p.pending
+	p.dataMu.Unlock()
+	if pt == nil {
+		return "", nil
+	}
+	r := pt.run
+	if r.getOutcome() == outcomeUnknown {
+		err := r.journal.Abort(ctx, r.id)
+		var se *transactions.StateError
+		switch {
+		case err == nil:
+			r.setOutcome(outcomeAborted)
+		case errors.As(err, &se) && se.State == transactions.Committed:
+			r.setOutcome(outcomeCommitted)
+		default:
+			return "", fmt.Errorf("%w: trade %s: %w", ErrTradePending, r.id, err)
+		}
+	}
+	p.dataMu.Lock()
+	defer p.dataMu.Unlock()
+	if err := p.syncTradeLocked(); err != nil {
+		return "", err
+	}
+	return r.id, nil
+}
+
+// clearPending drops a pending trade once a write cleared its mark, and
+// marks a committed one settled in the journal.
+func (p *Profile[T]) clearPending(id string) {
+	p.dataMu.Lock()
+	pt := p.pending
+	if pt != nil && pt.run.id == id {
+		p.pending = nil
+	}
+	p.dataMu.Unlock()
+	if pt != nil && pt.run.id == id && pt.run.getOutcome() == outcomeCommitted {
+		p.d.node.markSettled(pt.run.journal, id, []int{pt.idx})
+	}
+}
