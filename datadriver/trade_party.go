@@ -41,12 +41,12 @@ type pendingTrade struct {
 	applied bool // the image is in the in-memory data
 }
 
-func (p *Profile[T]) tradeParty() party    { return p }
-func (p *Profile[T]) tradeNode() *Node     { return p.d.node }
-func (p *Profile[T]) tradeDriver() string  { return p.d.cfg.Name }
-func (p *Profile[T]) tradeKey() string     { return p.key }
-func (p *Profile[T]) tradeRecord() string  { return p.d.recordKey(p.key) }
-func (p *Profile[T]) loseLock(err error)   { p.finish(err) }
+func (p *Profile[T]) tradeParty() party   { return p }
+func (p *Profile[T]) tradeNode() *Node    { return p.d.node }
+func (p *Profile[T]) tradeDriver() string { return p.d.cfg.Name }
+func (p *Profile[T]) tradeKey() string    { return p.key }
+func (p *Profile[T]) tradeRecord() string { return p.d.recordKey(p.key) }
+func (p *Profile[T]) loseLock(err error)  { p.finish(err) }
 func (p *Profile[T]) lockInfo() (string, int64) {
 	p.d.mu.Lock()
 	defer p.d.mu.Unlock()
