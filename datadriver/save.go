@@ -145,6 +145,7 @@ func (p *Profile[T]) release(ctx context.Context) error {
 	p.unlockSave()
 	if err == nil {
 		p.finish(ErrReleased)
+		d.log.Debug("profile released", "key", p.key)
 		return nil
 	}
 	if perr := p.Err(); perr != nil { // ended meanwhile: released before, or lost

@@ -204,6 +204,7 @@ func (h *Handoff) onMessage(m messaging.Message) {
 			return
 		}
 		h.repliesReceived.Add(1)
+		h.log.Debug("handoff: reply received", "driver", m.Driver, "key", m.Key, "waiting", waiting)
 	}
 }
 
@@ -241,5 +242,10 @@ func (h *Handoff) publish(to string, m messaging.Message, counter *atomic.Uint64
 			return
 		}
 		counter.Add(1)
+		if m.Type == messaging.TypeRequest {
+			h.log.Debug("handoff: request sent", "to", to, "driver", m.Driver, "key", m.Key)
+		} else {
+			h.log.Debug("handoff: reply sent", "to", to, "driver", m.Driver, "key", m.Key)
+		}
 	}()
 }

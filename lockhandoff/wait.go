@@ -187,6 +187,8 @@ func (w *Wait) readPresence(ctx context.Context, l Lock) (Attempt, error) {
 		return Attempt{}, err
 	}
 	now := h.cfg.Clock.Now()
+	h.log.Debug("handoff: presence read", "key", w.wk.key, "holder", l.Job, "presence", r.Status.String(),
+		"expires_in", r.ExpiresIn)
 	switch r.Status {
 	case presence.Alive:
 		w.stoppedAt = time.Time{}
