@@ -15,6 +15,7 @@ type Fault struct {
 	Drop      bool          // the message is lost
 	Delay     time.Duration // delivered this much later (on the bus clock)
 	Duplicate bool          // delivered twice
+	Echo      time.Duration // delivered as usual, and a second copy this much later (a late duplicate)
 }
 
 // MemBus is an in-process messaging.Bus for tests and the simulation: every
@@ -31,6 +32,8 @@ type MemBus struct {
 	publishError func(to string, m messaging.Message) error
 	cut          map[string]bool
 	wg           sync.WaitGroup
+	timers       map[*clock.Timer]struct{} // delayed deliveries not yet made
+	closed       bool
 	stats        MemBusStats
 }
 
@@ -47,7 +50,8 @@ func NewMemBus(c clock.Clock) *MemBus {
 	if c == nil {
 		c = clock.New()
 	}
-	return &MemBus{clock: c, subs: make(map[string]*memSub), cut: make(map[string]bool)}
+	return &MemBus{clock: c, subs: make(map[string]*memSub), cut: make(map[string]bool),
+		timers: make(map[*clock.Timer]struct{})}
 }
 
 // Endpoint is server job's view of the bus: what it publishes is marked as
@@ -90,11 +94,18 @@ func (b *MemBus) Stats() MemBusStats {
 	return b.stats
 }
 
-// Close stops every subscription and waits for delayed deliveries.
+// Close stops every subscription and drops the deliveries still delayed.
 func (b *MemBus) Close() {
 	b.mu.Lock()
 	subs := b.subs
 	b.subs = make(map[string]*memSub)
+	b.closed = true
+	for t := range b.timers {
+		if t.Stop() {
+			b.wg.Done()
+		}
+	}
+	clear(b.timers)
 	b.mu.Unlock()
 	for _, s := range subs {
 		s.stop()
@@ -138,24 +149,34 @@ func (e *MemBusEndpoint) Publish(ctx context.Context, to string, m messaging.Mes
 		b.stats.Dropped++
 		return nil
 	}
-	copies := 1
+	delays := []time.Duration{f.Delay}
 	if f.Duplicate {
-		copies = 2
+		delays = append(delays, f.Delay)
 		b.stats.Duplicated++
 	}
-	for range copies {
-		if f.Delay > 0 {
-			b.stats.Delayed++
-			b.wg.Add(1)
-			b.clock.AfterFunc(f.Delay, func() {
-				defer b.wg.Done()
-				b.mu.Lock()
-				defer b.mu.Unlock()
-				b.deliverLocked(to, raw)
-			})
+	if f.Echo > 0 {
+		delays = append(delays, f.Delay+f.Echo)
+		b.stats.Duplicated++
+	}
+	for _, d := range delays {
+		if d <= 0 {
+			b.deliverLocked(to, raw)
 			continue
 		}
-		b.deliverLocked(to, raw)
+		if b.closed {
+			continue
+		}
+		b.stats.Delayed++
+		b.wg.Add(1)
+		var t *clock.Timer
+		t = b.clock.AfterFunc(d, func() {
+			defer b.wg.Done()
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			delete(b.timers, t)
+			b.deliverLocked(to, raw)
+		})
+		b.timers[t] = struct{}{}
 	}
 	return nil
 }
