@@ -1,8 +1,9 @@
 package datadriver
 
 import (
-	"encoding/binary"
 	"errors"
+	"fmt"
+	"hash/fnv"
 	"time"
 )
 
@@ -16,7 +17,7 @@ import (
 // d.mu must be held.
 func (p *Profile[T]) startAutosaveLocked() {
 	d := p.d
-	p.autosaveTimer = d.node.clock.AfterFunc(d.jitter(p.autosavePeriod()), p.autosaveTick)
+	p.autosaveTimer = d.node.clock.AfterFunc(p.phase(p.autosavePeriod()), p.autosaveTick)
 }
 
 // autosavePeriod is the tick period; retained profiles retry their release
@@ -87,14 +88,14 @@ func (p *Profile[T]) autosaveOnce() {
 	}
 }
 
-// jitter returns a random duration in [0, period).
-func (d *Driver[T]) jitter(period time.Duration) time.Duration {
+// phase is the profile's offset in [0, period) for its first autosave,
+// spread by a hash of its key, server and epoch: profiles loaded together
+// save at different times, and a replayed run saves at the same ones.
+func (p *Profile[T]) phase(period time.Duration) time.Duration {
 	if period <= 0 {
 		return 0
 	}
-	var b [8]byte
-	if err := d.node.entropy(b[:]); err != nil {
-		return period / 2
-	}
-	return time.Duration(binary.LittleEndian.Uint64(b[:]) % uint64(period))
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s\x00%s\x00%d", p.key, p.d.node.jobID, p.epoch)
+	return time.Duration(h.Sum64() % uint64(period))
 }

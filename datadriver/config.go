@@ -79,7 +79,7 @@ type NodeConfig struct {
 	// MaxConcurrentSaves bounds the autosaves running at once on this Node.
 	// default: DefaultMaxConcurrentSaves (16)
 	MaxConcurrentSaves int
-	// Entropy is the source of lock tokens and autosave jitter. Tokens are
+	// Entropy is the source of lock tokens. Tokens are
 	// capabilities (a request must name one to end a session), so it must be
 	// unpredictable; a fixed source makes a simulation replayable.
 	// default: a ChaCha8 generator seeded from crypto/rand

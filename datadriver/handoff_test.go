@@ -467,6 +467,12 @@ func TestSelfFenceWhenBeatsFail(t *testing.T) {
 	if err := p.Update(func(d *player) { d.Coins++ }); !errors.Is(err, datadriver.ErrLockLost) {
 		t.Fatalf("Update after the fence = %v, want ErrLockLost", err)
 	}
+	// The fenced session's lock is given back (without its unsaved
+	// progress), so the player is not locked out by a live server that no
+	// longer holds the session.
+	eventually(t, 5*time.Second, "the fenced lock is given back", func() bool {
+		return record(t, r, "PlayerData", "user:9")["lock.token"] == ""
+	})
 }
 
 func TestCleanCloseRemovesPresence(t *testing.T) {

@@ -58,7 +58,9 @@ func (d *Driver[T]) replyAllLocked(p *Profile[T]) {
 	clear(p.requesters)
 }
 
-// fence implements driverHandle: every live session ends with err.
+// fence implements driverHandle: every live session ends with err, and its
+// lock is given back without its unsaved progress as soon as Redis takes
+// it, so that the player can load the last landed save here or elsewhere.
 func (d *Driver[T]) fence(err error) {
 	d.mu.Lock()
 	var lost []*Profile[T]
@@ -70,5 +72,9 @@ func (d *Driver[T]) fence(err error) {
 	d.mu.Unlock()
 	for _, p := range lost {
 		d.lockLost(p.key, err)
+		key, token := p.key, p.lockToken()
+		d.mu.Lock()
+		d.goTracked(func() { d.giveBack(key, token) })
+		d.mu.Unlock()
 	}
 }

@@ -107,6 +107,7 @@ func (d *Driver[T]) load(ctx context.Context, key string, localWait, remoteWait 
 		if err != nil {
 			if p != nil {
 				p.abandon()
+				d.giveBack(key, p.token)
 			}
 			return nil, d.loadErr(ctx, err)
 		}
@@ -365,11 +366,8 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *acquir
 		if !errors.As(derr, &cerr) && a.trade == "" {
 			derr = &CorruptRecordError{Key: key, Err: derr}
 		}
-		// Give the lock back without writing data (a trade mark stays).
-		if _, err := d.write(context.WithoutCancel(ctx), key, writeReq{mode: modeRelease, token: token}); err != nil {
-			d.log.Warn("could not give back the lock of a record that did not load", "key", key, "err", err)
-		}
 		p.abandon()
+		d.giveBack(key, token) // without writing data (a trade mark stays)
 		return nil, derr
 	}
 	return p, nil

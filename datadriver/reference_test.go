@@ -186,7 +186,8 @@ func TestReferenceCases(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			c := testsupport.NewCluster(t)
 			a, b := c.Start(nil), c.Start(nil)
-			da, db := refDriver(t, a), refDriver(t, b)
+			noAutosave := func(cfg *datadriver.Config[player]) { cfg.Autosave = -1 }
+			da, db := refDriver(t, a, noAutosave), refDriver(t, b)
 			pa, err := da.Join(ctx, "user:5")
 			if err != nil {
 				t.Fatal(err)

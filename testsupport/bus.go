@@ -30,6 +30,7 @@ type MemBus struct {
 	subs         map[string]*memSub
 	fault        func(to string, m messaging.Message) Fault
 	publishError func(to string, m messaging.Message) error
+	onDeliver    func(to string, m messaging.Message)
 	cut          map[string]bool
 	wg           sync.WaitGroup
 	timers       map[*clock.Timer]struct{} // delayed deliveries not yet made
@@ -70,6 +71,14 @@ func (b *MemBus) SetPublishError(f func(to string, m messaging.Message) error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.publishError = f
+}
+
+// OnDeliver installs (nil removes) a function that sees every message just
+// before its subscriber's handler does.
+func (b *MemBus) OnDeliver(f func(to string, m messaging.Message)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.onDeliver = f
 }
 
 // Disconnect cuts job off: nothing it sends or is sent arrives, until
@@ -258,6 +267,12 @@ func (s *memSub) run() {
 			case <-s.done:
 				return
 			default:
+			}
+			s.bus.mu.Lock()
+			seen := s.bus.onDeliver
+			s.bus.mu.Unlock()
+			if seen != nil {
+				seen(s.job, m)
 			}
 			s.handler(m)
 		}

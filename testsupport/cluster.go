@@ -101,12 +101,18 @@ func NewCluster(tb testing.TB, opts ...ClusterOption) *Cluster {
 }
 
 // Client returns a new go-redis client on the cluster's Redis.
+//
+// Its pool is large on purpose: a go-redis client that waits for a free
+// connection takes a timer from a package-wide sync.Pool, which may hold a
+// timer made in another synctest bubble, and the runtime stops the test
+// ("select on synctest channel from outside bubble"). Connections are
+// opened lazily, so a large pool costs nothing until used.
 func (c *Cluster) Client(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
 	rdb := redis.NewClient(&redis.Options{
 		Addr:     "127.0.0.1:0", // never dialled: the Dialer below is; no name lookup in the bubble
 		Dialer:   func(context.Context, string, string) (net.Conn, error) { return c.Mini.Dial() },
-		PoolSize: 8,
+		PoolSize: 4096,
 	})
 	return rdb
 }
