@@ -149,9 +149,9 @@ type player struct {
 	busy  bool
 	srv   *server
 	p     *datadriver.Profile[Wallet]
-	acked int64 // coins earned and acknowledged (Update returned nil)
-	floor int64 // coins known durable (a Save or clean release returned nil)
-	old   []*datadriver.Profile[Wallet]
+	acked int64                       // coins earned and acknowledged (Update returned nil)
+	floor int64                       // coins known durable (a Save or clean release returned nil)
+	last  *datadriver.Profile[Wallet] // the session the player left (a rejoin may adopt it)
 }
 
 func newSim(tb testing.TB, cfg Config) *sim {
@@ -629,8 +629,12 @@ func (s *sim) join(pl *player, srv *server) {
 	if prev != nil && prev != p {
 		s.result.Hops++
 	}
-	pl.srv, pl.p = srv, p
-	pl.acked, pl.floor = coins, coins
+	adopted := p == pl.last // the retained profile of a failed leave: its data is the newest, not yet durable
+	pl.srv, pl.p, pl.last = srv, p, nil
+	pl.acked = coins
+	if !adopted {
+		pl.floor = coins // read from Redis: durable
+	}
 	s.mu.Unlock()
 	s.logf("join %s @%s -> epoch %d coins %d (after %s)", pl.key, srv.s.JobID, p.Epoch(), coins, took)
 	if coins < floor || coins > acked {
@@ -697,7 +701,7 @@ func (s *sim) leave(pl *player) {
 		if err == nil {
 			pl.floor = acked
 		}
-		pl.p, pl.srv = nil, nil
+		pl.p, pl.srv, pl.last = nil, nil, p
 	}
 }
 

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testSpeed plays the timed cases ten times faster than the real timings:
+// the crash case then takes about 1.3 s and the stalling case 1.5 s, with
+// room left for a loaded machine (B's LockWait of 1.5 s against a crash
+// takeover of about 1.3 s).
+const testSpeed = "10"
+
+func TestDemoJSON(t *testing.T) {
+	noEnv(t)
+	r := runArgs(t, 60*time.Second, "demo", "--json", "--speed", testSpeed)
+	if r.err != nil {
+		t.Fatalf("demo --json: %v\nstdout:\n%s\nstderr:\n%s", r.err, r.stdout, r.stderr)
+	}
+	var got []struct {
+		Case          string  `json:"case"`
+		Outcome       string  `json:"outcome"`
+		WaitMS        float64 `json:"wait_ms"`
+		Speed         float64 `json:"speed"`
+		ScaledWaitMS  float64 `json:"scaled_wait_ms"`
+		DataOK        bool    `json:"data_ok"`
+		Promise       string  `json:"promise"`
+		WithinPromise bool    `json:"within_promise"`
+		Timeline      []struct {
+			AtMS   float64 `json:"at_ms"`
+			Server string  `json:"server"`
+			Event  string  `json:"event"`
+		} `json:"timeline"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("demo --json printed no JSON array: %v\n%s", err, r.stdout)
+	}
+	want := []struct {
+		name, outcome, promise string
+		speed                  float64
+		minScaled, maxScaled   time.Duration
+		event                  string // a line the timeline must hold
+	}{
+		{"stale-connection", "loaded", "about one save", 1, 0, time.Second, `Kick(user:101, "You joined another server.")`},
+		{"failed-leave-save", "loaded", "about one save", 1, 0, time.Second, "retrying its release at once"},
+		// Crash: 10 to 15 s at real timings, a second of slack for measuring.
+		{"crash", "loaded", "10 to 15 s", 10, 9 * time.Second, 16 * time.Second,
+			"took the lock of user:103 from server A, which stopped beating presence"},
+		// Stalling holder: refused after LockWait (15 s), never before it.
+		{"stalling-holder", "refused", "kick after LockWait (15 s)", 10, 15 * time.Second, 19 * time.Second,
+			"Join failed closed after"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("demo --json gave %d cases, want %d:\n%s", len(got), len(want), r.stdout)
+	}
+	for i, w := range want {
+		g := got[i]
+		t.Run(w.name, func(t *testing.T) {
+			if g.Case != w.name || g.Outcome != w.outcome || !g.DataOK || g.Promise != w.promise || g.Speed != w.speed {
+				t.Fatalf("got %+v, want case %s, outcome %s, data_ok, promise %q, speed %v", g, w.name, w.outcome, w.promise, w.speed)
+			}
+			scaled := time.Duration(g.ScaledWaitMS * float64(time.Millisecond))
+			if scaled < w.minScaled || scaled > w.maxScaled {
+				t.Fatalf("scaled wait %s (wait %.1f ms × %v), want within [%s, %s]", scaled, g.WaitMS, g.Speed, w.minScaled, w.maxScaled)
+			}
+			if d := g.ScaledWaitMS - g.WaitMS*g.Speed; d > 0.1 || d < -0.1 {
+				t.Fatalf("scaled_wait_ms %v is not wait_ms %v × speed %v", g.ScaledWaitMS, g.WaitMS, g.Speed)
+			}
+			if !g.WithinPromise {
+				t.Fatalf("within_promise false: %+v", g)
+			}
+			found := false
+			for _, e := range g.Timeline {
+				found = found || strings.Contains(e.Event, w.event)
+			}
+			if !found {
+				t.Fatalf("timeline has no %q:\n%+v", w.event, g.Timeline)
+			}
+		})
+	}
+}
+
+func TestDemoHuman(t *testing.T) {
+	noEnv(t)
+	r := runArgs(t, 60*time.Second, "demo", "--speed", testSpeed)
+	if r.err != nil {
+		t.Fatalf("demo: %v\nstdout:\n%s", r.err, r.stdout)
+	}
+	for _, want := range []string{
+		"embedded miniredis", "embedded nats-server",
+		"[1/4] stale-connection", "[2/4] failed-leave-save", "[3/4] crash", "[4/4] stalling-holder",
+		"speed 1: real timings", "speed 10: beat 300 ms, presence TTL 1.00 s",
+		"release save of user:101 landed", "reply received: user:101 is free",
+		"took the lock of user:103 from server A, which stopped beating presence",
+		"presence of A read: stopped",
+		"the record still holds A's lock",
+		"Summary", "reference design promises", "10 to 15 s", "kick after LockWait (15 s)",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("demo output has no %q", want)
+		}
+	}
+	if strings.Contains(r.stdout, "\x1b[") {
+		t.Error("demo coloured output that is not a terminal")
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", r.stdout)
+	}
+}
+
+func TestDemoOneCase(t *testing.T) {
+	noEnv(t)
+	r := runArgs(t, 30*time.Second, "demo", "--json", "--case", "stale-connection", "--namespace", "onecase")
+	if r.err != nil {
+		t.Fatalf("demo --case: %v\n%s", r.err, r.stdout)
+	}
+	var got []caseResult
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got) != 1 || got[0].Case != "stale-connection" {
+		t.Fatalf("demo --case stale-connection gave %v:\n%s", err, r.stdout)
+	}
+}
+
+func TestDescribeUnknownRecord(t *testing.T) {
+	text, kind, _ := describe(slog.LevelError, "something new", map[string]string{"key": "user:1", "err": "boom"})
+	if text != "something new key=user:1 err=boom" || kind != kindWarn {
+		t.Fatalf("describe = %q, %v", text, kind)
+	}
+}

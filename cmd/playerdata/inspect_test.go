@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/testsupport"
+	"github.com/redis/go-redis/v9"
+)
+
+// profile is the profile type of these tests.
+type profile struct{ Coins int }
+
+// beatHook closes beaten once a presence beat of job has landed.
+type beatHook struct {
+	key, job string
+	beaten   chan struct{}
+	once     sync.Once
+}
+
+func (h *beatHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *beatHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *beatHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err == nil && isBeat(cmd, h.key, h.job) {
+			h.once.Do(func() { close(h.beaten) })
+		}
+		return err
+	}
+}
+
+// fixture is a Redis with one server ("server-a") beating presence and
+// holding user:42 of driver PlayerData, saved twice.
+type fixture struct {
+	url, ns string
+	rdb     redis.UniversalClient
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	r := testsupport.StartRedis(t)
+	url := "redis://" + r.Addr
+	if r.Kind == testsupport.KindEnv {
+		url = os.Getenv(envRedis)
+	}
+	rdb := r.Client(t)
+	hook := &beatHook{key: presence.KeyFor(r.Namespace), job: "server-a", beaten: make(chan struct{})}
+	rdb.AddHook(hook)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	node, err := datadriver.NewNode(ctx, datadriver.NodeConfig{
+		JobID: "server-a", Redis: rdb, Namespace: r.Namespace,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = node.Close(ctx)
+	})
+	d, err := datadriver.NewDriver(node, datadriver.Config[profile]{Name: "PlayerData", Autosave: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := d.Join(ctx, "user:42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []int{10, 20} {
+		_ = p.Update(func(d *profile) { d.Coins = c })
+		if err := p.Save(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-hook.beaten:
+	case <-ctx.Done():
+		t.Fatal("server-a never beat presence")
+	}
+	return fixture{url: url, ns: r.Namespace, rdb: rdb}
+}
+
+func TestInspect(t *testing.T) {
+	f := newFixture(t)
+	token, err := f.rdb.HGet(context.Background(), recordKey(f.ns, "PlayerData", "user:42"), "lock.token").Result()
+	if err != nil || len(token) < 8 {
+		t.Fatalf("lock token %q: %v", token, err)
+	}
+
+	t.Run("human", func(t *testing.T) {
+		r := runArgs(t, 10*time.Second, "inspect", "--redis", f.url, "--namespace", f.ns, "--driver", "PlayerData", "user:42")
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		for _, want := range []string{
+			"held by server-a, token " + token[:8] + "…", "presence flag 1", "server-a is alive now",
+			"epoch      1", "ver        2", "ver 2 (current)", "ver 1,", "trade      none pending", "which is alive",
+		} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("inspect output has no %q:\n%s", want, r.stdout)
+			}
+		}
+		if strings.Contains(r.stdout, token) {
+			t.Errorf("inspect printed the whole lock token:\n%s", r.stdout)
+		}
+	})
+
+	t.Run("json", func(t *testing.T) {
+		r := runArgs(t, 10*time.Second, "inspect", "--json", "--redis", f.url, "--namespace", f.ns, "--driver", "PlayerData", "user:42")
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		var rep inspectReport
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+			t.Fatalf("%v:\n%s", err, r.stdout)
+		}
+		l := rep.Lock
+		switch {
+		case !rep.Exists || l == nil:
+			t.Fatalf("no record or lock: %s", r.stdout)
+		case !l.Held || l.Holder != "server-a" || l.TokenPrefix != token[:8] || !l.PresenceFlag:
+			t.Fatalf("lock %+v, want held by server-a, token prefix %s, presence flag", l, token[:8])
+		case l.HolderPresence != "alive" || l.HolderExpiresInMS == nil || *l.HolderExpiresInMS <= 0:
+			t.Fatalf("holder presence %q (expires in %v), want alive", l.HolderPresence, l.HolderExpiresInMS)
+		case l.AgeMS < 0 || l.AgeMS > 10_000:
+			t.Fatalf("lock age %v ms", l.AgeMS)
+		case rep.Epoch != 1 || rep.Ver != 2 || rep.DataBytes == 0 || rep.Trade != nil:
+			t.Fatalf("epoch %d ver %d data %d trade %v, want 1, 2, some data, no trade", rep.Epoch, rep.Ver, rep.DataBytes, rep.Trade)
+		case len(rep.Versions) != 2 || rep.Versions[0].Ver != 2 || !rep.Versions[0].Current || rep.Versions[1].Ver != 1:
+			t.Fatalf("versions %+v, want 2 (current) and 1", rep.Versions)
+		}
+	})
+
+	t.Run("pending trade", func(t *testing.T) {
+		ctx := context.Background()
+		rk := recordKey(f.ns, "PlayerData", "user:43")
+		if err := f.rdb.HSet(ctx, rk, "epoch", 1, "ver", 0, "lock.job", "", "lock.token", "", "trade", "t-1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		r := runArgs(t, 10*time.Second, "inspect", "--json", "--redis", f.url, "--namespace", f.ns, "--driver", "PlayerData", "user:43")
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		var rep inspectReport
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Lock.Held || rep.Trade == nil || rep.Trade.ID != "t-1" || rep.Trade.Error == "" {
+			t.Fatalf("report %s: want a free lock and trade t-1 without a journal entry", r.stdout)
+		}
+	})
+
+	t.Run("missing record", func(t *testing.T) {
+		r := runArgs(t, 10*time.Second, "inspect", "--redis", f.url, "--namespace", f.ns, "--driver", "PlayerData", "user:nobody")
+		if r.err != nil {
+			t.Fatalf("inspect of a missing key = %v, want exit status 0", r.err)
+		}
+		if !strings.Contains(r.stdout, "no record") {
+			t.Fatalf("inspect of a missing key:\n%s", r.stdout)
+		}
+	})
+
+	for _, tc := range []struct{ name, driver, key, want string }{
+		{"empty key", "PlayerData", "", "key is empty"},
+		{"control character", "PlayerData", "user\t42", "control character"},
+		{"brace in driver", "Player{Data}", "user:42", "brace"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runArgs(t, 10*time.Second, "inspect", "--redis", f.url, "--driver", tc.driver, "--", tc.key)
+			if r.err == nil || !strings.Contains(r.err.Error(), tc.want) {
+				t.Fatalf("inspect %q = %v, want an error containing %q", tc.key, r.err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPresence(t *testing.T) {
+	f := newFixture(t)
+	// A server that beat once, long ago.
+	if err := f.rdb.HSet(context.Background(), presence.KeyFor(f.ns), "server-old", time.Now().Add(-time.Minute).UnixMilli()).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	r := runArgs(t, 10*time.Second, "presence", "--json", "--redis", f.url, "--namespace", f.ns)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var rep presenceReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v:\n%s", err, r.stdout)
+	}
+	if len(rep.Servers) != 2 {
+		t.Fatalf("servers %+v, want server-a and server-old", rep.Servers)
+	}
+	a, old := rep.Servers[0], rep.Servers[1]
+	if a.JobID != "server-a" || a.Status != "alive" || a.ExpiresInMS <= 0 || a.LastBeatMS < 0 || a.LastBeatMS > 10_000 {
+		t.Fatalf("server-a: %+v, want alive with a recent beat", a)
+	}
+	// The hash is younger than one TTL, so a missing beat proves nothing yet.
+	if old.JobID != "server-old" || old.Status == "alive" || old.ExpiresInMS >= 0 {
+		t.Fatalf("server-old: %+v, want an expired beat", old)
+	}
+
+	r = runArgs(t, 10*time.Second, "presence", "--redis", f.url, "--namespace", f.ns)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	for _, want := range []string{presence.KeyFor(f.ns), "server-a", "alive", "server-old", "ago"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("presence output has no %q:\n%s", want, r.stdout)
+		}
+	}
+
+	r = runArgs(t, 10*time.Second, "presence", "--redis", f.url, "--namespace", "nobody-here")
+	if r.err != nil || !strings.Contains(r.stdout, "no server") {
+		t.Fatalf("presence of an empty namespace = %v:\n%s", r.err, r.stdout)
+	}
+}

@@ -1,0 +1,131 @@
+package main
+
+// playerdata presence: every server in the presence hash, its last beat
+// and whether it reads alive or stopped, as the servers themselves read it.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/ckernel/playerdata/presence"
+)
+
+const presenceUsage = `Usage: playerdata presence [flags]
+
+Lists every server in the presence hash "<namespace>:CKPresence": the time
+since its last beat, when that beat expires (Redis clock), and whether it
+reads alive, stopped or unknown (Redis restarted or failed over less than one
+PresenceTTL ago: a missing beat is no proof yet). Reads only.
+
+Flags:
+  --redis URL          Redis (default $REDIS_URL, else redis://127.0.0.1:6379)
+  --namespace NS       the servers' NodeConfig.Namespace (default none)
+  --presence-ttl D     the servers' PresenceTTL: a beat's age is TTL − time left (default 10s)
+  --json               print one JSON object
+`
+
+// presenceReport is what presence shows, and its --json output.
+type presenceReport struct {
+	Key     string         `json:"key"`
+	TTLMS   float64        `json:"ttl_ms"`
+	Servers []serverReport `json:"servers"`
+}
+
+// serverReport is one server of the presence hash.
+type serverReport struct {
+	JobID       string  `json:"job"`
+	Status      string  `json:"status"`        // alive, stopped, unknown
+	ExpiresInMS float64 `json:"expires_in_ms"` // negative once expired
+	LastBeatMS  float64 `json:"last_beat_ms_ago"`
+}
+
+// runPresence is "playerdata presence".
+func runPresence(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := newCommand("presence", presenceUsage)
+	var f inspectFlags
+	f.addCommon(cmd)
+	pos, err := cmd.parse(args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return cmd.mistake(stderr, "unexpected argument %q", pos[0])
+	}
+	rdb, err := connectRedis(ctx, f.redisURL())
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	pres, err := presenceReader(rdb, f.conn.namespace, f.presenceTTL)
+	if err != nil {
+		return fmt.Errorf("presence: %w", err)
+	}
+	entries, err := pres.List(ctx)
+	if err != nil {
+		return err
+	}
+	rep := presenceReport{Key: presence.KeyFor(f.conn.namespace), TTLMS: ms(f.presenceTTL), Servers: []serverReport{}}
+	for _, e := range entries {
+		rep.Servers = append(rep.Servers, serverReport{
+			JobID: e.JobID, Status: e.Status.String(),
+			ExpiresInMS: ms(e.ExpiresIn), LastBeatMS: ms(f.presenceTTL - e.ExpiresIn),
+		})
+	}
+	if f.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printPresence(stdout, styleFor(stdout), rep, f.presenceTTL)
+	return nil
+}
+
+// printPresence prints a report for people.
+func printPresence(w io.Writer, st style, r presenceReport, ttl time.Duration) {
+	fmt.Fprintf(w, "%s %s (PresenceTTL %s)\n", st.bold("presence hash"), r.Key, human(ttl))
+	if len(r.Servers) == 0 {
+		fmt.Fprintln(w, "  no server in the presence hash")
+		return
+	}
+	width := len("server")
+	for _, s := range r.Servers {
+		width = max(width, len(s.JobID))
+	}
+	fmt.Fprintf(w, "  %s  %s  %s  %s\n", st.bold(pad("server", width)), st.bold(pad("status", 7)),
+		st.bold(pad("last beat", 12)), st.bold("beat expires"))
+	unknown := false
+	for _, s := range r.Servers {
+		status := pad(s.Status, 7)
+		switch s.Status {
+		case "alive":
+			status = st.green(status)
+		case "stopped":
+			status = st.red(status)
+		default:
+			status = st.yellow(status)
+			unknown = true
+		}
+		left := time.Duration(s.ExpiresInMS * float64(time.Millisecond))
+		expires := "in " + human(left)
+		if left <= 0 {
+			expires = human(-left) + " ago"
+		}
+		last := human(time.Duration(s.LastBeatMS*float64(time.Millisecond))) + " ago"
+		fmt.Fprintf(w, "  %s  %s  %s  %s\n", pad(s.JobID, width), status, pad(last, 12), expires)
+	}
+	if unknown {
+		fmt.Fprintln(w, "  unknown: Redis restarted or failed over less than one PresenceTTL ago, so a missing beat proves nothing yet")
+	}
+}
+
+// pad pads s with spaces to n runes.
+func pad(s string, n int) string {
+	if k := len([]rune(s)); k < n {
+		return s + strings.Repeat(" ", n-k)
+	}
+	return s
+}
