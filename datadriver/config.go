@@ -156,8 +156,10 @@ type Config[T any] struct {
 	// default: DefaultLockSkew (60 s)
 	LockSkew time.Duration
 	// Autosave is the period of background saves; each profile's saves are
-	// offset by a random phase so they do not all fall in one tick. A
-	// negative value turns autosave off.
+	// offset by a phase (a hash of key, server and epoch) so they do not all
+	// fall in one tick. A negative value turns autosave off; a retained
+	// profile (its leave save failed) still retries its release every
+	// DefaultAutosave.
 	// default: DefaultAutosave (30 s)
 	Autosave time.Duration
 	// History is how many past versions of a key are kept for RestoreAt, in

@@ -24,7 +24,9 @@
 //  7. a per-player ledger: a load never has less than what the player's last
 //     acknowledged save or clean release held, and never more than was
 //     earned; only a crash or a lost lock may lose progress (since the last
-//     landed save).
+//     landed save);
+//  8. liveness: at the end the faults stop and every player leaves; two
+//     quiet minutes later no live server may still hold a lock.
 //
 // A failure reports the seed and a readable trace of the steps that led to
 // it.
@@ -472,6 +474,9 @@ func (s *sim) run() {
 		s.result.Steps++
 		s.mu.Unlock()
 	}
+	if s.failure() == nil {
+		s.drain()
+	}
 	s.cancel()
 	s.wg.Wait()
 	s.flush()
@@ -479,6 +484,49 @@ func (s *sim) run() {
 	s.result.Failure = s.failed
 	s.result.Trace = s.trace
 	s.mu.Unlock()
+}
+
+// drain ends the run: the faults stop, every player leaves, and after two
+// quiet minutes no lock may be held by a live server (a server may keep a
+// lock only while one of its profiles uses it: an orphan would lock the
+// player out for as long as the server lives).
+func (s *sim) drain() {
+	s.logf("DRAIN faults stop, every player leaves")
+	s.mu.Lock()
+	for _, srv := range s.servers {
+		srv.failTo, srv.stallTo, srv.deafTo, srv.lose = time.Time{}, time.Time{}, time.Time{}, 0
+	}
+	s.mu.Unlock()
+	s.c.Bus.SetFault(nil)
+	s.wg.Wait()
+	for _, pl := range s.players {
+		s.mu.Lock()
+		online := pl.p != nil
+		s.mu.Unlock()
+		if online {
+			s.leave(pl)
+		}
+	}
+	time.Sleep(2 * time.Minute)
+	synctest.Wait()
+	crashed := map[string]bool{}
+	for _, srv := range s.servers {
+		if srv.s.Crashed() {
+			crashed[srv.s.JobID] = true
+		}
+	}
+	for _, pl := range s.players {
+		f, err := s.checkRedis.HMGet(context.Background(), recordKey(pl.key), "lock.token", "lock.job").Result()
+		if err != nil {
+			s.fail("drain: %v", err)
+			return
+		}
+		token, _ := f[0].(string)
+		job, _ := f[1].(string)
+		if token != "" && !crashed[job] {
+			s.fail("liveness: %s is still locked by live server %s two quiet minutes after every player left", pl.key, job)
+		}
+	}
 }
 
 // aliveServers lists the servers not crashed.
