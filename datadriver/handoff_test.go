@@ -53,9 +53,8 @@ func (k *kicks) kick(_ string, reason string) {
 }
 
 func TestHandoffStaleConnection(t *testing.T) {
-	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
-	a := newServer(t, r, "server-a", fast, withNATS(t, n))
-	b := newServer(t, r, "server-b", fast, withNATS(t, n))
+	pr := newPair(t)
+	a, b := pr.a, pr.b
 	var ka kicks
 	da := players(t, a, func(c *datadriver.Config[player]) { c.Kick = ka.kick })
 	db := players(t, b)
@@ -91,9 +90,8 @@ func TestHandoffStaleConnection(t *testing.T) {
 }
 
 func TestHandoffFailedLeaveSaveRetried(t *testing.T) {
-	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
-	a := newServer(t, r, "server-a", fast, withNATS(t, n))
-	b := newServer(t, r, "server-b", fast, withNATS(t, n))
+	pr := newPair(t)
+	a, b := pr.a, pr.b
 	da, db := players(t, a), players(t, b)
 	ctx := ctxT(t)
 
@@ -125,9 +123,8 @@ func TestHandoffFailedLeaveSaveRetried(t *testing.T) {
 }
 
 func TestHandoffCrashTakeover(t *testing.T) {
-	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
-	a := newServer(t, r, "server-a", fast, withNATS(t, n))
-	b := newServer(t, r, "server-b", fast, withNATS(t, n))
+	pr := newPair(t)
+	a, b := pr.a, pr.b
 	da, db := players(t, a), players(t, b, func(c *datadriver.Config[player]) { c.LockWait = 10 * time.Second })
 	ctx := ctxT(t)
 
@@ -208,9 +205,8 @@ func TestHandoffStallingHolderKeepsLock(t *testing.T) {
 }
 
 func TestHandoffHolderWithoutPresence(t *testing.T) {
-	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
-	a := newServer(t, r, "server-a", fast, withNATS(t, n))
-	b := newServer(t, r, "server-b", fast, withNATS(t, n))
+	pr := newPair(t)
+	r, a, b := pr.r, pr.a, pr.b
 	da := players(t, a, func(c *datadriver.Config[player]) { c.DisableHandoff = true })
 	db := players(t, b, func(c *datadriver.Config[player]) {
 		c.LockTTL, c.LockSkew = 2*time.Second, 500*time.Millisecond
@@ -262,9 +258,8 @@ func publishRaw(t *testing.T, n *testsupport.NATS, ns, job string, m messaging.M
 }
 
 func TestHandoffLateAndForgedRequests(t *testing.T) {
-	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
-	a := newServer(t, r, "server-a", fast, withNATS(t, n))
-	b := newServer(t, r, "server-b", fast, withNATS(t, n))
+	pr := newPair(t)
+	r, n, a, b := pr.r, pr.n, pr.a, pr.b
 	var ka kicks
 	da := players(t, a, func(c *datadriver.Config[player]) { c.Kick = ka.kick })
 	db := players(t, b)
@@ -413,9 +408,8 @@ func TestHandoffPresenceCost(t *testing.T) {
 }
 
 func TestHandoffManualLoadWithWait(t *testing.T) {
-	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
-	a := newServer(t, r, "server-a", fast, withNATS(t, n))
-	b := newServer(t, r, "server-b", fast, withNATS(t, n))
+	pr := newPair(t)
+	a, b := pr.a, pr.b
 	da, db := players(t, a), players(t, b)
 	ctx := ctxT(t)
 	pa, err := da.Join(ctx, "user:8")

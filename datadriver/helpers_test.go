@@ -142,3 +142,45 @@ func coins(p *datadriver.Profile[player]) int {
 	p.View(func(d *player) { c = d.Coins })
 	return c
 }
+
+// holdFirst pauses the first command of s that match selects, before it is
+// sent: in is closed once it is waiting; proceed lets it (and everything
+// after it) go.
+func holdFirst(s *server, match func(cmd redis.Cmder) bool) (in <-chan struct{}, proceed func()) {
+	inCh, go_ := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+		if match(cmd) {
+			held := false
+			once.Do(func() { held = true })
+			if held {
+				close(inCh)
+				<-go_
+			}
+		}
+		return nil
+	})
+	return inCh, func() { close(go_) }
+}
+
+// isCommit matches the trade journal's commit.
+func isCommit(cmd redis.Cmder) bool {
+	to, _ := testsupport.ScriptArg(cmd, 2)
+	return to == "COMMITTED"
+}
+
+// pair is two servers A and B on one Redis and one NATS, with the fast
+// handoff timings, for handoff tests.
+type pair struct {
+	r    *testsupport.Redis
+	n    *testsupport.NATS
+	a, b *server
+}
+
+func newPair(t *testing.T, opts ...func(*datadriver.NodeConfig)) *pair {
+	t.Helper()
+	p := &pair{r: testsupport.StartRedis(t), n: testsupport.StartNATS(t)}
+	p.a = newServer(t, p.r, "server-a", append([]func(*datadriver.NodeConfig){fast, withNATS(t, p.n)}, opts...)...)
+	p.b = newServer(t, p.r, "server-b", append([]func(*datadriver.NodeConfig){fast, withNATS(t, p.n)}, opts...)...)
+	return p
+}

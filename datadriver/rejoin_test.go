@@ -58,18 +58,10 @@ func TestSameServerRejoinWaitsForLeaveSave(t *testing.T) {
 	_ = p.Update(func(d *player) { d.Coins = 10 })
 
 	// Hold the release save until the rejoin is waiting on it.
-	inSave, proceed := make(chan struct{}), make(chan struct{})
-	a.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
-		if isWrite(cmd, "release") {
-			close(inSave)
-			<-proceed
-		}
-		return nil
-	})
+	inSave, proceed := holdFirst(a, func(cmd redis.Cmder) bool { return isWrite(cmd, "release") })
 	released := make(chan error, 1)
 	go func() { released <- p.Release(ctx) }()
 	<-inSave
-	a.faults.Clear()
 
 	joined := make(chan *datadriver.Profile[player], 1)
 	go func() {
@@ -84,7 +76,7 @@ func TestSameServerRejoinWaitsForLeaveSave(t *testing.T) {
 		t.Fatal("the rejoin loaded while the leave save was still running")
 	case <-time.After(100 * time.Millisecond):
 	}
-	close(proceed)
+	proceed()
 	if err := <-released; err != nil {
 		t.Fatalf("Release: %v", err)
 	}

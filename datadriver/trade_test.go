@@ -428,26 +428,17 @@ func TestTradeCrashAtEveryWrite(t *testing.T) {
 }
 
 func TestTradeRejoinElsewhereMidTrade(t *testing.T) {
-	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
-	a := newServer(t, r, "server-a", fast, withNATS(t, n))
-	b := newServer(t, r, "server-b", fast, withNATS(t, n))
+	pr := newPair(t)
+	r, a, b := pr.r, pr.a, pr.b
 	da, db := players(t, a), players(t, b)
 	ctx := ctxT(t)
 	s, u := tradePair(t, da, "m-seller", "m-buyer")
 
 	// Hold the commit until the buyer's rejoin on B is waiting.
-	inCommit, proceed := make(chan struct{}), make(chan struct{})
-	a.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
-		if to, _ := testsupport.ScriptArg(cmd, 2); to == "COMMITTED" {
-			close(inCommit)
-			<-proceed
-		}
-		return nil
-	})
+	inCommit, proceed := holdFirst(a, isCommit)
 	traded := make(chan error, 1)
 	go func() { traded <- datadriver.Trade(ctx, sellSword(s, u), s, u) }()
 	<-inCommit
-	a.faults.Clear()
 	joined := make(chan *datadriver.Profile[player], 1)
 	go func() {
 		p, err := db.Join(ctx, "m-buyer")
@@ -457,7 +448,7 @@ func TestTradeRejoinElsewhereMidTrade(t *testing.T) {
 		joined <- p
 	}()
 	time.Sleep(100 * time.Millisecond) // B asks A; A's release waits for the trade
-	close(proceed)
+	proceed()
 	if err := <-traded; err != nil {
 		t.Fatalf("Trade: %v", err)
 	}
@@ -481,18 +472,10 @@ func TestTradeHoldsSavesAndUpdates(t *testing.T) {
 	d := players(t, a)
 	ctx := ctxT(t)
 	s, u := tradePair(t, d, "h-seller", "h-buyer")
-	inCommit, proceed := make(chan struct{}), make(chan struct{})
-	a.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
-		if to, _ := testsupport.ScriptArg(cmd, 2); to == "COMMITTED" {
-			close(inCommit)
-			<-proceed
-		}
-		return nil
-	})
+	inCommit, proceed := holdFirst(a, isCommit)
 	traded := make(chan error, 1)
 	go func() { traded <- datadriver.Trade(ctx, sellSword(s, u), s, u) }()
 	<-inCommit
-	a.faults.Clear()
 
 	sctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
@@ -509,7 +492,7 @@ func TestTradeHoldsSavesAndUpdates(t *testing.T) {
 		t.Fatal("Update ran in the middle of a trade")
 	case <-time.After(50 * time.Millisecond):
 	}
-	close(proceed)
+	proceed()
 	if err := <-traded; err != nil {
 		t.Fatal(err)
 	}
