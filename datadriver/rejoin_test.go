@@ -266,3 +266,48 @@ func TestJoinEndsLocalSession(t *testing.T) {
 		}
 	})
 }
+
+// A release whose answer was lost, a rejoin whose adoption save fails, more
+// progress, then a clean leave: the leave must write the newer progress, not
+// take the earlier release for its own (found by simulation seed 3056).
+func TestReleaseAfterUnlandedAdoptionWritesNewerProgress(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a")
+	d := players(t, a)
+	ctx := ctxT(t)
+	p, err := d.Join(ctx, "user:16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Update(func(d *player) { d.Coins = 1 })
+	a.faults.SetAfter(func(_ context.Context, cmd redis.Cmder, err error) error {
+		if isWrite(cmd, "release") && err == nil {
+			return testsupport.ErrInjected // landed, answer lost
+		}
+		return nil
+	})
+	if err := p.Release(ctx); err == nil {
+		t.Fatal("the release's answer should be lost")
+	}
+	a.faults.Clear()
+	a.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+		if isWrite(cmd, "save") {
+			return testsupport.ErrInjected // the adoption save does not land
+		}
+		return nil
+	})
+	q, err := d.Join(ctx, "user:16")
+	if err != nil || q != p {
+		t.Fatalf("rejoin: %v, same object %t", err, q == p)
+	}
+	a.faults.Clear()
+	if err := q.Update(func(d *player) { d.Coins = 2 }); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if got := stored(t, r, "user:16"); got.Coins != 2 {
+		t.Fatalf("stored coins %d after a clean leave, want 2: the leave dropped newer progress", got.Coins)
+	}
+}

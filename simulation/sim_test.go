@@ -2,6 +2,7 @@ package simulation_test
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -24,12 +25,19 @@ var (
 // README's simulation report).
 var regressions = []uint64{
 	1018, 1020, // a fenced server kept its sessions' locks: players locked out while it lived
+	3056,       // a release after an unlanded adoption took an earlier lost-answer release for its own and dropped newer progress
 }
 
-func config(seed uint64) simulation.Config {
-	cfg := simulation.ShortConfig(seed)
-	if *long || os.Getenv("PLAYERDATA_SIM_LONG") != "" {
-		cfg = simulation.DefaultConfig(seed)
+// run is one seed to run and whether it takes the long config.
+type run struct {
+	seed uint64
+	long bool
+}
+
+func (r run) config() simulation.Config {
+	cfg := simulation.ShortConfig(r.seed)
+	if r.long {
+		cfg = simulation.DefaultConfig(r.seed)
 	}
 	if *duration > 0 {
 		cfg.Duration = *duration
@@ -47,27 +55,40 @@ func TestSimulation(t *testing.T) {
 	if *seeds > 0 {
 		n = *seeds
 	}
-	list := append([]uint64(nil), regressions...)
+	longRuns := *long || os.Getenv("PLAYERDATA_SIM_LONG") != ""
+	var list []run
+	for _, seed := range regressions {
+		list = append(list, run{seed: seed})
+	}
 	if *oneSeed != 0 {
-		list = []uint64{*oneSeed}
+		list = []run{{seed: *oneSeed, long: longRuns}}
 	} else {
 		for i := range n {
-			list = append(list, *first+uint64(i))
+			list = append(list, run{seed: *first + uint64(i), long: longRuns})
 		}
 	}
 	start := time.Now()
 	t.Cleanup(func() { t.Logf("%d seeds in %s", len(list), time.Since(start).Round(time.Millisecond)) })
-	for _, seed := range list {
-		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
+	for _, r := range list {
+		seed := r.seed
+		name := strconv.FormatUint(seed, 10)
+		if r.long {
+			name += "-long"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				res := simulation.Run(t, config(seed))
+				res := simulation.Run(t, r.config())
 				if res.Failure != nil && *oneSeed != 0 {
 					t.Logf("trace:\n%s", simulation.Tail(res.Trace, len(res.Trace)))
 				}
 				if res.Failure != nil {
-					t.Fatalf("seed %d: %v\nreplay: go test ./simulation/ -run 'TestSimulation$' -sim.seed %d\ntrace (last 60 steps):\n%s",
-						seed, res.Failure, seed, simulation.Tail(res.Trace, 60))
+					replay := fmt.Sprintf("go test ./simulation/ -run 'TestSimulation$' -sim.seed %d", seed)
+					if r.long {
+						replay += " -sim.long"
+					}
+					t.Fatalf("seed %d: %v\nreplay: %s\ntrace (last 60 steps):\n%s",
+						seed, res.Failure, replay, simulation.Tail(res.Trace, 60))
 				}
 				if *oneSeed != 0 {
 					t.Logf("trace:\n%s", simulation.Tail(res.Trace, len(res.Trace)))

@@ -12,8 +12,9 @@
 --          names ARGV[2] or one of these, or when it is free and its last release was
 --          under one of them with nobody writing since (released.ver == ver: a release
 --          whose answer was lost). A write that finds it so moves the lock to ARGV[2]
---          and increments epoch (a new session), or, in 'release' mode on a lock already
---          released that way, answers 'already-released' without writing.
+--          and increments epoch (a new session); in 'release' mode on a lock already
+--          released that way it answers 'already-released' without writing, unless it
+--          carries newer data (the player went on after an adoption), which it writes.
 -- ARGV[4]  job id (written when the lock moves to ARGV[2])
 -- ARGV[5]  presence flag '1'/'0' (written when the lock moves to ARGV[2])
 -- ARGV[6]  '1' when ARGV[7] carries new data, '0' to keep the stored data
@@ -67,7 +68,8 @@ local moved = '0'
 if token ~= tok then
   local free = (not token) or token == ''
   local ownRelease = free and (released == tok or earlierToken(released)) and tonumber(relver) == ver
-  if ownRelease and mode == 'release' then
+  if ownRelease and mode == 'release' and ARGV[6] ~= '1' and ARGV[8] ~= '1' then
+    -- the retried release has nothing newer to write: the landed one stands
     return {'OK', ver, epoch or '0', '0', 'already-released'}
   end
   if not (ownRelease or earlierToken(token)) then
