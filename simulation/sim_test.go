@@ -25,7 +25,7 @@ var (
 // README's simulation report).
 var regressions = []uint64{
 	1018, 1020, // a fenced server kept its sessions' locks: players locked out while it lived
-	3056,       // a release after an unlanded adoption took an earlier lost-answer release for its own and dropped newer progress
+	3056, // a release after an unlanded adoption took an earlier lost-answer release for its own and dropped newer progress
 }
 
 // run is one seed to run and whether it takes the long config.
