@@ -486,3 +486,46 @@ func TestCleanCloseRemovesPresence(t *testing.T) {
 		t.Fatal("a clean Close left this server's presence field")
 	}
 }
+
+// A rejoin on A adopts A's retained profile, but the adoption save's answer
+// is lost while B holds the lock: A must not go on with its stale copy; it
+// loads the record through a handoff from B (found by simulation seed 5304).
+func TestAdoptionWithLostAnswerWhileHeldElsewhere(t *testing.T) {
+	pr := newPair(t)
+	r, a, b := pr.r, pr.a, pr.b
+	da, db := players(t, a), players(t, b)
+	ctx := ctxT(t)
+	pa, err := da.Join(ctx, "user:10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = pa.Update(func(d *player) { d.Coins = 3 })
+	a.faults.SetAfter(func(_ context.Context, cmd redis.Cmder, err error) error {
+		if (isWrite(cmd, "release") || isWrite(cmd, "save")) && err == nil {
+			return testsupport.ErrInjected // every answer of A's writes is lost
+		}
+		return nil
+	})
+	if err := pa.Release(ctx); err == nil {
+		t.Fatal("the release's answer should be lost")
+	}
+	pb, err := db.Join(ctx, "user:10") // the release landed: B takes the free lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = pb.Update(func(d *player) { d.Coins = 5 })
+	q, err := da.Join(ctx, "user:10")
+	if err != nil {
+		t.Fatalf("rejoin on A: %v", err)
+	}
+	a.faults.Clear()
+	if q == pa {
+		t.Fatal("A went on with its retained copy while B held the lock")
+	}
+	if coins(q) != 5 {
+		t.Fatalf("A loaded coins %d, want B's 5 (handed over)", coins(q))
+	}
+	if got := stored(t, r, "user:10"); got.Coins != 5 {
+		t.Fatalf("stored coins %d", got.Coins)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ckernel/playerdata/lockhandoff"
@@ -230,10 +231,45 @@ func (d *Driver[T]) adopt(ctx context.Context, p *Profile[T]) (bool, error) {
 		d.setState(p, stateRetained)
 		return false, ctx.Err()
 	}
+	// The save failed without saying why: the backend is down, or its answer
+	// was lost. A read tells the two apart when Redis answers: a lock that
+	// another server holds now means the retained copy is no longer the
+	// newest, and the record must be loaded (and its holder asked) instead.
+	if holder, ok := d.heldElsewhere(ctx, p); ok {
+		err := fmt.Errorf("adopt %q: %w (the lock is held by %s)", p.key, ErrLockLost, holder)
+		p.finish(err)
+		d.log.Warn("retained profile lost its lock; loading the record", "key", p.key, "err", err)
+		return false, nil
+	}
 	d.setState(p, stateActive)
 	d.log.Warn("rejoin adopted the retained profile but its save failed; autosave keeps retrying",
 		"key", p.key, "err", err)
 	return true, nil
+}
+
+// heldElsewhere reads the lock of p's record and reports whether another
+// session holds it (a read, not a state change); false when Redis does not
+// answer.
+func (d *Driver[T]) heldElsewhere(ctx context.Context, p *Profile[T]) (string, bool) {
+	rctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout)
+	defer cancel()
+	f, err := d.node.rdb.HMGet(rctx, d.recordKey(p.key), "lock.token", "lock.job", "released").Result()
+	if err != nil {
+		return "", false
+	}
+	token, job, released := str(f[0]), str(f[1]), str(f[2])
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ours := func(t string) bool { return t == p.token || slices.Contains(p.earlier, t) }
+	switch {
+	case token == "" && (released == "" || ours(released)):
+		return "", false // free, and the last release was ours: the next save retakes it
+	case token == "":
+		return "nobody (another session came and went)", true
+	case ours(token):
+		return "", false
+	}
+	return job, true
 }
 
 // setState moves a profile that is not closed to s and wakes waiters.
