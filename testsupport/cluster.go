@@ -257,6 +257,8 @@ type observer struct {
 	job string
 }
 
+var _ redis.Hook = (*observer)(nil)
+
 func (o *observer) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (o *observer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
