@@ -76,6 +76,21 @@ func presenceReader(rdb redis.UniversalClient, ns string, ttl time.Duration) (*p
 	return presence.New(rdb, presence.Config{Key: presence.KeyFor(ns), JobID: inspectJob, TTL: ttl, Beat: ttl / 4})
 }
 
+// openReader connects to the Redis of f and builds the presence reader
+// inspect and presence share; the caller closes the client.
+func (f *inspectFlags) openReader(ctx context.Context, cmd string) (*redis.Client, *presence.Presence, error) {
+	rdb, err := connectRedis(ctx, f.redisURL())
+	if err != nil {
+		return nil, nil, err
+	}
+	pres, err := presenceReader(rdb, f.conn.namespace, f.presenceTTL)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	return rdb, pres, nil
+}
+
 // runInspect is "playerdata inspect".
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := newCommand("inspect", inspectUsage)
@@ -101,15 +116,11 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := checkKey("key", key); err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
-	rdb, err := connectRedis(ctx, f.redisURL())
+	rdb, pres, err := f.openReader(ctx, "inspect")
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	pres, err := presenceReader(rdb, f.conn.namespace, f.presenceTTL)
-	if err != nil {
-		return fmt.Errorf("inspect: %w", err)
-	}
 	rep, err := inspectRecord(ctx, rdb, pres, f.conn.namespace, f.driver, key)
 	if err != nil {
 		return fmt.Errorf("inspect %s: %w", key, err)

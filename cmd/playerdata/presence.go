@@ -55,15 +55,11 @@ func runPresence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(pos) > 0 {
 		return cmd.mistake(stderr, "unexpected argument %q", pos[0])
 	}
-	rdb, err := connectRedis(ctx, f.redisURL())
+	rdb, pres, err := f.openReader(ctx, "presence")
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	pres, err := presenceReader(rdb, f.conn.namespace, f.presenceTTL)
-	if err != nil {
-		return fmt.Errorf("presence: %w", err)
-	}
 	entries, err := pres.List(ctx)
 	if err != nil {
 		return err
