@@ -525,6 +525,18 @@ func (s *sim) drain() {
 		job, _ := f[1].(string)
 		if token != "" && !crashed[job] {
 			s.fail("liveness: %s is still locked by live server %s two quiet minutes after every player left", pl.key, job)
+			s.mu.Lock()
+			for _, srv := range s.servers {
+				if srv.s.JobID != job {
+					continue
+				}
+				for _, line := range strings.Split(srv.s.Logs.String(), "\n") {
+					if strings.Contains(line, "key="+pl.key) && !strings.Contains(line, "presence read") {
+						s.pending = append(s.pending, event{at: time.Since(s.bornAt), text: "  " + job + " log: " + line})
+					}
+				}
+			}
+			s.mu.Unlock()
 		}
 	}
 }

@@ -10,11 +10,13 @@
 -- ARGV[3]  earlier tokens of the same profile, space separated, or '' (set after an
 --          adoption whose save has not landed yet). The lock is the profile's when it
 --          names ARGV[2] or one of these, or when it is free and its last release was
---          under one of them with nobody writing since (released.ver == ver: a release
---          whose answer was lost). A write that finds it so moves the lock to ARGV[2]
---          and increments epoch (a new session); in 'release' mode on a lock already
---          released that way it answers 'already-released' without writing, unless it
---          carries newer data (the player went on after an adoption), which it writes.
+--          under one of these with nobody writing since (released.ver == ver: a release
+--          whose answer was lost, then an adoption). A write that finds it so moves the
+--          lock to ARGV[2] and increments epoch (a new session). A release that finds
+--          its own release (under ARGV[2] or an earlier token) already landed answers
+--          'already-released' without writing, unless it carries newer data, which it
+--          writes (the player went on after an adoption); a save under the very token
+--          that was released is late and refused (LOST).
 -- ARGV[4]  job id (written when the lock moves to ARGV[2])
 -- ARGV[5]  presence flag '1'/'0' (written when the lock moves to ARGV[2])
 -- ARGV[6]  '1' when ARGV[7] carries new data, '0' to keep the stored data
@@ -67,12 +69,19 @@ end
 local moved = '0'
 if token ~= tok then
   local free = (not token) or token == ''
-  local ownRelease = free and (released == tok or earlierToken(released)) and tonumber(relver) == ver
+  local relOK = free and tonumber(relver) == ver -- released, and nobody wrote since
+  local ownRelease = relOK and (released == tok or earlierToken(released))
   if ownRelease and mode == 'release' and ARGV[6] ~= '1' and ARGV[8] ~= '1' then
     -- the retried release has nothing newer to write: the landed one stands
     return {'OK', ver, epoch or '0', '0', 'already-released'}
   end
-  if not (ownRelease or earlierToken(token)) then
+  -- The lock may move to ARGV[2] when it still carries an earlier token (an
+  -- adoption whose save has not landed), when the release that freed it was
+  -- under an earlier token (an adoption of a release whose answer was lost), or
+  -- for a release that carries newer data. A save under the very token that
+  -- was released is late (it was in flight when the profile let go): refused.
+  local allowed = earlierToken(token) or (relOK and earlierToken(released)) or (ownRelease and mode == 'release')
+  if not allowed then
     return {'LOST', job or '', token or ''}
   end
   moved = '1'
