@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -527,5 +528,45 @@ func TestAdoptionWithLostAnswerWhileHeldElsewhere(t *testing.T) {
 	}
 	if got := stored(t, r, "user:10"); got.Coins != 5 {
 		t.Fatalf("stored coins %d", got.Coins)
+	}
+}
+
+// A save that was in flight when a fenced session's lock was given back
+// lands after the release: it must not take the lock again, or a live server
+// would hold a lock no session uses (found by simulation seed 7131).
+func TestLateSaveAfterGiveBack(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a", fast)
+	d := players(t, a)
+	ctx := ctxT(t)
+	p, err := d.Join(ctx, "user:11")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deaf atomic.Bool
+	inSave, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+		if k, ok := testsupport.ScriptKey(cmd, 1); ok && strings.HasSuffix(k, "CKPresence") && deaf.Load() {
+			return testsupport.ErrInjected
+		}
+		if isWrite(cmd, "save") {
+			once.Do(func() { close(inSave); <-proceed })
+		}
+		return nil
+	})
+	saved := make(chan error, 1)
+	go func() { saved <- p.Save(ctx) }()
+	<-inSave
+	deaf.Store(true) // the server fences itself and gives the lock back
+	eventually(t, 5*time.Second, "the fenced lock is given back", func() bool {
+		return record(t, r, "PlayerData", "user:11")["lock.token"] == ""
+	})
+	close(proceed)
+	if err := <-saved; err == nil {
+		t.Fatal("the late save reported success")
+	}
+	if rec := record(t, r, "PlayerData", "user:11"); rec["lock.token"] != "" {
+		t.Fatalf("the late save took the given-back lock again: %v", rec)
 	}
 }
