@@ -143,6 +143,7 @@ type server struct {
 	stallTo time.Time // saves stall until then
 	lose    int       // answers of the next saves to lose
 	deafTo  time.Time // presence writes fail until then
+	stalled int       // saves stalled so far (orders their way out)
 }
 
 // player is one simulated player and the session the player believes in.
@@ -285,7 +286,13 @@ func (s *sim) before(srv *server, ctx context.Context, cmd redis.Cmder) error {
 	case isSave(cmd) && now.Before(failTo):
 		return testsupport.ErrInjected
 	case isSave(cmd) && now.Before(stallTo):
-		t := time.NewTimer(stallTo.Sub(now))
+		// Stalled saves come out in the order they went in, a microsecond
+		// apart, rather than all at one instant in the scheduler's order.
+		s.mu.Lock()
+		srv.stalled++
+		out := stallTo.Add(time.Duration(srv.stalled) * time.Microsecond)
+		s.mu.Unlock()
+		t := time.NewTimer(out.Sub(now))
 		defer t.Stop()
 		select {
 		case <-t.C:
