@@ -14,8 +14,8 @@ import (
 // or the driver shuts down; without this, a live server would keep a lock
 // nobody on it answers for, and joiners elsewhere would wait until it aged
 // out.
-func (d *Driver[T]) giveBack(key, token string) {
-	if d.giveBackOnce(key, token) {
+func (d *Driver[T]) giveBack(key, token string, earlier []string) {
+	if d.giveBackOnce(key, token, earlier) {
 		return
 	}
 	d.mu.Lock()
@@ -30,7 +30,7 @@ func (d *Driver[T]) giveBack(key, token string) {
 				return
 			case <-t.C:
 			}
-			if d.giveBackOnce(key, token) {
+			if d.giveBackOnce(key, token, earlier) {
 				return
 			}
 			backoff = min(backoff*2, max(d.cfg.Autosave, DefaultAutosave))
@@ -39,9 +39,10 @@ func (d *Driver[T]) giveBack(key, token string) {
 }
 
 // giveBackOnce makes one attempt; it reports whether the lock is no longer
-// ours to give back.
-func (d *Driver[T]) giveBackOnce(key, token string) bool {
-	_, err := d.write(context.WithoutCancel(d.ctx), key, writeReq{mode: modeRelease, token: token})
+// ours to give back. earlier are tokens the lock may still carry (an
+// adoption that never landed).
+func (d *Driver[T]) giveBackOnce(key, token string, earlier []string) bool {
+	_, err := d.write(context.WithoutCancel(d.ctx), key, writeReq{mode: modeRelease, token: token, earlier: earlier})
 	switch {
 	case err == nil, errors.Is(err, ErrLockLost):
 		return true

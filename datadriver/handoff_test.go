@@ -570,3 +570,39 @@ func TestLateSaveAfterGiveBack(t *testing.T) {
 		t.Fatalf("the late save took the given-back lock again: %v", rec)
 	}
 }
+
+// A server fences itself while an adoption's save has not landed: the lock
+// still carries the token from before the adoption, and giving it back must
+// name that token too (found by simulation seed 20335).
+func TestFenceAfterUnlandedAdoptionGivesTheLockBack(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a", fast)
+	d := players(t, a)
+	ctx := ctxT(t)
+	p, err := d.Join(ctx, "user:12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var savesFail, deaf atomic.Bool
+	a.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+		if k, ok := testsupport.ScriptKey(cmd, 1); ok && strings.HasSuffix(k, "CKPresence") && deaf.Load() {
+			return testsupport.ErrInjected
+		}
+		if (isWrite(cmd, "save") || isWrite(cmd, "release")) && savesFail.Load() {
+			return testsupport.ErrInjected
+		}
+		return nil
+	})
+	savesFail.Store(true)
+	if err := p.Release(ctx); err == nil {
+		t.Fatal("the release should fail")
+	}
+	if q, err := d.Join(ctx, "user:12"); err != nil || q != p {
+		t.Fatalf("rejoin: %v, adopted %t", err, q == p)
+	}
+	savesFail.Store(false)
+	deaf.Store(true) // the server fences itself before any save lands
+	eventually(t, 5*time.Second, "the fenced lock is given back", func() bool {
+		return record(t, r, "PlayerData", "user:12")["lock.token"] == ""
+	})
+}

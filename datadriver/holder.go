@@ -1,5 +1,7 @@
 package datadriver
 
+import "slices"
+
 // The holder side of cross-server handoff: requests from other servers for
 // keys this driver holds, and the replies once it lets them go.
 
@@ -72,9 +74,9 @@ func (d *Driver[T]) fence(err error) {
 	d.mu.Unlock()
 	for _, p := range lost {
 		d.lockLost(p.key, err)
-		key, token := p.key, p.lockToken()
 		d.mu.Lock()
-		d.goTracked(func() { d.giveBack(key, token) })
+		key, token, earlier := p.key, p.token, slices.Clone(p.earlier)
+		d.goTracked(func() { d.giveBack(key, token, earlier) })
 		d.mu.Unlock()
 	}
 }

@@ -108,7 +108,7 @@ func (d *Driver[T]) load(ctx context.Context, key string, localWait, remoteWait 
 		if err != nil {
 			if p != nil {
 				p.abandon()
-				d.giveBack(key, p.token)
+				d.giveBack(key, p.token, nil)
 			}
 			return nil, d.loadErr(ctx, err)
 		}
@@ -403,7 +403,7 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *acquir
 			derr = &CorruptRecordError{Key: key, Err: derr}
 		}
 		p.abandon()
-		d.giveBack(key, token) // without writing data (a trade mark stays)
+		d.giveBack(key, token, nil) // without writing data (a trade mark stays)
 		return nil, derr
 	}
 	return p, nil

@@ -281,10 +281,3 @@ func (p *Profile[T]) decodeMeta(uids, meta []byte) error {
 	}
 	return nil
 }
-
-// lockToken is the profile's lock token.
-func (p *Profile[T]) lockToken() string {
-	p.d.mu.Lock()
-	defer p.d.mu.Unlock()
-	return p.token
-}
