@@ -69,7 +69,6 @@ type LockedError struct {
 	Age      time.Duration // time since the holder last acquired or saved (Redis clock)
 	Presence bool          // the lock carries the presence flag (its holder beats presence)
 	Local    bool          // the holder is a session on this very Node
-	token    string        // the holder's lock token (never shown: it is a capability)
 }
 
 // Error implements error.

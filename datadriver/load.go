@@ -213,7 +213,12 @@ func (d *Driver[T]) adopt(ctx context.Context, p *Profile[T]) (bool, error) {
 		return false, err
 	}
 	d.mu.Lock()
+	// The lock may still carry any token of adoptions that never landed; keep
+	// the last few (each failed rejoin adds one).
 	p.earlier = append(p.earlier, p.token)
+	if len(p.earlier) > maxEarlierTokens {
+		p.earlier = p.earlier[len(p.earlier)-maxEarlierTokens:]
+	}
 	p.token = token
 	clear(p.requesters) // the release request is dropped: requests naming the old lock are late now
 	d.mu.Unlock()
@@ -272,6 +277,10 @@ func (d *Driver[T]) heldElsewhere(ctx context.Context, p *Profile[T]) (string, b
 	return job, true
 }
 
+// maxEarlierTokens bounds the earlier tokens a profile keeps while its
+// adoptions have not landed.
+const maxEarlierTokens = 8
+
 // setState moves a profile that is not closed to s and wakes waiters.
 func (d *Driver[T]) setState(p *Profile[T], s pstate) {
 	d.mu.Lock()
@@ -305,7 +314,7 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 		case a != nil:
 			return d.newProfile(ctx, key, token, a)
 		}
-		lastLock = &LockedError{Key: key, Holder: l.job, Age: l.age, Presence: l.presence, token: l.token}
+		lastLock = &LockedError{Key: key, Holder: l.job, Age: l.age, Presence: l.presence}
 		if l.job == d.node.jobID && at.StealJob == "" && at.NotAliveToken == "" {
 			// Our own JobID, but no session of ours holds it: an earlier run of
 			// this server (a restarted process that kept its JobID) left it.
