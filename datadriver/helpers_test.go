@@ -1,7 +1,6 @@
 package datadriver_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"sync"
@@ -25,31 +24,13 @@ type server struct {
 	node   *datadriver.Node
 	rdb    redis.UniversalClient
 	faults *testsupport.FaultHook
-	logs   *syncBuffer
-}
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs   *testsupport.LogBuffer
 }
 
 // newServer starts a Node named job on r, closed at cleanup.
 func newServer(tb testing.TB, r *testsupport.Redis, job string, opts ...func(*datadriver.NodeConfig)) *server {
 	tb.Helper()
-	s := &server{rdb: r.Client(tb), faults: &testsupport.FaultHook{}, logs: &syncBuffer{}}
+	s := &server{rdb: r.Client(tb), faults: &testsupport.FaultHook{}, logs: &testsupport.LogBuffer{}}
 	s.rdb.AddHook(s.faults)
 	cfg := datadriver.NodeConfig{
 		JobID:     job,
@@ -183,4 +164,19 @@ func newPair(t *testing.T, opts ...func(*datadriver.NodeConfig)) *pair {
 	p.a = newServer(t, p.r, "server-a", append([]func(*datadriver.NodeConfig){fast, withNATS(t, p.n)}, opts...)...)
 	p.b = newServer(t, p.r, "server-b", append([]func(*datadriver.NodeConfig){fast, withNATS(t, p.n)}, opts...)...)
 	return p
+}
+
+// joinAsync starts a Join of key on d; the channel gets the profile (nil on
+// error, which is reported).
+func joinAsync(t *testing.T, ctx context.Context, d *datadriver.Driver[player], key string) <-chan *datadriver.Profile[player] {
+	t.Helper()
+	joined := make(chan *datadriver.Profile[player], 1)
+	go func() {
+		p, err := d.Join(ctx, key)
+		if err != nil {
+			t.Errorf("join %s: %v", key, err)
+		}
+		joined <- p
+	}()
+	return joined
 }

@@ -63,14 +63,7 @@ func TestSameServerRejoinWaitsForLeaveSave(t *testing.T) {
 	go func() { released <- p.Release(ctx) }()
 	<-inSave
 
-	joined := make(chan *datadriver.Profile[player], 1)
-	go func() {
-		q, err := d.Join(ctx, "user:10")
-		if err != nil {
-			t.Errorf("rejoin: %v", err)
-		}
-		joined <- q
-	}()
+	joined := joinAsync(t, ctx, d, "user:10")
 	select {
 	case <-joined:
 		t.Fatal("the rejoin loaded while the leave save was still running")

@@ -439,14 +439,7 @@ func TestTradeRejoinElsewhereMidTrade(t *testing.T) {
 	traded := make(chan error, 1)
 	go func() { traded <- datadriver.Trade(ctx, sellSword(s, u), s, u) }()
 	<-inCommit
-	joined := make(chan *datadriver.Profile[player], 1)
-	go func() {
-		p, err := db.Join(ctx, "m-buyer")
-		if err != nil {
-			t.Errorf("B's join: %v", err)
-		}
-		joined <- p
-	}()
+	joined := joinAsync(t, ctx, db, "m-buyer")
 	time.Sleep(100 * time.Millisecond) // B asks A; A's release waits for the trade
 	proceed()
 	if err := <-traded; err != nil {
