@@ -192,7 +192,7 @@ type Config[T any] struct {
 // withDefaults returns c with zero fields set to their defaults, or an error
 // wrapping ErrInvalidConfig.
 func (c Config[T]) withDefaults() (Config[T], error) {
-	if err := validName(c.Name); err != nil {
+	if err := ValidName(c.Name); err != nil {
 		return c, err
 	}
 	for _, d := range []struct {
@@ -233,9 +233,11 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 	return c, nil
 }
 
-// validName checks a driver name: it appears in Redis keys and in handoff
-// messages.
-func validName(name string) error {
+// ValidName reports whether name can name a driver (it appears in Redis keys
+// and handoff messages): an error wrapping ErrInvalidConfig when it is empty,
+// longer than 128 bytes, not UTF-8, or has control characters or braces (they
+// delimit the record's hash tag).
+func ValidName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%w: Name is required", ErrInvalidConfig)
@@ -245,8 +247,11 @@ func validName(name string) error {
 		return fmt.Errorf("%w: Name is not valid UTF-8", ErrInvalidConfig)
 	}
 	for _, r := range name {
-		if unicode.IsControl(r) || r == '{' || r == '}' {
-			return fmt.Errorf("%w: Name %q contains %U", ErrInvalidConfig, name, r)
+		switch {
+		case r == '{' || r == '}':
+			return fmt.Errorf("%w: Name %q contains a brace", ErrInvalidConfig, name)
+		case unicode.IsControl(r):
+			return fmt.Errorf("%w: Name %q contains control character %U", ErrInvalidConfig, name, r)
 		}
 	}
 	return nil

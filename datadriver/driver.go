@@ -76,7 +76,7 @@ func (d *Driver[T]) Node() *Node { return d.node }
 
 // recordKey is the Redis key of key's record.
 func (d *Driver[T]) recordKey(key string) string {
-	return recordKey(d.node.ns, d.cfg.Name, key)
+	return RecordKey(d.node.ns, d.cfg.Name, key)
 }
 
 // notify wakes every load waiting on key. d.mu must be held.

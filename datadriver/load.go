@@ -55,7 +55,7 @@ func (d *Driver[T]) loadWait(opts LoadOptions) time.Duration {
 // load is the whole load: the same-server wait (and adoption), then the
 // acquire, waiting on another server's lock up to remoteWait.
 func (d *Driver[T]) load(ctx context.Context, key string, localWait, remoteWait time.Duration) (*Profile[T], error) {
-	if err := validKey(key); err != nil {
+	if err := ValidKey(key); err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -422,12 +422,7 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *acquir
 func (p *Profile[T]) abandon() {
 	p.d.mu.Lock()
 	defer p.d.mu.Unlock()
-	if p.state != stateClosed {
-		p.state = stateClosed
-		p.err = ErrClosed
-		p.cancel()
-		close(p.done)
-	}
+	p.finishLocked(ErrClosed)
 }
 
 // presenceFlag reports whether this driver's locks carry presence=1: the

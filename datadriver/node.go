@@ -207,8 +207,8 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	clean := errors.Join(errs...) == nil
-	n.mu.Lock() // no background write starts after this (markSettled checks closed)
-	n.mu.Unlock()
+	// No background write starts now (markSettled checks closed): wait for
+	// those under way.
 	done := make(chan struct{})
 	go func() { n.wg.Wait(); close(done) }()
 	select {

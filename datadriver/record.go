@@ -16,11 +16,11 @@ const recordFormat = 1
 // whose size is limited.
 const MaxKeyBytes = 512
 
-// recordKey is the Redis hash of one profile: "<ns>:{<driver>:<key>}". Its
-// past versions live in the same hash; the hash tag keeps keys that belong
-// to one profile (its trade journal entries name it) in one Redis Cluster
-// slot.
-func recordKey(ns, driver, key string) string {
+// RecordKey is the Redis hash of one profile: "<namespace>:{<driver>:<key>}"
+// ("{<driver>:<key>}" without a namespace). Its past versions live in the same
+// hash; the hash tag keeps it in one Redis Cluster slot. Operator tools use it
+// to read a record.
+func RecordKey(ns, driver, key string) string {
 	k := "{" + driver + ":" + key + "}"
 	if ns == "" {
 		return k
@@ -28,12 +28,13 @@ func recordKey(ns, driver, key string) string {
 	return ns + ":" + k
 }
 
-// validKey refuses keys that are empty, too long, not UTF-8 or that contain
+// ValidKey reports whether key can name a profile: an error wrapping
+// ErrInvalidKey when it is empty, longer than MaxKeyBytes, not UTF-8 or has
 // control characters.
-func validKey(key string) error {
+func ValidKey(key string) error {
 	switch {
 	case key == "":
-		return fmt.Errorf("%w: empty", ErrInvalidKey)
+		return fmt.Errorf("%w: the key is empty", ErrInvalidKey)
 	case len(key) > MaxKeyBytes:
 		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidKey, len(key), MaxKeyBytes)
 	case !utf8.ValidString(key):

@@ -275,7 +275,7 @@ func (r *tradeRun) commit(ctx context.Context) error {
 	}
 	var se *transactions.StateError
 	if errors.As(err, &se) { // a recovery aborted it first
-		r.abort(ctx, allTrue(len(r.parties)))
+		r.clearMarks(ctx, allTrue(len(r.parties)))
 		return fmt.Errorf("trade %s: %w: %w", r.id, ErrTradeAborted, se)
 	}
 	sctx, cancel = node.clock.WithTimeout(context.WithoutCancel(ctx), node.cfg.SaveTimeout)
@@ -283,7 +283,7 @@ func (r *tradeRun) commit(ctx context.Context) error {
 	cancel()
 	switch {
 	case aerr == nil:
-		r.abort(ctx, allTrue(len(r.parties)))
+		r.clearMarks(ctx, allTrue(len(r.parties)))
 		return fmt.Errorf("trade %s: %w: commit: %w", r.id, ErrTradeAborted, err)
 	case errors.As(aerr, &se) && se.State == transactions.Committed:
 		r.setOutcome(outcomeCommitted) // the commit landed; its answer was lost
@@ -313,6 +313,16 @@ func (r *tradeRun) abort(ctx context.Context, marked []bool) {
 		// coordinator, which will not; the marks are cleared all the same.
 		node.log.Warn("trade abort: journal not updated", "trade", r.id, "err", err)
 	}
+	r.clearMarks(ctx, marked)
+}
+
+// clearMarks drops the marks of an aborted trade (the journal already says
+// so, or never will say otherwise); a mark that cannot be cleared now is
+// cleared by its profile's next save.
+func (r *tradeRun) clearMarks(ctx context.Context, marked []bool) {
+	node := r.parties[0].tradeNode()
+	sctx, cancel := node.clock.WithTimeout(context.WithoutCancel(ctx), node.cfg.SaveTimeout)
+	defer cancel()
 	r.setOutcome(outcomeAborted)
 	var calls []rscript.Call
 	var who []party

@@ -19,7 +19,7 @@ type Version struct {
 // Versions lists the kept versions of key, newest first: the current data
 // and up to History past versions. A key never saved has none.
 func (d *Driver[T]) Versions(ctx context.Context, key string) ([]Version, error) {
-	if err := validKey(key); err != nil {
+	if err := ValidKey(key); err != nil {
 		return nil, fmt.Errorf("versions: %w", err)
 	}
 	v, err := d.node.scripts.versions.Run(ctx, d.node.rdb, []string{d.recordKey(key)}, d.cfg.History).Result()

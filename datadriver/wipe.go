@@ -11,7 +11,7 @@ import (
 // on another server ends at its next save, which finds the lock gone and
 // cannot write the record back.
 func (d *Driver[T]) Wipe(ctx context.Context, key string) error {
-	if err := validKey(key); err != nil {
+	if err := ValidKey(key); err != nil {
 		return fmt.Errorf("wipe: %w", err)
 	}
 	rk := d.recordKey(key)

@@ -446,7 +446,7 @@ func (s *sim) onDeliver(to string, m messaging.Message) {
 	s.delivered[to][recordKey(m.Key)+"\x00"+m.Token] = true
 }
 
-func recordKey(key string) string { return "sim:{" + driverName + ":" + key + "}" }
+func recordKey(key string) string { return datadriver.RecordKey("sim", driverName, key) }
 
 // kicked checks invariant 6: a session is ended for another server only
 // after a request naming its lock reached this server.

@@ -598,7 +598,7 @@ type lockRecord struct {
 
 // readRecord reads the case's record straight from Redis.
 func (c *caseRun) readRecord(ctx context.Context) (lockRecord, error) {
-	v, err := c.env.admin.HMGet(ctx, recordKey(c.env.namespace, demoDriver, c.def.key), "lock.job", "lock.token", "data").Result()
+	v, err := c.env.admin.HMGet(ctx, datadriver.RecordKey(c.env.namespace, demoDriver, c.def.key), "lock.job", "lock.token", "data").Result()
 	if err != nil {
 		return lockRecord{}, fmt.Errorf("read the record: %w", err)
 	}

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 )
 
 // Environment variables read when the matching flag is not given.
@@ -92,38 +89,6 @@ func (f *connFlags) fromEnv() {
 	if f.natsURL == "" {
 		f.natsURL = os.Getenv(envNATS)
 	}
-}
-
-// checkKey refuses what the library refuses as a profile key (and what could
-// not be printed safely): empty, over 512 bytes, not UTF-8, control
-// characters.
-func checkKey(what, s string) error {
-	switch {
-	case s == "":
-		return fmt.Errorf("%s is empty", what)
-	case len(s) > 512:
-		return fmt.Errorf("%s is %d bytes, more than 512", what, len(s))
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%s %q is not valid UTF-8", what, s)
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return fmt.Errorf("%s %q contains control character %U", what, s, r)
-		}
-	}
-	return nil
-}
-
-// checkDriver refuses a driver name the library would refuse: a key check
-// plus no braces (they delimit the record's hash tag).
-func checkDriver(name string) error {
-	if err := checkKey("driver name", name); err != nil {
-		return err
-	}
-	if strings.ContainsAny(name, "{}") {
-		return fmt.Errorf("driver name %q contains a brace", name)
-	}
-	return nil
 }
 
 // ms converts a duration to milliseconds, with two decimals kept.

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/transactions"
 	"github.com/redis/go-redis/v9"
@@ -110,10 +111,10 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return cmd.mistake(stderr, "one KEY only, got %d", len(pos))
 	}
 	key := pos[0]
-	if err := checkDriver(f.driver); err != nil {
+	if err := datadriver.ValidName(f.driver); err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
-	if err := checkKey("key", key); err != nil {
+	if err := datadriver.ValidKey(key); err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
 	rdb, pres, err := f.openReader(ctx, "inspect")
@@ -132,16 +133,6 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	printInspect(stdout, styleFor(stdout), rep)
 	return nil
-}
-
-// recordKey is the Redis key of a profile record, "<ns>:{<driver>:<key>}"
-// (the layout datadriver documents; it exports no helper for it).
-func recordKey(ns, driver, key string) string {
-	k := "{" + driver + ":" + key + "}"
-	if ns == "" {
-		return k
-	}
-	return ns + ":" + k
 }
 
 // prefix8 is the first 8 characters of a lock token: enough to tell two
@@ -218,7 +209,7 @@ var historyField = regexp.MustCompile(`^h([0-9]+)\.v$`)
 // inspectRecord reads the record of driver/key and what it points to (the
 // holder's presence, the trade journal).
 func inspectRecord(ctx context.Context, rdb *redis.Client, pres *presence.Presence, ns, driver, key string) (*inspectReport, error) {
-	rk := recordKey(ns, driver, key)
+	rk := datadriver.RecordKey(ns, driver, key)
 	rep := &inspectReport{Namespace: ns, Driver: driver, Key: key, RecordKey: rk, Versions: []versionReport{}}
 	names, err := rdb.HKeys(ctx, rk).Result()
 	if err != nil {

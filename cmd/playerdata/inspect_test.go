@@ -96,7 +96,7 @@ func newFixture(t *testing.T) fixture {
 
 func TestInspect(t *testing.T) {
 	f := newFixture(t)
-	token, err := f.rdb.HGet(context.Background(), recordKey(f.ns, "PlayerData", "user:42"), "lock.token").Result()
+	token, err := f.rdb.HGet(context.Background(), datadriver.RecordKey(f.ns, "PlayerData", "user:42"), "lock.token").Result()
 	if err != nil || len(token) < 8 {
 		t.Fatalf("lock token %q: %v", token, err)
 	}
@@ -147,7 +147,7 @@ func TestInspect(t *testing.T) {
 
 	t.Run("pending trade", func(t *testing.T) {
 		ctx := context.Background()
-		rk := recordKey(f.ns, "PlayerData", "user:43")
+		rk := datadriver.RecordKey(f.ns, "PlayerData", "user:43")
 		if err := f.rdb.HSet(ctx, rk, "epoch", 1, "ver", 0, "lock.job", "", "lock.token", "", "trade", "t-1").Err(); err != nil {
 			t.Fatal(err)
 		}
