@@ -606,3 +606,117 @@ func TestFenceAfterUnlandedAdoptionGivesTheLockBack(t *testing.T) {
 		return record(t, r, "PlayerData", "user:12")["lock.token"] == ""
 	})
 }
+
+// A request that reaches the holder while its load of the key is still in
+// flight is answered when the load settles: the new session, whose lock the
+// request names, is ended and handed over.
+func TestHandoffRequestDuringLoad(t *testing.T) {
+	pr := newPair(t)
+	a, b := pr.a, pr.b
+	var ka kicks
+	da := players(t, a, func(c *datadriver.Config[player]) { c.Kick = ka.kick })
+	db := players(t, b)
+	ctx := ctxT(t)
+	// A's acquire lands, but A's load does not settle until B's request has
+	// arrived.
+	inAcquire, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a.faults.SetAfter(func(_ context.Context, cmd redis.Cmder, err error) error {
+		if _, eight := testsupport.ScriptArg(cmd, 8); eight && err == nil {
+			if _, nine := testsupport.ScriptArg(cmd, 9); !nine {
+				once.Do(func() { close(inAcquire); <-proceed })
+			}
+		}
+		return nil
+	})
+	loaded := make(chan *datadriver.Profile[player], 1)
+	go func() {
+		p, err := da.Join(ctx, "user:13")
+		if err != nil {
+			t.Errorf("A's join: %v", err)
+		}
+		loaded <- p
+	}()
+	<-inAcquire
+	before := a.node.HandoffStats().RequestsReceived
+	joined := joinAsync(t, ctx, db, "user:13")
+	eventually(t, 5*time.Second, "B's request reaches A while A is loading", func() bool {
+		return a.node.HandoffStats().RequestsReceived > before
+	})
+	close(proceed)
+	pa, pb := <-loaded, <-joined
+	if pa == nil || pb == nil {
+		t.FailNow()
+	}
+	if ka.joined.Load() != 1 || !errors.Is(pa.Err(), datadriver.ErrReleased) {
+		t.Fatalf("A's new session: kicks %d, Err %v; want it ended for B", ka.joined.Load(), pa.Err())
+	}
+	if pb.Epoch() != 2 {
+		t.Fatalf("B's epoch %d, want 2", pb.Epoch())
+	}
+	if n := b.node.HandoffStats().RequestsSent; n != 1 {
+		t.Fatalf("B sent %d requests, want 1: the first is answered when A's load settles", n)
+	}
+}
+
+// One subscription and one presence beat per server, however many drivers.
+func TestHandoffOneSubscriptionPerServer(t *testing.T) {
+	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
+	nc := n.Connect(t)
+	s := newServer(t, r, "server-a", fast, func(c *datadriver.NodeConfig) { c.NATS = nc })
+	players(t, s)
+	for _, name := range []string{"Inventory", "Quests", "Settings"} {
+		if _, err := datadriver.NewDriver(s.node, datadriver.Config[player]{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := nc.NumSubscriptions(); got != 1 {
+		t.Fatalf("%d NATS subscriptions for four drivers, want 1", got)
+	}
+	c := r.Client(t)
+	eventually(t, 5*time.Second, "server-a beats", func() bool {
+		ok, _ := c.HExists(context.Background(), r.Namespace+":CKPresence", "server-a").Result()
+		return ok
+	})
+	counter := &testsupport.CommandCounter{}
+	s.rdb.AddHook(counter)
+	time.Sleep(500 * time.Millisecond) // five beats
+	if n := counter.RoundTrips(); n < 3 || n > 7 {
+		t.Fatalf("%d presence writes in five beats with four drivers, want one per beat (%v)", n, counter.Commands())
+	}
+}
+
+// Without a JobID (or with DisableHandoff) a Node writes no presence flag,
+// beats nothing and subscribes to nothing.
+func TestHandoffOff(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  func(*datadriver.NodeConfig)
+	}{
+		{"no JobID", func(c *datadriver.NodeConfig) { c.JobID = "" }},
+		{"DisableHandoff", func(c *datadriver.NodeConfig) { c.DisableHandoff = true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
+			nc := n.Connect(t)
+			s := newServer(t, r, "server-a", fast, func(c *datadriver.NodeConfig) { c.NATS = nc }, tc.cfg)
+			d := players(t, s)
+			if s.node.HandoffActive() {
+				t.Fatal("handoff is on")
+			}
+			if _, err := d.Join(ctxT(t), "user:14"); err != nil {
+				t.Fatal(err)
+			}
+			if rec := record(t, r, "PlayerData", "user:14"); rec["lock.presence"] != "0" {
+				t.Fatalf("lock.presence = %q, want 0", rec["lock.presence"])
+			}
+			if nc.NumSubscriptions() != 0 {
+				t.Fatalf("%d subscriptions", nc.NumSubscriptions())
+			}
+			time.Sleep(200 * time.Millisecond) // two beats' worth
+			if n, _ := r.Client(t).Exists(context.Background(), r.Namespace+":CKPresence").Result(); n != 0 {
+				t.Fatal("a Node with handoff off beat presence")
+			}
+		})
+	}
+}

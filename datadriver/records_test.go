@@ -291,3 +291,66 @@ func TestOneRoundTripPerOperation(t *testing.T) {
 		}
 	}
 }
+
+// Profiles loaded together do not save together: each has its own phase.
+func TestAutosaveSpread(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a")
+	period := time.Second
+	d := players(t, a, func(c *datadriver.Config[player]) { c.Autosave = period })
+	var mu sync.Mutex
+	first := map[string]time.Time{}
+	a.faults.SetAfter(func(_ context.Context, cmd redis.Cmder, err error) error {
+		if isWrite(cmd, "save") && err == nil {
+			mu.Lock()
+			if _, ok := first[writeKey(cmd)]; !ok {
+				first[writeKey(cmd)] = time.Now()
+			}
+			mu.Unlock()
+		}
+		return nil
+	})
+	ctx := ctxT(t)
+	start := time.Now()
+	for i := range 20 {
+		if _, err := d.Join(ctx, fmt.Sprintf("spread-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 5*time.Second, "every profile autosaves once", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(first) == 20
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	var lo, hi time.Duration = period, 0
+	for _, at := range first {
+		lo, hi = min(lo, at.Sub(start)), max(hi, at.Sub(start))
+	}
+	if hi-lo < period/2 {
+		t.Fatalf("the first autosaves of 20 profiles loaded together fall within %s of each other, want them spread over the %s period", hi-lo, period)
+	}
+}
+
+// RestoreAt takes the key's lock with Load's waits: without a wait a key
+// held elsewhere answers ErrLocked and nothing is restored.
+func TestRestoreAtWaitsLikeLoad(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a, b := newServer(t, r, "server-a"), newServer(t, r, "server-b")
+	da, db := players(t, a), players(t, b)
+	ctx := ctxT(t)
+	p, err := da.Join(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Update(func(d *player) { d.Coins = 1 })
+	_ = p.Save(ctx)
+	before := record(t, r, "PlayerData", "r1")
+	if _, err := db.RestoreAt(ctx, "r1", time.Now(), datadriver.LoadOptions{}); !errors.Is(err, datadriver.ErrLocked) {
+		t.Fatalf("RestoreAt of a key held elsewhere = %v, want ErrLocked", err)
+	}
+	if after := record(t, r, "PlayerData", "r1"); after["ver"] != before["ver"] || after["lock.token"] != before["lock.token"] {
+		t.Fatal("a refused RestoreAt changed the record")
+	}
+}

@@ -3,12 +3,14 @@ package datadriver_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/testsupport"
+	"github.com/redis/go-redis/v9"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -312,5 +314,93 @@ func TestDuplicateDriver(t *testing.T) {
 	_, err := datadriver.NewDriver(a.node, datadriver.Config[player]{Name: "PlayerData"})
 	if !errors.Is(err, datadriver.ErrDuplicateDriver) {
 		t.Fatalf("second driver with the same name: %v, want ErrDuplicateDriver", err)
+	}
+}
+
+func TestCloseStopsEveryGoroutine(t *testing.T) {
+	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
+	rdb, nc := r.Client(t), n.Connect(t)
+	ctx := ctxT(t)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Count after the test's own connections are up, so only the Node's own
+	// goroutines are measured.
+	before := runtime.NumGoroutine()
+	node, err := datadriver.NewNode(ctx, datadriver.NodeConfig{
+		JobID: "server-a", Redis: rdb, NATS: nc, Namespace: r.Namespace,
+		Beat: 50 * time.Millisecond, PresenceTTL: 300 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := datadriver.NewDriver(node, datadriver.Config[player]{Name: "PlayerData", Autosave: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"g1", "g2", "g3"} {
+		if _, err := d.Join(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // beats and autosaves run
+	if err := node.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Close has returned: what is left is at most the connection pool's own
+	// goroutines settling; nothing may keep running.
+	eventually(t, 5*time.Second, "the Node's goroutines end with Close", func() bool {
+		return runtime.NumGoroutine() <= before
+	})
+}
+
+func TestJoinAndLoadWaits(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a", func(c *datadriver.NodeConfig) { c.SaveTimeout = time.Minute })
+	d := players(t, a, func(c *datadriver.Config[player]) {
+		c.LockWait = 10 * time.Second
+		c.LocalHandoff = 300 * time.Millisecond
+	})
+	ctx := ctxT(t)
+	p, err := d.Join(ctx, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The leave save stalls: a same-server load waits for it, up to its bound.
+	inSave, proceed := holdFirst(a, func(cmd redis.Cmder) bool { return isWrite(cmd, "release") })
+	defer proceed()
+	go func() { _ = p.Release(ctx) }()
+	<-inSave
+	for _, tc := range []struct {
+		name string
+		load func() error
+		min  time.Duration
+		max  time.Duration
+	}{
+		{"Join waits LocalHandoff, not LockWait", func() error { _, err := d.Join(ctx, "w1"); return err }, 300 * time.Millisecond, 5 * time.Second},
+		{"Load waits LocalHandoff when HandoffWait is unset", func() error {
+			_, err := d.Load(ctx, "w1", datadriver.LoadOptions{})
+			return err
+		}, 300 * time.Millisecond, 5 * time.Second},
+		{"Load waits HandoffWait", func() error {
+			_, err := d.Load(ctx, "w1", datadriver.LoadOptions{HandoffWait: 600 * time.Millisecond})
+			return err
+		}, 600 * time.Millisecond, 5 * time.Second},
+		{"Load with a negative HandoffWait does not wait", func() error {
+			_, err := d.Load(ctx, "w1", datadriver.LoadOptions{HandoffWait: -1})
+			return err
+		}, 0, 200 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			err := tc.load()
+			took := time.Since(start)
+			if !errors.Is(err, datadriver.ErrLocked) {
+				t.Fatalf("load = %v, want a contention error", err)
+			}
+			if took < tc.min || took > tc.max {
+				t.Fatalf("gave up after %s, want between %s and %s", took, tc.min, tc.max)
+			}
+		})
 	}
 }

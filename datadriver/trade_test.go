@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/rscript"
 	"github.com/ckernel/playerdata/testsupport"
+	"github.com/ckernel/playerdata/transactions"
 	"github.com/redis/go-redis/v9"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -553,5 +556,85 @@ func TestTradeOutcomeUnknown(t *testing.T) {
 	}
 	if err := s.Update(func(d *player) { d.Coins++ }); err != nil {
 		t.Fatalf("Update after resolution: %v", err)
+	}
+}
+
+// A load that finds a trade mark resolves it from the journal before the
+// profile is handed out, for every state the journal can be in.
+func TestTradeRecoveryByJournalState(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a")
+	d := players(t, a)
+	ctx := ctxT(t)
+	c := r.Client(t)
+	j := transactions.New(c, r.Namespace, time.Hour)
+	image, _ := msgpack.Marshal(player{Coins: 999, Items: map[string]int{"traded": 1}})
+	for _, tc := range []struct {
+		name      string
+		journal   func(id string) // sets the journal up
+		wantCoins int
+		wantState transactions.State
+	}{
+		{"no journal entry: aborted with a tombstone", func(string) {}, 5, transactions.Aborted},
+		{"PREPARED: aborted by CAS", func(id string) { beginJournal(t, r, j, id, image) }, 5, transactions.Aborted},
+		{"ABORTED: the mark is cleared", func(id string) {
+			beginJournal(t, r, j, id, image)
+			if err := j.Abort(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}, 5, transactions.Aborted},
+		{"COMMITTED: the image is written", func(id string) {
+			beginJournal(t, r, j, id, image)
+			if err := j.Commit(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}, 999, transactions.Committed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "rec-" + strings.Fields(tc.name)[0]
+			p, err := d.Join(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = p.Update(func(d *player) { d.Coins = 5 })
+			if err := p.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			id := "trade-" + key
+			tc.journal(id)
+			// The coordinator crashed after marking the record.
+			if err := c.HSet(ctx, datadriver.RecordKey(r.Namespace, "PlayerData", key), "trade", id).Err(); err != nil {
+				t.Fatal(err)
+			}
+			q, err := d.Join(ctx, key)
+			if err != nil {
+				t.Fatalf("load of a marked record: %v", err)
+			}
+			if coins(q) != tc.wantCoins {
+				t.Fatalf("coins %d, want %d", coins(q), tc.wantCoins)
+			}
+			if rec := record(t, r, "PlayerData", key); rec["trade"] != "" {
+				t.Fatalf("the mark stayed: %q", rec["trade"])
+			}
+			e, err := j.Read(ctx, id)
+			if err != nil || e.State != tc.wantState {
+				t.Fatalf("journal %+v, %v; want %s", e, err, tc.wantState)
+			}
+		})
+	}
+}
+
+// beginJournal opens trade id as PREPARED with one participant, key
+// "rec-..." of PlayerData.
+func beginJournal(tb testing.TB, r *testsupport.Redis, j *transactions.Journal, id string, image []byte) {
+	tb.Helper()
+	key := strings.TrimPrefix(id, "trade-")
+	call, err := j.BeginCall(id, "server-gone", []transactions.Participant{{Driver: "PlayerData", Key: key, Image: image}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	vals, errs := rscript.Run(context.Background(), r.Client(tb), []rscript.Call{call})
+	if err := transactions.Begun(id, vals[0], errs[0]); err != nil {
+		tb.Fatal(err)
 	}
 }
