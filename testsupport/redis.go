@@ -67,8 +67,9 @@ type Redis struct {
 
 	url     string // KindEnv: REDIS_URL
 	binary  string // KindRedisServer: path of redis-server
-	dir     string // KindRedisServer: working directory, holds the log
+	dir     string // KindRedisServer: working directory, holds the log (and the AOF)
 	logPath string // KindRedisServer: the servers' stdout and stderr
+	aof     bool   // KindRedisServer: AOF on, fsync on every write (StartOwnRedisAOF)
 
 	mu       sync.Mutex
 	proc     *redisProc // KindRedisServer: the running server; nil when stopped
@@ -106,6 +107,24 @@ func StartOwnRedis(tb testing.TB) *Redis {
 	return startRedis(tb, redisConfig{binary: lookRedisServer()})
 }
 
+// StartOwnRedisAOF gives a test a private redis-server that persists every
+// write before answering it: AOF on with appendfsync always (and no RDB
+// snapshots), its data directory in tb.TempDir(). Unlike the other Redis
+// kinds its data survives: [Redis.Stop] (kill -9) then [Redis.Start], or
+// [Redis.Restart], or [Redis.Shutdown] (graceful) then Start, bring back a
+// server on the same address with every write it acknowledged. It skips the
+// test when redis-server is not on PATH (miniredis cannot persist).
+func StartOwnRedisAOF(tb testing.TB) *Redis {
+	tb.Helper()
+	bin := lookRedisServer()
+	if bin == "" {
+		tb.Skip("testsupport: redis-server is not on PATH; a persistent Redis needs it")
+	}
+	r := &Redis{Namespace: newNamespace(tb), aof: true}
+	r.startSpawned(tb, bin, tb.TempDir())
+	return r
+}
+
 // lookRedisServer returns the path of redis-server on PATH, or "".
 func lookRedisServer() string {
 	path, err := exec.LookPath("redis-server")
@@ -122,7 +141,7 @@ func startRedis(tb testing.TB, cfg redisConfig) *Redis {
 	case cfg.url != "":
 		r.startEnv(tb, cfg.url)
 	case cfg.binary != "":
-		r.startSpawned(tb, cfg.binary)
+		r.startSpawned(tb, cfg.binary, tb.TempDir())
 	default:
 		tb.Log("testsupport: redis-server is not on PATH; using miniredis")
 		r.startMini(tb)
@@ -173,7 +192,8 @@ func (r *Redis) Key(parts ...string) string {
 
 // Restart crashes the server and starts an empty one on the same address, as
 // a crash and restart without persistence would: the data and the script cache
-// are gone and a redis-server has a new run_id. Existing clients reconnect by
+// are gone and a redis-server has a new run_id. A server from
+// [StartOwnRedisAOF] is killed (-9) and comes back with its data. Existing clients reconnect by
 // themselves; their first command may fail. It returns once the new server
 // answers. A stopped server is just started. On REDIS_URL it skips the test.
 //
@@ -191,7 +211,8 @@ func (r *Redis) Restart(tb testing.TB) {
 }
 
 // Stop makes the server unreachable until Start: a redis-server is killed
-// (SIGKILL) and reaped, a miniredis is closed. Commands fail with a
+// (SIGKILL) and reaped, a miniredis is closed. The data directory is kept, so
+// a server from [StartOwnRedisAOF] comes back with every acknowledged write. Commands fail with a
 // connection error meanwhile. Stopping a stopped server does nothing. On
 // REDIS_URL it skips the test.
 func (r *Redis) Stop(tb testing.TB) {
@@ -206,7 +227,8 @@ func (r *Redis) Stop(tb testing.TB) {
 
 // Start brings a stopped server back on the same address, empty (for
 // miniredis too, so that every kind behaves the same: Stop then Start is a
-// crash and restart with an outage in between). It returns once the server
+// crash and restart with an outage in between); a server from
+// [StartOwnRedisAOF] loads its AOF instead. It returns once the server
 // answers. Starting a running server does nothing. On REDIS_URL it skips the
 // test.
 //
@@ -315,12 +337,13 @@ func (p *redisProc) kill() {
 	<-p.done
 }
 
-func (r *Redis) startSpawned(tb testing.TB, binary string) {
+// startSpawned starts redis-server in dir on a free port. dir must be made
+// by tb.TempDir before this call registers its kill cleanup, so the process
+// dies before its directory is removed (cleanups run last-in first-out).
+func (r *Redis) startSpawned(tb testing.TB, binary, dir string) {
 	tb.Helper()
 	r.Kind, r.binary = KindRedisServer, binary
-	// TempDir before the kill cleanup, so the process dies before its
-	// directory is removed (cleanups run last-in first-out).
-	r.dir = tb.TempDir()
+	r.dir = dir
 	r.logPath = filepath.Join(r.dir, "redis-server.log")
 	tb.Cleanup(func() {
 		r.mu.Lock()
@@ -379,13 +402,17 @@ func (r *Redis) spawn(addr string) (*redisProc, error) {
 	}
 	defer logf.Close() // the child has its own copy
 	fmt.Fprintf(logf, "--- testsupport: %s starting redis-server on %s\n", time.Now().Format(time.RFC3339Nano), addr)
-	cmd := exec.Command(r.binary,
+	persist := []string{"--appendonly", "no"}
+	if r.aof {
+		persist = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	args := append([]string{
 		"--port", port,
 		"--bind", "127.0.0.1",
 		"--save", "",
-		"--appendonly", "no",
 		"--dir", r.dir,
-	)
+	}, persist...)
+	cmd := exec.Command(r.binary, args...)
 	cmd.Dir = r.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	dieWithParent(cmd)
@@ -594,4 +621,63 @@ func (r *Redis) RestartKeepData(tb testing.TB) {
 		// The dump has been loaded; a later crash restart must start empty.
 		_ = os.Remove(filepath.Join(r.dir, "dump.rdb"))
 	}
+}
+
+// Shutdown stops a spawned redis-server gracefully: SHUTDOWN, which for a
+// server from [StartOwnRedisAOF] flushes and fsyncs the AOF before the
+// process exits. It returns once the process is reaped; Start brings the
+// server back. Shutting down a stopped server does nothing. Other kinds skip
+// the test (miniredis has nothing to flush; REDIS_URL is not ours).
+func (r *Redis) Shutdown(tb testing.TB) {
+	tb.Helper()
+	if r.Kind != KindRedisServer {
+		tb.Skipf("testsupport: Shutdown needs a spawned redis-server, not %s", r.Kind)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.proc == nil {
+		return
+	}
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1, DisableIdentity: true})
+	_ = c.Shutdown(context.Background()).Err() // the connection drops as it exits
+	_ = c.Close()
+	select {
+	case <-r.proc.done:
+	case <-time.After(redisReadyWithin):
+		r.proc.kill()
+		r.proc = nil
+		tb.Fatal("testsupport: redis-server did not exit on SHUTDOWN")
+	}
+	r.proc = nil
+}
+
+// StartCopy starts a second redis-server on a free port over a copy of this
+// server's data directory, so that a test can read exactly what the server
+// had persisted when it stopped, while its own clients cannot reach (and
+// change) the copy. The server must be stopped (Stop or Shutdown); it may be
+// started again at once, the copy is independent. The copy has the same
+// Namespace and persistence and is killed when the test ends. Only for a
+// spawned redis-server; other kinds skip the test.
+func (r *Redis) StartCopy(tb testing.TB) *Redis {
+	tb.Helper()
+	if r.Kind != KindRedisServer {
+		tb.Skipf("testsupport: StartCopy needs a spawned redis-server, not %s", r.Kind)
+	}
+	dir := tb.TempDir()
+	r.mu.Lock()
+	running := r.proc != nil
+	var err error
+	if !running {
+		err = os.CopyFS(dir, os.DirFS(r.dir))
+	}
+	r.mu.Unlock()
+	if running {
+		tb.Fatal("testsupport: StartCopy of a running redis-server (Stop or Shutdown it first)")
+	}
+	if err != nil {
+		tb.Fatalf("testsupport: copy the data of redis-server %s: %v", r.Addr, err)
+	}
+	c := &Redis{Namespace: r.Namespace, aof: r.aof}
+	c.startSpawned(tb, r.binary, dir)
+	return c
 }

@@ -1,0 +1,83 @@
+package faulttest
+
+// Player is the profile the gameserver plays: a coin counter and who last
+// changed it. Every accepted Update adds one coin and stamps Writer and
+// Epoch, so a record's data names the session that wrote it.
+type Player struct {
+	Coins  int
+	Writer string // JobID of the server whose session last changed the data
+	Epoch  int64  // lock epoch of that session
+}
+
+// The kinds of Event a gameserver prints (Event.Ev).
+const (
+	// EvReady: the Node runs (presence beating); Job is set.
+	EvReady = "ready"
+	// EvJoinStart: Join was called for Key (after the concurrency slot).
+	EvJoinStart = "join_start"
+	// EvJoined: Join returned a profile: Epoch, Coins loaded, JoinNS, and
+	// LockAtMS, the record's lock.at read right after (the acquire's Redis
+	// time; 0 when the read failed or found another lock).
+	EvJoined = "joined"
+	// EvJoinFailed: Join returned Err.
+	EvJoinFailed = "join_failed"
+	// EvUpdate: one accepted Update (only with -log-updates): Sent before the
+	// call, T after it, Coins after it.
+	EvUpdate = "update"
+	// EvSaved: Save returned nil: Coins is exactly the value it wrote, Sent
+	// when Save was called.
+	EvSaved = "saved"
+	// EvSaveFailed: Save returned Err; Sent when it was called.
+	EvSaveFailed = "save_failed"
+	// EvEnded: the profile's Done channel closed (T is when it was seen),
+	// with Err (Profile.Err) and the session's last accepted Update so far.
+	EvEnded = "ended"
+	// EvRefused: an Update was refused with Err (Sent when it was called);
+	// the session's loop stops. Carries the last accepted Update.
+	EvRefused = "refused"
+	// EvOnRelease: the profile's leave cleanup runs (a release or a handoff
+	// to another server has begun).
+	EvOnRelease = "on_release"
+	// EvDump: every key's state (Keys), on stdin "dump" or SIGUSR1.
+	EvDump = "dump"
+	// EvClosed: Node.Close returned Err on SIGTERM; the process exits next.
+	EvClosed = "closed"
+)
+
+// Event is one JSON line a gameserver prints on stdout. Times are Unix
+// nanoseconds of the wall clock, which every process on the machine shares.
+type Event struct {
+	T   int64  `json:"t"`
+	Ev  string `json:"ev"`
+	Job string `json:"job"`
+	Key string `json:"key,omitempty"`
+	Err string `json:"err,omitempty"`
+
+	Epoch    int64 `json:"epoch,omitempty"`
+	Coins    int   `json:"coins,omitempty"`
+	Sent     int64 `json:"sent,omitempty"`
+	JoinNS   int64 `json:"join_ns,omitempty"`
+	LockAtMS int64 `json:"lock_at_ms,omitempty"`
+
+	// The last accepted Update of the session (EvEnded, EvRefused): when the
+	// call began and returned, and how many the session accepted.
+	LastBefore int64 `json:"last_before,omitempty"`
+	LastAfter  int64 `json:"last_after,omitempty"`
+	Updates    int64 `json:"updates,omitempty"`
+
+	Keys []KeyState `json:"keys,omitempty"`
+}
+
+// KeyState is one key in an EvDump.
+type KeyState struct {
+	Key      string `json:"key"`
+	Live     bool   `json:"live"`     // a session of the key is playing
+	Sessions int    `json:"sessions"` // sessions joined so far
+	Epoch    int64  `json:"epoch"`    // of the last session
+	Coins    int    `json:"coins"`    // after the last accepted Update
+	// The last accepted Update of any session of the key (before and after
+	// the call), and the count over all sessions.
+	LastBefore int64 `json:"last_before"`
+	LastAfter  int64 `json:"last_after"`
+	Updates    int64 `json:"updates"`
+}
