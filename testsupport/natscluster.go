@@ -56,10 +56,10 @@ type NATSCluster struct {
 
 // natsNode is one nats-server of a NATSCluster.
 type natsNode struct {
-	index   int
-	name    string // server_name, unique to this test
-	dir     string
-	logPath string
+	index                    int
+	name                     string // server_name, unique to this test
+	dir                      string
+	logPath                  string
 	client, cluster, monitor int // ports
 
 	mu   sync.Mutex

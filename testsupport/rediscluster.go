@@ -155,16 +155,8 @@ func (c *RedisCluster) waitReady(ctx context.Context, tb testing.TB) error {
 		clients[i] = n.dial()
 		defer clients[i].Close()
 	}
-	for {
-		err := c.checkNodes(ctx, clients)
-		if err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(redisPoll):
-		}
+	if err := pollUntil(ctx, func() error { return c.checkNodes(ctx, clients) }); err != nil {
+		return err
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
 	defer cc.Close()
