@@ -1,0 +1,601 @@
+package datacodec
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
+)
+
+// Decoding reads s.r into a zero value, following the plan, with the
+// default value for the same place (tmpl, invalid where there is none):
+//
+//   - a struct field the record lacks takes a deep copy of its default;
+//   - a stored map or slice replaces the default whole, but a stored nil
+//     where the default is non-nil becomes empty;
+//   - a map entry is decoded over the default map's entry of the same key,
+//     if there is one; slice elements have no default;
+//   - everything else stored wins.
+//
+// What the plan does not know is kept, as canonical msgpack bytes, in a
+// node tree that mirrors the value (see unknown.go).
+
+// maxDepth bounds nesting, so that a corrupt record (or a pointer cycle on
+// the way out) fails instead of exhausting the stack.
+const maxDepth = 1000
+
+// sliceAllocLimit bounds what a stored length may make Decode allocate
+// ahead; longer slices grow as their elements are actually read.
+const sliceAllocLimit = 1 << 20
+
+var errTooDeep = fmt.Errorf("%w: nested deeper than %d", ErrMalformed, maxDepth)
+
+func (s *state) decode(p *plan, dst, tmpl reflect.Value) (*node, error) {
+	c, err := s.r.code()
+	if err != nil {
+		return nil, err
+	}
+	switch p.kind {
+	case kBool:
+		switch c {
+		case msgpcode.Nil, msgpcode.False:
+			dst.SetBool(false)
+		case msgpcode.True:
+			dst.SetBool(true)
+		default:
+			return nil, mismatch(c, "bool")
+		}
+	case kInt, kInt8, kInt16, kInt32, kInt64:
+		u, neg, err := s.r.integer(c, p.typ.String())
+		if err != nil {
+			return nil, err
+		}
+		n := int64(u)
+		if !neg && u > math.MaxInt64 || p.bits < 64 && (n < -1<<(p.bits-1) || n > 1<<(p.bits-1)-1) {
+			return nil, overflow(u, neg, p)
+		}
+		dst.SetInt(n)
+	case kUint, kUint8, kUint16, kUint32, kUint64:
+		u, neg, err := s.r.integer(c, p.typ.String())
+		if err != nil {
+			return nil, err
+		}
+		if neg || p.bits < 64 && u >= 1<<p.bits {
+			return nil, overflow(u, neg, p)
+		}
+		dst.SetUint(u)
+	case kFloat32, kFloat64:
+		f, err := s.r.float(c, p.typ.String())
+		if err != nil {
+			return nil, err
+		}
+		dst.SetFloat(f)
+	case kString:
+		b, _, err := s.r.str(c, p.typ.String())
+		if err != nil {
+			return nil, err
+		}
+		dst.SetString(string(b))
+	case kBytes:
+		b, isNil, err := s.r.str(c, p.typ.String())
+		if err != nil {
+			return nil, err
+		}
+		if isNil {
+			setEmpty(dst, tmpl)
+			break
+		}
+		dst.SetBytes(bytes.Clone(b))
+	case kByteArray:
+		b, _, err := s.r.str(c, p.typ.String())
+		if err != nil {
+			return nil, err
+		}
+		if len(b) > dst.Len() {
+			return nil, fmt.Errorf("%w: %d bytes into %s", ErrTypeMismatch, len(b), p.typ)
+		}
+		for i, x := range b {
+			dst.Index(i).SetUint(uint64(x))
+		}
+	case kIface, kCustom:
+		s.r.off--
+		return nil, s.delegate(dst)
+	default:
+		if s.depth++; s.depth > maxDepth {
+			return nil, errTooDeep
+		}
+		un, err := s.decodeContainer(p, c, dst, tmpl)
+		s.depth--
+		return un, err
+	}
+	return nil, nil
+}
+
+func overflow(u uint64, neg bool, p *plan) error {
+	if neg {
+		return fmt.Errorf("%w: %d overflows %s", ErrTypeMismatch, int64(u), p.typ)
+	}
+	return fmt.Errorf("%w: %d overflows %s", ErrTypeMismatch, u, p.typ)
+}
+
+func (s *state) decodeContainer(p *plan, c byte, dst, tmpl reflect.Value) (*node, error) {
+	switch p.kind {
+	case kStruct:
+		return s.decodeStruct(p, c, dst, tmpl)
+	case kMap:
+		return s.decodeMap(p, c, dst, tmpl)
+	case kSlice:
+		return s.decodeSlice(p, c, dst, tmpl)
+	case kArray:
+		return s.decodeArray(p, c, dst, tmpl)
+	}
+	// kPtr: a stored nil is nil; anything else is decoded over the
+	// default's pointee.
+	if c == msgpcode.Nil {
+		dst.SetZero()
+		return nil, nil
+	}
+	s.r.off--
+	nv := reflect.New(p.elem.typ)
+	var et reflect.Value
+	if tmpl.IsValid() && !tmpl.IsNil() {
+		et = tmpl.Elem()
+	}
+	un, err := s.decode(p.elem, nv.Elem(), et)
+	dst.Set(nv)
+	return un, err
+}
+
+// setEmpty is a stored nil map or slice: empty where the default is not nil.
+func setEmpty(dst, tmpl reflect.Value) {
+	switch {
+	case !tmpl.IsValid() || tmpl.IsNil():
+		dst.SetZero()
+	case dst.Kind() == reflect.Map:
+		dst.Set(reflect.MakeMap(dst.Type()))
+	default:
+		dst.Set(reflect.MakeSlice(dst.Type(), 0, 0))
+	}
+}
+
+func (s *state) decodeStruct(p *plan, c byte, dst, tmpl reflect.Value) (*node, error) {
+	if c == msgpcode.Nil { // as if absent
+		if tmpl.IsValid() {
+			return nil, s.clone(p, dst, tmpl)
+		}
+		dst.SetZero()
+		return nil, nil
+	}
+	n, err := s.r.mapLen(c)
+	if err != nil {
+		return nil, err
+	}
+	var seenBuf [2]uint64
+	seen := seenBuf[:]
+	if len(p.fields) > 128 {
+		seen = make([]uint64, (len(p.fields)+63)/64)
+	}
+	var un *node
+	for range n {
+		kstart := s.r.off
+		idx := -1
+		kc, err := s.r.code()
+		if err != nil {
+			return nil, err
+		}
+		if isStr(kc) {
+			name, _, err := s.r.str(kc, "")
+			if err != nil {
+				return nil, err
+			}
+			if j, ok := p.byName[string(name)]; ok {
+				idx = j
+			}
+		} else {
+			s.r.off = kstart
+			if _, err := s.r.skip(); err != nil {
+				return nil, err
+			}
+		}
+		if idx < 0 {
+			if un == nil {
+				un = &node{}
+			}
+			if err := s.keepRaw(un, kstart); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		f := &p.fields[idx]
+		seen[idx/64] |= 1 << (idx % 64)
+		for _, j := range f.covers {
+			seen[j/64] |= 1 << (j % 64)
+		}
+		fv, ok := s.fieldAlloc(dst, f.index)
+		if !ok {
+			if _, err := s.r.skip(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		var ft reflect.Value
+		if tmpl.IsValid() {
+			ft, _ = fieldOf(tmpl, f.index)
+		}
+		kid, err := s.decode(f.plan, fv, ft)
+		if err != nil {
+			return nil, atPath(err, "."+f.name)
+		}
+		if kid != nil && idx < p.nEnc {
+			if un == nil {
+				un = &node{}
+			}
+			if un.kids == nil {
+				un.kids = make([]*node, p.nEnc)
+			}
+			un.kids[idx] = kid
+		}
+	}
+	if tmpl.IsValid() {
+		for i := range p.nEnc {
+			if seen[i/64]&(1<<(i%64)) != 0 {
+				continue
+			}
+			f := &p.fields[i]
+			ft, ok := fieldOf(tmpl, f.index)
+			if !ok {
+				continue
+			}
+			fv, ok := fieldOf(dst, f.index)
+			if !ok {
+				if fv, ok = s.allocPath(dst, f.index); !ok {
+					continue
+				}
+			}
+			if err := s.clone(f.plan, fv, ft); err != nil {
+				return nil, atPath(err, "."+f.name)
+			}
+		}
+	}
+	if un != nil {
+		un.sortRaw()
+	}
+	return un, nil
+}
+
+// fieldAlloc is the field at index below v, allocating the embedded
+// pointers on the way, except for a stored nil (there is nothing to put
+// there). ok is false when the value is to be skipped.
+func (s *state) fieldAlloc(v reflect.Value, index []int) (reflect.Value, bool) {
+	if fv, ok := fieldOf(v, index); ok {
+		return fv, true
+	}
+	if c, err := s.r.peek(); err != nil || c == msgpcode.Nil {
+		return reflect.Value{}, false
+	}
+	return s.allocPath(v, index)
+}
+
+func (s *state) allocPath(v reflect.Value, index []int) (reflect.Value, bool) {
+	for i, x := range index {
+		if i > 0 && v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				if !v.CanSet() {
+					return reflect.Value{}, false // an unexported embedded pointer
+				}
+				v.Set(reflect.New(v.Type().Elem()))
+			}
+			v = v.Elem()
+		}
+		v = v.Field(x)
+	}
+	return v, true
+}
+
+// keepRaw keeps the struct entry (key and value) at kstart, which the
+// plan does not know, in canonical form.
+func (s *state) keepRaw(un *node, kstart int) error {
+	s.r.off = kstart
+	if _, err := s.r.skip(); err != nil {
+		return err
+	}
+	klen := s.r.off - kstart
+	hasMaps, err := s.r.skip()
+	if err != nil {
+		return err
+	}
+	kv := s.r.b[kstart:s.r.off]
+	if hasMaps {
+		kr := reader{b: kv}
+		out, err := canonical(nil, &kr, 0) // the key
+		if err == nil {
+			out, err = canonical(out, &kr, 0) // the value
+		}
+		if err != nil {
+			return err
+		}
+		kv = out[:len(out):len(out)]
+	} else {
+		kv = bytes.Clone(kv)
+	}
+	un.raw = append(un.raw, rawEntry{kv: kv, klen: klen})
+	return nil
+}
+
+func (s *state) decodeMap(p *plan, c byte, dst, tmpl reflect.Value) (*node, error) {
+	n, err := s.r.mapLen(c)
+	if err != nil {
+		return nil, err
+	}
+	if n < 0 {
+		setEmpty(dst, tmpl)
+		return nil, nil
+	}
+	m := reflect.MakeMapWithSize(p.typ, min(n, 4096))
+	kt, vt := s.temp(p.key), s.temp(p.elem)
+	defer s.put(p.key, kt)
+	defer s.put(p.elem, vt)
+	useTmpl := p.elem.templ && tmpl.IsValid() && tmpl.Len() > 0
+	var un *node
+	for i := range n {
+		kt.SetZero()
+		if _, err := s.decode(p.key, kt, reflect.Value{}); err != nil {
+			return nil, atPath(err, fmt.Sprintf("{key %d}", i))
+		}
+		vt.SetZero()
+		var et reflect.Value
+		if useTmpl {
+			et = tmpl.MapIndex(kt)
+		}
+		kid, err := s.decode(p.elem, vt, et)
+		if err != nil {
+			return nil, atPath(err, keySegment(kt))
+		}
+		m.SetMapIndex(kt, vt)
+		if kid != nil {
+			start := len(s.buf)
+			if err := s.encode(p.key, kt, nil); err != nil {
+				return nil, atPath(err, keySegment(kt))
+			}
+			if un == nil {
+				un = &node{keyed: map[string]*node{}}
+			}
+			un.keyed[string(s.buf[start:])] = kid
+			s.buf = s.buf[:start]
+		}
+	}
+	dst.Set(m)
+	return un, nil
+}
+
+func keySegment(k reflect.Value) string {
+	switch k.Kind() {
+	case reflect.String:
+		return "[" + strconv.Quote(k.String()) + "]"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "[" + strconv.FormatInt(k.Int(), 10) + "]"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "[" + strconv.FormatUint(k.Uint(), 10) + "]"
+	}
+	return fmt.Sprintf("[%v]", k)
+}
+
+func (s *state) decodeSlice(p *plan, c byte, dst, tmpl reflect.Value) (*node, error) {
+	n, err := s.r.arrayLen(c)
+	if err != nil {
+		return nil, err
+	}
+	if n < 0 {
+		setEmpty(dst, tmpl)
+		return nil, nil
+	}
+	size := max(int(p.elem.typ.Size()), 1)
+	dst.Set(reflect.MakeSlice(p.typ, 0, min(n, sliceAllocLimit/size)))
+	var un *node
+	for i := range n {
+		if i == dst.Cap() {
+			dst.Grow(1)
+		}
+		dst.SetLen(i + 1)
+		ev := dst.Index(i)
+		kid, err := s.decode(p.elem, ev, reflect.Value{})
+		if err != nil {
+			return nil, atPath(err, "["+strconv.Itoa(i)+"]")
+		}
+		if kid != nil {
+			start := len(s.buf)
+			if err := s.encode(p.elem, ev, nil); err != nil {
+				return nil, atPath(err, "["+strconv.Itoa(i)+"]")
+			}
+			if un == nil {
+				un = &node{}
+			}
+			un.elems = append(un.elems, elemNode{index: i, known: string(s.buf[start:]), n: kid})
+			s.buf = s.buf[:start]
+		}
+	}
+	return un, nil
+}
+
+func (s *state) decodeArray(p *plan, c byte, dst, tmpl reflect.Value) (*node, error) {
+	n, err := s.r.arrayLen(c)
+	if err != nil {
+		return nil, err
+	}
+	if n > dst.Len() {
+		return nil, fmt.Errorf("%w: %d elements into %s", ErrTypeMismatch, n, p.typ)
+	}
+	var un *node
+	for i := range dst.Len() {
+		var et reflect.Value
+		if tmpl.IsValid() {
+			et = tmpl.Index(i)
+		}
+		if i >= n { // absent (or the whole array stored as nil)
+			if et.IsValid() {
+				if err := s.clone(p.elem, dst.Index(i), et); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		kid, err := s.decode(p.elem, dst.Index(i), et)
+		if err != nil {
+			return nil, atPath(err, "["+strconv.Itoa(i)+"]")
+		}
+		if kid != nil {
+			if un == nil {
+				un = &node{kids: make([]*node, dst.Len())}
+			}
+			un.kids[i] = kid
+		}
+	}
+	return un, nil
+}
+
+// delegate leaves the value at s.r (an any, or a type with its own
+// encoding) to msgpack, on a span already checked to be whole and not
+// too deep.
+func (s *state) delegate(dst reflect.Value) (err error) {
+	start := s.r.off
+	if _, err := s.r.skip(); err != nil {
+		return err
+	}
+	span := s.r.b[start:s.r.off]
+	if isMap(span[0]) || isArray(span[0]) {
+		if err := checkNesting(span, maxDepth); err != nil {
+			return err
+		}
+	}
+	if s.md == nil {
+		s.md = msgpack.NewDecoder(&s.br)
+		s.md.SetCustomStructTag(s.c.tag)
+	}
+	s.br.Reset(span)
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: msgpack panicked decoding %s: %v", ErrTypeMismatch, dst.Type(), r)
+		}
+	}()
+	if err := s.md.DecodeValue(dst); err != nil {
+		return fmt.Errorf("%w: %w", ErrTypeMismatch, err)
+	}
+	return nil
+}
+
+// checkNesting refuses a (whole) value nested deeper than limit.
+func checkNesting(b []byte, limit int) error {
+	r := reader{b: b}
+	var stack []int // values left to read at each open level
+	for pending := 1; ; {
+		for pending == 0 {
+			if len(stack) == 0 {
+				return nil
+			}
+			pending, stack = stack[len(stack)-1], stack[:len(stack)-1]
+		}
+		pending--
+		c, err := r.code()
+		if err != nil {
+			return err
+		}
+		if !isMap(c) && !isArray(c) {
+			r.off--
+			if _, err := r.skip(); err != nil {
+				return err
+			}
+			continue
+		}
+		n, _, err := r.length(c)
+		if err != nil {
+			return err
+		}
+		if isMap(c) {
+			n *= 2
+		}
+		if n > 0 {
+			if stack = append(stack, pending); len(stack) > limit {
+				return errTooDeep
+			}
+			pending = n
+		}
+	}
+}
+
+// canonical appends the value at r with the entries of every map in it
+// sorted canonically (compareKeys): how unknown fields are kept, so that
+// writing them back is deterministic whoever wrote them first.
+func canonical(dst []byte, r *reader, depth int) ([]byte, error) {
+	if depth > maxDepth {
+		return nil, errTooDeep
+	}
+	start := r.off
+	c, err := r.code()
+	if err != nil {
+		return nil, err
+	}
+	if !isMap(c) && !isArray(c) {
+		r.off = start
+		if _, err := r.skip(); err != nil {
+			return nil, err
+		}
+		return append(dst, r.b[start:r.off]...), nil
+	}
+	n, _, err := r.length(c)
+	if err != nil {
+		return nil, err
+	}
+	if n > r.left() {
+		return nil, errTruncated
+	}
+	dst = append(dst, r.b[start:r.off]...)
+	if isArray(c) {
+		for range n {
+			if dst, err = canonical(dst, r, depth+1); err != nil {
+				return nil, err
+			}
+		}
+		return dst, nil
+	}
+	region := len(dst)
+	spans := make([]span, 0, n)
+	for range n {
+		ks := len(dst)
+		if dst, err = canonical(dst, r, depth+1); err != nil {
+			return nil, err
+		}
+		ke := len(dst)
+		if dst, err = canonical(dst, r, depth+1); err != nil {
+			return nil, err
+		}
+		spans = append(spans, span{ks, ke, len(dst)})
+	}
+	sortSpans(dst, spans, region, nil)
+	return dst, nil
+}
+
+// sortSpans puts the map entries es (written to b from region on) into
+// canonical order; tmp is scratch, returned for reuse.
+func sortSpans(b []byte, es []span, region int, tmp []byte) []byte {
+	cmpEntry := func(x, y span) int {
+		if c := compareKeys(b[x.start:x.keyEnd], b[y.start:y.keyEnd]); c != 0 {
+			return c
+		}
+		return bytes.Compare(b[x.start:x.end], b[y.start:y.end]) // keys that encode alike (NaN)
+	}
+	if slices.IsSortedFunc(es, cmpEntry) {
+		return tmp
+	}
+	slices.SortFunc(es, cmpEntry)
+	tmp = append(tmp[:0], b[region:]...)
+	at := region
+	for _, e := range es {
+		at += copy(b[at:], tmp[e.start-region:e.end-region])
+	}
+	return tmp
+}
