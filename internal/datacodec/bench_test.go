@@ -70,10 +70,10 @@ type benchProfileNext struct {
 		Acquired int64
 		Enchant  string
 	}
-	Quests   map[string]int
-	Badges   []string
-	Guild    string
-	Pets     []string
+	Quests map[string]int
+	Badges []string
+	Guild  string
+	Pets   []string
 }
 
 func benchDefaults() benchProfile {

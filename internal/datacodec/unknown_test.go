@@ -60,7 +60,7 @@ type PetV2 struct {
 }
 
 type PlayerV1 struct {
-	StatsV1                       // inlined: Wins is a top-level name
+	StatsV1   // inlined: Wins is a top-level name
 	Coins     int
 	Nick      string `msgpack:",omitempty"`
 	Settings  SettingsV1
@@ -125,7 +125,7 @@ func mustEncode[T any](tb testing.TB, c *Codec[T], v T, unk *Unknown) []byte {
 func TestRollingDeployKeepsUnknownFields(t *testing.T) {
 	tests := []struct {
 		name string
-		v1   func(*PlayerV1)  // what the older server does
+		v1   func(*PlayerV1) // what the older server does
 		want func(*PlayerV2) // the newer server then reads the original with these changes
 	}{
 		{"untouched", func(*PlayerV1) {}, func(*PlayerV2) {}},
