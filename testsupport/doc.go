@@ -30,6 +30,50 @@
 // [StartNATS] runs a real nats-server inside the test process (or uses
 // NATS_URL), and [NATS.Connect] opens connections that close with the test.
 //
+// # Redis Cluster
+//
+// [StartRedisCluster] starts three redis-server masters with cluster mode on,
+// without replicas, on free ports, assembles them (CLUSTER ADDSLOTSRANGE and
+// MEET) and returns once every master says cluster_state:ok and a cluster
+// client reaches each one: a little over 2 s, because a master waits 2 s
+// after it starts before it calls its cluster ok. The slots never move, so
+// [RedisCluster.MasterOf] answers from the key's hash slot ([KeySlot]) alone,
+// and [RedisCluster.KeysOnDifferentMasters] gives two hash tags on different
+// masters, for tests of scripts that must stay within one slot.
+// [RedisCluster.Client] is a [redis.ClusterClient]; [RedisCluster.Node] is
+// one master on its own, which answers MOVED for the others' keys.
+//
+// # Replicated Redis
+//
+// [StartRedisReplicated] starts a primary and replicas and returns once each
+// replica is linked and has acknowledged a write. [ReplicatedRedis.Client]
+// follows the primary across [ReplicatedRedis.Failover], which kills the
+// primary and promotes replica 0. [ReplicatedRedis.PauseReplica] (SIGSTOP)
+// makes WAIT time out while the replica's connection stays open;
+// [ReplicatedRedis.KillReplica] takes it away. WAIT counts the
+// acknowledgements of its own connection's writes, so a test sends the write
+// and the WAIT on one connection. A write sent to a paused replica waits in
+// its socket buffer and is applied when it resumes, so it survives a
+// failover even though WAIT did not count it.
+//
+// # NATS cluster
+//
+// [StartNATSCluster] starts n nats-server processes with routes to each
+// other and returns once each has a route to every other. [NATSCluster.Connect]
+// puts a connection on a chosen node first, so game server A can sit on node
+// 0 and B on node 1, and lets it fail over to the others within milliseconds
+// when its node dies ([NATSCluster.Kill], SIGKILL); nc.ConnectedUrl() or
+// [NATSCluster.NodeOf] tells where it is now. [NATSCluster.Restart] brings a
+// node back on the same ports. Interest crosses routes asynchronously: a test
+// that publishes on one node to a subscriber on another first calls
+// [NATSCluster.WaitInterest].
+//
+// Every process of these topologies is a child of the test binary, killed
+// and reaped when the test ends (and killed with it on Linux); each logs to
+// a file in the test's temporary directory, whose tail tb.Log shows when the
+// test failed. They never use REDIS_URL or NATS_URL, and skip the test when
+// redis-server or nats-server is not on PATH.
+//
 // # Counting round trips
 //
 // A [CommandCounter] added to a client with AddHook counts one round trip per

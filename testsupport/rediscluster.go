@@ -24,9 +24,10 @@ const (
 	// (CLUSTER_WRITABLE_DELAY in cluster.c), so start-up takes a little
 	// over 2 s; this only catches a cluster that never forms.
 	clusterReadyWithin = 10 * time.Second
-	// clusterNodeTimeout is cluster-node-timeout in milliseconds. Without
-	// replicas nothing fails over; shorter than the default 15 s so a
-	// killed master is flagged failed (cluster_state:fail) quickly.
+	// clusterNodeTimeout is cluster-node-timeout in milliseconds: shorter
+	// than the default 15 s, so that a master that stops answering is
+	// flagged failed (and the cluster down) within a test's patience.
+	// Without replicas nothing fails over.
 	clusterNodeTimeout = 2000
 )
 
