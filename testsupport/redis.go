@@ -607,16 +607,7 @@ func (r *Redis) RestartKeepData(tb testing.TB) {
 		if r.proc == nil {
 			tb.Fatal("testsupport: RestartKeepData on a stopped server")
 		}
-		c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1, DisableIdentity: true})
-		_ = c.ShutdownSave(context.Background()).Err() // the connection drops as it exits
-		_ = c.Close()
-		select {
-		case <-r.proc.done:
-		case <-time.After(redisReadyWithin):
-			r.proc.kill()
-			tb.Fatal("testsupport: redis-server did not exit on SHUTDOWN SAVE")
-		}
-		r.proc = nil
+		r.shutdownLocked(tb, true)
 		r.respawn(tb)
 		// The dump has been loaded; a later crash restart must start empty.
 		_ = os.Remove(filepath.Join(r.dir, "dump.rdb"))
@@ -624,10 +615,9 @@ func (r *Redis) RestartKeepData(tb testing.TB) {
 }
 
 // Shutdown stops a spawned redis-server gracefully: SHUTDOWN, which for a
-// server from [StartOwnRedisAOF] flushes and fsyncs the AOF before the
-// process exits. It returns once the process is reaped; Start brings the
-// server back. Shutting down a stopped server does nothing. Other kinds skip
-// the test (miniredis has nothing to flush; REDIS_URL is not ours).
+// server from [StartOwnRedisAOF] fsyncs the AOF before the process exits. It
+// returns once the process is reaped; Start brings the server back. A
+// stopped server is left alone. Other kinds skip the test.
 func (r *Redis) Shutdown(tb testing.TB) {
 	tb.Helper()
 	if r.Kind != KindRedisServer {
@@ -635,46 +625,51 @@ func (r *Redis) Shutdown(tb testing.TB) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.proc == nil {
-		return
+	if r.proc != nil {
+		r.shutdownLocked(tb, false)
 	}
-	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1, DisableIdentity: true})
-	_ = c.Shutdown(context.Background()).Err() // the connection drops as it exits
-	_ = c.Close()
-	select {
-	case <-r.proc.done:
-	case <-time.After(redisReadyWithin):
-		r.proc.kill()
-		r.proc = nil
-		tb.Fatal("testsupport: redis-server did not exit on SHUTDOWN")
-	}
-	r.proc = nil
 }
 
-// StartCopy starts a second redis-server on a free port over a copy of this
-// server's data directory, so that a test can read exactly what the server
-// had persisted when it stopped, while its own clients cannot reach (and
-// change) the copy. The server must be stopped (Stop or Shutdown); it may be
-// started again at once, the copy is independent. The copy has the same
-// Namespace and persistence and is killed when the test ends. Only for a
-// spawned redis-server; other kinds skip the test.
+// shutdownLocked sends SHUTDOWN (SHUTDOWN SAVE when save) to the running
+// server and waits until it is reaped, killing it if it does not exit.
+// r.mu must be held.
+func (r *Redis) shutdownLocked(tb testing.TB, save bool) {
+	tb.Helper()
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1, DisableIdentity: true})
+	if save {
+		_ = c.ShutdownSave(context.Background()).Err() // the connection drops as it exits
+	} else {
+		_ = c.Shutdown(context.Background()).Err()
+	}
+	_ = c.Close()
+	p := r.proc
+	r.proc = nil
+	select {
+	case <-p.done:
+	case <-time.After(redisReadyWithin):
+		p.kill()
+		tb.Fatal("testsupport: redis-server did not exit on SHUTDOWN")
+	}
+}
+
+// StartCopy starts a second redis-server, on a free port, over a copy of
+// the data directory of this stopped server (Stop or Shutdown first): a test
+// reads exactly what the server had persisted, which its own clients cannot
+// reach and change. This server may be started again at once. The copy has
+// the same Namespace and persistence and is killed when the test ends. Only
+// for a spawned redis-server; other kinds skip the test.
 func (r *Redis) StartCopy(tb testing.TB) *Redis {
 	tb.Helper()
 	if r.Kind != KindRedisServer {
 		tb.Skipf("testsupport: StartCopy needs a spawned redis-server, not %s", r.Kind)
 	}
-	dir := tb.TempDir()
 	r.mu.Lock()
-	running := r.proc != nil
-	var err error
-	if !running {
-		err = os.CopyFS(dir, os.DirFS(r.dir))
-	}
-	r.mu.Unlock()
-	if running {
+	defer r.mu.Unlock()
+	if r.proc != nil {
 		tb.Fatal("testsupport: StartCopy of a running redis-server (Stop or Shutdown it first)")
 	}
-	if err != nil {
+	dir := tb.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(r.dir)); err != nil {
 		tb.Fatalf("testsupport: copy the data of redis-server %s: %v", r.Addr, err)
 	}
 	c := &Redis{Namespace: r.Namespace, aof: r.aof}
