@@ -347,6 +347,9 @@ func (s *state) decodeMap(p *plan, c byte, dst, tmpl reflect.Value) (*node, erro
 		if _, err := s.decode(p.key, kt, reflect.Value{}); err != nil {
 			return nil, atPath(err, fmt.Sprintf("{key %d}", i))
 		}
+		if p.keyIface && !kt.Comparable() {
+			return nil, atPath(fmt.Errorf("%w: a map key of type %s", ErrTypeMismatch, kt.Elem().Type()), fmt.Sprintf("{key %d}", i))
+		}
 		vt.SetZero()
 		var et reflect.Value
 		if useTmpl {

@@ -136,11 +136,13 @@ func looseMap(r *reader, c byte, depth int) (any, error) {
 			return nil, atPath(err, fmt.Sprintf("{key %d}", i))
 		}
 		ks, ok := k.(string)
-		if !ok && mk == nil {
+		if !ok {
 			switch k.(type) {
 			case []byte, []any, map[string]any, map[any]any, msgpack.RawMessage:
-				return nil, fmt.Errorf("%w: a map key of type %T cannot be migrated", ErrTypeMismatch, k)
+				return nil, atPath(fmt.Errorf("%w: a map key of type %T cannot be migrated", ErrTypeMismatch, k), fmt.Sprintf("{key %d}", i))
 			}
+		}
+		if !ok && mk == nil {
 			mk = make(map[any]any, n)
 			for a, b := range m {
 				mk[a] = b

@@ -52,8 +52,11 @@ type plan struct {
 	templ  bool // decoding needs the default value (struct inside, or a map/slice that may be nil)
 	zeroer bool // has IsZero() bool, which omitempty consults
 	bits   int  // integer width, for overflow checks
-	elem   *plan
-	key    *plan
+	// keyIface: a map whose key type holds an interface, which a stored
+	// key may fill with something unhashable.
+	keyIface bool
+	elem     *plan
+	key      *plan
 
 	// structs
 	fields    []field        // the encoded fields first (nEnc), then decode-only names
@@ -162,6 +165,7 @@ func (pl *planner) fill(p *plan, where string) error {
 		p.elem, err = pl.get(t.Elem(), where+"[]")
 	case reflect.Map:
 		p.kind = kMap
+		p.keyIface = hasIface(t.Key(), 0)
 		if p.key, err = pl.get(t.Key(), where+"{key}"); err == nil {
 			p.elem, err = pl.get(t.Elem(), where+"[]")
 		}
@@ -548,6 +552,24 @@ func hasRefs(t reflect.Type, depth int) bool {
 	case reflect.Struct:
 		for i := 0; i < t.NumField(); i++ {
 			if hasRefs(t.Field(i).Type, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasIface reports whether t is or holds (as a struct field or array
+// element) an interface.
+func hasIface(t reflect.Type, depth int) bool {
+	switch t.Kind() {
+	case reflect.Interface:
+		return true
+	case reflect.Array:
+		return depth < 32 && hasIface(t.Elem(), depth+1)
+	case reflect.Struct:
+		for i := 0; i < t.NumField(); i++ {
+			if depth < 32 && hasIface(t.Field(i).Type, depth+1) {
 				return true
 			}
 		}
