@@ -57,7 +57,7 @@ func (tm timings) String() string {
 // cluster is the processes of one scenario: a Redis, the gameservers, and a
 // client that reads ground truth straight from Redis.
 type cluster struct {
-	t     *testing.T
+	t     testing.TB
 	redis *testsupport.Redis
 	ns    string
 	rdb   redis.UniversalClient // direct, for ground truth
@@ -69,7 +69,7 @@ type cluster struct {
 }
 
 // newCluster starts a cluster over r.
-func newCluster(t *testing.T, r *testsupport.Redis) *cluster {
+func newCluster(t testing.TB, r *testsupport.Redis) *cluster {
 	t.Helper()
 	if os.Getenv(binEnv) == "" {
 		t.Fatalf("%s is not set (TestMain builds it)", binEnv)
