@@ -61,14 +61,14 @@ func since(t time.Time, ns int64) time.Duration { return time.Duration(ns - t.Un
 // report collects one scenario's figures and logs them, when the test
 // ends, as a row of the README's "Faults we test" table with its outcome.
 type report struct {
-	t        *testing.T
+	t        testing.TB
 	scenario string
 	promise  string
 	figures  []string
 }
 
 // newReport starts the row; the test defers r.log().
-func newReport(t *testing.T, scenario, promise string) *report {
+func newReport(t testing.TB, scenario, promise string) *report {
 	return &report{t: t, scenario: scenario, promise: promise}
 }
 
