@@ -126,6 +126,10 @@ func (s *state) cloneMap(p *plan, dst, src reflect.Value) error {
 		dst.SetZero()
 		return nil
 	}
+	if p.copyMap != nil {
+		dst.Set(p.copyMap(src))
+		return nil
+	}
 	m := reflect.MakeMapWithSize(p.typ, src.Len())
 	kt, vt := s.temp(p.key), s.temp(p.elem)
 	defer s.put(p.key, kt)

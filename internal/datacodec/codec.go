@@ -2,6 +2,7 @@ package datacodec
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -125,6 +126,16 @@ func (c *Codec[T]) Version() int { return len(c.migrations) }
 // server whose Version is below a record's MinReader must refuse it.
 func (c *Codec[T]) MinReader() int { return c.minReader }
 
+// WriteVersion returns the schema version and min-reader to store with
+// data this codec encoded from a record stored with (version, minReader),
+// (0, 0) for a new record: the larger of each. An older server that saves
+// a newer record wrote it back with the newer fields it kept, so the data
+// is still of the newer version; stamping it older would make the newer
+// servers run migrations over it again.
+func (c *Codec[T]) WriteVersion(version, minReader int) (int, int) {
+	return max(version, c.Version()), max(minReader, c.minReader)
+}
+
 // Decode returns the value in stored, which was written at schema version
 // from, and what T does not know of it (nil when nothing).
 //
@@ -182,6 +193,9 @@ func (c *Codec[T]) Decode(stored []byte, from int) (T, *Unknown, error) {
 // Errors: ErrUnknownMismatch when unk came from another codec; an error of
 // a type's own msgpack encoder.
 func (c *Codec[T]) Encode(v *T, unk *Unknown) ([]byte, error) {
+	if v == nil {
+		return nil, errors.New("datacodec: Encode of a nil *T")
+	}
 	var root *node
 	if unk != nil {
 		if unk.plan != c.root {
@@ -204,6 +218,10 @@ func (c *Codec[T]) Encode(v *T, unk *Unknown) ([]byte, error) {
 // that holds the same map or pointer twice gets two copies, and a cycle
 // fails.
 func (c *Codec[T]) Clone(v *T) (T, error) {
+	if v == nil {
+		var zero T
+		return zero, errors.New("datacodec: Clone of a nil *T")
+	}
 	if c.root.pure {
 		return *v, nil
 	}

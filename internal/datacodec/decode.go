@@ -102,7 +102,7 @@ func (s *state) decode(p *plan, dst, tmpl reflect.Value) (*node, error) {
 		for i, x := range b {
 			dst.Index(i).SetUint(uint64(x))
 		}
-	case kIface, kCustom:
+	case kIface, kCustom, kTime:
 		s.r.off--
 		return nil, s.delegate(dst)
 	default:

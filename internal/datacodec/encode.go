@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
@@ -84,6 +85,8 @@ func (s *state) encode(p *plan, v reflect.Value, un *node) error {
 		}
 	case kCustom:
 		return s.encodeCustom(v)
+	case kTime:
+		s.buf = appendTime(b, v)
 	default:
 		if s.depth++; s.depth > maxDepth {
 			return fmt.Errorf("datacodec: encode: nested deeper than %d (a cycle?)", maxDepth)
@@ -127,6 +130,26 @@ func (s *state) encodeContainer(p *plan, v reflect.Value, un *node) error {
 	err = s.encode(ep, e, nil)
 	s.loose--
 	return err
+}
+
+// appendTime writes a time.Time as msgpack's EncodeTime does: extension
+// -1 of 4, 8 or 12 bytes (seconds and nanoseconds, whatever the location).
+func appendTime(b []byte, v reflect.Value) []byte {
+	var tm time.Time
+	if v.CanAddr() {
+		tm = *v.Addr().Interface().(*time.Time) // no copy to the heap
+	} else {
+		tm = v.Interface().(time.Time)
+	}
+	secs, ns := uint64(tm.Unix()), uint64(tm.Nanosecond())
+	if data := ns<<34 | secs; secs>>34 == 0 && data>>32 == 0 {
+		return append4(append(b, msgpcode.FixExt4), 0xff, uint32(data))
+	} else if secs>>34 == 0 {
+		return append8(append(b, msgpcode.FixExt8), 0xff, data)
+	}
+	b = append4(append(b, msgpcode.Ext8, 12), 0xff, uint32(ns))
+	return append(b, byte(secs>>56), byte(secs>>48), byte(secs>>40), byte(secs>>32),
+		byte(secs>>24), byte(secs>>16), byte(secs>>8), byte(secs))
 }
 
 // appendSized writes a sized integer in its fixed width, as msgpack does.

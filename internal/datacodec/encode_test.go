@@ -235,3 +235,24 @@ func TestEncodeMatchesMsgpack(t *testing.T) {
 		})
 	}
 }
+
+// TestTimeMatchesMsgpack: time.Time is written here (not through msgpack,
+// to save an allocation), in each of msgpack's three forms.
+func TestTimeMatchesMsgpack(t *testing.T) {
+	type at struct{ T time.Time }
+	c := mustNew(t, at{}, Options{})
+	for _, tm := range []time.Time{
+		{}, time.Unix(1700000000, 0), time.Unix(1700000000, 999999999).In(time.FixedZone("x", 3600)),
+		time.Unix(-1, 5), time.Unix(1<<35, 1), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC),
+	} {
+		want, _ := msgpack.Marshal(&at{tm})
+		got := mustEncode(t, c, at{tm}, nil)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%v:\n got %x\nwant %x", tm, got, want)
+		}
+		back, _, err := c.Decode(got, 0)
+		if err != nil || !back.T.Equal(tm) {
+			t.Fatalf("%v: read back %v, %v", tm, back.T, err)
+		}
+	}
+}

@@ -184,7 +184,7 @@ func TestMigrationFailures(t *testing.T) {
 	}
 }
 
-// TestVersionAndMinReader.
+// TestVersionAndMinReader: and WriteVersion never lowers what was stored.
 func TestVersionAndMinReader(t *testing.T) {
 	bc := Migration{BackwardCompatible: true, Apply: func(map[string]any) error { return nil }}
 	breaking := Migration{Apply: func(map[string]any) error { return nil }}
@@ -205,6 +205,12 @@ func TestVersionAndMinReader(t *testing.T) {
 			c := mustNew(t, struct{}{}, Options{Migrations: tt.ms})
 			if c.Version() != tt.version || c.MinReader() != tt.minReader {
 				t.Fatalf("Version %d, MinReader %d; want %d, %d", c.Version(), c.MinReader(), tt.version, tt.minReader)
+			}
+			if v, m := c.WriteVersion(0, 0); v != tt.version || m != tt.minReader {
+				t.Fatalf("a new record is stamped %d, %d", v, m)
+			}
+			if v, m := c.WriteVersion(9, 8); v != 9 || m != 8 {
+				t.Fatalf("a newer record is stamped %d, %d: lower than it was", v, m)
 			}
 		})
 	}

@@ -41,6 +41,7 @@ const (
 	kPtr
 	kIface  // any: written by dynamic type, read by msgpack
 	kCustom // a type with its own msgpack encoding: left to msgpack
+	kTime   // time.Time: written here as msgpack does, read by msgpack
 )
 
 type plan struct {
@@ -55,6 +56,7 @@ type plan struct {
 	// keyIface: a map whose key type holds an interface, which a stored
 	// key may fill with something unhashable.
 	keyIface bool
+	copyMap  mapCopier // Clone's fast path for some maps of plain types
 	elem     *plan
 	key      *plan
 
@@ -113,6 +115,10 @@ func (pl *planner) get(t reflect.Type, where string) (*plan, error) {
 func (pl *planner) fill(p *plan, where string) error {
 	t := p.typ
 	p.zeroer = t.Implements(reflect.TypeFor[interface{ IsZero() bool }]())
+	if t == reflect.TypeFor[time.Time]() {
+		p.kind = kTime
+		return nil
+	}
 	if t.Kind() != reflect.Pointer && t.Kind() != reflect.Interface && isCustom(t, pl.tag) {
 		p.kind = kCustom
 		return nil
@@ -166,6 +172,7 @@ func (pl *planner) fill(p *plan, where string) error {
 	case reflect.Map:
 		p.kind = kMap
 		p.keyIface = hasIface(t.Key(), 0)
+		p.copyMap = fastMapCopier(t)
 		if p.key, err = pl.get(t.Key(), where+"{key}"); err == nil {
 			p.elem, err = pl.get(t.Elem(), where+"[]")
 		}
@@ -491,7 +498,7 @@ func settle(ps []*plan) {
 		case kMap, kSlice, kPtr, kIface, kBytes:
 			p.pure = false
 		case kCustom:
-			p.pure = p.typ == reflect.TypeFor[time.Time]() || !hasRefs(p.typ, 0)
+			p.pure = !hasRefs(p.typ, 0)
 		default:
 			p.pure = true
 		}
