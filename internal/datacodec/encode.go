@@ -251,7 +251,7 @@ func (s *state) encodeStruct(p *plan, v reflect.Value, un *node) error {
 	return nil
 }
 
-// omit is msgpack's omitempty rule, except that a field holding unknown
+// omit is msgpack's omitempty rule, except that a struct holding unknown
 // fields is always written.
 func (s *state) omit(p *plan, i int, v reflect.Value, kids []*node) bool {
 	f := &p.fields[i]
@@ -259,8 +259,11 @@ func (s *state) omit(p *plan, i int, v reflect.Value, kids []*node) bool {
 	if !ok {
 		return true
 	}
-	if !f.omitEmpty || (kids != nil && kids[i] != nil) {
+	if !f.omitEmpty {
 		return false
+	}
+	if kids != nil && kids[i] != nil && (f.plan.kind == kStruct || f.plan.kind == kArray) {
+		return false // an empty struct may still carry unknown fields to write
 	}
 	return s.isEmpty(f.plan, fv)
 }

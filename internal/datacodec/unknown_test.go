@@ -1,6 +1,7 @@
 package datacodec
 
 import (
+	"bytes"
 	"fmt"
 	"reflect"
 	"slices"
@@ -282,4 +283,53 @@ func marshal(tb testing.TB, v any) []byte {
 		tb.Fatal(err)
 	}
 	return b
+}
+
+// TestOmitEmptyKeepsUnknownFields: an omitempty struct whose known fields
+// are all empty is still written when it carries unknown fields; an
+// omitempty pointer the older server cleared is left out (and the bytes
+// are stable from then on).
+func TestOmitEmptyKeepsUnknownFields(t *testing.T) {
+	type audioV1 struct{ Volume int }
+	type audioV2 struct {
+		Volume int
+		Voice  int
+	}
+	type v1 struct {
+		Audio audioV1 `msgpack:",omitempty"`
+		Pet   *PetV1  `msgpack:",omitempty"`
+	}
+	type v2 struct {
+		Audio audioV2 `msgpack:",omitempty"`
+		Pet   *PetV2  `msgpack:",omitempty"`
+	}
+	c1, c2 := mustNew(t, v1{}, Options{}), mustNew(t, v2{}, Options{})
+	tests := []struct {
+		name string
+		v1   func(*v1)
+		want v2
+	}{
+		{"empty known fields, unknown ones kept", func(*v1) {}, v2{Audio: audioV2{Voice: 7}, Pet: &PetV2{Name: "a", Mood: "m"}}},
+		{"pointer cleared", func(p *v1) { p.Pet = nil }, v2{Audio: audioV2{Voice: 7}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, unk, err := c1.Decode(mustEncode(t, c2, v2{Audio: audioV2{Voice: 7}, Pet: &PetV2{Name: "a", Mood: "m"}}, nil), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.v1(&p)
+			b := mustEncode(t, c1, p, unk)
+			if again := roundTrip(t, c1, b); !bytes.Equal(again, b) {
+				t.Fatalf("not stable:\n%x\n%x", b, again)
+			}
+			got, _, err := c2.Decode(b, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
 }
