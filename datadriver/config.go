@@ -52,6 +52,11 @@ const (
 	// ReasonLockLost: another server took the profile's lock; progress after
 	// the last landed save cannot be kept.
 	ReasonLockLost = "Your data was loaded on another server."
+	// ReasonFenced: this server lost contact with its data store (its
+	// presence lease lapsed, or the lock went unrefreshed for LockTTL) and
+	// ended the session before another server could take the lock; progress
+	// after the last landed save is lost.
+	ReasonFenced = "This server lost contact with its data store."
 )
 
 // NodeConfig configures a Node: one per game-server process.
@@ -174,7 +179,8 @@ type Config[T any] struct {
 	MaxDataBytes int
 	// Kick is called (on its own goroutine) when the driver ends a live
 	// session by itself: the player joined another server
-	// (ReasonJoinedElsewhere) or the lock was lost (ReasonLockLost). The game
+	// (ReasonJoinedElsewhere), the lock was lost (ReasonLockLost), or this
+	// server fenced itself off (ReasonFenced). The game
 	// disconnects the player; the driver saves and releases on its own.
 	// default: nil
 	Kick func(key, reason string)

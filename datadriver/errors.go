@@ -57,6 +57,14 @@ var (
 	// time.
 	ErrNoVersion = errors.New("no kept version at that time")
 
+	// ErrFenced: this server cannot prove that nobody else can take the
+	// lock: its presence lease lapsed (no beat acknowledged for PresenceTTL -
+	// FenceMargin: another server may read it as stopped) or the lock was not
+	// refreshed for LockTTL (it may be taken by age). A session that ends so
+	// has an error matching both ErrLockLost and ErrFenced; a load refused so
+	// matches ErrFenced. Nothing was written.
+	ErrFenced = errors.New("server fenced off: it cannot prove it still holds its locks")
+
 	// ErrTradePending: the record is held by a trade that has not settled.
 	ErrTradePending = errors.New("profile has a pending trade")
 )

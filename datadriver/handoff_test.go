@@ -42,7 +42,7 @@ func crash(tb testing.TB, s *server) {
 }
 
 // kicks counts Kick calls by reason.
-type kicks struct{ joined, lost atomic.Int32 }
+type kicks struct{ joined, lost, fenced atomic.Int32 }
 
 func (k *kicks) kick(_ string, reason string) {
 	switch reason {
@@ -50,6 +50,8 @@ func (k *kicks) kick(_ string, reason string) {
 		k.joined.Add(1)
 	case datadriver.ReasonLockLost:
 		k.lost.Add(1)
+	case datadriver.ReasonFenced:
+		k.fenced.Add(1)
 	}
 }
 
@@ -197,12 +199,17 @@ func TestHandoffStallingHolderKeepsLock(t *testing.T) {
 	if rec := record(t, r, "PlayerData", "user:4"); rec["lock.job"] != "server-a" {
 		t.Fatalf("A lost its lock by age while alive: %v", rec)
 	}
-	close(unstall)
-	// A's stalled release now lands; the record was never A's to lose.
-	eventually(t, 5*time.Second, "A's release lands", func() bool { return pa.Err() != nil })
-	if !errors.Is(pa.Err(), datadriver.ErrReleased) {
-		t.Fatalf("A's profile Err = %v, want ErrReleased", pa.Err())
+	// A kept the lock, but not the session: once its lock went LockTTL
+	// without a landed write, a joiner whose presence read failed could have
+	// taken it by age, so A fenced the session off itself.
+	if !errors.Is(pa.Err(), datadriver.ErrFenced) {
+		t.Fatalf("A's profile Err = %v, want ErrFenced", pa.Err())
 	}
+	close(unstall)
+	// A's stalled give-back now lands: the lock is free for the next join.
+	eventually(t, 5*time.Second, "A gives the lock back", func() bool {
+		return record(t, r, "PlayerData", "user:4")["lock.token"] == ""
+	})
 }
 
 func TestHandoffHolderWithoutPresence(t *testing.T) {
@@ -455,10 +462,15 @@ func TestSelfFenceWhenBeatsFail(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the session outlived this server's presence")
 	}
-	if !errors.Is(p.Err(), datadriver.ErrLockLost) {
-		t.Fatalf("Err = %v, want ErrLockLost", p.Err())
+	if !errors.Is(p.Err(), datadriver.ErrLockLost) || !errors.Is(p.Err(), datadriver.ErrFenced) {
+		t.Fatalf("Err = %v, want ErrLockLost and ErrFenced", p.Err())
 	}
-	eventually(t, 5*time.Second, "the player is kicked", func() bool { return ka.lost.Load() == 1 })
+	// The game is told the server lost its store, not that the player went
+	// elsewhere.
+	eventually(t, 5*time.Second, "the player is kicked", func() bool { return ka.fenced.Load() == 1 })
+	if n, m := ka.lost.Load(), ka.joined.Load(); n != 0 || m != 0 {
+		t.Errorf("kicks: %d lock-lost, %d joined-elsewhere; want only the fenced one", n, m)
+	}
 	if err := p.Update(func(d *player) { d.Coins++ }); !errors.Is(err, datadriver.ErrLockLost) {
 		t.Fatalf("Update after the fence = %v, want ErrLockLost", err)
 	}

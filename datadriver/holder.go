@@ -1,7 +1,5 @@
 package datadriver
 
-import "slices"
-
 // The holder side of cross-server handoff: requests from other servers for
 // keys this driver holds, and the replies once it lets them go.
 
@@ -58,25 +56,4 @@ func (d *Driver[T]) replyAllLocked(p *Profile[T]) {
 		d.node.handoff.Reply(d.cfg.Name, p.key, from)
 	}
 	clear(p.requesters)
-}
-
-// fence implements driverHandle: every live session ends with err, and its
-// lock is given back without its unsaved progress as soon as Redis takes
-// it, so that the player can load the last landed save here or elsewhere.
-func (d *Driver[T]) fence(err error) {
-	d.mu.Lock()
-	var lost []*Profile[T]
-	for _, p := range d.profiles {
-		if p.state == stateActive && p.finishLocked(err) {
-			lost = append(lost, p)
-		}
-	}
-	d.mu.Unlock()
-	for _, p := range lost {
-		d.lockLost(p.key, err)
-		d.mu.Lock()
-		key, token, earlier := p.key, p.token, slices.Clone(p.earlier)
-		d.goTracked(func() { d.giveBack(key, token, earlier) })
-		d.mu.Unlock()
-	}
 }

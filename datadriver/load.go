@@ -92,11 +92,16 @@ func (d *Driver[T]) load(ctx context.Context, key string, localWait, remoteWait 
 		d.mu.Lock()
 		delete(d.loading, key)
 		if err == nil {
-			if d.closed {
+			switch {
+			case d.closed:
 				err = ErrClosed
-			} else {
-				d.profiles[key] = p
-				p.startAutosaveLocked()
+			default:
+				// The lease may have lapsed while the record was decoded.
+				if err = p.leaseErrLocked(d.node.clock.Now()); err == nil {
+					d.profiles[key] = p
+					p.startAutosaveLocked()
+					p.armKeeperLocked()
+				}
 			}
 		}
 		d.notify(key)
@@ -307,12 +312,24 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 	var at lockhandoff.Attempt
 	var lastLock *LockedError
 	for {
+		// A lock with the presence flag is taken under a lease generation,
+		// and lives only as long as it (see lease.go).
+		gen, err := d.awaitLease(ctx, deadline, wait)
+		if err != nil {
+			return nil, err
+		}
+		sentAt := d.node.clock.Now()
 		a, l, err := d.acquireOnce(ctx, key, token, at)
 		switch {
 		case err != nil:
 			return nil, err
+		case a != nil && gen != 0 && !d.node.presence.Holds(gen):
+			// The lease lapsed while the lock was being taken: another server
+			// may read this one as stopped, so the lock is not safe to use.
+			d.giveBack(key, token, nil)
+			return nil, fmt.Errorf("load %q: %w: the presence lease lapsed while the lock was taken", key, ErrFenced)
 		case a != nil:
-			return d.newProfile(ctx, key, token, a)
+			return d.newProfile(ctx, key, token, a, gen, sentAt)
 		}
 		lastLock = &LockedError{Key: key, Holder: l.job, Age: l.age, Presence: l.presence}
 		if l.job == d.node.jobID && at.StealJob == "" && at.NotAliveToken == "" {
@@ -371,7 +388,7 @@ func (d *Driver[T]) acquireOnce(ctx context.Context, key, token string, at lockh
 // newProfile builds the profile for a record whose lock was just taken. A
 // record that does not decode is given back (its lock released, its data
 // untouched) and answered with a *CorruptRecordError.
-func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *acquired) (*Profile[T], error) {
+func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *acquired, gen uint64, sentAt time.Time) (*Profile[T], error) {
 	switch a.how {
 	case "stolen":
 		d.log.Warn(fmt.Sprintf("took the lock of %s from server %s, which stopped beating presence", key, a.prevJob),
@@ -401,6 +418,8 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *acquir
 		ver:        a.ver,
 		lastData:   a.data,
 		requesters: make(map[string]struct{}),
+		leaseGen:   gen,
+		ageUntil:   sentAt.Add(d.cfg.LockTTL),
 	}
 	p.ctx, p.cancel = context.WithCancel(d.ctx)
 	if derr == nil {
@@ -435,9 +454,15 @@ func (d *Driver[T]) presenceFlag() bool {
 func (d *Driver[T]) lockLost(key string, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.lockLostLocked(key, err, ReasonLockLost)
+}
+
+// lockLostLocked tells the game, on a goroutine of its own, that a profile
+// lost its lock, with the Kick reason. d.mu held.
+func (d *Driver[T]) lockLostLocked(key string, err error, reason string) {
 	d.goTracked(func() {
 		if d.cfg.Kick != nil {
-			d.cfg.Kick(key, ReasonLockLost)
+			d.cfg.Kick(key, reason)
 		}
 		if d.cfg.OnLockLost != nil {
 			d.cfg.OnLockLost(key, err)

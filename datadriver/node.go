@@ -33,8 +33,12 @@ type Node struct {
 
 	saveSem chan struct{} // bounds concurrent autosaves
 
-	handoff *lockhandoff.Handoff // always set; passive when handoff is off
-	journal *transactions.Journal
+	// presence is this server's presence: beaten (and its lease kept) while
+	// handoff is on, read to tell live holders from stopped ones either way.
+	// The Node owns its lifecycle: it starts, closes and removes it.
+	presence *presence.Presence
+	handoff  *lockhandoff.Handoff // always set; passive when handoff is off
+	journal  *transactions.Journal
 
 	wg sync.WaitGroup // background writes of the Node (trade settle marks)
 
@@ -53,9 +57,9 @@ type driverHandle interface {
 	// shutdown releases every profile of the driver and waits for its
 	// goroutines.
 	shutdown(ctx context.Context) error
-	// fence ends every live session with err: this server's presence may
-	// have expired, so its locks may already be taken.
-	fence(err error)
+	// fenceLapsed ends every session whose lease has passed (this server's
+	// presence lease lapsed) and reports how many it ended.
+	fenceLapsed() int
 }
 
 // NewNode creates a Node. ctx bounds the start-up work only.
@@ -108,6 +112,12 @@ func NewNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if n.handoff.Active() {
+		// One beat before the first Join, so that it finds a lease; a failure
+		// is logged and the loop keeps trying.
+		_ = n.presence.Beat(ctx)
+		n.presence.Start()
+	}
 	n.handoff.Start()
 	return n, nil
 }
@@ -134,11 +144,12 @@ func (n *Node) startHandoff() error {
 	}
 	pres, err := presence.New(n.rdb, presence.Config{
 		Key: key, JobID: n.jobID, Beat: cfg.Beat, TTL: cfg.PresenceTTL, FenceMargin: cfg.FenceMargin,
-		Clock: n.clock, Logger: n.log, OnStale: n.fence,
+		Clock: n.clock, Logger: n.log, OnLapse: n.onLapse,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
+	n.presence = pres
 	bus := cfg.Bus
 	if bus == nil && cfg.NATS != nil && active {
 		prefix := cfg.SubjectPrefix
@@ -164,16 +175,19 @@ func (n *Node) startHandoff() error {
 	return nil
 }
 
-// fence ends every live session: the last successful presence beat is so
-// old that other servers may read this one as stopped and take its locks.
-func (n *Node) fence() {
+// onLapse runs on the presence lease's own goroutine when lease generation
+// gen lapses: other servers may soon read this one as stopped and take its
+// locks, so every session held under it ends now, before that can happen.
+// It makes no network call (the locks are given back in the background).
+func (n *Node) onLapse(gen uint64) {
 	n.mu.Lock()
 	drivers := n.driversLocked()
 	n.mu.Unlock()
-	n.log.Warn("presence beats are failing; ending every session before another server takes its lock")
+	ended := 0
 	for _, d := range drivers {
-		d.fence(fmt.Errorf("%w: this server's presence may have expired", ErrLockLost))
+		ended += d.fenceLapsed()
 	}
+	n.log.Warn("presence lease lapsed; sessions held under it ended", "generation", gen, "sessions", ended)
 }
 
 // HandoffStats returns the counters of this server's lock handoff.
@@ -221,9 +235,14 @@ func (n *Node) Close(ctx context.Context) error {
 	if err := n.handoff.Close(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	if clean {
-		if err := n.handoff.Leave(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("remove presence: %w", err))
+	if n.handoff.Active() {
+		if err := n.presence.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		if clean {
+			if err := n.presence.Remove(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("remove presence: %w", err))
+			}
 		}
 	}
 	n.cancel()

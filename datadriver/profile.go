@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/vmihailenco/msgpack/v5"
@@ -55,15 +56,24 @@ type Profile[T any] struct {
 	done   chan struct{}
 
 	autosaveTimer *clock.Timer // guarded by d.mu
+	keeper        *clock.Timer // guarded by d.mu: refreshes the lock, ends the session at its age deadline
 
 	// Guarded by d.mu:
-	state    pstate
-	token    string   // the lock token
-	earlier  []string // tokens the lock may still carry while an adoption has not landed
-	epoch    int64
-	saving   bool
-	cleanups []func(*T)
-	err      error
+	state   pstate
+	token   string   // the lock token
+	earlier []string // tokens the lock may still carry while an adoption has not landed
+	epoch   int64
+	// leaseGen is the presence lease generation the lock was taken under (0:
+	// the lock carries no presence flag); ageUntil is when the lock could be
+	// taken by age: the send time of its last landed write plus LockTTL. The
+	// session ends when either passes (lease.go).
+	leaseGen     uint64
+	ageUntil     time.Time
+	refreshing   bool      // a lock refresh is running
+	refreshRetry time.Time // no refresh before this (one failed)
+	saving       bool
+	cleanups     []func(*T)
+	err          error
 	// requesters are servers that asked for the key; each gets a reply when
 	// the profile ends.
 	requesters map[string]struct{}
@@ -104,10 +114,13 @@ func (p *Profile[T]) View(fn func(d *T)) {
 // Update calls fn with the data under the write lock, when the profile is
 // live; the change is saved by the next save. It returns an error matching
 // ErrReleased or ErrLockLost, without calling fn, once the player has left
-// or the lock is lost. While a trade of the profile runs it waits for it;
-// while a trade's outcome is unknown (ErrTradeOutcomeUnknown) it returns
-// ErrTradePending. fn must not keep the pointer or call other methods
-// of p.
+// or the lock is lost, and ErrLockLost (with ErrFenced) once this server can
+// no longer prove the lock is its own (see ErrFenced): that check is made
+// before fn runs and again after, so an Update that returns nil was made
+// while nobody else could hold the lock. While a trade of the profile runs
+// it waits for it; while a trade's outcome is unknown
+// (ErrTradeOutcomeUnknown) it returns ErrTradePending. fn must not keep the
+// pointer or call other methods of p.
 func (p *Profile[T]) Update(fn func(d *T)) error {
 	p.dataMu.Lock()
 	for p.gate != nil { // a trade of this profile is running
@@ -124,15 +137,19 @@ func (p *Profile[T]) Update(fn func(d *T)) error {
 		return err
 	}
 	fn(&p.data)
-	return nil
+	return p.liveErr()
 }
 
-// liveErr is nil when the profile takes updates.
+// liveErr is nil when the profile takes updates: it is live and its lease
+// holds.
 func (p *Profile[T]) liveErr() error {
 	p.d.mu.Lock()
 	defer p.d.mu.Unlock()
 	switch p.state {
 	case stateActive:
+		if err := p.checkLeaseLocked(); err != nil {
+			return err
+		}
 		return nil
 	case stateClosed:
 		return p.err
@@ -250,6 +267,9 @@ func (p *Profile[T]) finishLocked(err error) bool {
 	p.d.notify(p.key)
 	p.d.replyAllLocked(p)
 	p.stopAutosaveLocked()
+	if p.keeper != nil {
+		p.keeper.Stop()
+	}
 	p.cancel()
 	close(p.done)
 	return errors.Is(err, ErrLockLost)

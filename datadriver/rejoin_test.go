@@ -122,7 +122,15 @@ func TestAdoption(t *testing.T) {
 		da, db := players(t, a, short), players(t, b, short)
 		ctx := ctxT(t)
 		p := leaveWithFailingSave(t, a, da, "user:12")
-		// Server B takes the stale lock, plays and leaves.
+		// A's writes keep failing, so its retained lock ages (a live server
+		// refreshes its locks): server B takes the stale lock, plays and
+		// leaves.
+		a.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+			if isWrite(cmd, "save") || isWrite(cmd, "release") {
+				return testsupport.ErrInjected
+			}
+			return nil
+		})
 		pb, err := db.Join(ctx, "user:12")
 		if err != nil {
 			t.Fatalf("B: %v", err)
@@ -131,6 +139,7 @@ func TestAdoption(t *testing.T) {
 		if err := pb.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
+		a.faults.Clear()
 		q, err := da.Join(ctx, "user:12")
 		if err != nil {
 			t.Fatalf("rejoin on A: %v", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/ckernel/playerdata/internal/rscript"
 )
@@ -32,10 +33,11 @@ type writeReq struct {
 
 // writeRes is save.lua's answer.
 type writeRes struct {
-	ver   int64
-	epoch int64
-	moved bool   // the lock moved to the request's token (an adoption landed)
-	how   string // saved, released, already-released
+	ver    int64
+	epoch  int64
+	moved  bool      // the lock moved to the request's token (an adoption landed)
+	how    string    // saved, released, already-released
+	sentAt time.Time // when the call was sent: lock.at is at least this (see touchLocked)
 }
 
 // write runs save.lua for key: one round trip, bounded by the Node's
@@ -45,8 +47,11 @@ func (d *Driver[T]) write(ctx context.Context, key string, w writeReq) (writeRes
 	ctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout)
 	defer cancel()
 	c := d.writeCall(key, w)
+	sentAt := d.node.clock.Now()
 	v, err := c.Script.Run(ctx, d.node.rdb, c.Keys, c.Args...).Result()
-	return writeResult(key, w.mode, v, err)
+	res, err := writeResult(key, w.mode, v, err)
+	res.sentAt = sentAt
+	return res, err
 }
 
 // writeCall is save.lua's call for w, to run alone or in a pipeline.
@@ -95,7 +100,8 @@ func writeResult(key, mode string, v any, err error) (writeRes, error) {
 
 // Save writes the profile to Redis now, fenced by its lock, and refreshes
 // the lock's age. It returns an error matching ErrLockLost when another
-// server holds the lock (the profile then ends: Done closes), ErrTooLarge
+// server holds the lock or this server fenced itself off (ErrFenced; the
+// profile then ends: Done closes), ErrTooLarge
 // when the data exceeds MaxDataBytes (nothing written), ErrReleased after a
 // release, or the backend's error (the profile stays live; autosave
 // retries). ctx bounds the wait for a running save and the save itself.
@@ -178,6 +184,10 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode string) error {
 		d.mu.Unlock()
 		return err
 	}
+	if err := p.checkLeaseLocked(); err != nil {
+		d.mu.Unlock()
+		return err
+	}
 	p.saving = true
 	d.mu.Unlock()
 	defer func() {
@@ -228,8 +238,7 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode string) error {
 		p.dataMu.Unlock()
 	}
 	d.mu.Lock()
-	p.earlier = nil
-	p.epoch = res.epoch
+	p.landedLocked(res)
 	d.mu.Unlock()
 	if res.moved {
 		d.log.Info("lock re-asserted", "key", p.key, "epoch", res.epoch, "how", res.how)

@@ -174,12 +174,30 @@ func TestStaleLockWithoutPresenceTakenByAge(t *testing.T) {
 	if err := pa.Save(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// A's lock carries no presence flag (no handoff): once older than
-	// LockTTL+LockSkew it changes hands by age.
+	// A's writes fail from now on, so its lock ages (a live server refreshes
+	// the locks it holds). It carries no presence flag (no handoff): once
+	// older than LockTTL+LockSkew it changes hands by age.
+	a.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+		if isWrite(cmd, "save") || isWrite(cmd, "release") {
+			return testsupport.ErrInjected
+		}
+		return nil
+	})
 	pb, err := db.Join(ctx, "user:4")
 	if err != nil {
 		t.Fatalf("Join on a stale lock: %v", err)
 	}
+	// A ended the session itself before B could take the lock: LockTTL after
+	// its last landed write, LockSkew before the lock could go by age.
+	select {
+	case <-pa.Done():
+	default:
+		t.Fatal("A's session outlived its lock's age deadline: B took the lock of a live session")
+	}
+	if !errors.Is(pa.Err(), datadriver.ErrFenced) {
+		t.Fatalf("A's Err = %v, want ErrFenced", pa.Err())
+	}
+	a.faults.Clear()
 	if coins(pb) != 1 || pb.Epoch() != 2 {
 		t.Fatalf("B got coins %d epoch %d, want A's last save (1) at epoch 2", coins(pb), pb.Epoch())
 	}

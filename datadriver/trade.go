@@ -225,7 +225,15 @@ func (r *tradeRun) execute(ctx context.Context, tx *Tx) error {
 		return fmt.Errorf("trade %s: %w: %w", r.id, ErrTradeAborted, prepErr)
 	}
 
-	// 2. Commit: the journal's one compare-and-set.
+	// 2. Commit: the journal's one compare-and-set, only while every
+	// participant's lease holds: a server that may have lost a lock without
+	// knowing it commits nothing.
+	for _, p := range r.parties {
+		if err := p.checkLease(); err != nil {
+			r.abort(ctx, marked)
+			return fmt.Errorf("trade %s: %w: %w", r.id, ErrTradeAborted, err)
+		}
+	}
 	if err := r.commit(ctx); err != nil {
 		return err
 	}
@@ -239,11 +247,13 @@ func (r *tradeRun) execute(ctx context.Context, tx *Tx) error {
 		calls = append(calls, p.settleCall(r.id, parts[i].Token, r.images[i]))
 	}
 	sctx, cancel = node.clock.WithTimeout(ctx, node.cfg.SaveTimeout)
+	sentAt := node.clock.Now()
 	vals, errs = rscript.Run(sctx, node.rdb, calls)
 	cancel()
 	var settled []int
 	for i, p := range r.parties {
 		res, err := writeResult(p.tradeKey(), modeSettle, vals[i], errs[i])
+		res.sentAt = sentAt
 		switch {
 		case err == nil:
 			p.settled(res, r.images[i])

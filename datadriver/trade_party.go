@@ -28,6 +28,9 @@ type party interface {
 	settled(res writeRes, img []byte)
 	setPending(pt *pendingTrade)
 	loseLock(err error)
+	// checkLease is nil while the profile may still change (see lease.go);
+	// else it fences the profile and says why.
+	checkLease() error
 }
 
 var _ party = (*Profile[struct{}])(nil)
@@ -47,6 +50,11 @@ func (p *Profile[T]) tradeDriver() string { return p.d.cfg.Name }
 func (p *Profile[T]) tradeKey() string    { return p.key }
 func (p *Profile[T]) tradeRecord() string { return p.d.recordKey(p.key) }
 func (p *Profile[T]) loseLock(err error)  { p.finish(err) }
+func (p *Profile[T]) checkLease() error {
+	p.d.mu.Lock()
+	defer p.d.mu.Unlock()
+	return p.checkLeaseLocked()
+}
 func (p *Profile[T]) lockInfo() (string, int64) {
 	p.d.mu.Lock()
 	defer p.d.mu.Unlock()
@@ -72,9 +80,13 @@ func (p *Profile[T]) enterTrade(ctx context.Context) error {
 		}
 	}
 	p.d.mu.Lock()
+	lerr := p.checkLeaseLocked()
 	state, perr := p.state, p.err
 	p.d.mu.Unlock()
 	switch {
+	case lerr != nil:
+		p.unlockSave()
+		return lerr
 	case state == stateClosed:
 		p.unlockSave()
 		return perr
@@ -133,9 +145,13 @@ func (p *Profile[T]) applyImage(c any, _ []byte) {
 
 // settled records a landed settle write; the caller holds the save slot.
 func (p *Profile[T]) settled(res writeRes, img []byte) {
-	if res.how != "already-settled" {
-		p.ver, p.lastData = res.ver, img
+	if res.how == "already-settled" {
+		return
 	}
+	p.ver, p.lastData = res.ver, img
+	p.d.mu.Lock()
+	p.landedLocked(res)
+	p.d.mu.Unlock()
 }
 
 func (p *Profile[T]) setPending(pt *pendingTrade) {

@@ -22,12 +22,10 @@ const (
 	DefaultParkMax = 2 * time.Second
 )
 
-// Presence is what a Handoff needs of the presence hash
-// (*presence.Presence implements it).
+// Presence is what a Handoff reads of the presence hash: whether a holder
+// still beats (*presence.Presence implements it). Beating this server's own
+// presence is its owner's business (the Node's), not the Handoff's.
 type Presence interface {
-	Start()
-	Close(ctx context.Context) error
-	Remove(ctx context.Context) error
 	Read(ctx context.Context, jobID string) presence.Reading
 }
 
@@ -41,12 +39,12 @@ type Config struct {
 	// default: nil (no requests: waits poll, locks move by release, crash
 	// proof or age)
 	Bus messaging.Bus
-	// Presence is the presence hash: beaten while the handoff runs, read to
-	// tell live holders from stopped ones (required).
+	// Presence reads the presence hash, to tell live holders from stopped
+	// ones (required).
 	Presence Presence
-	// Passive: the server neither beats presence nor subscribes (handoff
-	// off). Its waits poll, and read presence only to keep a live holder's
-	// lock from being taken by age.
+	// Passive: the server does not subscribe (handoff off): it answers no
+	// requests and sends none. Its waits poll, and read presence only to keep
+	// a live holder's lock from being taken by age.
 	// default: false
 	Passive bool
 	// Beat is the presence beat: two stopped reads at least this far apart

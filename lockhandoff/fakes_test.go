@@ -57,9 +57,6 @@ type fakePresence struct {
 	mu       sync.Mutex
 	readings map[string]presence.Reading
 	reads    map[string][]time.Duration
-	starts   int
-	closes   int
-	removes  int
 }
 
 // newFakePresence returns a fake whose read times count from now on clk
@@ -74,26 +71,6 @@ func newFakePresence(clk clock.Clock) *fakePresence {
 		readings: make(map[string]presence.Reading),
 		reads:    make(map[string][]time.Duration),
 	}
-}
-
-func (p *fakePresence) Start() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.starts++
-}
-
-func (p *fakePresence) Close(ctx context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.closes++
-	return nil
-}
-
-func (p *fakePresence) Remove(ctx context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.removes++
-	return nil
 }
 
 func (p *fakePresence) Read(ctx context.Context, job string) presence.Reading {
@@ -125,13 +102,6 @@ func (p *fakePresence) readTimes(job string) []time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]time.Duration(nil), p.reads[job]...)
-}
-
-// calls returns how often Start, Close and Remove were called.
-func (p *fakePresence) calls() (starts, closes, removes int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.starts, p.closes, p.removes
 }
 
 // Readings used by the tests.

@@ -74,10 +74,9 @@ func New(cfg Config) (*Handoff, error) {
 // Active reports whether this server beats presence and answers requests.
 func (h *Handoff) Active() bool { return !h.cfg.Passive }
 
-// Start subscribes to this server's subject and starts the presence beat
-// (one beat at once, then every Beat). A failed subscribe is logged and the
-// handoff falls back to polling: joiners elsewhere still wait on their own
-// schedule. A passive Handoff starts nothing. Start is idempotent.
+// Start subscribes to this server's subject. A failed subscribe is logged
+// and the handoff falls back to polling: joiners elsewhere still wait on
+// their own schedule. A passive Handoff starts nothing. Start is idempotent.
 func (h *Handoff) Start() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -93,12 +92,9 @@ func (h *Handoff) Start() {
 			h.sub = sub
 		}
 	}
-	h.cfg.Presence.Start()
 }
 
-// Close unsubscribes, stops the presence beat and waits for messages in
-// flight (bounded by ctx). It does not remove this server's presence: call
-// Leave once every lock is released.
+// Close unsubscribes and waits for messages in flight (bounded by ctx).
 func (h *Handoff) Close(ctx context.Context) error {
 	h.mu.Lock()
 	if h.closed {
@@ -126,21 +122,7 @@ func (h *Handoff) Close(ctx context.Context) error {
 	}
 	h.cancel()
 	<-done
-	if !h.cfg.Passive {
-		if err := h.cfg.Presence.Close(ctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	return errors.Join(errs...)
-}
-
-// Leave removes this server's presence: call it on a clean shutdown, after
-// every lock is released, so that nobody waits for its presence to expire.
-func (h *Handoff) Leave(ctx context.Context) error {
-	if h.cfg.Passive {
-		return nil
-	}
-	return h.cfg.Presence.Remove(ctx)
 }
 
 // Register routes requests for driver to holder. A second holder of the

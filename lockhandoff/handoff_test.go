@@ -229,7 +229,6 @@ func TestHandoffRegister(t *testing.T) {
 // lifecycle is what a Handoff did to its bus and presence.
 type lifecycle struct {
 	Subscribes, Unsubscribes int
-	Starts, Closes, Removes  int
 	Published                int // messages on the bus
 	HolderRequests           int // requests that reached A's holder
 }
@@ -245,19 +244,19 @@ func TestHandoffLifecycle(t *testing.T) {
 		want    lifecycle
 	}{
 		{
-			name: "Start subscribes once and starts presence once",
+			name: "Start subscribes once",
 			ops:  func(t *testing.T, h *lockhandoff.Handoff) { h.Start(); h.Start(); h.Start() },
-			want: lifecycle{Subscribes: 1, Starts: 1, Published: 1, HolderRequests: 1},
+			want: lifecycle{Subscribes: 1, Published: 1, HolderRequests: 1},
 		},
 		{
-			name: "Close unsubscribes and closes presence",
+			name: "Close unsubscribes",
 			ops: func(t *testing.T, h *lockhandoff.Handoff) {
 				h.Start()
 				if err := h.Close(ctx); err != nil {
 					t.Errorf("Close: %v", err)
 				}
 			},
-			want: lifecycle{Subscribes: 1, Unsubscribes: 1, Starts: 1, Closes: 1, Published: 1},
+			want: lifecycle{Subscribes: 1, Unsubscribes: 1, Published: 1},
 		},
 		{
 			name: "Close twice: once",
@@ -269,7 +268,7 @@ func TestHandoffLifecycle(t *testing.T) {
 					}
 				}
 			},
-			want: lifecycle{Subscribes: 1, Unsubscribes: 1, Starts: 1, Closes: 1, Published: 1},
+			want: lifecycle{Subscribes: 1, Unsubscribes: 1, Published: 1},
 		},
 		{
 			name: "Start after Close starts nothing",
@@ -279,20 +278,7 @@ func TestHandoffLifecycle(t *testing.T) {
 				}
 				h.Start()
 			},
-			want: lifecycle{Closes: 1, Published: 1},
-		},
-		{
-			name: "Leave removes presence",
-			ops: func(t *testing.T, h *lockhandoff.Handoff) {
-				h.Start()
-				if err := h.Close(ctx); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-				if err := h.Leave(ctx); err != nil {
-					t.Errorf("Leave: %v", err)
-				}
-			},
-			want: lifecycle{Subscribes: 1, Unsubscribes: 1, Starts: 1, Closes: 1, Removes: 1, Published: 1},
+			want: lifecycle{Published: 1},
 		},
 		{
 			name: "Reply after Close sends nothing",
@@ -303,7 +289,7 @@ func TestHandoffLifecycle(t *testing.T) {
 				}
 				h.Reply(driverName, playerKey, jobB)
 			},
-			want: lifecycle{Subscribes: 1, Unsubscribes: 1, Starts: 1, Closes: 1, Published: 1},
+			want: lifecycle{Subscribes: 1, Unsubscribes: 1, Published: 1},
 		},
 		{
 			name: "Reply is published",
@@ -311,10 +297,10 @@ func TestHandoffLifecycle(t *testing.T) {
 				h.Start()
 				h.Reply(driverName, playerKey, jobB)
 			},
-			want: lifecycle{Subscribes: 1, Starts: 1, Published: 2, HolderRequests: 1},
+			want: lifecycle{Subscribes: 1, Published: 2, HolderRequests: 1},
 		},
 		{
-			name:    "passive: no subscription, no beat, Reply, Leave and Close leave all alone",
+			name:    "passive: no subscription, Reply and Close leave all alone",
 			passive: true,
 			ops: func(t *testing.T, h *lockhandoff.Handoff) {
 				if h.Active() {
@@ -322,9 +308,6 @@ func TestHandoffLifecycle(t *testing.T) {
 				}
 				h.Start()
 				h.Reply(driverName, playerKey, jobB)
-				if err := h.Leave(ctx); err != nil {
-					t.Errorf("Leave: %v", err)
-				}
 				if err := h.Close(ctx); err != nil {
 					t.Errorf("Close: %v", err)
 				}
@@ -352,7 +335,6 @@ func TestHandoffLifecycle(t *testing.T) {
 
 				var got lifecycle
 				got.Subscribes, got.Unsubscribes = bus.counts()
-				got.Starts, got.Closes, got.Removes = p.calls()
 				got.Published = wd.bus.Stats().Published
 				got.HolderRequests = len(holder.requests())
 				if got != tc.want {
@@ -409,9 +391,6 @@ func TestHandoffSubscribeFails(t *testing.T) {
 
 				if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "subscribe failed") {
 					t.Errorf("log = %q, want a warning about the failed subscribe", out)
-				}
-				if starts, _, _ := pB.calls(); starts != 1 {
-					t.Errorf("presence started %d times, want 1", starts)
 				}
 
 				// B still waits: its request reaches A, A's reply cannot reach B,
@@ -575,9 +554,6 @@ func TestHandoffCloseWaitsForPublishes(t *testing.T) {
 				synctest.Wait()
 				if got := h.Stats(); got != tc.wantStats {
 					t.Errorf("Stats() = %+v, want %+v", got, tc.wantStats)
-				}
-				if _, closes, _ := p.calls(); closes != 1 {
-					t.Errorf("presence closed %d times, want 1", closes)
 				}
 			})
 		})

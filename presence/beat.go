@@ -5,43 +5,91 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/benbjohnson/clock"
 )
+
+// maxInflightBeats bounds the beat calls still running at once, counting
+// those abandoned at their deadline: a Redis that hangs every call cannot
+// make the loop pile them up.
+const maxInflightBeats = 3
+
+// beatResult is one beat script's answer.
+type beatResult struct {
+	res []int64
+	err error
+}
 
 // Beat writes one beat: our field's expiry becomes Redis TIME + TTL, the run
 // meta fields are refreshed if Redis restarted or failed over, and up to three
-// expired fields are cleaned. One Lua script round trip. The clock time it was
-// sent at becomes LastBeat when it succeeds. Errors are wrapped
-// "presence beat: ..."; after Close it answers ErrClosed. Beat is what Start's
-// loop calls; call it directly for an extra beat (e.g. when handoff starts).
-// ctx bounds the round trip; Close also cancels it.
+// expired fields are cleaned. One Lua script round trip.
+//
+// The call has its own deadline, Config.Beat on the clock, whatever the
+// client's ReadTimeout or ContextTimeoutEnabled: when no answer has come by
+// then, Beat returns an error wrapping ErrBeatTimeout and leaves the call
+// behind (it ends when the client gives up; at most a few run at once). An
+// answer that comes at or after the deadline counts as a failure too. Only a
+// beat acknowledged in time extends the lease, from the clock time it was
+// sent at. Errors are wrapped "presence beat: ..."; after Close it answers
+// ErrClosed. Beat is what Start's loop calls; call it directly for an extra
+// beat. ctx can cut the wait short; Close cancels it too.
 func (p *Presence) Beat(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return fmt.Errorf("presence beat: %w", ErrClosed)
 	}
-	p.wg.Add(1)
-	p.mu.Unlock()
-	defer p.wg.Done()
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(p.base, cancel)
-	defer stop()
-
-	sentAt := p.clock.Now()
-	res, err := p.beatScript.Run(ctx, p.rdb, []string{p.cfg.Key}, p.cfg.JobID, p.ttlMS).Int64Slice()
-	if err == nil && len(res) != 2 {
-		err = fmt.Errorf("%w: %v", ErrUnexpectedReply, res)
-	}
-	if err != nil {
-		err = fmt.Errorf("presence beat: %w", err)
+	if n := p.inflight.Load(); n >= maxInflightBeats {
+		p.mu.Unlock()
+		err := fmt.Errorf("presence beat: %w: %d earlier beats are still running", ErrBeatTimeout, n)
 		p.beatFailed(err)
 		return err
 	}
-	p.beatSucceeded(sentAt, res[1] == 1)
+	p.inflight.Add(1)
+	p.wg.Add(1)
+	p.mu.Unlock()
+	defer p.beatsDone.Add(1)
+
+	sentAt := p.clock.Now()
+	// The deadline on the call's context bounds it where the client honours
+	// contexts; the timer below bounds the wait whatever the client does.
+	// Returning cancels it: a call left behind is of no use any more.
+	callCtx, cancel := p.clock.WithTimeout(ctx, p.cfg.Beat)
+	defer cancel()
+	stop := context.AfterFunc(p.base, cancel)
+	defer stop()
+	done := make(chan beatResult, 1)
+	go func() {
+		defer p.wg.Done()
+		defer p.inflight.Add(-1)
+		res, err := p.beatScript.Run(callCtx, p.rdb, []string{p.cfg.Key}, p.cfg.JobID, p.ttlMS).Int64Slice()
+		done <- beatResult{res, err}
+	}()
+
+	deadline := p.clock.Timer(p.cfg.Beat)
+	defer deadline.Stop()
+	var r beatResult
+	select {
+	case r = <-done:
+	case <-deadline.C:
+		r.err = ErrBeatTimeout
+	case <-callCtx.Done():
+		r.err = callCtx.Err()
+		if errors.Is(r.err, context.DeadlineExceeded) {
+			r.err = ErrBeatTimeout
+		}
+	}
+	ackAt := p.clock.Now()
+	if r.err == nil && ackAt.Sub(sentAt) >= p.cfg.Beat {
+		r.err = fmt.Errorf("%w: answered after %s", ErrBeatTimeout, ackAt.Sub(sentAt))
+	}
+	if r.err == nil && len(r.res) != 2 {
+		r.err = fmt.Errorf("%w: %v", ErrUnexpectedReply, r.res)
+	}
+	if r.err != nil {
+		err := fmt.Errorf("presence beat: %w", r.err)
+		p.beatFailed(err)
+		return err
+	}
+	p.beatSucceeded(sentAt, ackAt, r.res[1] == 1)
 	return nil
 }
 
@@ -62,79 +110,43 @@ func (p *Presence) beatFailed(err error) {
 	}
 }
 
-// beatSucceeded records sentAt, ends a stale episode and wakes the loop to
-// re-arm the stale timer.
-func (p *Presence) beatSucceeded(sentAt time.Time, reset bool) {
-	now := p.clock.Now()
+// beatSucceeded extends the lease from sentAt and logs a recovery, a new
+// lease generation and a new Redis run.
+func (p *Presence) beatSucceeded(sentAt, ackAt time.Time, reset bool) {
+	renewed := p.extend(sentAt, ackAt)
 	p.mu.Lock()
-	recovered, failures := p.failing, p.failures
+	recovered, failures, first := p.failing, p.failures, p.lastSent.IsZero()
 	p.failing, p.failures = false, 0
 	if sentAt.After(p.lastSent) {
 		p.lastSent = sentAt
 	}
-	if now.Before(p.lastSent.Add(p.fenceAfter)) {
-		p.staleFired = false
-	}
 	p.mu.Unlock()
 
-	select {
-	case p.rearm <- struct{}{}:
-	default:
-	}
+	gen := p.Lease().Gen
 	if recovered {
 		p.log.Info("presence beat recovered", "key", p.cfg.Key, "failed_beats", failures)
 	}
-	if reset {
+	if renewed && gen > 1 {
+		p.log.Info("presence lease renewed under a new generation; what lived under the lapsed one stays ended",
+			"key", p.cfg.Key, "generation", gen)
+	}
+	switch {
+	case reset && first:
+		p.log.Debug("presence: first beat into this Redis run; a missing beat reads unknown for one TTL",
+			"key", p.cfg.Key, "ttl", p.cfg.TTL)
+	case reset:
 		p.log.Info("presence: new Redis run detected; a missing beat reads unknown for one TTL",
 			"key", p.cfg.Key, "ttl", p.cfg.TTL)
 	}
 }
 
-// run is the beat loop: one beat now, then one per tick; it also owns the
-// stale timer so that OnStale runs on this goroutine and stops with it.
+// run is the beat loop: one beat now, then one per tick. Beat waits at most
+// one Beat for its answer, so the loop never falls more than a tick behind;
+// the lease's deadline lives on its own goroutine (fenceLoop).
 func (p *Presence) run(ctx context.Context) {
 	defer p.wg.Done()
 	ticker := p.clock.Ticker(p.cfg.Beat)
 	defer ticker.Stop()
-
-	var fence *clock.Timer
-	var fenceC <-chan time.Time
-	defer func() {
-		if fence != nil {
-			fence.Stop()
-		}
-	}()
-	disarm := func() {
-		if fence != nil && !fence.Stop() {
-			select {
-			case <-fence.C:
-			default:
-			}
-		}
-	}
-	// arm points the stale timer at the current deadline, fires it at once if
-	// the deadline has passed, or leaves it off (already fired this episode).
-	arm := func() {
-		for {
-			d, ok := p.staleIn()
-			disarm()
-			if !ok {
-				return
-			}
-			if d > 0 {
-				if fence == nil {
-					fence = p.clock.Timer(d)
-					fenceC = fence.C
-				} else {
-					fence.Reset(d)
-				}
-				return
-			}
-			p.fireStale()
-		}
-	}
-
-	arm()
 	_ = p.Beat(ctx) // logged inside
 	for {
 		select {
@@ -142,49 +154,6 @@ func (p *Presence) run(ctx context.Context) {
 			return
 		case <-ticker.C:
 			_ = p.Beat(ctx)
-		case <-p.rearm:
-			arm()
-		case <-fenceC:
-			arm() // fires OnStale if the deadline really passed, else re-arms
 		}
-	}
-}
-
-// staleRef returns the time the stale deadline counts from: the last
-// successful beat's send time, or Start's time while none succeeded. p.mu held.
-func (p *Presence) staleRef() time.Time {
-	if p.lastSent.IsZero() {
-		return p.startedAt
-	}
-	return p.lastSent
-}
-
-// staleIn returns the time left before this server goes stale, and false when
-// no stale timer should run (OnStale already ran this episode).
-func (p *Presence) staleIn() (time.Duration, bool) {
-	now := p.clock.Now()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.staleFired {
-		return 0, false
-	}
-	return p.staleRef().Add(p.fenceAfter).Sub(now), true
-}
-
-// fireStale opens a stale episode: warns and calls OnStale once.
-func (p *Presence) fireStale() {
-	p.mu.Lock()
-	if p.staleFired {
-		p.mu.Unlock()
-		return
-	}
-	p.staleFired = true
-	ref, never := p.staleRef(), p.lastSent.IsZero()
-	p.mu.Unlock()
-
-	p.log.Warn("presence stale: no successful beat for TTL-FenceMargin; this server may read as stopped",
-		"key", p.cfg.Key, "since", p.clock.Since(ref), "never_beat", never, "ttl", p.cfg.TTL)
-	if p.cfg.OnStale != nil {
-		p.cfg.OnStale()
 	}
 }

@@ -46,32 +46,35 @@ type Config struct {
 	// JobID names this server: non-empty and not starting with a NUL byte.
 	// default: none (required)
 	JobID string
-	// Beat is the interval between beats of the loop started by Start.
+	// Beat is the interval between beats of the loop started by Start, and
+	// the deadline of each beat call.
 	// default: DefaultBeat (3s)
 	Beat time.Duration
 	// TTL is how long a beat stays alive on the Redis clock; must be > Beat and
 	// at least 1ms. Every server reading a hash should use the writers' TTL.
 	// default: DefaultTTL (10s)
 	TTL time.Duration
-	// FenceMargin: this server counts as stale once its last successful beat was
-	// sent more than TTL-FenceMargin ago. Must be < TTL, and TTL-FenceMargin
-	// must exceed Beat (or a healthy server would go stale between two beats).
+	// FenceMargin: the lease lapses TTL-FenceMargin after the last
+	// acknowledged beat was sent, FenceMargin before others can read this
+	// server as stopped. Must be < TTL, and TTL-FenceMargin must exceed Beat
+	// (or a healthy server would lapse between two beats).
 	// default: Beat
 	FenceMargin time.Duration
-	// Clock drives the beat loop, the stale timer and Stale.
+	// Clock drives the beat loop, the lease and each beat's deadline.
 	// default: clock.New() (the real, monotonic clock)
 	Clock clock.Clock
 	// Logger receives the beat loop's warnings and recoveries.
 	// default: slog.Default()
 	Logger *slog.Logger
-	// OnStale is called once per stale episode, on the loop goroutine started by
-	// Start, when this server may already read as stopped to others: its last
-	// successful beat was sent TTL-FenceMargin ago (or, if none succeeded yet,
-	// Start was). End the sessions it holds (self-fencing). It must return
-	// promptly (beats wait for it) and must not call Close. A later successful
-	// beat ends the episode. Without Start it is never called.
-	// default: nil (no call; Stale still answers)
-	OnStale func()
+	// OnLapse is called when the lease of generation gen lapses (see
+	// [Lease]): once per generation, in order, on the lease's own goroutine
+	// started by Start, which makes no network call. A server ends every
+	// session it holds under a lapsed generation (self-fencing). It must
+	// return promptly and must not call Close. When a late beat renewed the
+	// lease before the lapse was seen, it is still called, with the old
+	// generation. Without Start it is never called.
+	// default: nil (no call; Lease and Holds still answer)
+	OnLapse func(gen uint64)
 }
 
 // withDefaults returns cfg with zero fields set to their defaults, or an error

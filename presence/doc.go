@@ -21,10 +21,18 @@
 // random fields and deletes the expired ones: O(1) work per beat, and no
 // answer depends on it.
 //
+// # The lease
+//
 // A server whose beats fail can be read as stopped by others and lose its
-// locks. [Presence.Stale] and [Config.OnStale] let it fence itself: once its
-// last successful beat was sent more than TTL-FenceMargin ago, it should end
-// its sessions rather than let players earn progress that cannot be saved.
+// locks. [Presence.Lease] is what the server itself can know: a deadline on
+// its own monotonic clock, TTL-FenceMargin after the send time of its last
+// acknowledged beat, before which no other server can read it as stopped. The
+// lease runs on its own goroutine and every beat call has its own deadline
+// (one Beat), so a Redis call that hangs never delays it. When it passes,
+// [Config.OnLapse] tells the server to end what it holds (self-fencing), and
+// [Presence.Holds] answers false from that instant, so a server checks it
+// before every change. A lapsed lease stays lapsed: a later beat starts a new
+// generation, for new sessions only.
 //
 // Each beat, read and list is one Lua script round trip (EVALSHA; go-redis
 // falls back to EVAL, one more round trip, when Redis has not cached the script

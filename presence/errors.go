@@ -19,3 +19,7 @@ var (
 	// not know (a foreign script under the same SHA, or a proxy in between).
 	ErrUnexpectedReply = errors.New("presence: unexpected script reply")
 )
+
+// ErrBeatTimeout means a beat was not acknowledged within its deadline (one
+// Beat); it extends nothing, even if it lands later.
+var ErrBeatTimeout = errors.New("presence: beat not acknowledged in time")

@@ -227,11 +227,26 @@ var errInjected = errors.New("injected fault")
 type faultHook struct {
 	fail    atomic.Bool
 	block   atomic.Bool   // hold each command until its ctx ends
-	entered chan struct{} // receives (non-blocking) when a blocked command waits
+	hang    atomic.Bool   // hold each command until unhang, whatever its ctx (a client that ignores contexts)
+	entered chan struct{} // receives (non-blocking) when a blocked or hung command waits
 	evalSHA atomic.Int64  // EVALSHA calls finished: one per script Run
+
+	mu      sync.Mutex
+	release chan struct{} // closed by unhang
 }
 
-func newFaultHook() *faultHook { return &faultHook{entered: make(chan struct{}, 1)} }
+func newFaultHook() *faultHook {
+	return &faultHook{entered: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+// unhang lets every hung command go on to Redis, and stops hanging new ones.
+func (h *faultHook) unhang() {
+	h.hang.Store(false)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	close(h.release)
+	h.release = make(chan struct{})
+}
 
 func (h *faultHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
@@ -243,6 +258,17 @@ func (h *faultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if cmd.Name() == "evalsha" {
 			defer h.evalSHA.Add(1)
+		}
+		if h.hang.Load() {
+			h.mu.Lock()
+			release := h.release
+			h.mu.Unlock()
+			select {
+			case h.entered <- struct{}{}:
+			default:
+			}
+			<-release
+			ctx = context.WithoutCancel(ctx) // it goes on as if nothing told it to stop
 		}
 		if h.block.Load() {
 			select {

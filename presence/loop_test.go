@@ -3,8 +3,9 @@ package presence
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,12 +16,21 @@ import (
 // loopRig is one Presence running its loop on a mock clock, with a fault hook
 // on its client and its logs captured.
 type loopRig struct {
-	mock  *clock.Mock
-	hook  *faultHook
-	rdb   *redis.Client
-	logs  *logBuffer
-	p     *Presence
-	stale atomic.Int64 // OnStale calls
+	mock *clock.Mock
+	hook *faultHook
+	rdb  *redis.Client
+	logs *logBuffer
+	p    *Presence
+
+	mu     sync.Mutex
+	lapses []uint64 // OnLapse calls, in order
+}
+
+// lapsed returns the generations OnLapse reported so far.
+func (g *loopRig) lapsed() []uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.lapses)
 }
 
 // newLoopRig starts a loop against rdbFor(hook) on a mock clock, with the
@@ -32,23 +42,28 @@ func newLoopRig(tb testing.TB, cfg Config, rdbFor func(*faultHook) *redis.Client
 	g.mock.Set(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	g.rdb = rdbFor(g.hook)
 	cfg.Key, cfg.JobID, cfg.Clock, cfg.Logger = testKey(tb), "a", g.mock, g.logs.logger()
-	cfg.OnStale = func() { g.stale.Add(1) }
+	cfg.OnLapse = func(gen uint64) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.lapses = append(g.lapses, gen)
+	}
 	g.p = newTestPresence(tb, g.rdb, cfg)
 	g.p.Start()
 	g.waitAttempts(tb, 1)
 	return g
 }
 
-// waitAttempts waits until n beats have been attempted in all.
+// waitAttempts waits until n beats have returned in all.
 func (g *loopRig) waitAttempts(tb testing.TB, n int64) {
 	tb.Helper()
-	eventually(tb, 10*time.Second, "beat attempts", func() bool { return g.hook.evalSHA.Load() >= n })
+	eventually(tb, 10*time.Second, "beat attempts", func() bool { return g.p.beatsDone.Load() >= n })
 }
 
-// tick moves the mock clock one Beat and waits for the beat it triggers.
+// tick moves the mock clock one Beat and waits for the beat it triggers to
+// return.
 func (g *loopRig) tick(tb testing.TB) {
 	tb.Helper()
-	n := g.hook.evalSHA.Load()
+	n := g.p.beatsDone.Load()
 	g.mock.Add(DefaultBeat)
 	g.waitAttempts(tb, n+1)
 }
@@ -77,31 +92,22 @@ func TestLoopLogsFailureOnceAndRecovery(t *testing.T) {
 	if s := g.logs.String(); !strings.Contains(s, "level=WARN") || !strings.Contains(s, "failed_beats=3") {
 		t.Errorf("logs lack the warning level or failure count:\n%s", s)
 	}
-	if n := g.stale.Load(); n != 0 {
-		t.Errorf("OnStale called %d times", n)
+	if got := g.lapsed(); len(got) != 0 {
+		t.Errorf("OnLapse called: %v", got)
 	}
 }
 
-func TestOnStale(t *testing.T) {
+func TestOnLapse(t *testing.T) {
 	r := startRedis(t)
 	fenceAfter := DefaultTTL - DefaultBeat // 7s with the defaults
 
-	t.Run("beats fail from the start", func(t *testing.T) {
+	t.Run("no beat ever acknowledged: no lease, nothing to lapse", func(t *testing.T) {
 		g := newLoopRig(t, Config{}, func(h *faultHook) *redis.Client { return closedPortClient(t, h) })
-		g.mock.Add(fenceAfter - time.Millisecond) // two failing ticks on the way
-		if n := g.stale.Load(); n != 0 || !g.p.Stale() {
-			t.Fatalf("before TTL-FenceMargin: OnStale calls %d, Stale() %v; want 0, true", n, g.p.Stale())
-		}
-		g.mock.Add(time.Millisecond)
-		eventually(t, 5*time.Second, "OnStale", func() bool { return g.stale.Load() == 1 })
 		for range 5 {
 			g.tick(t)
 		}
-		if n := g.stale.Load(); n != 1 {
-			t.Errorf("OnStale called %d times in one episode, want 1", n)
-		}
-		if n := g.count("presence stale"); n != 1 {
-			t.Errorf("%d stale warnings, want 1", n)
+		if got := g.lapsed(); len(got) != 0 || !g.p.Stale() || g.p.Lease().Gen != 0 {
+			t.Fatalf("OnLapse %v, Stale %v, Lease %+v; want no call, stale, generation 0", got, g.p.Stale(), g.p.Lease())
 		}
 	})
 
@@ -113,33 +119,40 @@ func TestOnStale(t *testing.T) {
 				t.Fatal("Stale() while beats succeed")
 			}
 		}
-		if n := g.stale.Load(); n != 0 {
-			t.Errorf("OnStale called %d times while beats succeed", n)
+		if got := g.lapsed(); len(got) != 0 || g.p.Lease().Gen != 1 {
+			t.Errorf("OnLapse %v, generation %d while beats succeed; want none, 1", got, g.p.Lease().Gen)
 		}
 	})
 
-	t.Run("fires TTL-FenceMargin after the last success, once per episode", func(t *testing.T) {
+	t.Run("fires TTL-FenceMargin after the last acknowledged beat, once per generation", func(t *testing.T) {
 		g := newLoopRig(t, Config{}, func(h *faultHook) *redis.Client { return r.client(t, h) })
-		for episode := int64(1); episode <= 2; episode++ {
+		for gen := uint64(1); gen <= 2; gen++ {
 			eventually(t, 5*time.Second, "a successful beat", func() bool { return !g.p.Stale() })
+			if got := g.p.Lease().Gen; got != gen {
+				t.Fatalf("generation %d, want %d", got, gen)
+			}
 			deadline := g.p.LastBeat().Add(fenceAfter)
 			g.hook.fail.Store(true)
 			g.mock.Set(deadline.Add(-time.Millisecond)) // the ticks on the way fail
-			if n := g.stale.Load(); n != episode-1 || g.p.Stale() {
-				t.Fatalf("episode %d, 1ms before the deadline: OnStale calls %d, Stale() %v", episode, n, g.p.Stale())
+			if got := g.lapsed(); len(got) != int(gen-1) || !g.p.Holds(gen) {
+				t.Fatalf("generation %d, 1ms before the deadline: OnLapse %v, Holds %v", gen, got, g.p.Holds(gen))
 			}
 			g.mock.Add(time.Millisecond)
-			eventually(t, 5*time.Second, "OnStale", func() bool { return g.stale.Load() == episode })
-			if !g.p.Stale() {
-				t.Fatal("Stale() = false after OnStale")
+			if g.p.Holds(gen) {
+				t.Fatal("Holds() = true at the deadline, before the fence goroutine ran")
 			}
+			eventually(t, 5*time.Second, "OnLapse", func() bool { return len(g.lapsed()) == int(gen) })
 			g.tick(t)
 			g.tick(t)
-			if n := g.stale.Load(); n != episode {
-				t.Fatalf("episode %d: OnStale calls %d, want %d", episode, n, episode)
-			}
 			g.hook.fail.Store(false)
-			g.tick(t) // recovers: the next failure run is a new episode
+			g.tick(t) // recovers under a new generation
+			eventually(t, 5*time.Second, "a new lease", func() bool { return g.p.Holds(gen + 1) })
+			if g.p.Holds(gen) {
+				t.Fatalf("the lapsed generation %d holds again after a successful beat", gen)
+			}
+		}
+		if got := g.lapsed(); !slices.Equal(got, []uint64{1, 2}) {
+			t.Errorf("OnLapse calls %v, want [1 2]", got)
 		}
 	})
 }
@@ -174,8 +187,8 @@ func TestCloseStopsLoop(t *testing.T) {
 	if got := g.p.Read(ctx, "a"); got.Status != Alive {
 		t.Errorf("Read after Close = %+v; reads should keep working and Close should not remove the field", got)
 	}
-	if g.stale.Load() != 0 {
-		t.Error("OnStale called after Close")
+	if got := g.lapsed(); len(got) != 0 {
+		t.Errorf("OnLapse called after Close: %v", got)
 	}
 }
 

@@ -19,20 +19,21 @@ func (p *Presence) Read(ctx context.Context, jobID string) Reading {
 		return Reading{Status: Unknown, Err: fmt.Errorf("presence read: %w", err)}
 	}
 	res, err := p.readScript.Run(ctx, p.rdb, []string{p.cfg.Key}, jobID, p.ttlMS).Int64Slice()
-	if err == nil && len(res) != 2 {
+	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("%w: %v", ErrUnexpectedReply, res)
 	}
 	if err != nil {
 		return Reading{Status: Unknown, Err: fmt.Errorf("presence read %s: %w", jobID, err)}
 	}
 	ms := time.Duration(res[1]) * time.Millisecond
+	at := time.UnixMilli(res[2])
 	switch res[0] {
 	case 1:
-		return Reading{Status: Alive, ExpiresIn: ms}
+		return Reading{Status: Alive, ExpiresIn: ms, At: at}
 	case 2:
-		return Reading{Status: Stopped}
+		return Reading{Status: Stopped, At: at}
 	case 0:
-		return Reading{Status: Unknown, ExpiresIn: ms}
+		return Reading{Status: Unknown, ExpiresIn: ms, At: at}
 	default:
 		return Reading{Status: Unknown, Err: fmt.Errorf("presence read %s: %w: code %d", jobID, ErrUnexpectedReply, res[0])}
 	}

@@ -4,14 +4,16 @@
 -- ARGV[1]  JobID to read
 -- ARGV[2]  TTL in milliseconds
 --
--- Answers {code, ms}:
---   {1, remaining}  alive: the beat expires in `remaining` ms (> 0)
---   {2, 0}          stopped: no live beat, and this Redis run has been seen for
---                   at least one TTL, so a live server would have beaten into it
---   {0, wait}       unknown: no live beat, but that is no proof: the meta fields
---                   are missing, name another Redis run (restart or failover),
---                   or this run is younger than one TTL; `wait` is the least
---                   time in ms before the answer can become stopped
+-- Answers {code, ms, now}, now being the Redis time of the read (ms):
+--   {1, remaining, now}  alive: the beat expires in `remaining` ms (> 0)
+--   {2, 0, now}          stopped: no live beat, and this Redis run has been seen
+--                        for at least one TTL, so a live server would have beaten
+--                        into it
+--   {0, wait, now}       unknown: no live beat, but that is no proof: the meta
+--                        fields are missing, name another Redis run (restart or
+--                        failover), or this run is younger than one TTL; `wait`
+--                        is the least time in ms before the answer can become
+--                        stopped
 local key, job, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
 
 local t = redis.call('TIME')
@@ -19,7 +21,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local v = tonumber(redis.call('HGET', key, job))
 if v ~= nil and v > now then
-  return {1, v - now}
+  return {1, v - now, now}
 end
 
 local run = ''
@@ -31,9 +33,9 @@ end
 local meta = redis.call('HMGET', key, '\0run', '\0since')
 local since = tonumber(meta[2])
 if meta[1] ~= run or since == nil then
-  return {0, ttl}
+  return {0, ttl, now}
 end
 if now - since < ttl then
-  return {0, ttl - (now - since)}
+  return {0, ttl - (now - since), now}
 end
-return {2, 0}
+return {2, 0, now}

@@ -46,6 +46,11 @@ type Reading struct {
 	// Err, when Unknown, says why the read failed. It is nil when the answer is
 	// unknown only because Redis restarted or failed over recently.
 	Err error
+	// At is the Redis clock's time of the read (millisecond precision); zero
+	// when the read failed. A Stopped reading proves that the server wrote
+	// nothing under its lease after At (see Lease), which is how a lock it
+	// last refreshed before At can be told from one it took after coming back.
+	At time.Time
 }
 
 // Entry is one server found in the presence hash by [Presence.List].
