@@ -11,7 +11,7 @@
 // and skip without them; they never use REDIS_URL or NATS_URL, nor the
 // machine's usual ports.
 //
-//	go test ./faulttest/                    # every scenario, in parallel (about 2 minutes)
+//	go test ./faulttest/                    # every scenario, four at a time (about a minute, plus the build)
 //	go test ./faulttest/ -run TestKill -v   # one scenario, with its figures
 //
 // Each scenario logs one line starting with "README |": a row of the "Faults

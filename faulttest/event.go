@@ -31,6 +31,7 @@ const (
 	EvSaveFailed = "save_failed"
 	// EvEnded: the profile's Done channel closed (T is when it was seen),
 	// with Err (Profile.Err) and the session's last accepted Update so far.
+	// Sessions closed by SIGTERM's Node.Close are not reported.
 	EvEnded = "ended"
 	// EvRefused: an Update was refused with Err (Sent when it was called);
 	// the session's loop stops. Carries the last accepted Update.
