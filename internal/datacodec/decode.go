@@ -206,6 +206,9 @@ func (s *state) decodeStruct(p *plan, c byte, dst, tmpl reflect.Value) (*node, e
 				un = &node{}
 			}
 			if err := s.keepRaw(un, kstart); err != nil {
+				if name, ok := keyString(s.r.b[kstart:]); ok {
+					return nil, atPath(err, "."+name)
+				}
 				return nil, err
 			}
 			continue

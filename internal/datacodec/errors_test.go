@@ -38,9 +38,10 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 		{"negative into unsigned", decodeWith(cn, marshal(t, map[string]any{"Count": -1})), "Count", ErrTypeMismatch},
 		{"not a map at the top", decodeWith(c1, marshal(t, "hello")), "", ErrTypeMismatch},
 		{"truncated", decodeWith(c1, good[:len(good)-3]), "Loadout[1]", ErrMalformed},
+		{"truncated inside an unknown field", decodeWith(c1, []byte{0x81, 0xa4, 'G', 'e', 'm', 's', 0xcd, 0x01}), "Gems", ErrMalformed},
 		{"bytes after the value", decodeWith(c1, append(append([]byte{}, good...), 0xc0)), "", ErrMalformed},
 		{"empty, not nil", decodeWith(c1, []byte{}), "", ErrMalformed},
-		{"invalid code", decodeWith(c1, []byte{0x81, 0xa1, 'x', 0xc1}), "", ErrMalformed},
+		{"invalid code", decodeWith(c1, []byte{0x81, 0xa1, 'x', 0xc1}), "x", ErrMalformed},
 		{"a count the input cannot hold", decodeWith(c1, []byte{0x81, 0xa6, 'Q', 'u', 'e', 's', 't', 's', 0xdd, 0xff, 0xff, 0xff, 0xff}), "Quests", ErrMalformed},
 	}
 	for _, tt := range tests {
