@@ -20,7 +20,7 @@ func (s *state) clone(p *plan, dst, src reflect.Value) error {
 		return nil
 	}
 	if s.depth++; s.depth > maxDepth {
-		return fmt.Errorf("datacodec: clone: nested deeper than %d (a cycle?)", maxDepth)
+		return ErrNotATree
 	}
 	err := s.cloneDeep(p, dst, src)
 	s.depth--

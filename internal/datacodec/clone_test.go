@@ -116,15 +116,24 @@ func TestClone(t *testing.T) {
 				t.Fatalf("got %+v", cp)
 			}
 		}},
+		{"a nil value fails", func(t *testing.T) {
+			c := mustNew(t, Node{}, Options{})
+			if _, err := c.Clone(nil); !errors.Is(err, ErrNilValue) {
+				t.Fatalf("Clone: %v", err)
+			}
+			if _, err := c.Encode(nil, nil); !errors.Is(err, ErrNilValue) {
+				t.Fatalf("Encode: %v", err)
+			}
+		}},
 		{"a cycle fails", func(t *testing.T) {
 			c := mustNew(t, Node{}, Options{})
 			n := &Node{Name: "loop"}
 			n.Next = n
-			if _, err := c.Clone(n); err == nil {
-				t.Fatal("no error")
+			if _, err := c.Clone(n); !errors.Is(err, ErrNotATree) {
+				t.Fatalf("Clone: %v", err)
 			}
-			if _, err := c.Encode(n, nil); err == nil {
-				t.Fatal("Encode: no error")
+			if _, err := c.Encode(n, nil); !errors.Is(err, ErrNotATree) {
+				t.Fatalf("Encode: %v", err)
 			}
 		}},
 	}

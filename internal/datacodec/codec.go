@@ -2,7 +2,6 @@ package datacodec
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -188,13 +187,14 @@ func (c *Codec[T]) Decode(stored []byte, from int) (T, *Unknown, error) {
 // by key at every depth, struct fields in declaration order, unknown
 // fields after the known ones), so decoding and encoding again what this
 // codec wrote gives the same bytes, and comparing bytes tells whether the
-// data changed. Without maps, they are the bytes of msgpack.Marshal.
+// data changed. Apart from the order of map entries (and integers inside
+// interface values), they are the bytes msgpack.Marshal writes.
 //
-// Errors: ErrUnknownMismatch when unk came from another codec; an error of
-// a type's own msgpack encoder.
+// Errors: ErrUnknownMismatch when unk came from another codec, ErrNotATree
+// for a cycle, ErrNilValue; an error of a type's own msgpack encoder.
 func (c *Codec[T]) Encode(v *T, unk *Unknown) ([]byte, error) {
 	if v == nil {
-		return nil, errors.New("datacodec: Encode of a nil *T")
+		return nil, ErrNilValue
 	}
 	var root *node
 	if unk != nil {
@@ -216,11 +216,11 @@ func (c *Codec[T]) Encode(v *T, unk *Unknown) ([]byte, error) {
 // (unexported, `msgpack:"-"`) are zero, as after an Encode and a Decode.
 // It shares no memory with *v, so either may change afterwards. A value
 // that holds the same map or pointer twice gets two copies, and a cycle
-// fails.
+// fails with ErrNotATree.
 func (c *Codec[T]) Clone(v *T) (T, error) {
 	if v == nil {
 		var zero T
-		return zero, errors.New("datacodec: Clone of a nil *T")
+		return zero, ErrNilValue
 	}
 	if c.root.pure {
 		return *v, nil

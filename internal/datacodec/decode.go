@@ -32,8 +32,6 @@ const maxDepth = 1000
 // ahead; longer slices grow as their elements are actually read.
 const sliceAllocLimit = 1 << 20
 
-var errTooDeep = fmt.Errorf("%w: nested deeper than %d", ErrMalformed, maxDepth)
-
 func (s *state) decode(p *plan, dst, tmpl reflect.Value) (*node, error) {
 	c, err := s.r.code()
 	if err != nil {

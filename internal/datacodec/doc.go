@@ -114,9 +114,10 @@
 // order and then moves its entries into sorted order (no boxing), splices
 // unknown fields in as stored bytes, and takes no detour when there is
 // nothing unknown. Decode reads the bytes in place. Against datadriver's
-// codec today, on a 2 KiB profile with 40 map entries, Encode takes about
-// half the time of msgpack.Marshal, Decode a third of the top-level merge,
-// Clone a tenth of a msgpack round trip (see bench_test.go).
+// codec today, on a 2 KiB profile with 40 map entries, Encode takes
+// 0.4-0.5 of the time of msgpack.Marshal (one allocation instead of 90),
+// Decode 0.3-0.5 of the top-level merge, Clone a tenth of a msgpack round
+// trip (see bench_test.go).
 //
 // # Limits
 //

@@ -1,7 +1,6 @@
 package datacodec
 
 import (
-	"fmt"
 	"math"
 	"reflect"
 	"time"
@@ -89,7 +88,7 @@ func (s *state) encode(p *plan, v reflect.Value, un *node) error {
 		s.buf = appendTime(b, v)
 	default:
 		if s.depth++; s.depth > maxDepth {
-			return fmt.Errorf("datacodec: encode: nested deeper than %d (a cycle?)", maxDepth)
+			return ErrNotATree
 		}
 		err := s.encodeContainer(p, v, un)
 		s.depth--

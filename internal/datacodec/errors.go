@@ -30,9 +30,19 @@ var (
 	// ErrUnknownMismatch: Encode was given an *Unknown that Decode of
 	// another Codec returned.
 	ErrUnknownMismatch = errors.New("datacodec: unknown fields of another codec")
+
+	// ErrNotATree: Encode or Clone met a value nested deeper than 1000
+	// levels: a pointer, map or interface that holds itself.
+	ErrNotATree = errors.New("datacodec: value nested too deep (a cycle?)")
+
+	// ErrNilValue: Encode or Clone was given a nil *T.
+	ErrNilValue = errors.New("datacodec: nil *T")
 )
 
-var errTruncated = fmt.Errorf("%w: unexpected end of input", ErrMalformed)
+var (
+	errTruncated = fmt.Errorf("%w: unexpected end of input", ErrMalformed)
+	errTooDeep   = fmt.Errorf("%w: nested deeper than %d", ErrMalformed, maxDepth)
+)
 
 func mismatch(c byte, want string) error {
 	return fmt.Errorf("%w: msgpack %s into %s", ErrTypeMismatch, describe(c), want)
@@ -48,6 +58,7 @@ type FieldError struct {
 	Err  error
 }
 
+// Error names the path and the cause.
 func (e *FieldError) Error() string {
 	if e.Path == "" {
 		return "datacodec: decode: " + e.Err.Error()
@@ -55,6 +66,7 @@ func (e *FieldError) Error() string {
 	return "datacodec: decode " + e.Path + ": " + e.Err.Error()
 }
 
+// Unwrap returns Err.
 func (e *FieldError) Unwrap() error { return e.Err }
 
 // pathError collects path segments, innermost first, while a decoding
@@ -95,10 +107,12 @@ type MigrationError struct {
 	Err   error
 }
 
+// Error names the migration and its error.
 func (e *MigrationError) Error() string {
 	return fmt.Sprintf("datacodec: migration %d (to version %d): %v", e.Index, e.Index+1, e.Err)
 }
 
+// Unwrap returns Err.
 func (e *MigrationError) Unwrap() error { return e.Err }
 
 // PanicError is a panic recovered from a migration's Apply: the value it
@@ -108,6 +122,7 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error gives the panic's value and the stack.
 func (e *PanicError) Error() string {
 	return fmt.Sprintf("panic: %v\n\n%s", e.Value, e.Stack)
 }

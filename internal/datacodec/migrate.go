@@ -185,7 +185,7 @@ func extType(raw []byte) int8 {
 // other Go value a migration put in), maps sorted.
 func (s *state) encodeLoose(v any) error {
 	if s.depth++; s.depth > maxDepth {
-		return fmt.Errorf("nested deeper than %d (a cycle?)", maxDepth)
+		return ErrNotATree
 	}
 	defer func() { s.depth-- }()
 	switch v := v.(type) {
