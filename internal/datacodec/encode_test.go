@@ -3,6 +3,7 @@ package datacodec
 import (
 	"bytes"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -254,5 +255,43 @@ func TestTimeMatchesMsgpack(t *testing.T) {
 		if err != nil || !back.T.Equal(tm) {
 			t.Fatalf("%v: read back %v, %v", tm, back.T, err)
 		}
+	}
+}
+
+// TestReadsRecordsDatadriverWrote: a record today's datadriver wrote
+// (msgpack.Marshal) decodes as today's top-level merge decodes it, and
+// what the codec writes, today's decoder reads back the same.
+func TestReadsRecordsDatadriverWrote(t *testing.T) {
+	c := benchCodec(t)
+	defaults := benchDefaults()
+	db, _ := msgpack.Marshal(&defaults)
+	var defaultsMap map[string]msgpack.RawMessage
+	if err := msgpack.Unmarshal(db, &defaultsMap); err != nil {
+		t.Fatal(err)
+	}
+	full := benchValue()
+	partial := map[string]any{"Name": "old", "Coins": 3, "Quests": map[string]any{"q": 1}} // written before the other fields existed
+	for name, v := range map[string]any{"full": &full, "partial": partial} {
+		t.Run(name, func(t *testing.T) {
+			stored, err := msgpack.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := mergeDecode[benchProfile](defaultsMap, stored)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, unk, err := c.Decode(stored, 0)
+			if err != nil || unk != nil {
+				t.Fatal(err, unk)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("\n got %+v\nwant %+v", got, want)
+			}
+			var back benchProfile
+			if err := msgpack.Unmarshal(mustEncode(t, c, got, nil), &back); err != nil || !reflect.DeepEqual(back, got) {
+				t.Fatalf("msgpack reads back %+v, %v", back, err)
+			}
+		})
 	}
 }
