@@ -3,6 +3,7 @@ package datadriver
 import (
 	"errors"
 	"fmt"
+	"github.com/ckernel/playerdata/internal/record"
 	"hash/fnv"
 	"time"
 )
@@ -80,7 +81,7 @@ func (p *Profile[T]) autosaveOnce() {
 		p.unlockSave()
 		err = p.release(p.ctx)
 	} else {
-		err = p.saveLocked(p.ctx, modeSave)
+		err = p.saveLocked(p.ctx, record.ModeSave)
 		p.unlockSave()
 	}
 	if err != nil && p.ctx.Err() == nil && !errors.Is(err, ErrLockLost) {

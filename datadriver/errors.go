@@ -3,6 +3,7 @@ package datadriver
 import (
 	"errors"
 	"fmt"
+	"github.com/ckernel/playerdata/internal/record"
 	"time"
 )
 
@@ -91,6 +92,12 @@ func (e *LockedError) Error() string {
 
 // Is makes errors.Is(err, ErrLocked) true.
 func (e *LockedError) Is(target error) bool { return target == ErrLocked }
+
+// lockedError describes lock l of key; local when it is held by a session
+// on this very Node.
+func lockedError(key string, l record.Lock, local bool) *LockedError {
+	return &LockedError{Key: key, Holder: l.Job, Age: l.Age, Presence: l.Presence, Local: local}
+}
 
 // CorruptRecordError says why a record could not be used. It matches
 // ErrCorruptRecord with errors.Is.

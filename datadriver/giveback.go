@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/ckernel/playerdata/internal/record"
 )
 
 // giveBack releases a lock this Node holds but no live profile uses any
@@ -42,7 +44,7 @@ func (d *Driver[T]) giveBack(key, token string, earlier []string) {
 // ours to give back. earlier are tokens the lock may still carry (an
 // adoption that never landed).
 func (d *Driver[T]) giveBackOnce(key, token string, earlier []string) bool {
-	_, err := d.write(context.WithoutCancel(d.ctx), key, writeReq{mode: modeRelease, token: token, earlier: earlier})
+	_, err := d.write(context.WithoutCancel(d.ctx), key, record.SaveArgs{Mode: record.ModeRelease, Token: token, Earlier: earlier})
 	switch {
 	case err == nil, errors.Is(err, ErrLockLost):
 		return true

@@ -3,6 +3,7 @@ package datadriver_test
 import (
 	"context"
 	"errors"
+	"github.com/ckernel/playerdata/internal/record"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -196,7 +197,7 @@ func TestHandoffStallingHolderKeepsLock(t *testing.T) {
 	if !errors.As(err, &le) || le.Holder != "server-a" || !le.Presence || le.Age < 300*time.Millisecond {
 		t.Fatalf("LockedError %+v: want A's presence-flagged lock, older than LockTTL+LockSkew", le)
 	}
-	if rec := record(t, r, "PlayerData", "user:4"); rec["lock.job"] != "server-a" {
+	if rec := recordFields(t, r, "PlayerData", "user:4"); rec["lock.job"] != "server-a" {
 		t.Fatalf("A lost its lock by age while alive: %v", rec)
 	}
 	// A kept the lock, but not the session: once its lock went LockTTL
@@ -208,7 +209,7 @@ func TestHandoffStallingHolderKeepsLock(t *testing.T) {
 	close(unstall)
 	// A's stalled give-back now lands: the lock is free for the next join.
 	eventually(t, 5*time.Second, "A gives the lock back", func() bool {
-		return record(t, r, "PlayerData", "user:4")["lock.token"] == ""
+		return recordFields(t, r, "PlayerData", "user:4")["lock.token"] == ""
 	})
 }
 
@@ -230,7 +231,7 @@ func TestHandoffHolderWithoutPresence(t *testing.T) {
 	if err := pa.Save(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if rec := record(t, r, "PlayerData", "user:5"); rec["lock.presence"] != "0" {
+	if rec := recordFields(t, r, "PlayerData", "user:5"); rec["lock.presence"] != "0" {
 		t.Fatalf("a driver with handoff off wrote presence=%q", rec["lock.presence"])
 	}
 	saved := time.Now()
@@ -277,7 +278,7 @@ func TestHandoffLateAndForgedRequests(t *testing.T) {
 	if _, err := da.Join(ctx, "user:6"); err != nil {
 		t.Fatal(err)
 	}
-	firstToken := record(t, r, "PlayerData", "user:6")["lock.token"]
+	firstToken := recordFields(t, r, "PlayerData", "user:6")["lock.token"]
 	if _, err := db.Join(ctx, "user:6"); err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +379,7 @@ func TestHandoffRedisRestartHandsNoLiveLockAway(t *testing.T) {
 			if !errors.Is(err, datadriver.ErrWaitTimeout) {
 				t.Fatalf("B's join = %v, want ErrWaitTimeout: A is alive", err)
 			}
-			if rec := record(t, r, "PlayerData", "user:7"); rec["lock.job"] != "server-a" {
+			if rec := recordFields(t, r, "PlayerData", "user:7"); rec["lock.job"] != "server-a" {
 				t.Fatalf("A's lock was handed away: %v", rec)
 			}
 			if err := pa.Save(ctx); err != nil {
@@ -478,7 +479,7 @@ func TestSelfFenceWhenBeatsFail(t *testing.T) {
 	// progress), so the player is not locked out by a live server that no
 	// longer holds the session.
 	eventually(t, 5*time.Second, "the fenced lock is given back", func() bool {
-		return record(t, r, "PlayerData", "user:9")["lock.token"] == ""
+		return recordFields(t, r, "PlayerData", "user:9")["lock.token"] == ""
 	})
 }
 
@@ -572,13 +573,13 @@ func TestLateSaveAfterGiveBack(t *testing.T) {
 	<-inSave
 	deaf.Store(true) // the server fences itself and gives the lock back
 	eventually(t, 5*time.Second, "the fenced lock is given back", func() bool {
-		return record(t, r, "PlayerData", "user:11")["lock.token"] == ""
+		return recordFields(t, r, "PlayerData", "user:11")["lock.token"] == ""
 	})
 	close(proceed)
 	if err := <-saved; err == nil {
 		t.Fatal("the late save reported success")
 	}
-	if rec := record(t, r, "PlayerData", "user:11"); rec["lock.token"] != "" {
+	if rec := recordFields(t, r, "PlayerData", "user:11"); rec["lock.token"] != "" {
 		t.Fatalf("the late save took the given-back lock again: %v", rec)
 	}
 }
@@ -615,7 +616,7 @@ func TestFenceAfterUnlandedAdoptionGivesTheLockBack(t *testing.T) {
 	savesFail.Store(false)
 	deaf.Store(true) // the server fences itself before any save lands
 	eventually(t, 5*time.Second, "the fenced lock is given back", func() bool {
-		return record(t, r, "PlayerData", "user:12")["lock.token"] == ""
+		return recordFields(t, r, "PlayerData", "user:12")["lock.token"] == ""
 	})
 }
 
@@ -634,10 +635,8 @@ func TestHandoffRequestDuringLoad(t *testing.T) {
 	inAcquire, proceed := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	a.faults.SetAfter(func(_ context.Context, cmd redis.Cmder, err error) error {
-		if _, eight := testsupport.ScriptArg(cmd, 8); eight && err == nil {
-			if _, nine := testsupport.ScriptArg(cmd, 9); !nine {
-				once.Do(func() { close(inAcquire); <-proceed })
-			}
+		if isScript(cmd, record.ScriptAcquire) && err == nil {
+			once.Do(func() { close(inAcquire); <-proceed })
 		}
 		return nil
 	})
@@ -719,7 +718,7 @@ func TestHandoffOff(t *testing.T) {
 			if _, err := d.Join(ctxT(t), "user:14"); err != nil {
 				t.Fatal(err)
 			}
-			if rec := record(t, r, "PlayerData", "user:14"); rec["lock.presence"] != "0" {
+			if rec := recordFields(t, r, "PlayerData", "user:14"); rec["lock.presence"] != "0" {
 				t.Fatalf("lock.presence = %q, want 0", rec["lock.presence"])
 			}
 			if nc.NumSubscriptions() != 0 {

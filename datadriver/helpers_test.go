@@ -2,6 +2,8 @@ package datadriver_test
 
 import (
 	"context"
+	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/transactions"
 	"log/slog"
 	"sync"
 	"testing"
@@ -86,24 +88,32 @@ func eventually(tb testing.TB, within time.Duration, what string, cond func() bo
 	}
 }
 
-// record reads fields of key's record straight from Redis.
-func record(tb testing.TB, r *testsupport.Redis, driver, key string) map[string]string {
+// recordFields reads fields of key's record straight from Redis.
+func recordFields(tb testing.TB, r *testsupport.Redis, driver, key string) map[string]string {
 	tb.Helper()
 	c := r.Client(tb)
-	m, err := c.HGetAll(context.Background(), r.Namespace+":{"+driver+":"+key+"}").Result()
+	m, err := c.HGetAll(context.Background(), datadriver.RecordKey(r.Namespace, driver, key)).Result()
 	if err != nil {
 		tb.Fatalf("HGETALL: %v", err)
 	}
 	return m
 }
 
-// isWrite reports whether cmd is save.lua (one key, twelve arguments) in
-// mode ("save" or "release").
+// isWrite reports whether cmd is a save.lua call in mode ("save",
+// "release" or "settle").
 func isWrite(cmd redis.Cmder, mode string) bool {
-	m, ok := testsupport.ScriptArg(cmd, 1)
-	_, twelve := testsupport.ScriptArg(cmd, 12)
-	_, thirteen := testsupport.ScriptArg(cmd, 13)
-	return ok && m == mode && twelve && !thirteen
+	in, ok := testsupport.Identify(cmd)
+	if !ok || in.Script != record.ScriptSave {
+		return false
+	}
+	a, err := record.ParseSaveArgs(in.Args)
+	return err == nil && string(a.Mode) == mode
+}
+
+// isScript reports whether cmd runs the project's script name.
+func isScript(cmd redis.Cmder, name string) bool {
+	in, ok := testsupport.Identify(cmd)
+	return ok && in.Script == name
 }
 
 // writeKey is the record key a save.lua command writes.
@@ -146,8 +156,12 @@ func holdFirst(s *server, match func(cmd redis.Cmder) bool) (in <-chan struct{},
 
 // isCommit matches the trade journal's commit.
 func isCommit(cmd redis.Cmder) bool {
-	to, _ := testsupport.ScriptArg(cmd, 2)
-	return to == "COMMITTED"
+	in, ok := testsupport.Identify(cmd)
+	if !ok || in.Script != transactions.ScriptMove {
+		return false
+	}
+	a, err := transactions.ParseMoveArgs(in.Args)
+	return err == nil && a.To == transactions.Committed
 }
 
 // pair is two servers A and B on one Redis and one NATS, with the fast

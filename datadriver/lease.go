@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/ckernel/playerdata/internal/record"
 )
 
 // A session may change its data only while nobody else can take its lock.
@@ -168,7 +170,7 @@ func (p *Profile[T]) refresh() {
 		d.mu.Unlock()
 		return
 	}
-	req := writeReq{mode: modeSave, token: p.token, earlier: p.earlier}
+	req := record.SaveArgs{Mode: record.ModeSave, Token: p.token, Earlier: p.earlier}
 	d.mu.Unlock()
 	res, err := d.write(p.ctx, p.key, req)
 	switch {
@@ -188,7 +190,7 @@ func (p *Profile[T]) refresh() {
 // deadline, and that no earlier token can be on the lock any more. d.mu held.
 func (p *Profile[T]) landedLocked(res writeRes) {
 	p.earlier = nil
-	p.epoch = res.epoch
+	p.epoch = res.Epoch
 	p.touchLocked(res.sentAt)
 }
 

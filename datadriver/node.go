@@ -23,13 +23,12 @@ import (
 // and logger, and every driver it runs. Close it on shutdown: it saves and
 // releases every profile it holds and stops every goroutine it started.
 type Node struct {
-	jobID   string
-	rdb     redis.UniversalClient
-	ns      string
-	clock   clock.Clock
-	log     *slog.Logger
-	scripts *scripts
-	cfg     NodeConfig
+	jobID string
+	rdb   redis.UniversalClient
+	ns    string
+	clock clock.Clock
+	log   *slog.Logger
+	cfg   NodeConfig
 
 	saveSem chan struct{} // bounds concurrent autosaves
 
@@ -93,7 +92,6 @@ func NewNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		rdb:     cfg.Redis,
 		ns:      cfg.Namespace,
 		clock:   cfg.Clock,
-		scripts: newScripts(),
 		cfg:     cfg,
 		saveSem: make(chan struct{}, cfg.MaxConcurrentSaves),
 		drivers: make(map[string]driverHandle),

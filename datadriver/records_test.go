@@ -43,7 +43,7 @@ func TestBadInput(t *testing.T) {
 				t.Fatalf("Load = %v, want a *CorruptRecordError", err)
 			}
 		}
-		rec := record(t, r, "PlayerData", "corrupt")
+		rec := recordFields(t, r, "PlayerData", "corrupt")
 		if rec["data"] != garbage || rec["ver"] != "3" || rec["lock.token"] != "" {
 			t.Fatalf("corrupt record changed: %q ver %s lock %q", rec["data"], rec["ver"], rec["lock.token"])
 		}
@@ -66,7 +66,7 @@ func TestBadInput(t *testing.T) {
 		if _, err := d.Load(ctx, "future", datadriver.LoadOptions{}); !errors.Is(err, datadriver.ErrCorruptRecord) {
 			t.Fatalf("Load = %v, want ErrCorruptRecord", err)
 		}
-		if rec := record(t, r, "PlayerData", "future"); rec["lock.token"] != "" || rec["epoch"] != "" {
+		if rec := recordFields(t, r, "PlayerData", "future"); rec["lock.token"] != "" || rec["epoch"] != "" {
 			t.Fatalf("the acquire touched a record of an unknown format: %v", rec)
 		}
 	})
@@ -80,12 +80,12 @@ func TestBadInput(t *testing.T) {
 		if err := p.Save(ctx); err != nil {
 			t.Fatal(err)
 		}
-		before := record(t, r, "PlayerData", "big")
+		before := recordFields(t, r, "PlayerData", "big")
 		_ = p.Update(func(d *player) { d.Name = strings.Repeat("x", 300) })
 		if err := p.Save(ctx); !errors.Is(err, datadriver.ErrTooLarge) {
 			t.Fatalf("Save = %v, want ErrTooLarge", err)
 		}
-		after := record(t, r, "PlayerData", "big")
+		after := recordFields(t, r, "PlayerData", "big")
 		if after["data"] != before["data"] || after["ver"] != before["ver"] {
 			t.Fatal("an oversized save changed the record")
 		}
@@ -148,9 +148,9 @@ func TestAutosave(t *testing.T) {
 		t.Fatalf("the stuck profile ended: %v", stuck.Err())
 	}
 	// An autosave also refreshes the lock's age.
-	at1 := record(t, r, "PlayerData", "player-0")["lock.at"]
+	at1 := recordFields(t, r, "PlayerData", "player-0")["lock.at"]
 	eventually(t, 5*time.Second, "lock.at refreshed by autosave", func() bool {
-		return record(t, r, "PlayerData", "player-0")["lock.at"] != at1
+		return recordFields(t, r, "PlayerData", "player-0")["lock.at"] != at1
 	})
 }
 
@@ -203,7 +203,7 @@ func TestVersionsAndRestore(t *testing.T) {
 	if _, err := d.RestoreAt(ctx, "user:20", vs[3].At.Add(-time.Hour), datadriver.LoadOptions{}); !errors.Is(err, datadriver.ErrNoVersion) {
 		t.Fatalf("RestoreAt before every kept version = %v, want ErrNoVersion", err)
 	}
-	if rec := record(t, r, "PlayerData", "user:20"); rec["lock.token"] != "" || rec["ver"] != "6" {
+	if rec := recordFields(t, r, "PlayerData", "user:20"); rec["lock.token"] != "" || rec["ver"] != "6" {
 		t.Fatalf("a failed restore left the record locked or changed: %v", rec)
 	}
 }
@@ -346,11 +346,11 @@ func TestRestoreAtWaitsLikeLoad(t *testing.T) {
 	}
 	_ = p.Update(func(d *player) { d.Coins = 1 })
 	_ = p.Save(ctx)
-	before := record(t, r, "PlayerData", "r1")
+	before := recordFields(t, r, "PlayerData", "r1")
 	if _, err := db.RestoreAt(ctx, "r1", time.Now(), datadriver.LoadOptions{}); !errors.Is(err, datadriver.ErrLocked) {
 		t.Fatalf("RestoreAt of a key held elsewhere = %v, want ErrLocked", err)
 	}
-	if after := record(t, r, "PlayerData", "r1"); after["ver"] != before["ver"] || after["lock.token"] != before["lock.token"] {
+	if after := recordFields(t, r, "PlayerData", "r1"); after["ver"] != before["ver"] || after["lock.token"] != before["lock.token"] {
 		t.Fatal("a refused RestoreAt changed the record")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ckernel/playerdata/internal/record"
 
 	"github.com/ckernel/playerdata/transactions"
 )
@@ -16,8 +17,8 @@ import (
 // mark of an aborted trade is cleared. A trade nobody opened a journal for
 // is aborted too, with a tombstone. Every write is fenced by the new lock
 // token, so recovery follows the load's ownership rule.
-func (d *Driver[T]) recoverTrade(ctx context.Context, key, token string, a *acquired) error {
-	id := a.trade
+func (d *Driver[T]) recoverTrade(ctx context.Context, key, token string, a *record.AcquireResult) error {
+	id := a.Trade
 	j := d.node.journal
 	e, err := j.Read(ctx, id)
 	switch {
@@ -44,11 +45,11 @@ func (d *Driver[T]) recoverTrade(ctx context.Context, key, token string, a *acqu
 		}
 	}
 	if e.State == transactions.Aborted {
-		if _, err := d.write(ctx, key, writeReq{mode: modeSave, token: token, trade: id}); err != nil {
+		if _, err := d.write(ctx, key, record.SaveArgs{Mode: record.ModeSave, Token: token, Trade: id}); err != nil {
 			return fmt.Errorf("recover trade %s of %q: clear the aborted mark: %w", id, key, err)
 		}
 		d.log.Info("recovered an aborted trade", "key", key, "trade", id)
-		a.trade = ""
+		a.Trade = ""
 		return nil
 	}
 	i := e.Find(d.cfg.Name, key)
@@ -56,14 +57,14 @@ func (d *Driver[T]) recoverTrade(ctx context.Context, key, token string, a *acqu
 		return &CorruptRecordError{Key: key, Err: fmt.Errorf("marked with trade %s, whose journal does not list it", id)}
 	}
 	img := e.Participants[i].Image
-	res, err := d.write(ctx, key, writeReq{mode: modeSettle, token: token, trade: id, hasData: true, data: img})
+	res, err := d.write(ctx, key, record.SaveArgs{Mode: record.ModeSettle, Token: token, Trade: id, Data: img})
 	if err != nil {
 		return fmt.Errorf("recover trade %s of %q: settle: %w", id, key, err)
 	}
-	if res.how != "already-settled" {
-		a.data, a.ver = img, res.ver
+	if res.How != record.HowAlreadySettled {
+		a.Data, a.Ver = img, res.Ver
 	}
-	a.trade = ""
+	a.Trade = ""
 	d.node.markSettled(j, id, []int{i})
 	d.log.Info("recovered a committed trade", "key", key, "trade", id, "coordinator", e.Coordinator)
 	return nil

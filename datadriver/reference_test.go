@@ -9,6 +9,7 @@ package datadriver_test
 import (
 	"context"
 	"errors"
+	"github.com/ckernel/playerdata/internal/record"
 	"strings"
 	"sync"
 	"testing"
@@ -363,7 +364,8 @@ func TestReferenceCases(t *testing.T) {
 			var mu sync.Mutex
 			landed := map[string]int{}
 			c.Observe(func(_ string, call testsupport.ScriptCall) {
-				if len(call.Args) == 12 && call.Args[0] == "save" && call.Err == nil {
+				if a, err := record.ParseSaveArgs(call.Args); call.Script == record.ScriptSave && err == nil &&
+					a.Mode == record.ModeSave && call.Err == nil {
 					mu.Lock()
 					landed[call.Keys[0]]++
 					mu.Unlock()

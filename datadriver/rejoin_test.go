@@ -106,7 +106,7 @@ func TestAdoption(t *testing.T) {
 		if err := q.Release(ctx); err != nil {
 			t.Fatalf("Release after adoption: %v", err)
 		}
-		if rec := record(t, r, "PlayerData", "user:11"); rec["lock.token"] != "" || rec["ver"] != "2" {
+		if rec := recordFields(t, r, "PlayerData", "user:11"); rec["lock.token"] != "" || rec["ver"] != "2" {
 			t.Fatalf("record after the adopted session left: %v", rec)
 		}
 	})
@@ -177,7 +177,7 @@ func TestAdoption(t *testing.T) {
 		_ = q.Update(func(d *player) { d.Coins = 778 })
 		a.faults.Clear()
 		eventually(t, 5*time.Second, "an autosave lands after the backend recovers", func() bool {
-			return record(t, r, "PlayerData", "user:13")["ver"] == "1"
+			return recordFields(t, r, "PlayerData", "user:13")["ver"] == "1"
 		})
 		if err := q.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -210,7 +210,7 @@ func TestLostReleaseResponse(t *testing.T) {
 		t.Fatalf("Release = %v, want the injected lost answer", err)
 	}
 	a.faults.Clear()
-	rec := record(t, r, "PlayerData", "user:14")
+	rec := recordFields(t, r, "PlayerData", "user:14")
 	if rec["lock.token"] != "" || rec["released"] == "" || rec["released.ver"] != rec["ver"] {
 		t.Fatalf("the release should have landed: %v", rec)
 	}
@@ -221,7 +221,7 @@ func TestLostReleaseResponse(t *testing.T) {
 	if q != p || coins(q) != 31 {
 		t.Fatalf("rejoin: same object %t coins %d; want the retained profile retaken", q == p, coins(q))
 	}
-	rec = record(t, r, "PlayerData", "user:14")
+	rec = recordFields(t, r, "PlayerData", "user:14")
 	if rec["lock.job"] != "server-a" || rec["lock.token"] == "" {
 		t.Fatalf("the adoption did not retake the lock: %v", rec)
 	}

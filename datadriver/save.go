@@ -5,97 +5,61 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/internal/rscript"
 )
 
-// Write modes of save.lua.
-const (
-	modeSave    = "save"
-	modeRelease = "release"
-	modeSettle  = "settle"
-)
-
-// writeReq is one call of save.lua.
-type writeReq struct {
-	mode    string
-	token   string
-	earlier []string
-	hasData bool
-	data    []byte
-	hasMeta bool
-	uids    []byte
-	meta    []byte
-	trade   string // the trade this write settles
+// writeRes is the answer of a save.lua call that was accepted, and when the
+// call was sent (lock.at is at least that: see touchLocked).
+type writeRes struct {
+	record.SaveResult
+	sentAt time.Time
 }
 
-// writeRes is save.lua's answer.
-type writeRes struct {
-	ver    int64
-	epoch  int64
-	moved  bool      // the lock moved to the request's token (an adoption landed)
-	how    string    // saved, released, already-released
-	sentAt time.Time // when the call was sent: lock.at is at least this (see touchLocked)
+// saveArgs completes a's fields that are the driver's: its JobID, presence
+// flag and history.
+func (d *Driver[T]) saveArgs(a record.SaveArgs) record.SaveArgs {
+	a.Job, a.Presence, a.History = d.node.jobID, d.presenceFlag(), d.cfg.History
+	return a
 }
 
 // write runs save.lua for key: one round trip, bounded by the Node's
-// SaveTimeout. A LOST answer is an error matching ErrLockLost, a TRADE
-// answer one matching ErrTradePending.
-func (d *Driver[T]) write(ctx context.Context, key string, w writeReq) (writeRes, error) {
+// SaveTimeout. A write that was refused is an error matching ErrLockLost
+// (the lock is another's) or ErrTradePending (another trade holds the
+// record).
+func (d *Driver[T]) write(ctx context.Context, key string, a record.SaveArgs) (writeRes, error) {
 	ctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout)
 	defer cancel()
-	c := d.writeCall(key, w)
 	sentAt := d.node.clock.Now()
-	v, err := c.Script.Run(ctx, d.node.rdb, c.Keys, c.Args...).Result()
-	res, err := writeResult(key, w.mode, v, err)
-	res.sentAt = sentAt
-	return res, err
+	res, err := record.Save(ctx, d.node.rdb, d.recordKey(key), d.saveArgs(a))
+	return writeResult(key, a.Mode, res, err, sentAt)
 }
 
-// writeCall is save.lua's call for w, to run alone or in a pipeline.
-func (d *Driver[T]) writeCall(key string, w writeReq) rscript.Call {
-	flag := func(b bool) string {
-		if b {
-			return "1"
-		}
-		return "0"
-	}
-	return rscript.Call{Script: d.node.scripts.save, Keys: []string{d.recordKey(key)}, Args: []any{
-		w.mode, w.token, strings.Join(w.earlier, " "), d.node.jobID, flag(d.presenceFlag()),
-		flag(w.hasData), w.data, flag(w.hasMeta), w.uids, w.meta,
-		d.cfg.History, w.trade,
-	}}
+// writeCall is save.lua's call for a, to run in a pipeline (see
+// writeResult for its answer).
+func (d *Driver[T]) writeCall(key string, a record.SaveArgs) rscript.Call {
+	return d.saveArgs(a).Call(d.recordKey(key))
 }
 
-// writeResult reads save.lua's answer.
-func writeResult(key, mode string, v any, err error) (writeRes, error) {
+// writeResult turns a save.lua answer (or the call's error) into a writeRes
+// or an error.
+func writeResult(key string, mode record.WriteMode, res record.SaveResult, err error, sentAt time.Time) (writeRes, error) {
 	if err != nil {
 		return writeRes{}, fmt.Errorf("%s %q: %w", mode, key, err)
 	}
-	arr, tag, err := answer(v)
-	if err != nil {
-		return writeRes{}, fmt.Errorf("%s %q: %w", mode, key, err)
-	}
-	switch tag {
-	case "OK":
-		return writeRes{
-			ver:   num(elem(arr, 1)),
-			epoch: num(elem(arr, 2)),
-			moved: str(elem(arr, 3)) == "1",
-			how:   str(elem(arr, 4)),
-		}, nil
-	case "LOST":
-		holder := str(elem(arr, 1))
+	switch res.Outcome {
+	case record.LockLost:
+		holder := res.Holder.Job
 		if holder == "" {
 			holder = "nobody"
 		}
 		return writeRes{}, fmt.Errorf("%s %q: %w (the lock is held by %s)", mode, key, ErrLockLost, holder)
-	case "TRADE":
-		return writeRes{}, fmt.Errorf("%s %q: %w (%s)", mode, key, ErrTradePending, str(elem(arr, 1)))
+	case record.TradeHeld:
+		return writeRes{}, fmt.Errorf("%s %q: %w (%s)", mode, key, ErrTradePending, res.Trade)
 	}
-	return writeRes{}, fmt.Errorf("%s %q: unexpected answer %q", mode, key, tag)
+	return writeRes{SaveResult: res, sentAt: sentAt}, nil
 }
 
 // Save writes the profile to Redis now, fenced by its lock, and refreshes
@@ -110,7 +74,7 @@ func (p *Profile[T]) Save(ctx context.Context) error {
 		return err
 	}
 	defer p.unlockSave()
-	return p.saveLocked(ctx, modeSave)
+	return p.saveLocked(ctx, record.ModeSave)
 }
 
 // Release ends the session: it runs the leave cleanups, then the release
@@ -147,7 +111,7 @@ func (p *Profile[T]) release(ctx context.Context) error {
 		d.retain(p, err)
 		return err
 	}
-	err := p.saveLocked(ctx, modeRelease)
+	err := p.saveLocked(ctx, record.ModeRelease)
 	p.unlockSave()
 	if err == nil {
 		p.finish(ErrReleased)
@@ -176,7 +140,7 @@ func (d *Driver[T]) retain(p *Profile[T], err error) {
 }
 
 // saveLocked runs one save or release; the caller holds the save slot.
-func (p *Profile[T]) saveLocked(ctx context.Context, mode string) error {
+func (p *Profile[T]) saveLocked(ctx context.Context, mode record.WriteMode) error {
 	d := p.d
 	d.mu.Lock()
 	if p.state == stateClosed {
@@ -202,7 +166,7 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode string) error {
 		return fmt.Errorf("%s %q: %w", mode, p.key, err)
 	}
 	d.mu.Lock()
-	req := writeReq{mode: mode, token: p.token, earlier: p.earlier, trade: trade}
+	req := record.SaveArgs{Mode: mode, Token: p.token, Earlier: p.earlier, Trade: trade}
 	d.mu.Unlock()
 
 	data, uids, meta, metaGen, err := p.snapshot()
@@ -212,11 +176,12 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode string) error {
 	if len(data) > d.cfg.MaxDataBytes {
 		return fmt.Errorf("%s %q: %w: %d bytes, limit %d", mode, p.key, ErrTooLarge, len(data), d.cfg.MaxDataBytes)
 	}
-	req.hasData = !bytes.Equal(data, p.lastData)
-	if req.hasData {
-		req.data = data
+	if !bytes.Equal(data, p.lastData) {
+		req.Data = data
 	}
-	req.hasMeta, req.uids, req.meta = uids != nil, uids, meta
+	if uids != nil {
+		req.Meta = &record.Meta{UserIDs: uids, Meta: meta}
+	}
 
 	res, err := d.write(ctx, p.key, req)
 	if err != nil {
@@ -228,11 +193,11 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode string) error {
 		}
 		return err
 	}
-	p.ver, p.lastData = res.ver, data
+	p.ver, p.lastData = res.Ver, data
 	if trade != "" {
 		p.clearPending(trade)
 	}
-	if req.hasMeta {
+	if req.Meta != nil {
 		p.dataMu.Lock()
 		p.metaSaved = metaGen
 		p.dataMu.Unlock()
@@ -240,8 +205,8 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode string) error {
 	d.mu.Lock()
 	p.landedLocked(res)
 	d.mu.Unlock()
-	if res.moved {
-		d.log.Info("lock re-asserted", "key", p.key, "epoch", res.epoch, "how", res.how)
+	if res.Moved {
+		d.log.Info("lock re-asserted", "key", p.key, "epoch", res.Epoch, "how", res.How)
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ func TestSessionLifecycle(t *testing.T) {
 	if err := p.Save(ctx); err != nil {
 		t.Fatalf("Save: %v", err)
 	}
-	rec := record(t, r, "PlayerData", "user:1")
+	rec := recordFields(t, r, "PlayerData", "user:1")
 	if rec["lock.job"] != "server-a" || rec["lock.token"] == "" || rec["ver"] != "1" {
 		t.Fatalf("after a save the record is locked by server-a at ver 1: %v", rec)
 	}
@@ -62,7 +62,7 @@ func TestSessionLifecycle(t *testing.T) {
 	if err := p.Release(ctx); err != nil {
 		t.Fatalf("a second Release = %v, want nil", err)
 	}
-	rec = record(t, r, "PlayerData", "user:1")
+	rec = recordFields(t, r, "PlayerData", "user:1")
 	if rec["lock.token"] != "" {
 		t.Fatalf("release left the lock set: %v", rec)
 	}
@@ -141,7 +141,7 @@ func TestLockedElsewhere(t *testing.T) {
 		if waited := time.Since(start); waited < 300*time.Millisecond {
 			t.Fatalf("Join gave up after %s, before LockWait", waited)
 		}
-		if rec := record(t, r, "PlayerData", "user:3"); rec["lock.job"] != "server-a" {
+		if rec := recordFields(t, r, "PlayerData", "user:3"); rec["lock.job"] != "server-a" {
 			t.Fatalf("a failed join changed the lock: %v", rec)
 		}
 	})
@@ -223,7 +223,7 @@ func TestStaleLockWithoutPresenceTakenByAge(t *testing.T) {
 		t.Fatalf("B's save: %v", err)
 	}
 	var stored player
-	if err := msgpack.Unmarshal([]byte(record(t, r, "PlayerData", "user:4")["data"]), &stored); err != nil {
+	if err := msgpack.Unmarshal([]byte(recordFields(t, r, "PlayerData", "user:4")["data"]), &stored); err != nil {
 		t.Fatal(err)
 	}
 	if stored.Coins != 2 {
@@ -313,7 +313,7 @@ func TestNodeCloseReleasesEverything(t *testing.T) {
 		default:
 			t.Fatalf("%s still live after Close", p.Key())
 		}
-		rec := record(t, r, "PlayerData", p.Key())
+		rec := recordFields(t, r, "PlayerData", p.Key())
 		var stored player
 		_ = msgpack.Unmarshal([]byte(rec["data"]), &stored)
 		if rec["lock.token"] != "" || stored.Coins != 5 || stored.Name != "left" {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ckernel/playerdata/internal/record"
 	"slices"
 	"sync"
 
@@ -191,8 +192,7 @@ func (r *tradeRun) execute(ctx context.Context, tx *Tx) error {
 		parts[i] = transactions.Participant{Driver: p.tradeDriver(), Key: p.tradeKey(), Token: token, Ver: ver, Image: r.images[i]}
 	}
 	for i, p := range r.parties {
-		calls = append(calls, rscript.Call{Script: node.scripts.prepare, Keys: []string{p.tradeRecord()},
-			Args: []any{parts[i].Token, r.id, parts[i].Ver}})
+		calls = append(calls, record.PrepareArgs{Token: parts[i].Token, Trade: r.id, Ver: parts[i].Ver}.Call(p.tradeRecord()))
 	}
 	// The journal entry goes last: an entry that exists has its marks before
 	// it, so a crash leaves no PREPARED entry that no participant's recovery
@@ -252,8 +252,11 @@ func (r *tradeRun) execute(ctx context.Context, tx *Tx) error {
 	cancel()
 	var settled []int
 	for i, p := range r.parties {
-		res, err := writeResult(p.tradeKey(), modeSettle, vals[i], errs[i])
-		res.sentAt = sentAt
+		var sres record.SaveResult
+		if errs[i] == nil {
+			sres, errs[i] = record.ParseSave(vals[i])
+		}
+		res, err := writeResult(p.tradeKey(), record.ModeSettle, sres, errs[i], sentAt)
 		switch {
 		case err == nil:
 			p.settled(res, r.images[i])
@@ -361,24 +364,22 @@ func allTrue(n int) []bool {
 
 // prepareResult reads prepare.lua's answer.
 func prepareResult(key string, v any, err error) error {
+	var res record.PrepareResult
+	if err == nil {
+		res, err = record.ParsePrepare(v)
+	}
 	if err != nil {
 		return fmt.Errorf("prepare %q: %w", key, err)
 	}
-	arr, tag, err := answer(v)
-	if err != nil {
-		return fmt.Errorf("prepare %q: %w", key, err)
+	switch res.Outcome {
+	case record.PrepareLockLost:
+		return fmt.Errorf("prepare %q: %w (the lock is held by %s)", key, ErrLockLost, res.Holder)
+	case record.PrepareTradeHeld:
+		return fmt.Errorf("prepare %q: %w (%s)", key, ErrTradePending, res.Trade)
+	case record.PrepareBehind:
+		return fmt.Errorf("prepare %q: the record is at version %d, ahead of this profile; save it first", key, res.Ver)
 	}
-	switch tag {
-	case "OK":
-		return nil
-	case "LOST":
-		return fmt.Errorf("prepare %q: %w (the lock is held by %s)", key, ErrLockLost, str(elem(arr, 1)))
-	case "TRADE":
-		return fmt.Errorf("prepare %q: %w (%s)", key, ErrTradePending, str(elem(arr, 1)))
-	case "VER":
-		return fmt.Errorf("prepare %q: the record is at version %s, ahead of this profile; save it first", key, str(elem(arr, 1)))
-	}
-	return fmt.Errorf("prepare %q: unexpected answer %q", key, tag)
+	return nil
 }
 
 // markSettled records settled participants in the journal in the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ckernel/playerdata/internal/record"
 
 	"github.com/ckernel/playerdata/internal/rscript"
 	"github.com/ckernel/playerdata/transactions"
@@ -74,7 +75,7 @@ func (p *Profile[T]) enterTrade(ctx context.Context) error {
 	// An earlier trade's mark must go first, and an adoption that has not
 	// landed yet must move the lock to the profile's token.
 	if pending || adopting {
-		if err := p.saveLocked(ctx, modeSave); err != nil {
+		if err := p.saveLocked(ctx, record.ModeSave); err != nil {
 			p.unlockSave()
 			return fmt.Errorf("%w: the record is not in step with the profile: %w", ErrTradePending, err)
 		}
@@ -133,7 +134,7 @@ func (p *Profile[T]) imageOf(c any) ([]byte, error) {
 }
 
 func (p *Profile[T]) settleCall(id, token string, img []byte) rscript.Call {
-	return p.d.writeCall(p.key, writeReq{mode: modeSettle, token: token, trade: id, hasData: img != nil, data: img})
+	return p.d.writeCall(p.key, record.SaveArgs{Mode: record.ModeSettle, Token: token, Trade: id, Data: img})
 }
 
 // applyImage makes the committed image the profile's data.
@@ -145,10 +146,10 @@ func (p *Profile[T]) applyImage(c any, _ []byte) {
 
 // settled records a landed settle write; the caller holds the save slot.
 func (p *Profile[T]) settled(res writeRes, img []byte) {
-	if res.how == "already-settled" {
+	if res.How == record.HowAlreadySettled {
 		return
 	}
-	p.ver, p.lastData = res.ver, img
+	p.ver, p.lastData = res.Ver, img
 	p.d.mu.Lock()
 	p.landedLocked(res)
 	p.d.mu.Unlock()

@@ -42,7 +42,7 @@ func sellSword(seller, buyer *datadriver.Profile[player]) func(tx *datadriver.Tx
 func stored(tb testing.TB, r *testsupport.Redis, key string) player {
 	tb.Helper()
 	var p player
-	raw := record(tb, r, "PlayerData", key)["data"]
+	raw := recordFields(tb, r, "PlayerData", key)["data"]
 	if raw == "" {
 		return p
 	}
@@ -97,7 +97,7 @@ func TestTradeCommits(t *testing.T) {
 		t.Fatalf("seller's record %+v", got)
 	}
 	for _, k := range []string{"seller", "buyer"} {
-		if rec := record(t, r, "PlayerData", k); rec["trade"] != "" {
+		if rec := recordFields(t, r, "PlayerData", k); rec["trade"] != "" {
 			t.Fatalf("%s still marked with trade %s", k, rec["trade"])
 		}
 	}
@@ -114,11 +114,11 @@ func TestTradeCommits(t *testing.T) {
 	})
 
 	// A second sale fails inside the function: nothing changes anywhere.
-	before := record(t, r, "PlayerData", "seller")["ver"]
+	before := recordFields(t, r, "PlayerData", "seller")["ver"]
 	if err := datadriver.Trade(ctx, sellSword(s, b), s, b); !errors.Is(err, errNoSword) {
 		t.Fatalf("second Trade = %v, want the function's error", err)
 	}
-	if record(t, r, "PlayerData", "seller")["ver"] != before {
+	if recordFields(t, r, "PlayerData", "seller")["ver"] != before {
 		t.Fatal("a refused trade wrote the seller's record")
 	}
 }
@@ -229,7 +229,7 @@ func TestTradeRefusals(t *testing.T) {
 		if got := stored(t, r, "s1"); got.Coins != before.Coins {
 			t.Fatalf("the aborted trade changed the other participant: %+v", got)
 		}
-		if rec := record(t, r, "PlayerData", "s1"); rec["trade"] != "" {
+		if rec := recordFields(t, r, "PlayerData", "s1"); rec["trade"] != "" {
 			t.Fatal("the aborted trade left its mark")
 		}
 		if !errors.Is(x.Err(), datadriver.ErrLockLost) {
@@ -283,7 +283,7 @@ func TestTradeLostCommitAnswer(t *testing.T) {
 	ctx := ctxT(t)
 	s, b := tradePair(t, d, "lc-seller", "lc-buyer")
 	a.faults.SetAfter(func(_ context.Context, cmd redis.Cmder, err error) error {
-		if to, _ := testsupport.ScriptArg(cmd, 2); to == "COMMITTED" && err == nil {
+		if isCommit(cmd) && err == nil {
 			return testsupport.ErrInjected // the commit landed; its answer is lost
 		}
 		return nil
@@ -393,7 +393,7 @@ func TestTradeCrashAtEveryWrite(t *testing.T) {
 				t.Fatalf("seller %+v, buyer %+v: neither all pre-trade nor all post-trade", sv, bv)
 			}
 			for _, k := range []string{"c-seller", "c-buyer"} {
-				if rec := record(t, r, "PlayerData", k); rec["trade"] != "" {
+				if rec := recordFields(t, r, "PlayerData", k); rec["trade"] != "" {
 					t.Fatalf("%s still marked with trade %s after recovery", k, rec["trade"])
 				}
 			}
@@ -519,7 +519,7 @@ func TestTradeOutcomeUnknown(t *testing.T) {
 		return nil
 	})
 	a.faults.SetAfter(func(_ context.Context, cmd redis.Cmder, err error) error {
-		if to, _ := testsupport.ScriptArg(cmd, 2); to == "COMMITTED" && err == nil {
+		if isCommit(cmd) && err == nil {
 			down.Store(true)
 			return testsupport.ErrInjected
 		}
@@ -550,7 +550,7 @@ func TestTradeOutcomeUnknown(t *testing.T) {
 		t.Fatalf("records seller %+v buyer %+v", st, bu)
 	}
 	for _, k := range []string{"q-seller", "q-buyer"} {
-		if rec := record(t, r, "PlayerData", k); rec["trade"] != "" {
+		if rec := recordFields(t, r, "PlayerData", k); rec["trade"] != "" {
 			t.Fatalf("%s still marked", k)
 		}
 	}
@@ -613,7 +613,7 @@ func TestTradeRecoveryByJournalState(t *testing.T) {
 			if coins(q) != tc.wantCoins {
 				t.Fatalf("coins %d, want %d", coins(q), tc.wantCoins)
 			}
-			if rec := record(t, r, "PlayerData", key); rec["trade"] != "" {
+			if rec := recordFields(t, r, "PlayerData", key); rec["trade"] != "" {
 				t.Fatalf("the mark stayed: %q", rec["trade"])
 			}
 			e, err := j.Read(ctx, id)

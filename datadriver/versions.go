@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ckernel/playerdata/internal/record"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -22,23 +24,19 @@ func (d *Driver[T]) Versions(ctx context.Context, key string) ([]Version, error)
 	if err := ValidKey(key); err != nil {
 		return nil, fmt.Errorf("versions: %w", err)
 	}
-	v, err := d.node.scripts.versions.Run(ctx, d.node.rdb, []string{d.recordKey(key)}, d.cfg.History).Result()
+	res, err := record.Versions(ctx, d.node.rdb, d.recordKey(key), d.cfg.History)
 	if err != nil {
 		return nil, fmt.Errorf("versions %q: %w", key, err)
 	}
-	arr, ok := v.([]any)
-	if !ok || len(arr) < 3 {
-		return nil, fmt.Errorf("versions %q: unexpected answer %T", key, v)
-	}
 	var out []Version
-	cur := num(arr[0])
-	if str(arr[2]) == "1" {
-		out = append(out, Version{Ver: cur, At: msTime(arr[1]), Current: true})
+	cur := res.Ver
+	if res.HasData {
+		out = append(out, Version{Ver: cur, At: res.At, Current: true})
 	}
-	for i := 3; i+1 < len(arr); i += 2 {
+	for _, s := range res.Slots {
 		// A slot is kept while it is one of the last History versions.
-		if ver := num(arr[i]); arr[i] != nil && ver < cur && ver >= cur-int64(d.cfg.History) {
-			out = append(out, Version{Ver: ver, At: msTime(arr[i+1])})
+		if s.Set && s.Ver < cur && s.Ver >= cur-int64(d.cfg.History) {
+			out = append(out, Version{Ver: s.Ver, At: s.At})
 		}
 	}
 	slices.SortFunc(out, func(a, b Version) int { return cmp.Compare(b.Ver, a.Ver) })
@@ -79,13 +77,13 @@ func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) err
 	if target.Current {
 		return nil // the data as of t is the current data
 	}
-	slot := fmt.Sprintf("h%d.", target.Ver%int64(d.cfg.History))
-	got, err := d.node.rdb.HMGet(ctx, d.recordKey(p.key), slot+"v", slot+"d").Result()
+	verField, _, dataField := record.SlotFields(target.Ver % int64(d.cfg.History))
+	got, err := d.node.rdb.HMGet(ctx, d.recordKey(p.key), verField, dataField).Result()
 	if err != nil {
 		return fmt.Errorf("restore %q: %w", p.key, err)
 	}
-	raw := bytesOf(got[1])
-	if num(got[0]) != target.Ver || raw == nil {
+	raw := []byte(fieldString(got[1]))
+	if fieldString(got[0]) != strconv.FormatInt(target.Ver, 10) || got[1] == nil {
 		return fmt.Errorf("restore %q: version %d: %w", p.key, target.Ver, ErrNoVersion)
 	}
 	data, err := d.codec.decode(raw)

@@ -3,6 +3,7 @@ package datadriver
 import (
 	"context"
 	"fmt"
+	"github.com/ckernel/playerdata/internal/record"
 )
 
 // Wipe erases key's record and its history, for an erasure request. It does
@@ -15,7 +16,7 @@ func (d *Driver[T]) Wipe(ctx context.Context, key string) error {
 		return fmt.Errorf("wipe: %w", err)
 	}
 	rk := d.recordKey(key)
-	if err := d.node.scripts.wipe.Run(ctx, d.node.rdb, []string{rk}).Err(); err != nil {
+	if _, err := record.Wipe(ctx, d.node.rdb, rk); err != nil {
 		return fmt.Errorf("wipe %q: %w", key, err)
 	}
 	d.mu.Lock()

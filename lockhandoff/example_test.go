@@ -50,7 +50,7 @@ func Example() {
 	// Server B found user:42 locked by server-a under token tok-1.
 	w := b.NewWait("PlayerData", "user:42", time.Now().Add(10*time.Second), true)
 	defer w.Close()
-	at, err := w.Next(ctx, lockhandoff.Lock{Job: "server-a", Token: "tok-1", Presence: true, MaxAge: 4 * time.Minute})
+	at, err := w.Next(ctx, lockhandoff.Lock{Job: "server-a", Token: "tok-1", Presence: true})
 
 	r := <-asked
 	fmt.Printf("server-a asked by %s to release %s (lock %s)\n", r.From, r.Key, r.Token)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 )
 
@@ -12,23 +13,20 @@ import (
 // can first expire, so that the read falls after it on the Redis clock.
 const expiryMargin = 5 * time.Millisecond
 
-// Lock is the lock an acquire found held by another server.
-type Lock struct {
-	Job      string        // the holder's JobID
-	Token    string        // its lock token
-	Presence bool          // the lock carries the presence flag
-	Age      time.Duration // time since the holder acquired or saved (Redis clock)
-	MaxAge   time.Duration // LockTTL + LockSkew: the age past which an unprotected lock is stale
-}
+// Lock is the lock an acquire found held by another server: the one lock
+// type of the project, owned by the record (see record.Lock).
+type Lock = record.Lock
 
 // Attempt is what the next acquire may claim about the holder.
 type Attempt struct {
-	// StealJob and StealToken name a holder proven stopped and the token it
-	// held: the lock may be taken if it carries the presence flag and still
-	// names that token.
-	StealJob, StealToken string
-	// NotAliveToken names a lock whose holder's presence read stopped or
-	// unknown: it may be taken by age.
+	// StealJob names a holder proven stopped, and ProvenBefore the Redis
+	// time of the read that proved it: a presence-flagged lock of that
+	// holder last written before then may be taken (a live server writes
+	// only under its presence lease, which ends before its beat expires).
+	StealJob     string
+	ProvenBefore time.Time
+	// NotAliveToken names a stale lock whose holder's presence read stopped
+	// or unknown: it may be taken by age.
 	NotAliveToken string
 }
 
@@ -121,9 +119,9 @@ func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
 		w.requested = now
 	}
 
-	// A lock past the age limit is stale, unless its holder beats presence:
-	// read it first, and let the lock go by age only if it is not alive.
-	if l.Presence && l.Age > l.MaxAge {
+	// A stale lock (past the age limit, with the presence flag) goes by age
+	// once its holder reads not alive: read it first.
+	if l.Stale {
 		r := h.cfg.Presence.Read(ctx, l.Job)
 		if err := ctx.Err(); err != nil {
 			return Attempt{}, err
@@ -209,7 +207,7 @@ func (w *Wait) readPresence(ctx context.Context, l Lock) (Attempt, error) {
 			h.provenStopped.Add(1)
 			h.log.Info(fmt.Sprintf("handoff: server %s stopped beating presence", l.Job), "key", w.wk.key,
 				"holder", l.Job, "silent_for", now.Sub(w.stoppedAt))
-			return Attempt{StealJob: l.Job, StealToken: l.Token}, nil
+			return Attempt{StealJob: l.Job, ProvenBefore: r.At}, nil
 		}
 	}
 	return Attempt{}, nil

@@ -22,7 +22,7 @@ const maxAge = 4 * time.Minute // LockTTL + LockSkew of the defaults
 // lockOf is the lock of job under token, carrying the presence flag when
 // flagged, and younger than maxAge.
 func lockOf(job, token string, flagged bool) lockhandoff.Lock {
-	return lockhandoff.Lock{Job: job, Token: token, Presence: flagged, Age: time.Second, MaxAge: maxAge}
+	return lockhandoff.Lock{Job: job, Token: token, Presence: flagged, Age: time.Second}
 }
 
 // step is what one Next call answered, and when (elapsed virtual time).
@@ -336,7 +336,7 @@ func TestWaitWakesOnReply(t *testing.T) {
 }
 
 func TestWaitProvesStopped(t *testing.T) {
-	steal := lockhandoff.Attempt{StealJob: jobA, StealToken: "tok-1"}
+	steal := lockhandoff.Attempt{StealJob: jobA}
 	tests := []struct {
 		name         string
 		cfg          lockhandoff.Config // timings and Passive
@@ -449,7 +449,7 @@ func TestWaitProvesStopped(t *testing.T) {
 }
 
 func TestWaitWakesAtPresenceExpiry(t *testing.T) {
-	steal := lockhandoff.Attempt{StealJob: jobA, StealToken: "tok-1"}
+	steal := lockhandoff.Attempt{StealJob: jobA}
 	tests := []struct {
 		name string
 		read func(context.Context, string, int, time.Duration) presence.Reading
@@ -584,7 +584,8 @@ func TestWaitAgeRule(t *testing.T) {
 				w := h.NewWait(driverName, playerKey, wd.clk.Now().Add(time.Minute), tc.active)
 				defer w.Close()
 
-				l := lockhandoff.Lock{Job: jobA, Token: "tok-1", Presence: tc.flagged, Age: tc.age, MaxAge: maxAge}
+				// acquire.lua calls a presence-flagged lock past the age limit stale.
+				l := lockhandoff.Lock{Job: jobA, Token: "tok-1", Presence: tc.flagged, Age: tc.age, Stale: tc.flagged && tc.age > maxAge}
 				var got []step
 				for range tc.want {
 					got = append(got, next(t.Context(), wd, w, l))
@@ -727,7 +728,7 @@ func TestWaitContext(t *testing.T) {
 
 				l := lockOf(jobA, "tok-1", true)
 				if tc.old {
-					l.Age = time.Hour
+					l.Age, l.Stale = time.Hour, true
 				}
 				var got []step
 				for range tc.want {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -12,9 +13,55 @@ import (
 // make the loop pile them up.
 const maxInflightBeats = 3
 
+// BeatArgs are the arguments of beat.lua.
+type BeatArgs struct {
+	// JobID is the beating server.
+	JobID string
+	// TTL is how long the beat keeps it alive (Redis clock).
+	TTL time.Duration
+}
+
+// argv is ARGV of beat.lua.
+func (a BeatArgs) argv() []any { return []any{a.JobID, a.TTL.Milliseconds()} }
+
+// ParseBeatArgs reads the ARGV of an observed beat.lua call.
+func ParseBeatArgs(argv []string) (BeatArgs, error) {
+	if len(argv) != 2 {
+		return BeatArgs{}, fmt.Errorf("%w: %s call with %d arguments, want 2", ErrUnexpectedReply, ScriptBeat, len(argv))
+	}
+	ms, err := strconv.ParseInt(argv[1], 10, 64)
+	if err != nil {
+		return BeatArgs{}, fmt.Errorf("%w: %s TTL %q", ErrUnexpectedReply, ScriptBeat, argv[1])
+	}
+	return BeatArgs{JobID: argv[0], TTL: time.Duration(ms) * time.Millisecond}, nil
+}
+
+// BeatAnswer is beat.lua's answer.
+type BeatAnswer struct {
+	// ExpiresAt is when this beat expires (Redis clock, ms precision).
+	ExpiresAt time.Time
+	// Reset is true when the beat found another Redis run (a restart or a
+	// failover) and started the run's meta fields over.
+	Reset bool
+}
+
+// ParseBeatAnswer reads beat.lua's answer.
+func ParseBeatAnswer(v any) (BeatAnswer, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 2 {
+		return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
+	}
+	exp, ok1 := arr[0].(int64)
+	reset, ok2 := arr[1].(int64)
+	if !ok1 || !ok2 {
+		return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
+	}
+	return BeatAnswer{ExpiresAt: time.UnixMilli(exp), Reset: reset == 1}, nil
+}
+
 // beatResult is one beat script's answer.
 type beatResult struct {
-	res []int64
+	ans BeatAnswer
 	err error
 }
 
@@ -60,8 +107,12 @@ func (p *Presence) Beat(ctx context.Context) error {
 	go func() {
 		defer p.wg.Done()
 		defer p.inflight.Add(-1)
-		res, err := p.beatScript.Run(callCtx, p.rdb, []string{p.cfg.Key}, p.cfg.JobID, p.ttlMS).Int64Slice()
-		done <- beatResult{res, err}
+		v, err := beatScript.Run(callCtx, p.rdb, []string{p.cfg.Key}, BeatArgs{JobID: p.cfg.JobID, TTL: p.cfg.TTL}.argv()...).Result()
+		var ans BeatAnswer
+		if err == nil {
+			ans, err = ParseBeatAnswer(v)
+		}
+		done <- beatResult{ans, err}
 	}()
 
 	deadline := p.clock.Timer(p.cfg.Beat)
@@ -81,15 +132,12 @@ func (p *Presence) Beat(ctx context.Context) error {
 	if r.err == nil && ackAt.Sub(sentAt) >= p.cfg.Beat {
 		r.err = fmt.Errorf("%w: answered after %s", ErrBeatTimeout, ackAt.Sub(sentAt))
 	}
-	if r.err == nil && len(r.res) != 2 {
-		r.err = fmt.Errorf("%w: %v", ErrUnexpectedReply, r.res)
-	}
 	if r.err != nil {
 		err := fmt.Errorf("presence beat: %w", r.err)
 		p.beatFailed(err)
 		return err
 	}
-	p.beatSucceeded(sentAt, ackAt, r.res[1] == 1)
+	p.beatSucceeded(sentAt, ackAt, r.ans.Reset)
 	return nil
 }
 

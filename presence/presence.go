@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/ckernel/playerdata/internal/rscript"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -22,6 +23,23 @@ var (
 	listLua string
 )
 
+// The names of the presence scripts, as an rscript.Catalog reports them.
+const (
+	ScriptBeat = "presence-beat"
+	ScriptRead = "presence-read"
+	ScriptList = "presence-list"
+)
+
+// The scripts are immutable values shared by every client.
+var (
+	beatScript = rscript.New(ScriptBeat, beatLua)
+	readScript = rscript.New(ScriptRead, readLua)
+	listScript = rscript.New(ScriptList, listLua)
+)
+
+// Scripts lists the presence scripts (for an rscript.Catalog).
+func Scripts() []*rscript.Script { return []*rscript.Script{beatScript, readScript, listScript} }
+
 // Presence beats one server's presence and reads other servers'. Create it
 // with [New]; its methods are safe for concurrent use.
 type Presence struct {
@@ -33,8 +51,6 @@ type Presence struct {
 	// fenceAfter is TTL-FenceMargin: how long after an acknowledged beat was
 	// sent the lease lapses.
 	fenceAfter time.Duration
-
-	beatScript, readScript, listScript *redis.Script
 
 	// base is cancelled by Close; it cancels the loops and in-flight beats.
 	base       context.Context
@@ -80,9 +96,6 @@ func New(rdb redis.UniversalClient, cfg Config) (*Presence, error) {
 		log:          cfg.Logger.With("component", "presence"),
 		ttlMS:        cfg.TTL.Milliseconds(),
 		fenceAfter:   cfg.TTL - cfg.FenceMargin,
-		beatScript:   redis.NewScript(beatLua),
-		readScript:   redis.NewScript(readLua),
-		listScript:   redis.NewScript(listLua),
 		base:         base,
 		cancelBase:   cancel,
 		leaseChanged: make(chan struct{}, 1),

@@ -18,7 +18,7 @@ func (p *Presence) Read(ctx context.Context, jobID string) Reading {
 	if err := checkJobID(jobID); err != nil {
 		return Reading{Status: Unknown, Err: fmt.Errorf("presence read: %w", err)}
 	}
-	res, err := p.readScript.Run(ctx, p.rdb, []string{p.cfg.Key}, jobID, p.ttlMS).Int64Slice()
+	res, err := readScript.Run(ctx, p.rdb, []string{p.cfg.Key}, jobID, p.ttlMS).Int64Slice()
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("%w: %v", ErrUnexpectedReply, res)
 	}
@@ -53,7 +53,7 @@ func (p *Presence) IsAlive(ctx context.Context, jobID string) Status {
 // reads the whole hash in one script round trip (O(servers)): meant for an
 // operator's CLI, not for hot paths. Errors are wrapped "presence list: ...".
 func (p *Presence) List(ctx context.Context) ([]Entry, error) {
-	res, err := p.listScript.Run(ctx, p.rdb, []string{p.cfg.Key}, p.ttlMS).Slice()
+	res, err := listScript.Run(ctx, p.rdb, []string{p.cfg.Key}, p.ttlMS).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("presence list: %w", err)
 	}

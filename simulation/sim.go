@@ -37,6 +37,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/presence"
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
@@ -265,17 +267,18 @@ func (s *sim) startServer() *server {
 
 // isSave reports whether cmd is the record's save.lua call.
 func isSave(cmd redis.Cmder) bool {
-	_, twelve := testsupport.ScriptArg(cmd, 12)
-	_, thirteen := testsupport.ScriptArg(cmd, 13)
-	return twelve && !thirteen
+	in, ok := testsupport.Identify(cmd)
+	return ok && in.Script == record.ScriptSave
 }
 
 // isBeat reports whether cmd is srv's own presence beat.
 func isBeat(srv *server, cmd redis.Cmder) bool {
-	k, _ := testsupport.ScriptKey(cmd, 1)
-	job, _ := testsupport.ScriptArg(cmd, 1)
-	_, third := testsupport.ScriptArg(cmd, 3)
-	return strings.HasSuffix(k, "CKPresence") && job == srv.s.JobID && !third
+	in, ok := testsupport.Identify(cmd)
+	if !ok || in.Script != presence.ScriptBeat {
+		return false
+	}
+	a, err := presence.ParseBeatArgs(in.Args)
+	return err == nil && a.JobID == srv.s.JobID
 }
 
 // before injects the faults that act before a command reaches Redis.
@@ -330,83 +333,79 @@ func (s *sim) observe(job string, call testsupport.ScriptCall) {
 	if call.Err != nil {
 		return
 	}
-	arr, _ := call.Val.([]any)
-	str := func(i int) string {
-		if i < len(arr) {
-			switch v := arr[i].(type) {
-			case string:
-				return v
-			case int64:
-				return fmt.Sprint(v)
-			}
-		}
-		return ""
-	}
-	num := func(i int) int64 {
-		var n int64
-		fmt.Sscan(str(i), &n)
-		return n
-	}
 	key := ""
 	if len(call.Keys) > 0 {
 		key = call.Keys[0]
 	}
-	switch {
-	case strings.HasSuffix(key, "CKPresence") && len(call.Args) == 2 && call.Args[0] == job:
-		// A beat of job: {expiresAt, reset}.
-		if v, ok := call.Val.([]any); ok && len(v) > 0 {
-			if ms, ok := v[0].(int64); ok {
-				s.mu.Lock()
-				if e := time.UnixMilli(ms); e.After(s.expiresAt[job]) {
-					s.expiresAt[job] = e
-				}
-				s.mu.Unlock()
-			}
+	switch call.Script {
+	case presence.ScriptBeat:
+		a, err1 := presence.ParseBeatArgs(call.Args)
+		ans, err2 := presence.ParseBeatAnswer(call.Val)
+		if err1 != nil || err2 != nil || a.JobID != job {
+			return
 		}
-	case len(call.Args) == 8 && str(0) == "OK": // acquire.lua
-		token, epoch := call.Args[1], num(2)
-		how, prev := str(1), str(9)
-		s.noteToken(job, key, epoch, token)
-		if how == "stolen" || how == "expired" {
+		s.mu.Lock()
+		if ans.ExpiresAt.After(s.expiresAt[job]) {
+			s.expiresAt[job] = ans.ExpiresAt
+		}
+		s.mu.Unlock()
+	case record.ScriptAcquire:
+		a, err1 := record.ParseAcquireArgs(call.Args)
+		res, err2 := record.ParseAcquire(call.Val)
+		if err1 != nil || err2 != nil {
+			s.fail("acquire call unreadable: %v %v", err1, err2)
+			return
+		}
+		if res.Outcome != record.Acquired {
+			return
+		}
+		s.noteToken(job, key, res.Epoch, a.Token)
+		if res.How == record.TakenStolen || res.How == record.TakenExpired {
 			s.mu.Lock()
-			exp, restart := s.expiresAt[prev], s.redisRestart
+			exp, restart := s.expiresAt[res.PrevJob], s.redisRestart
 			s.mu.Unlock()
 			// By design an unknown presence answer (the first TTL after a Redis
 			// restart) does not protect a lock past LockTTL+LockSkew.
-			graceAfterRestart := how == "expired" && time.Since(restart) < presenceTTL+presenceBeat
+			graceAfterRestart := res.How == record.TakenExpired && time.Since(restart) < presenceTTL+presenceBeat
 			if now := time.Now(); now.Before(exp) && !graceAfterRestart {
-				s.fail("invariant 2: %s took %s %s from %s, whose presence lives until %s", job, key, how, prev,
+				s.fail("invariant 2: %s took %s %s from %s, whose presence lives until %s", job, key, res.How, res.PrevJob,
 					exp.Sub(s.bornAt))
 			}
 		}
-		ver, data := num(3), str(4)
 		s.mu.Lock()
-		want, known := s.landed[key][ver]
+		want, known := s.landed[key][res.Ver]
 		s.mu.Unlock()
-		if ver > 0 && known && want != data {
+		if data := string(res.Data); res.Ver > 0 && known && want != data {
 			s.fail("invariant 3: %s loaded %s at ver %d with data %x, but the write that made ver %d had %x",
-				job, key, ver, data, ver, want)
+				job, key, res.Ver, data, res.Ver, want)
 		}
-	case len(call.Args) == 12 && str(0) == "OK": // save.lua
-		token := call.Args[1]
-		ver, epoch, moved, how := num(1), num(2), str(3) == "1", str(4)
-		if moved {
-			s.noteToken(job, key, epoch, token)
+	case record.ScriptSave:
+		a, err1 := record.ParseSaveArgs(call.Args)
+		res, err2 := record.ParseSave(call.Val)
+		if err1 != nil || err2 != nil {
+			s.fail("save call unreadable: %v %v", err1, err2)
+			return
+		}
+		if res.Outcome != record.Written {
+			return
+		}
+		if res.Moved {
+			s.noteToken(job, key, res.Epoch, a.Token)
 		}
 		s.mu.Lock()
-		want, known := s.tokenEpoch[token]
+		want, known := s.tokenEpoch[a.Token]
 		s.mu.Unlock()
-		if how == "saved" || how == "released" {
-			if known && want != epoch {
+		if res.How == record.HowSaved || res.How == record.HowReleased {
+			if known && want != res.Epoch {
 				s.fail("invariant 1: %s wrote %s with the token of epoch %d while the record is at epoch %d",
-					job, key, want, epoch)
+					job, key, want, res.Epoch)
 			}
-			if call.Args[5] == "1" {
+			if a.Data != nil {
 				s.mu.Lock()
 				if s.landed[key] == nil {
 					s.landed[key] = make(map[int64]string)
 				}
-				s.landed[key][ver] = call.Args[6]
+				s.landed[key][res.Ver] = string(a.Data)
 				s.mu.Unlock()
 			}
 		}

@@ -242,12 +242,14 @@ func (l *LogBuffer) String() string {
 	return string(l.buf)
 }
 
-// ScriptCall is one Lua script call as a server made it, with its answer.
+// ScriptCall is one call of one of the project's Lua scripts as a server
+// made it, with its answer.
 type ScriptCall struct {
-	Keys []string
-	Args []string
-	Val  any   // the answer
-	Err  error // nil when the script ran
+	Script string // its name (see Identify)
+	Keys   []string
+	Args   []string
+	Val    any   // the answer
+	Err    error // nil when the script ran
 }
 
 // observer is the hook that reports script calls to the cluster's
@@ -280,7 +282,7 @@ func (o *observer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 func (o *observer) report(cmd redis.Cmder, err error) {
-	keys, argv, ok := scriptArgs(cmd)
+	in, ok := Identify(cmd)
 	if !ok {
 		return
 	}
@@ -290,18 +292,7 @@ func (o *observer) report(cmd redis.Cmder, err error) {
 	if len(fs) == 0 {
 		return
 	}
-	call := ScriptCall{Err: err}
-	for _, k := range keys {
-		call.Keys = append(call.Keys, fmt.Sprint(k))
-	}
-	for _, a := range argv {
-		switch v := a.(type) {
-		case []byte:
-			call.Args = append(call.Args, string(v))
-		default:
-			call.Args = append(call.Args, fmt.Sprint(v))
-		}
-	}
+	call := ScriptCall{Script: in.Script, Keys: in.Keys, Args: in.Args, Err: err}
 	if c, ok := cmd.(*redis.Cmd); ok && err == nil {
 		call.Val = c.Val()
 	}

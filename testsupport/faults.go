@@ -102,16 +102,6 @@ func scriptArgs(cmd redis.Cmder) (keys, argv []any, ok bool) {
 	return args[3 : 3+numKeys], args[3+numKeys:], true
 }
 
-// ScriptArg returns ARGV[i] (1-based, as in Lua) of an EVAL or EVALSHA
-// command, and false for any other command or a missing argument.
-func ScriptArg(cmd redis.Cmder, i int) (string, bool) {
-	_, argv, ok := scriptArgs(cmd)
-	if !ok || i < 1 || i > len(argv) {
-		return "", false
-	}
-	return fmt.Sprint(argv[i-1]), true
-}
-
 // ScriptKey returns KEYS[i] (1-based) of an EVAL or EVALSHA command.
 func ScriptKey(cmd redis.Cmder, i int) (string, bool) {
 	keys, _, ok := scriptArgs(cmd)

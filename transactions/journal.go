@@ -36,6 +36,23 @@ var (
 	settledSrc string
 )
 
+// The names of the journal's scripts, as an rscript.Catalog reports them.
+const (
+	ScriptBegin   = "trade-begin"
+	ScriptMove    = "trade-move"
+	ScriptSettled = "trade-settled"
+)
+
+// The scripts are immutable values shared by every client.
+var (
+	beginScript   = rscript.New(ScriptBegin, beginSrc)
+	moveScript    = rscript.New(ScriptMove, moveSrc)
+	settledScript = rscript.New(ScriptSettled, settledSrc)
+)
+
+// Scripts lists the journal's scripts (for an rscript.Catalog).
+func Scripts() []*rscript.Script { return []*rscript.Script{beginScript, moveScript, settledScript} }
+
 // Participant is one profile in a trade.
 type Participant struct {
 	Driver string `msgpack:"d"`
@@ -67,12 +84,9 @@ func (e *Entry) Find(driver, key string) int {
 
 // Journal reads and moves trade entries in one Redis.
 type Journal struct {
-	rdb     redis.UniversalClient
-	ns      string
-	retain  time.Duration
-	begin   *redis.Script
-	move    *redis.Script
-	settled *redis.Script
+	rdb    redis.UniversalClient
+	ns     string
+	retain time.Duration
 }
 
 // New returns the journal under namespace ns. retain is how long a settled
@@ -83,9 +97,6 @@ func New(rdb redis.UniversalClient, ns string, retain time.Duration) *Journal {
 	}
 	return &Journal{
 		rdb: rdb, ns: ns, retain: retain,
-		begin:   redis.NewScript(beginSrc),
-		move:    redis.NewScript(moveSrc),
-		settled: redis.NewScript(settledSrc),
 	}
 }
 
@@ -109,7 +120,7 @@ func (j *Journal) BeginCall(id, coordinator string, parts []Participant) (rscrip
 		}
 		args = append(args, desc, p.Image)
 	}
-	return rscript.Call{Script: j.begin, Keys: []string{j.Key(id)}, Args: args}, nil
+	return rscript.Call{Script: beginScript, Keys: []string{j.Key(id)}, Args: args}, nil
 }
 
 // Begun interprets BeginCall's answer: nil when the entry was opened, a
@@ -155,8 +166,31 @@ func (j *Journal) Abort(ctx context.Context, id string) error {
 	return err
 }
 
+// MoveArgs are the arguments of the compare-and-set script (trade-move):
+// From is the expected state ("" for no entry), To the new one.
+type MoveArgs struct {
+	From, To State
+	Retain   time.Duration
+}
+
+// argv is ARGV of move.lua.
+func (a MoveArgs) argv() []any { return []any{string(a.From), string(a.To), a.Retain.Milliseconds()} }
+
+// ParseMoveArgs reads the ARGV of an observed trade-move call (a commit is
+// From Prepared, To Committed).
+func ParseMoveArgs(argv []string) (MoveArgs, error) {
+	if len(argv) != 3 {
+		return MoveArgs{}, fmt.Errorf("transactions: %s call with %d arguments, want 3", ScriptMove, len(argv))
+	}
+	ms, err := strconv.ParseInt(argv[2], 10, 64)
+	if err != nil {
+		return MoveArgs{}, fmt.Errorf("transactions: %s retention %q: %w", ScriptMove, argv[2], err)
+	}
+	return MoveArgs{From: State(argv[0]), To: State(argv[1]), Retain: time.Duration(ms) * time.Millisecond}, nil
+}
+
 func (j *Journal) cas(ctx context.Context, id string, from, to State) error {
-	v, err := j.move.Run(ctx, j.rdb, []string{j.Key(id)}, string(from), string(to), j.retain.Milliseconds()).Result()
+	v, err := moveScript.Run(ctx, j.rdb, []string{j.Key(id)}, MoveArgs{From: from, To: to, Retain: j.retain}.argv()...).Result()
 	if err != nil {
 		return fmt.Errorf("trade %s: %s -> %s: %w", id, from, to, err)
 	}
@@ -178,7 +212,7 @@ func (j *Journal) MarkSettled(ctx context.Context, id string, idx ...int) error 
 	for _, i := range idx {
 		args = append(args, i)
 	}
-	v, err := j.settled.Run(ctx, j.rdb, []string{j.Key(id)}, args...).Result()
+	v, err := settledScript.Run(ctx, j.rdb, []string{j.Key(id)}, args...).Result()
 	if err != nil {
 		return fmt.Errorf("trade %s: mark settled: %w", id, err)
 	}

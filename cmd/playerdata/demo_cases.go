@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ckernel/playerdata/internal/record"
 	"io"
 	"math"
 	"reflect"
@@ -430,7 +431,7 @@ func playFailedLeaveSave(ctx context.Context, c *caseRun) error {
 	var refusing atomic.Bool
 	refusing.Store(true)
 	a.hook.set(func(_ context.Context, cmd redis.Cmder) error {
-		if mode, ok := saveScriptMode(cmd); ok && mode == "release" && refusing.Load() {
+		if mode, ok := saveScriptMode(cmd); ok && mode == record.ModeRelease && refusing.Load() {
 			return errLeaveSaveRefused
 		}
 		return nil
@@ -503,16 +504,6 @@ func playCrash(ctx context.Context, c *caseRun) error {
 	return nil
 }
 
-// isBeat reports whether cmd is a presence script call of job on the
-// presence hash key: job's beats (a server never reads its own presence
-// from Redis; reads of others name them).
-func isBeat(cmd redis.Cmder, key, job string) bool {
-	args := cmd.Args()
-	name := strings.ToLower(cmd.Name())
-	return (name == "evalsha" || name == "eval") && len(args) == 3+1+2 &&
-		fmt.Sprint(args[2]) == "1" && fmt.Sprint(args[3]) == key && fmt.Sprint(args[4]) == job
-}
-
 // playStallingHolder: A is alive (it beats presence) but its saves stall.
 // Its lock is stale by age, yet A keeps it, and B's join fails closed after
 // LockWait.
@@ -548,10 +539,10 @@ func playStallingHolder(ctx context.Context, c *caseRun) error {
 	defer letThrough() // however the case ends
 	a.hook.set(func(ctx context.Context, cmd redis.Cmder) error {
 		mode, ok := saveScriptMode(cmd)
-		if !ok || (mode != "save" && mode != "release") {
+		if !ok || (mode != record.ModeSave && mode != record.ModeRelease) {
 			return nil
 		}
-		c.tl.addAt(time.Now(), "A", kindBad, mode+" sent to Redis: it stalls (the demo's hook holds A's saves)", "stall")
+		c.tl.addAt(time.Now(), "A", kindBad, string(mode)+" sent to Redis: it stalls (the demo's hook holds A's saves)", "stall")
 		select {
 		case <-unstall:
 			return nil
@@ -598,7 +589,8 @@ type lockRecord struct {
 
 // readRecord reads the case's record straight from Redis.
 func (c *caseRun) readRecord(ctx context.Context) (lockRecord, error) {
-	v, err := c.env.admin.HMGet(ctx, datadriver.RecordKey(c.env.namespace, demoDriver, c.def.key), "lock.job", "lock.token", "data").Result()
+	v, err := c.env.admin.HMGet(ctx, datadriver.RecordKey(c.env.namespace, demoDriver, c.def.key),
+		record.FieldLockJob, record.FieldLockToken, record.FieldData).Result()
 	if err != nil {
 		return lockRecord{}, fmt.Errorf("read the record: %w", err)
 	}

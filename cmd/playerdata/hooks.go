@@ -5,8 +5,9 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"strings"
+	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/scriptcatalog"
+	"github.com/ckernel/playerdata/presence"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -63,23 +64,23 @@ func (h *faultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	return next
 }
 
-// saveScriptMode returns the mode ("save", "release" or "settle") of a call
-// of the library's save.lua, recognised by its shape: EVAL or EVALSHA with
-// one key and twelve arguments, the first being the mode. ok is false for
-// any other command. (The library exports no way to recognise its scripts;
-// this mirrors what its own tests do.)
-func saveScriptMode(cmd redis.Cmder) (mode string, ok bool) {
-	args := cmd.Args()
-	name := strings.ToLower(cmd.Name())
-	if (name != "evalsha" && name != "eval") || len(args) != 3+1+12 {
+// saveScriptMode returns the mode of a call of the record's save script,
+// found by its name; ok is false for any other command.
+func saveScriptMode(cmd redis.Cmder) (mode record.WriteMode, ok bool) {
+	in, ok := scriptcatalog.Identify(cmd)
+	if !ok || in.Name() != record.ScriptSave {
 		return "", false
 	}
-	if fmt.Sprint(args[2]) != "1" {
-		return "", false
+	a, err := record.ParseSaveArgs(in.Args)
+	return a.Mode, err == nil
+}
+
+// isBeat reports whether cmd is job's presence beat into the hash key.
+func isBeat(cmd redis.Cmder, key, job string) bool {
+	in, ok := scriptcatalog.Identify(cmd)
+	if !ok || in.Name() != presence.ScriptBeat || len(in.Keys) != 1 || in.Keys[0] != key {
+		return false
 	}
-	switch mode = fmt.Sprint(args[4]); mode {
-	case "save", "release", "settle":
-		return mode, true
-	}
-	return "", false
+	a, err := presence.ParseBeatArgs(in.Args)
+	return err == nil && a.JobID == job
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ckernel/playerdata/internal/record"
 	"io"
 	"regexp"
 	"slices"
@@ -215,13 +216,16 @@ func inspectRecord(ctx context.Context, rdb *redis.Client, pres *presence.Presen
 	if err != nil {
 		return nil, err
 	}
-	fields := []string{"lock.job", "lock.token", "lock.at", "lock.presence", "epoch", "ver", "at",
-		"released", "released.ver", "trade", "fmt"}
-	var slots []string
+	fields := []string{record.FieldLockJob, record.FieldLockToken, record.FieldLockAt, record.FieldLockPresence,
+		record.FieldEpoch, record.FieldVer, record.FieldAt, record.FieldReleased, record.FieldReleasedVer,
+		record.FieldTrade, record.FieldFormat}
+	var slots []int64
 	for _, n := range names {
 		if m := historyField.FindStringSubmatch(n); m != nil {
-			slots = append(slots, m[1])
-			fields = append(fields, "h"+m[1]+".v", "h"+m[1]+".t")
+			s, _ := strconv.ParseInt(m[1], 10, 64)
+			slots = append(slots, s)
+			v, t, _ := record.SlotFields(s)
+			fields = append(fields, v, t)
 		}
 	}
 	var (
@@ -231,7 +235,7 @@ func inspectRecord(ctx context.Context, rdb *redis.Client, pres *presence.Presen
 	)
 	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		hm = p.HMGet(ctx, rk, fields...)
-		size = p.HStrLen(ctx, rk, "data")
+		size = p.HStrLen(ctx, rk, record.FieldData)
 		clock = p.Time(ctx)
 		return nil
 	}); err != nil {
@@ -256,10 +260,10 @@ func inspectRecord(ctx context.Context, rdb *redis.Client, pres *presence.Presen
 		}
 		return time.Time{}
 	}
-	rep.Epoch, rep.Ver, rep.DataBytes, rep.Format = num("epoch"), num("ver"), size.Val(), v["fmt"]
+	rep.Epoch, rep.Ver, rep.DataBytes, rep.Format = num(record.FieldEpoch), num(record.FieldVer), size.Val(), v[record.FieldFormat]
 
-	lock := &lockReport{Held: v["lock.token"] != "", Holder: v["lock.job"], TokenPrefix: prefix8(v["lock.token"]),
-		At: at("lock.at"), PresenceFlag: v["lock.presence"] == "1"}
+	lock := &lockReport{Held: v[record.FieldLockToken] != "", Holder: v[record.FieldLockJob],
+		TokenPrefix: prefix8(v[record.FieldLockToken]), At: at(record.FieldLockAt), PresenceFlag: v[record.FieldLockPresence] == "1"}
 	if !lock.At.IsZero() {
 		lock.AgeMS = ms(rep.now.Sub(lock.At))
 	}
@@ -275,26 +279,27 @@ func inspectRecord(ctx context.Context, rdb *redis.Client, pres *presence.Presen
 		}
 	}
 	rep.Lock = lock
-	if v["released"] != "" {
-		rep.LastRelease = &releaseReport{TokenPrefix: prefix8(v["released"]), Ver: num("released.ver")}
+	if v[record.FieldReleased] != "" {
+		rep.LastRelease = &releaseReport{TokenPrefix: prefix8(v[record.FieldReleased]), Ver: num(record.FieldReleasedVer)}
 	}
 
-	if w := at("at"); !w.IsZero() {
+	if w := at(record.FieldAt); !w.IsZero() {
 		rep.WrittenAt = &w
 	}
 	if rep.DataBytes > 0 {
-		rep.Versions = append(rep.Versions, versionReport{Ver: rep.Ver, At: at("at"), Current: true})
+		rep.Versions = append(rep.Versions, versionReport{Ver: rep.Ver, At: at(record.FieldAt), Current: true})
 	}
 	for _, s := range slots {
 		// A slot holds a version older than the current one; slots beyond
 		// the driver's History (after it was lowered) linger until a wipe.
-		if ver := num("h" + s + ".v"); ver < rep.Ver && v["h"+s+".v"] != "" {
-			rep.Versions = append(rep.Versions, versionReport{Ver: ver, At: at("h" + s + ".t")})
+		vf, tf, _ := record.SlotFields(s)
+		if ver := num(vf); ver < rep.Ver && v[vf] != "" {
+			rep.Versions = append(rep.Versions, versionReport{Ver: ver, At: at(tf)})
 		}
 	}
 	slices.SortFunc(rep.Versions, func(a, b versionReport) int { return cmp.Compare(b.Ver, a.Ver) })
 
-	if id := v["trade"]; id != "" {
+	if id := v[record.FieldTrade]; id != "" {
 		t := &tradeReport{ID: id}
 		e, err := transactions.New(rdb, ns, 0).Read(ctx, id)
 		switch {

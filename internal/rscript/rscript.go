@@ -1,18 +1,45 @@
-// Package rscript runs several Lua scripts in one round trip: a pipeline of
-// EVALSHA calls, with the calls that answered NOSCRIPT (a restarted or
-// flushed Redis) sent again as EVAL. go-redis's Script.Run does this for one
-// call; a pipeline learns of NOSCRIPT only after it has run.
+// Package rscript runs the project's Lua scripts: each is a named [Script]
+// (EVALSHA, falling back to EVAL when Redis has not cached it), several can
+// run in one round trip ([Run]: a pipeline whose NOSCRIPT answers are sent
+// again as EVAL), and a [Catalog] tells which script a command observed on
+// the wire is, by its SHA, so that tests and the simulation find a script by
+// name and never by the shape of its arguments.
 package rscript
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Call is one script call.
+// Script is a named Lua script. It is immutable: package-level Scripts are
+// shared by every client.
+type Script struct {
+	name string
+	s    *redis.Script
+}
+
+// New returns the script src under name (a short word, unique in a Catalog).
+func New(name, src string) *Script {
+	return &Script{name: name, s: redis.NewScript(src)}
+}
+
+// Name is the script's name.
+func (s *Script) Name() string { return s.name }
+
+// Hash is the SHA1 of the script's source, as EVALSHA names it.
+func (s *Script) Hash() string { return s.s.Hash() }
+
+// Run runs the script once: EVALSHA, then EVAL when Redis answers NOSCRIPT.
+func (s *Script) Run(ctx context.Context, rdb redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	return s.s.Run(ctx, rdb, keys, args...)
+}
+
+// Call is one script call, to run alone or in a pipeline.
 type Call struct {
-	Script *redis.Script
+	Script *Script
 	Keys   []string
 	Args   []any
 }
@@ -29,7 +56,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, calls []Call) ([]any, [
 	cmds := make([]*redis.Cmd, len(calls))
 	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, c := range calls {
-			cmds[i] = c.Script.EvalSha(ctx, p, c.Keys, c.Args...)
+			cmds[i] = c.Script.s.EvalSha(ctx, p, c.Keys, c.Args...)
 		}
 		return nil
 	})
@@ -46,7 +73,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, calls []Call) ([]any, [
 	again := make([]*redis.Cmd, len(retry))
 	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for j, i := range retry {
-			again[j] = calls[i].Script.Eval(ctx, p, calls[i].Keys, calls[i].Args...)
+			again[j] = calls[i].Script.s.Eval(ctx, p, calls[i].Keys, calls[i].Args...)
 		}
 		return nil
 	})
@@ -54,4 +81,69 @@ func Run(ctx context.Context, rdb redis.UniversalClient, calls []Call) ([]any, [
 		vals[i], errs[i] = again[j].Result()
 	}
 	return vals, errs
+}
+
+// Invocation is one script call seen on the wire: which script, its KEYS and
+// its ARGV as strings.
+type Invocation struct {
+	Script *Script
+	Keys   []string
+	Args   []string
+}
+
+// Name is the invoked script's name.
+func (in Invocation) Name() string { return in.Script.name }
+
+// Catalog knows scripts by their SHA. Build it once with NewCatalog; it is
+// read only afterwards.
+type Catalog struct {
+	bySHA map[string]*Script
+}
+
+// NewCatalog returns a catalog of scripts.
+func NewCatalog(scripts ...*Script) *Catalog {
+	c := &Catalog{bySHA: make(map[string]*Script, len(scripts))}
+	for _, s := range scripts {
+		c.bySHA[s.Hash()] = s
+	}
+	return c
+}
+
+// Identify tells which script of the catalog an EVALSHA or EVAL command
+// runs, with its keys and arguments; false for any other command or script.
+func (c *Catalog) Identify(cmd redis.Cmder) (Invocation, bool) {
+	args := cmd.Args()
+	if len(args) < 3 {
+		return Invocation{}, false
+	}
+	var s *Script
+	switch strings.ToLower(cmd.Name()) {
+	case "evalsha":
+		s = c.bySHA[fmt.Sprint(args[1])]
+	case "eval":
+		s = c.bySHA[redis.NewScript(str(args[1])).Hash()]
+	}
+	if s == nil {
+		return Invocation{}, false
+	}
+	var numKeys int
+	if _, err := fmt.Sscan(fmt.Sprint(args[2]), &numKeys); err != nil || numKeys < 0 || 3+numKeys > len(args) {
+		return Invocation{}, false
+	}
+	in := Invocation{Script: s}
+	for _, k := range args[3 : 3+numKeys] {
+		in.Keys = append(in.Keys, str(k))
+	}
+	for _, a := range args[3+numKeys:] {
+		in.Args = append(in.Args, str(a))
+	}
+	return in, true
+}
+
+// str is a command argument as the script sees it.
+func str(v any) string {
+	if b, ok := v.([]byte); ok {
+		return string(b)
+	}
+	return fmt.Sprint(v)
 }

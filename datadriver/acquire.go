@@ -1,0 +1,139 @@
+package datadriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/lockhandoff"
+)
+
+// The remote side of a load: take the record's lock, or wait for the
+// server holding it to let it go (lockhandoff.Wait), then build the
+// profile from what the acquire read.
+
+// acquire takes key's lock for a new profile, waiting on another server's
+// lock until deadline when wait is true.
+func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time, wait bool) (*Profile[T], error) {
+	token, err := d.node.newToken()
+	if err != nil {
+		return nil, err
+	}
+	var w *lockhandoff.Wait
+	defer func() {
+		if w != nil {
+			w.Close()
+		}
+	}()
+	args := record.AcquireArgs{Job: d.node.jobID, Token: token, Presence: d.presenceFlag(),
+		MaxAge: d.cfg.LockTTL + d.cfg.LockSkew, Format: record.Format}
+	for {
+		// A lock with the presence flag is taken under a lease generation,
+		// and lives only as long as it (see lease.go).
+		gen, err := d.awaitLease(ctx, deadline, wait)
+		if err != nil {
+			return nil, err
+		}
+		sentAt := d.node.clock.Now()
+		res, err := record.Acquire(ctx, d.node.rdb, d.recordKey(key), args)
+		if err != nil {
+			return nil, fmt.Errorf("acquire %q: %w", key, err)
+		}
+		switch res.Outcome {
+		case record.FormatTooNew:
+			return nil, &CorruptRecordError{Key: key,
+				Err: fmt.Errorf("record format %s is newer than this build's %d", res.Format, record.Format)}
+		case record.Acquired:
+			if gen != 0 && !d.node.presence.Holds(gen) {
+				// The lease lapsed while the lock was being taken: another
+				// server may read this one as stopped, so the lock is not safe
+				// to use.
+				d.giveBack(key, token, nil)
+				return nil, fmt.Errorf("load %q: %w: the presence lease lapsed while the lock was taken", key, ErrFenced)
+			}
+			return d.newProfile(ctx, key, token, &res, gen, sentAt)
+		}
+		l := res.Lock
+		if l.Job == d.node.jobID && args.StealJob == "" {
+			// Our own JobID, but no session of ours holds it: an earlier run of
+			// this server (a restarted process that kept its JobID) left it.
+			args.StealJob, args.OwnToken = l.Job, l.Token
+			continue
+		}
+		if !wait {
+			return nil, fmt.Errorf("load: %w", lockedError(key, l, false))
+		}
+		if w == nil {
+			w = d.node.handoff.NewWait(d.cfg.Name, key, deadline, d.presenceFlag())
+		}
+		at, err := w.Next(ctx, l)
+		if err != nil {
+			if errors.Is(err, lockhandoff.ErrDeadline) {
+				return nil, fmt.Errorf("load: %w: %w", ErrWaitTimeout, lockedError(key, l, false))
+			}
+			return nil, err
+		}
+		args.StealJob, args.OwnToken, args.ProvenBefore, args.NotAliveToken = at.StealJob, "", at.ProvenBefore, at.NotAliveToken
+	}
+}
+
+// newProfile builds the profile for a record whose lock was just taken. A
+// record that does not decode is given back (its lock released, its data
+// untouched) and answered with a *CorruptRecordError.
+func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record.AcquireResult, gen uint64, sentAt time.Time) (*Profile[T], error) {
+	switch a.How {
+	case record.TakenStolen:
+		d.log.Warn(fmt.Sprintf("took the lock of %s from server %s, which stopped beating presence", key, a.PrevJob),
+			"key", key, "from", a.PrevJob)
+	case record.TakenOwn:
+		d.log.Warn("took over a lock left by an earlier run of this JobID", "key", key)
+	case record.TakenExpired:
+		d.log.Warn("took a stale lock", "key", key, "from", a.PrevJob)
+	}
+	var derr error
+	if a.Trade != "" {
+		derr = d.recoverTrade(ctx, key, token, a)
+	}
+	var data T
+	if derr == nil {
+		data, derr = d.codec.decode(a.Data)
+	}
+	p := &Profile[T]{
+		d:          d,
+		key:        key,
+		data:       data,
+		saveLock:   make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		state:      stateActive,
+		token:      token,
+		epoch:      a.Epoch,
+		ver:        a.Ver,
+		lastData:   a.Data,
+		requesters: make(map[string]struct{}),
+		leaseGen:   gen,
+		ageUntil:   sentAt.Add(d.cfg.LockTTL),
+	}
+	p.ctx, p.cancel = context.WithCancel(d.ctx)
+	if derr == nil {
+		derr = p.decodeMeta(a.UserIDs, a.Meta)
+	}
+	if derr != nil {
+		var cerr *CorruptRecordError
+		if !errors.As(derr, &cerr) && a.Trade == "" {
+			derr = &CorruptRecordError{Key: key, Err: derr}
+		}
+		p.abandon()
+		d.giveBack(key, token, nil) // without writing data (a trade mark stays)
+		return nil, derr
+	}
+	return p, nil
+}
+
+// abandon ends a profile that was never handed out.
+func (p *Profile[T]) abandon() {
+	p.d.mu.Lock()
+	defer p.d.mu.Unlock()
+	p.finishLocked(ErrClosed)
+}

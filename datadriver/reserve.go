@@ -1,0 +1,92 @@
+package datadriver
+
+import (
+	"context"
+	"fmt"
+	"github.com/ckernel/playerdata/internal/record"
+	"time"
+)
+
+// The same-server side of a load: it waits while the key is still loading
+// on this Node or a profile of it is leaving, and ends a live session of it.
+
+// reserve waits until key can be loaded on this Node: no other load of it in
+// flight and no profile of it leaving. It returns with the key reserved, or
+// with a retained profile to adopt (adopt true, the profile marked adopting).
+// A live session of the key on this Node is asked to end, as another server
+// would ask it, when there is time to wait for it.
+func (d *Driver[T]) reserve(ctx context.Context, key string, deadline time.Time) (*Profile[T], bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for {
+		if d.closed {
+			return nil, false, ErrClosed
+		}
+		p := d.profiles[key]
+		switch {
+		case d.loading[key]:
+		case p == nil:
+			d.loading[key] = true
+			return nil, false, nil
+		case p.state == stateRetained && !p.saving:
+			p.state = stateAdopting
+			d.notify(key)
+			return p, true, nil
+		case p.state == stateActive:
+			if !d.node.clock.Now().Before(deadline) {
+				return nil, false, d.localLocked(key)
+			}
+			d.endSessionLocked(p, ReasonJoinedElsewhere)
+		}
+		left := deadline.Sub(d.node.clock.Now())
+		if left <= 0 {
+			return nil, false, fmt.Errorf("load: %w: %w", ErrWaitTimeout, d.localLocked(key))
+		}
+		ch := d.waitCh(key)
+		d.mu.Unlock()
+		t := d.node.clock.Timer(left)
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		d.mu.Lock()
+		if ctx.Err() != nil {
+			return nil, false, ctx.Err()
+		}
+	}
+}
+
+// localLocked describes the key as locked by this Node.
+func (d *Driver[T]) localLocked(key string) *LockedError {
+	return lockedError(key, record.Lock{Job: d.node.jobID, Presence: d.presenceFlag()}, true)
+}
+
+// endSessionLocked ends a live session on its own: the game hears it through
+// Kick, and the driver runs the leave cleanups and the release save. d.mu
+// must be held.
+func (d *Driver[T]) endSessionLocked(p *Profile[T], reason string) {
+	if p.state != stateActive {
+		return
+	}
+	p.state = stateLeaving
+	d.notify(p.key)
+	d.goTracked(func() {
+		if d.cfg.Kick != nil {
+			d.cfg.Kick(p.key, reason)
+		}
+		p.runCleanups()
+		_ = p.release(d.ctx)
+	})
+}
+
+// setState moves a profile that is not closed to s and wakes waiters.
+func (d *Driver[T]) setState(p *Profile[T], s pstate) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if p.state != stateClosed {
+		p.state = s
+		d.notify(p.key)
+	}
+}

@@ -1,0 +1,152 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// AcquireArgs are the arguments of acquire.lua.
+type AcquireArgs struct {
+	// Job is the caller's JobID; Token the new lock token.
+	Job, Token string
+	// Presence is the flag the lock gets: the caller beats presence.
+	Presence bool
+	// MaxAge is LockTTL + LockSkew: the age past which a lock is stale.
+	MaxAge time.Duration
+	// StealJob names a holder proven stopped (with ProvenBefore), or the
+	// caller's own JobID for a lock an earlier run of it left (with
+	// OwnToken).
+	StealJob string
+	// OwnToken is the token of the lock an earlier run of the caller's JobID
+	// left.
+	OwnToken string
+	// ProvenBefore is the Redis time of the presence read that proved
+	// StealJob stopped: a presence-flagged lock of it last written before
+	// then may be taken.
+	ProvenBefore time.Time
+	// NotAliveToken names a lock whose holder's presence read stopped or
+	// unknown: a stale one goes by age.
+	NotAliveToken string
+	// Format is the highest record format the caller reads.
+	Format int
+}
+
+// argv is ARGV of acquire.lua.
+func (a AcquireArgs) argv() []any {
+	before := ""
+	if !a.ProvenBefore.IsZero() {
+		before = strconv.FormatInt(a.ProvenBefore.UnixMilli(), 10)
+	}
+	return []any{a.Job, a.Token, flag(a.Presence), a.MaxAge.Milliseconds(), a.StealJob, a.OwnToken,
+		before, a.NotAliveToken, a.Format}
+}
+
+// ParseAcquireArgs reads the ARGV of an observed acquire.lua call.
+func ParseAcquireArgs(argv []string) (AcquireArgs, error) {
+	if err := wantArgs(ScriptAcquire, argv, 9); err != nil {
+		return AcquireArgs{}, err
+	}
+	a := AcquireArgs{Job: arg(argv, 1), Token: arg(argv, 2), Presence: arg(argv, 3) == "1",
+		StealJob: arg(argv, 5), OwnToken: arg(argv, 6), NotAliveToken: arg(argv, 8)}
+	ms, _ := strconv.ParseInt(arg(argv, 4), 10, 64)
+	a.MaxAge = time.Duration(ms) * time.Millisecond
+	if b, err := strconv.ParseInt(arg(argv, 7), 10, 64); err == nil {
+		a.ProvenBefore = time.UnixMilli(b)
+	}
+	a.Format, _ = strconv.Atoi(arg(argv, 9))
+	return a, nil
+}
+
+// AcquireOutcome is what an acquire did.
+type AcquireOutcome int
+
+const (
+	// Acquired: the lock is the caller's; the record's content came back.
+	Acquired AcquireOutcome = iota + 1
+	// Locked: another session holds the lock (AcquireResult.Lock).
+	Locked
+	// FormatTooNew: the record has a newer format than the caller reads;
+	// nothing was changed.
+	FormatTooNew
+)
+
+// Taken says how an acquired lock was taken.
+type Taken string
+
+// How a lock was taken.
+const (
+	TakenNew     Taken = "new"     // no record existed
+	TakenFree    Taken = "free"    // nobody held it
+	TakenStolen  Taken = "stolen"  // from a holder proven stopped
+	TakenOwn     Taken = "own"     // left by an earlier run of the caller's JobID
+	TakenExpired Taken = "expired" // stale by age
+)
+
+// AcquireResult is acquire.lua's answer.
+type AcquireResult struct {
+	Outcome AcquireOutcome
+
+	// When Acquired:
+	How     Taken
+	Epoch   int64
+	Ver     int64
+	Data    []byte    // nil for a record without data
+	At      time.Time // when the data was written (Redis clock)
+	Trade   string    // a pending trade's id, or ""
+	UserIDs []byte
+	Meta    []byte
+	PrevJob string // the previous holder, when it was taken from one
+
+	// When Locked: who holds it.
+	Lock Lock
+
+	// When FormatTooNew: the record's format.
+	Format string
+}
+
+// Acquire runs acquire.lua on the record at key: one round trip.
+func Acquire(ctx context.Context, rdb redis.Scripter, key string, a AcquireArgs) (AcquireResult, error) {
+	v, err := acquireScript.Run(ctx, rdb, []string{key}, a.argv()...).Result()
+	if err != nil {
+		return AcquireResult{}, err
+	}
+	return ParseAcquire(v)
+}
+
+// ParseAcquire reads acquire.lua's answer.
+func ParseAcquire(v any) (AcquireResult, error) {
+	arr, tag, err := tagged(v)
+	if err != nil {
+		return AcquireResult{}, err
+	}
+	switch tag {
+	case "OK":
+		return AcquireResult{
+			Outcome: Acquired,
+			How:     Taken(str(elem(arr, 1))),
+			Epoch:   num(elem(arr, 2)),
+			Ver:     num(elem(arr, 3)),
+			Data:    blob(elem(arr, 4)),
+			At:      msTime(elem(arr, 5)),
+			Trade:   str(elem(arr, 6)),
+			UserIDs: blob(elem(arr, 7)),
+			Meta:    blob(elem(arr, 8)),
+			PrevJob: str(elem(arr, 9)),
+		}, nil
+	case "LOCKED":
+		return AcquireResult{Outcome: Locked, Lock: Lock{
+			Job:      str(elem(arr, 1)),
+			Token:    str(elem(arr, 2)),
+			Presence: str(elem(arr, 3)) == "1",
+			Age:      time.Duration(num(elem(arr, 4))) * time.Millisecond,
+			Stale:    str(elem(arr, 5)) == "1",
+		}}, nil
+	case "FORMAT":
+		return AcquireResult{Outcome: FormatTooNew, Format: str(elem(arr, 1))}, nil
+	}
+	return AcquireResult{}, fmt.Errorf("%w: acquire answered %q", ErrUnexpectedAnswer, tag)
+}

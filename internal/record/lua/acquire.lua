@@ -1,0 +1,74 @@
+-- acquire.lua: take a profile's session lock, or say who holds it. This script is the one
+-- place where the rule of who may take a lock lives.
+--
+-- KEYS[1]  the record hash  <ns>:{<driver>:<key>}
+-- ARGV[1]  job id of the caller
+-- ARGV[2]  new lock token (random, unique per acquisition)
+-- ARGV[3]  presence flag to write: '1' when the caller beats presence, else '0'
+-- ARGV[4]  max age in ms (LockTTL + LockSkew) after which a lock is stale by age
+-- ARGV[5]  steal job: a holder the caller proved stopped, or the caller's own job id for
+--          a lock an earlier run of the same JobID left, or ''
+-- ARGV[6]  own token: with ARGV[5] = ARGV[1], the token of the lock the earlier run left
+-- ARGV[7]  proven before (ms, Redis clock): ARGV[5] was read stopped at this time, after
+--          a silence of at least one beat; a presence-flagged lock of ARGV[5] last written
+--          before it belongs to a server that has stopped (a live server writes only under
+--          its presence lease, which ends before its beat expires), or ''
+-- ARGV[8]  not-alive token: the token of a lock whose holder's presence the caller read as
+--          stopped or unknown (lets a stale presence-flagged lock go by age), or ''
+-- ARGV[9]  highest record format this build reads
+--
+-- The lock is taken when it is free ('free', or 'new' without a record); from an earlier
+-- run of the caller's own JobID when ARGV[6] names its token ('own'); from a holder
+-- proven stopped when the lock carries presence=1 and lock.at < ARGV[7] ('stolen'); or
+-- when it is older than ARGV[4] and either carries no presence flag or ARGV[8] names its
+-- token ('expired'). A LOCKED answer says whether the lock is stale: past ARGV[4] with the
+-- presence flag, so that it goes by age once its holder reads not alive. Timestamps come
+-- from Redis TIME. epoch is incremented on every acquisition. Three Redis calls: TIME,
+-- HMGET, HSET.
+--
+-- Answers:
+--   {'OK', how, epoch, ver, data|false, at|false, trade|false, uids|false, meta|false, prevJob|false}
+--       how: 'new', 'free', 'stolen', 'own' or 'expired'
+--   {'LOCKED', job, token, presence ('1'|'0'), ageMs, stale ('1'|'0')}
+--   {'FORMAT', fmt}   the record has a format newer than ARGV[9]; nothing was changed
+local rec = KEYS[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local f = redis.call('HMGET', rec, 'fmt', 'lock.token', 'lock.job', 'lock.at', 'lock.presence', 'epoch',
+  'ver', 'data', 'at', 'trade', 'uids', 'meta')
+local fmt, token, job, at, presence, epoch = f[1], f[2], f[3], f[4], f[5], f[6]
+if fmt and tonumber(fmt) and tonumber(fmt) > tonumber(ARGV[9]) then
+  return {'FORMAT', fmt}
+end
+
+local how
+if not epoch and redis.call('EXISTS', rec) == 0 then
+  how = 'new'
+elseif not token or token == '' then
+  how = 'free'
+else
+  local lockAt = tonumber(at) or 0
+  local age = now - lockAt
+  local stale = age > tonumber(ARGV[4])
+  local before = tonumber(ARGV[7])
+  if ARGV[5] ~= '' and ARGV[5] == job and job == ARGV[1] and ARGV[6] == token then
+    how = 'own'
+  elseif ARGV[5] ~= '' and ARGV[5] == job and presence == '1' and before and lockAt < before then
+    how = 'stolen'
+  elseif stale and (presence ~= '1' or (ARGV[8] ~= '' and ARGV[8] == token)) then
+    how = 'expired'
+  else
+    return {'LOCKED', job or '', token, presence or '0', tostring(age), stale and '1' or '0'}
+  end
+end
+
+epoch = (tonumber(epoch) or 0) + 1
+if how == 'new' then
+  redis.call('HSET', rec, 'epoch', epoch, 'lock.job', ARGV[1], 'lock.token', ARGV[2], 'lock.at', now,
+    'lock.presence', ARGV[3], 'ver', 0, 'fmt', ARGV[9])
+else
+  redis.call('HSET', rec, 'epoch', epoch, 'lock.job', ARGV[1], 'lock.token', ARGV[2], 'lock.at', now,
+    'lock.presence', ARGV[3])
+end
+return {'OK', how, epoch, f[7] or '0', f[8], f[9], f[10], f[11], f[12], job or false}

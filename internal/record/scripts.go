@@ -1,0 +1,43 @@
+package record
+
+import (
+	_ "embed"
+
+	"github.com/ckernel/playerdata/internal/rscript"
+)
+
+// The names of the record's scripts, as a Catalog reports them.
+const (
+	ScriptAcquire  = "acquire"
+	ScriptSave     = "save"
+	ScriptPrepare  = "prepare"
+	ScriptVersions = "versions"
+	ScriptWipe     = "wipe"
+)
+
+var (
+	//go:embed lua/acquire.lua
+	acquireSrc string
+	//go:embed lua/save.lua
+	saveSrc string
+	//go:embed lua/prepare.lua
+	prepareSrc string
+	//go:embed lua/versions.lua
+	versionsSrc string
+	//go:embed lua/wipe.lua
+	wipeSrc string
+)
+
+// The scripts are immutable values shared by every client.
+var (
+	acquireScript  = rscript.New(ScriptAcquire, acquireSrc)
+	saveScript     = rscript.New(ScriptSave, saveSrc)
+	prepareScript  = rscript.New(ScriptPrepare, prepareSrc)
+	versionsScript = rscript.New(ScriptVersions, versionsSrc)
+	wipeScript     = rscript.New(ScriptWipe, wipeSrc)
+)
+
+// Scripts lists the record's scripts (for an rscript.Catalog).
+func Scripts() []*rscript.Script {
+	return []*rscript.Script{acquireScript, saveScript, prepareScript, versionsScript, wipeScript}
+}
