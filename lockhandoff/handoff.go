@@ -40,6 +40,8 @@ type Handoff struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	prover *prover // what this Node knows of the holders its joins wait on
+
 	mu      sync.Mutex
 	drivers map[string]Holder
 	waits   map[waitKey]map[*Wait]struct{}
@@ -67,6 +69,7 @@ func New(cfg Config) (*Handoff, error) {
 		drivers: make(map[string]Holder),
 		waits:   make(map[waitKey]map[*Wait]struct{}),
 	}
+	h.prover = newProver(h)
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h, nil
 }

@@ -2,7 +2,6 @@ package lockhandoff
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/ckernel/playerdata/internal/record"
@@ -42,14 +41,15 @@ type Wait struct {
 	job, token string    // the holder being waited on
 	requested  time.Time // when the last request went out (zero: none yet)
 	park       time.Duration
-	expiresAt  time.Time // when the holder's presence can first read stopped (zero: unknown)
-	stoppedAt  time.Time // the first of consecutive stopped reads (zero: none)
+	// stole is the steal bound of the Attempt Next returned last (zero:
+	// none): when the next lock is still the same holder's, the steal was
+	// refused because the holder wrote after the proof, so it came back.
+	stole time.Time
 }
 
 // NewWait starts waiting on key of driver until deadline. An active wait
 // sends release requests and may prove the holder stopped; a passive one
-// (driver or server with handoff off) only polls. A passive Handoff makes
-// every wait passive.
+// (a driver or server with handoff off) only polls.
 func (h *Handoff) NewWait(driver, key string, deadline time.Time, active bool) *Wait {
 	w := &Wait{
 		h:        h,
@@ -93,16 +93,22 @@ func (w *Wait) notify() {
 
 // Next is called with the lock each failed acquire found. It asks the holder
 // to release it (at once for a new holder or token, then every
-// RequestRepeat), parks until a reply, its park time or the moment the
-// holder's presence can change the answer, and returns what the next
-// acquire may claim. It returns ErrDeadline once the deadline has passed
-// and ctx.Err() when ctx ends.
+// RequestRepeat), parks until a reply, its park time, the moment the
+// holder's presence can change the answer, or a proof that the holder
+// stopped (made by any wait of this Node), and returns what the next acquire
+// may claim. A holder already proven stopped is stolen from at once. It
+// returns ErrDeadline once the deadline has passed and ctx.Err() when ctx
+// ends.
 func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
 	h := w.h
 	clk := h.cfg.Clock
 	if err := ctx.Err(); err != nil {
 		return Attempt{}, err
 	}
+	if !w.stole.IsZero() && l.Job == w.job {
+		h.prover.broken(w.job, w.stole)
+	}
+	w.stole = time.Time{}
 	now := clk.Now()
 	if !now.Before(w.deadline) {
 		return Attempt{}, ErrDeadline
@@ -110,7 +116,7 @@ func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
 	if l.Job != w.job || l.Token != w.token {
 		// A new holder or a new lock: start over with it.
 		w.job, w.token = l.Job, l.Token
-		w.requested, w.expiresAt, w.stoppedAt = time.Time{}, time.Time{}, time.Time{}
+		w.requested = time.Time{}
 		w.park = h.cfg.ParkMin
 	}
 	if w.active && (w.requested.IsZero() || now.Sub(w.requested) >= h.cfg.RequestRepeat) {
@@ -122,8 +128,8 @@ func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
 	// A stale lock (past the age limit, with the presence flag) goes by age
 	// once its holder reads not alive: read it first.
 	if l.Stale {
-		r := h.cfg.Presence.Read(ctx, l.Job)
-		if err := ctx.Err(); err != nil {
+		r, _, _, err := h.prover.read(ctx, l.Job, w.wk.key)
+		if err != nil {
 			return Attempt{}, err
 		}
 		if r.Status != presence.Alive {
@@ -135,13 +141,24 @@ func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
 
 	proving := w.active && l.Presence
 	d := min(w.park, w.deadline.Sub(now))
+	var proven <-chan struct{}
 	if proving {
-		if !w.expiresAt.IsZero() {
-			d = min(d, max(w.expiresAt.Sub(now)+expiryMargin, 0))
+		before, ok, expiresAt, provesAt, ch := h.prover.proof(l.Job, now)
+		if ok {
+			return w.steal(l.Job, before), nil
 		}
-		if !w.stoppedAt.IsZero() {
-			d = min(d, max(w.stoppedAt.Add(h.cfg.Beat).Sub(now), 0))
+		if !provesAt.IsZero() && !now.Before(provesAt) {
+			// Proven once, but no stopped read is younger than a beat: one
+			// more read refreshes it.
+			return w.readPresence(ctx, l)
 		}
+		if !expiresAt.IsZero() {
+			d = min(d, max(expiresAt.Sub(now)+expiryMargin, 0))
+		}
+		if !provesAt.IsZero() {
+			d = min(d, max(provesAt.Sub(now), 0))
+		}
+		proven = ch
 	}
 	w.park = min(w.park*2, h.cfg.ParkMax)
 
@@ -162,6 +179,11 @@ parked:
 			return Attempt{}, ctx.Err()
 		case <-w.wake:
 			return Attempt{}, nil // the holder replied: try again at once
+		case <-proven:
+			if before, ok, _, _, _ := h.prover.proof(l.Job, clk.Now()); ok {
+				return w.steal(l.Job, before), nil
+			}
+			proven = nil
 		case <-repeat:
 			h.request(w.wk.driver, w.wk.key, l.Job, l.Token)
 			w.requested = clk.Now()
@@ -176,39 +198,21 @@ parked:
 	return w.readPresence(ctx, l)
 }
 
-// readPresence reads the holder's presence after a park and says whether it
-// is now proven stopped: two stopped reads at least one beat apart.
+// readPresence reads the holder's presence after a park (sharing a read in
+// flight for it) and says whether it is now proven stopped.
 func (w *Wait) readPresence(ctx context.Context, l Lock) (Attempt, error) {
-	h := w.h
-	r := h.cfg.Presence.Read(ctx, l.Job)
-	if err := ctx.Err(); err != nil {
+	_, before, ok, err := w.h.prover.read(ctx, l.Job, w.wk.key)
+	switch {
+	case err != nil:
 		return Attempt{}, err
-	}
-	now := h.cfg.Clock.Now()
-	h.log.Debug("handoff: presence read", "key", w.wk.key, "holder", l.Job, "presence", r.Status.String(),
-		"expires_in", r.ExpiresIn)
-	switch r.Status {
-	case presence.Alive:
-		w.stoppedAt = time.Time{}
-		w.expiresAt = now.Add(r.ExpiresIn)
-	case presence.Unknown:
-		w.stoppedAt = time.Time{}
-		w.expiresAt = time.Time{}
-		if r.Err == nil && r.ExpiresIn > 0 { // a new Redis run: no proof before this
-			w.expiresAt = now.Add(r.ExpiresIn)
-		}
-	case presence.Stopped:
-		w.expiresAt = time.Time{}
-		if w.stoppedAt.IsZero() {
-			w.stoppedAt = now
-			break
-		}
-		if now.Sub(w.stoppedAt) >= h.cfg.Beat {
-			h.provenStopped.Add(1)
-			h.log.Info(fmt.Sprintf("handoff: server %s stopped beating presence", l.Job), "key", w.wk.key,
-				"holder", l.Job, "silent_for", now.Sub(w.stoppedAt))
-			return Attempt{StealJob: l.Job, ProvenBefore: r.At}, nil
-		}
+	case ok:
+		return w.steal(l.Job, before), nil
 	}
 	return Attempt{}, nil
+}
+
+// steal is the Attempt that takes job's lock on the proof bounded by before.
+func (w *Wait) steal(job string, before time.Time) Attempt {
+	w.stole = before
+	return Attempt{StealJob: job, ProvenBefore: before}
 }

@@ -1,0 +1,201 @@
+package lockhandoff
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ckernel/playerdata/presence"
+)
+
+// proofForget is how long a holder nobody read is remembered.
+const proofForget = time.Minute
+
+// readShare is how old a reading may be and still answer a wait that wants
+// one: the waits of many joins on one holder wake at the same moment (its
+// beat's expiry), and one read serves them all. An older Stopped reading
+// never makes a proof stronger (its time is what counts), and an older
+// Alive one only makes a wait park again.
+const readShare = 10 * time.Millisecond
+
+// prover is a Handoff's memory of the holders its joins wait on, shared by
+// every Wait: what their presence read last and since when they have read
+// stopped. A server that stopped is therefore proven stopped once per Node,
+// not once per key, and every join waiting on one of its locks takes it as
+// soon as the proof stands, including joins that start later.
+//
+// A proof is two stopped reads at least one Beat apart with nothing else in
+// between. A steal based on it is bounded by the Redis time of the latest
+// stopped read (Attempt.ProvenBefore): the acquire takes only a lock the
+// holder last wrote before then. A live server writes only under its
+// presence lease, which ends before its beat expires, so a lock written
+// before a read that found no live beat belongs to a session that has ended;
+// a server that came back and wrote since is not touched. A proof is used
+// while its latest stopped read is younger than one Beat; an older one is
+// refreshed by one more read (reads in flight for one holder are shared).
+type prover struct {
+	h *Handoff
+
+	mu      sync.Mutex
+	holders map[string]*holderState
+}
+
+// holderState is what the Node knows of one holder's presence.
+type holderState struct {
+	// firstStopped and lastStopped are the local times of the first and the
+	// latest of consecutive stopped reads (zero: none); lastStoppedAt is the
+	// Redis time of the latest.
+	firstStopped, lastStopped time.Time
+	lastStoppedAt             time.Time
+	// expiresAt is when its presence can first read stopped (local time,
+	// from an alive read or a Redis restart's grace); zero: unknown.
+	expiresAt time.Time
+	// proven is closed when the proof stands; a new one replaces it when a
+	// read breaks the proof.
+	proven     chan struct{}
+	provenOpen bool // proven is not closed
+	// reading is closed when the read in flight ends; nil when none is.
+	reading  chan struct{}
+	last     presence.Reading // the latest reading
+	lastRead time.Time
+}
+
+func newProver(h *Handoff) *prover {
+	return &prover{h: h, holders: make(map[string]*holderState)}
+}
+
+// state returns job's state, creating it. pv.mu held.
+func (pv *prover) stateLocked(job string) *holderState {
+	s := pv.holders[job]
+	if s == nil {
+		s = &holderState{proven: make(chan struct{}), provenOpen: true}
+		pv.holders[job] = s
+	}
+	return s
+}
+
+// provenLocked reports whether job is proven stopped with a proof fresh at
+// now, and the Redis time a steal is bounded by. pv.mu held.
+func (pv *prover) provenLocked(s *holderState, now time.Time) (time.Time, bool) {
+	beat := pv.h.cfg.Beat
+	if s.provenOpen || s.lastStopped.IsZero() || now.Sub(s.lastStopped) >= beat {
+		return time.Time{}, false
+	}
+	return s.lastStoppedAt, true
+}
+
+// proof returns the steal bound when job is proven stopped and the proof is
+// fresh; else, what a wait needs to park: when job's presence can first
+// expire, when its silence will have lasted a beat, and a channel closed
+// when a proof stands.
+func (pv *prover) proof(job string, now time.Time) (before time.Time, ok bool, expiresAt, provesAt time.Time, proven <-chan struct{}) {
+	pv.mu.Lock()
+	defer pv.mu.Unlock()
+	s := pv.stateLocked(job)
+	if before, ok := pv.provenLocked(s, now); ok {
+		return before, true, time.Time{}, time.Time{}, nil
+	}
+	if !s.firstStopped.IsZero() {
+		provesAt = s.firstStopped.Add(pv.h.cfg.Beat)
+	}
+	return time.Time{}, false, s.expiresAt, provesAt, s.proven
+}
+
+// read reads job's presence, or waits for a read of it already in flight,
+// and folds the answer into what the Node knows. It returns the reading and
+// the steal bound when the holder is now proven stopped. A cancelled ctx
+// leaves the state as it was.
+func (pv *prover) read(ctx context.Context, job, key string) (presence.Reading, time.Time, bool, error) {
+	pv.mu.Lock()
+	s := pv.stateLocked(job)
+	if wait := s.reading; wait != nil {
+		pv.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return presence.Reading{}, time.Time{}, false, ctx.Err()
+		}
+		pv.mu.Lock()
+		defer pv.mu.Unlock()
+		before, ok := pv.provenLocked(s, pv.h.cfg.Clock.Now())
+		return s.last, before, ok, nil
+	}
+	if now := pv.h.cfg.Clock.Now(); !s.lastRead.IsZero() && now.Sub(s.lastRead) < readShare {
+		defer pv.mu.Unlock()
+		before, ok := pv.provenLocked(s, now)
+		return s.last, before, ok, nil
+	}
+	done := make(chan struct{})
+	s.reading = done
+	pv.forgetLocked(pv.h.cfg.Clock.Now())
+	pv.mu.Unlock()
+
+	r := pv.h.cfg.Presence.Read(ctx, job)
+	now := pv.h.cfg.Clock.Now()
+	pv.mu.Lock()
+	defer pv.mu.Unlock()
+	s.reading = nil
+	close(done)
+	if err := ctx.Err(); err != nil {
+		return presence.Reading{}, time.Time{}, false, err
+	}
+	pv.foldLocked(s, job, key, r, now)
+	before, ok := pv.provenLocked(s, now)
+	return r, before, ok, nil
+}
+
+// foldLocked records reading r of job, made at now. pv.mu held.
+func (pv *prover) foldLocked(s *holderState, job, key string, r presence.Reading, now time.Time) {
+	h := pv.h
+	s.last, s.lastRead = r, now
+	h.log.Debug("handoff: presence read", "key", key, "holder", job, "presence", r.Status.String(),
+		"expires_in", r.ExpiresIn)
+	if r.Status != presence.Stopped {
+		s.firstStopped, s.lastStopped, s.lastStoppedAt = time.Time{}, time.Time{}, time.Time{}
+		if !s.provenOpen { // the proof is broken: the holder beats again, or Redis restarted
+			s.proven, s.provenOpen = make(chan struct{}), true
+		}
+		s.expiresAt = time.Time{}
+		if r.Status == presence.Alive || (r.Err == nil && r.ExpiresIn > 0) {
+			s.expiresAt = now.Add(r.ExpiresIn)
+		}
+		return
+	}
+	s.expiresAt = time.Time{}
+	if s.firstStopped.IsZero() {
+		s.firstStopped = now
+	}
+	s.lastStopped, s.lastStoppedAt = now, r.At
+	if s.provenOpen && now.Sub(s.firstStopped) >= h.cfg.Beat {
+		close(s.proven)
+		s.provenOpen = false
+		h.provenStopped.Add(1)
+		h.log.Info(fmt.Sprintf("handoff: server %s stopped beating presence", job), "key", key,
+			"holder", job, "silent_for", now.Sub(s.firstStopped))
+	}
+}
+
+// broken forgets the proof of job whose steal bound was before: a steal on
+// it found a lock the holder wrote later, so the holder came back.
+func (pv *prover) broken(job string, before time.Time) {
+	pv.mu.Lock()
+	defer pv.mu.Unlock()
+	s := pv.holders[job]
+	if s == nil || !s.lastStoppedAt.Equal(before) {
+		return // a newer read already changed what is known
+	}
+	s.firstStopped, s.lastStopped, s.lastStoppedAt = time.Time{}, time.Time{}, time.Time{}
+	if !s.provenOpen {
+		s.proven, s.provenOpen = make(chan struct{}), true
+	}
+}
+
+// forgetLocked drops holders nobody read for proofForget. pv.mu held.
+func (pv *prover) forgetLocked(now time.Time) {
+	for job, s := range pv.holders {
+		if s.reading == nil && !s.lastRead.IsZero() && now.Sub(s.lastRead) > proofForget {
+			delete(pv.holders, job)
+		}
+	}
+}
