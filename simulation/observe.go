@@ -1,0 +1,134 @@
+package simulation
+
+import (
+	"time"
+
+	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/messaging"
+	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/testsupport"
+)
+
+// Observation: what the scripts did (from the cluster's script observer)
+// and which requests reached which server (from the bus).
+
+// observe records what the scripts did, and checks invariants 1 to 3 as
+// they happen.
+func (s *sim) observe(job string, call testsupport.ScriptCall) {
+	s.mu.Lock()
+	s.result.Scripts++
+	s.mu.Unlock()
+	if call.Err != nil {
+		return
+	}
+	key := ""
+	if len(call.Keys) > 0 {
+		key = call.Keys[0]
+	}
+	switch call.Script {
+	case presence.ScriptBeat:
+		a, err1 := presence.ParseBeatArgs(call.Args)
+		ans, err2 := presence.ParseBeatAnswer(call.Val)
+		if err1 != nil || err2 != nil || a.JobID != job {
+			return
+		}
+		s.mu.Lock()
+		if ans.ExpiresAt.After(s.expiresAt[job]) {
+			s.expiresAt[job] = ans.ExpiresAt
+		}
+		s.mu.Unlock()
+	case record.ScriptAcquire:
+		a, err1 := record.ParseAcquireArgs(call.Args)
+		res, err2 := record.ParseAcquire(call.Val)
+		if err1 != nil || err2 != nil {
+			s.fail("acquire call unreadable: %v %v", err1, err2)
+			return
+		}
+		if res.Outcome != record.Acquired {
+			return
+		}
+		s.noteToken(job, key, res.Epoch, a.Token)
+		if res.How == record.TakenStolen || res.How == record.TakenExpired {
+			s.mu.Lock()
+			exp, restart := s.expiresAt[res.PrevJob], s.redisRestart
+			s.mu.Unlock()
+			// By design an unknown presence answer (the first TTL after a Redis
+			// restart) does not protect a lock past LockTTL+LockSkew.
+			graceAfterRestart := res.How == record.TakenExpired && time.Since(restart) < presenceTTL+presenceBeat
+			if now := time.Now(); now.Before(exp) && !graceAfterRestart {
+				s.fail("invariant 2: %s took %s %s from %s, whose presence lives until %s", job, key, res.How, res.PrevJob,
+					exp.Sub(s.bornAt))
+			}
+		}
+		s.mu.Lock()
+		want, known := s.landed[key][res.Ver]
+		s.mu.Unlock()
+		if data := string(res.Data); res.Ver > 0 && known && want != data {
+			s.fail("invariant 3: %s loaded %s at ver %d with data %x, but the write that made ver %d had %x",
+				job, key, res.Ver, data, res.Ver, want)
+		}
+	case record.ScriptSave:
+		a, err1 := record.ParseSaveArgs(call.Args)
+		res, err2 := record.ParseSave(call.Val)
+		if err1 != nil || err2 != nil {
+			s.fail("save call unreadable: %v %v", err1, err2)
+			return
+		}
+		if res.Outcome != record.Written {
+			return
+		}
+		if res.Moved {
+			s.noteToken(job, key, res.Epoch, a.Token)
+		}
+		s.mu.Lock()
+		want, known := s.tokenEpoch[a.Token]
+		s.mu.Unlock()
+		if res.How == record.HowSaved || res.How == record.HowReleased {
+			if known && want != res.Epoch {
+				s.fail("invariant 1: %s wrote %s with the token of epoch %d while the record is at epoch %d",
+					job, key, want, res.Epoch)
+			}
+			if a.Data != nil {
+				s.mu.Lock()
+				if s.landed[key] == nil {
+					s.landed[key] = make(map[int64]string)
+				}
+				s.landed[key][res.Ver] = string(a.Data)
+				s.mu.Unlock()
+			}
+		}
+	}
+}
+
+// noteToken records that job's lock token for key landed at epoch.
+func (s *sim) noteToken(job, key string, epoch int64, token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.epochToken[key] == nil {
+		s.epochToken[key] = make(map[int64]string)
+	}
+	s.epochToken[key][epoch] = token
+	s.tokenEpoch[token] = epoch
+	if cur, ok := s.latest[key+"\x00"+job]; !ok || epoch > cur.epoch {
+		s.latest[key+"\x00"+job] = heldToken{epoch, token}
+	}
+}
+
+// heldToken is the newest lock token of a key a server got to land.
+type heldToken struct {
+	epoch int64
+	token string
+}
+
+// onDeliver records requests as they reach their server.
+func (s *sim) onDeliver(to string, m messaging.Message) {
+	if m.Type != messaging.TypeRequest {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.delivered[to] == nil {
+		s.delivered[to] = make(map[string]bool)
+	}
+	s.delivered[to][recordKey(m.Key)+"\x00"+m.Token] = true
+}
