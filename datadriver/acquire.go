@@ -101,19 +101,18 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		data, derr = d.codec.decode(a.Data)
 	}
 	p := &Profile[T]{
-		d:          d,
-		key:        key,
-		data:       data,
-		saveLock:   make(chan struct{}, 1),
-		done:       make(chan struct{}),
-		state:      stateActive,
-		token:      token,
-		epoch:      a.Epoch,
-		ver:        a.Ver,
-		lastData:   a.Data,
-		requesters: make(map[string]struct{}),
-		leaseGen:   gen,
-		ageUntil:   sentAt.Add(d.cfg.LockTTL),
+		d:        d,
+		key:      key,
+		data:     data,
+		saveLock: make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		state:    stateActive,
+		token:    token,
+		epoch:    a.Epoch,
+		ver:      a.Ver,
+		lastData: a.Data,
+		leaseGen: gen,
+		ageUntil: sentAt.Add(d.cfg.LockTTL),
 	}
 	p.ctx, p.cancel = context.WithCancel(d.ctx)
 	if derr == nil {

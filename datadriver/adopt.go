@@ -28,8 +28,7 @@ func (d *Driver[T]) adopt(ctx context.Context, p *Profile[T]) (bool, error) {
 	if len(p.earlier) > maxEarlierTokens {
 		p.earlier = p.earlier[len(p.earlier)-maxEarlierTokens:]
 	}
-	p.token = token
-	clear(p.requesters) // the release request is dropped: requests naming the old lock are late now
+	p.token = token // requests naming the old lock are late now
 	d.mu.Unlock()
 
 	err = p.Save(ctx)

@@ -23,9 +23,10 @@ type Driver[T any] struct {
 	loading  map[string]bool          // keys with a load in flight on this Node (the reservation)
 	profiles map[string]*Profile[T]   // live, leaving and retained profiles
 	waits    map[string]chan struct{} // closed when a key's local state changes
-	pending  map[string][]request     // release requests for keys still loading
-	closed   bool
-	wg       sync.WaitGroup // loads, autosave loops and callbacks
+	// loadRequests are release requests for keys still loading.
+	loadRequests map[string][]loadRequest
+	closed       bool
+	wg           sync.WaitGroup // loads, autosave loops and callbacks
 }
 
 // NewDriver creates the driver for profiles of type T on node. The name
@@ -44,14 +45,14 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 		return nil, err
 	}
 	d := &Driver[T]{
-		node:     node,
-		cfg:      cfg,
-		codec:    c,
-		log:      node.log.With("driver", cfg.Name),
-		loading:  make(map[string]bool),
-		profiles: make(map[string]*Profile[T]),
-		waits:    make(map[string]chan struct{}),
-		pending:  make(map[string][]request),
+		node:         node,
+		cfg:          cfg,
+		codec:        c,
+		log:          node.log.With("driver", cfg.Name),
+		loading:      make(map[string]bool),
+		profiles:     make(map[string]*Profile[T]),
+		waits:        make(map[string]chan struct{}),
+		loadRequests: make(map[string][]loadRequest),
 	}
 	d.ctx, d.cancel = context.WithCancel(node.ctx)
 	if err := node.register(cfg.Name, d); err != nil {
@@ -59,7 +60,7 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 		return nil, fmt.Errorf("new driver: %w", err)
 	}
 	if !cfg.DisableHandoff {
-		if err := node.handoff.Register(cfg.Name, d); err != nil {
+		if err := node.handoff.Register(cfg.Name, d.releaseFor); err != nil {
 			node.unregister(cfg.Name)
 			d.cancel()
 			return nil, fmt.Errorf("new driver: %w: %w", ErrDuplicateDriver, err)

@@ -1,59 +1,81 @@
 package datadriver
 
-// The holder side of cross-server handoff: requests from other servers for
-// keys this driver holds, and the replies once it lets them go.
+// The holder side of cross-server handoff: another server asks for a key
+// this driver holds, naming the lock token it saw. The driver lets the lock
+// go and hands lockhandoff a channel that closes once it has; lockhandoff
+// tracks who asked and replies.
 
-// request is a release request recorded until the key settles.
-type request struct{ token, from string }
+// closed is a channel that is already closed: the answer for a lock this
+// driver does not hold.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// HandleRequest implements lockhandoff.Holder: server from asks for key,
-// naming the lock token it saw. A request naming a lock this driver does
-// not hold now (a late one, after the player came back here under a new
-// lock, or a forged one) is answered at once and changes nothing. Otherwise
-// the requester is recorded and the lock is let go: a live session is ended
-// (Kick with ReasonJoinedElsewhere, leave cleanups, release save), a
-// retained profile retries its release now, and a load still in flight is
-// answered when it settles. Every recorded requester gets a reply when the
-// profile ends.
-func (d *Driver[T]) HandleRequest(key, token, from string) {
+// loadRequest is a release request for a key still loading on this Node:
+// it is answered once the load settles (the load may be taking the very
+// lock the requester saw).
+type loadRequest struct {
+	token    string
+	released chan struct{}
+}
+
+// releaseFor is the driver's lockhandoff.ReleaseFunc. A request naming a
+// lock this driver does not hold now (a late one, after the player came back
+// here under a new lock, or a forged one) changes nothing and is answered at
+// once. Otherwise the lock is let go: a live session is ended (Kick with
+// ReasonJoinedElsewhere, leave cleanups, release save), a retained profile
+// retries its release now, and a load still in flight is answered when it
+// settles. The channel closes when the profile ends.
+func (d *Driver[T]) releaseFor(key, token string) <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.loading[key] {
-		d.pending[key] = append(d.pending[key], request{token, from})
-		return
+		r := loadRequest{token: token, released: make(chan struct{})}
+		d.loadRequests[key] = append(d.loadRequests[key], r)
+		return r.released
 	}
+	return d.releaseLocked(key, token)
+}
+
+// releaseLocked lets key's lock go if it is token's; d.mu held.
+func (d *Driver[T]) releaseLocked(key, token string) <-chan struct{} {
 	p := d.profiles[key]
 	if p == nil || p.token != token || p.state == stateClosed {
-		d.node.handoff.Reply(d.cfg.Name, key, from)
-		return
+		return closed
 	}
-	p.requesters[from] = struct{}{}
 	switch p.state {
 	case stateActive:
-		d.log.Info("another server asked for a live session; ending it", "key", key, "from", from)
+		d.log.Info("another server asked for a live session; ending it", "key", key)
 		d.endSessionLocked(p, ReasonJoinedElsewhere)
 	case stateRetained:
 		if !p.saving {
-			d.log.Info("another server asked for a retained profile; retrying its release", "key", key, "from", from)
+			d.log.Info("another server asked for a retained profile; retrying its release", "key", key)
 			d.goTracked(func() { _ = p.release(d.ctx) })
 		}
 	}
-	// stateLeaving, stateAdopting: the reply goes out when the profile ends.
+	// stateLeaving, stateAdopting: it ends when its save settles.
+	return p.done
 }
 
-// takePendingLocked returns the requests recorded while key was loading.
-// d.mu must be held.
-func (d *Driver[T]) takePendingLocked(key string) []request {
-	reqs := d.pending[key]
-	delete(d.pending, key)
-	return reqs
-}
-
-// replyAllLocked tells every recorded requester that p's key is free. d.mu
-// must be held.
-func (d *Driver[T]) replyAllLocked(p *Profile[T]) {
-	for from := range p.requesters {
-		d.node.handoff.Reply(d.cfg.Name, p.key, from)
+// answerLoadRequestsLocked answers the requests that arrived while key was
+// loading, now that the load settled. d.mu held.
+func (d *Driver[T]) answerLoadRequestsLocked(key string) {
+	reqs := d.loadRequests[key]
+	delete(d.loadRequests, key)
+	for _, r := range reqs {
+		released := d.releaseLocked(key, r.token)
+		select {
+		case <-released:
+			close(r.released)
+			continue
+		default:
+		}
+		if !d.goTracked(func() {
+			select {
+			case <-released:
+			case <-d.ctx.Done():
+			}
+			close(r.released)
+		}) {
+			close(r.released)
+		}
 	}
-	clear(p.requesters)
 }

@@ -101,11 +101,8 @@ func (d *Driver[T]) load(ctx context.Context, key string, localWait, remoteWait 
 			}
 		}
 		d.notify(key)
-		reqs := d.takePendingLocked(key)
+		d.answerLoadRequestsLocked(key)
 		d.mu.Unlock()
-		for _, r := range reqs { // requests that arrived while the load was in flight
-			d.HandleRequest(key, r.token, r.from)
-		}
 		if err != nil {
 			if p != nil {
 				p.abandon()

@@ -28,6 +28,12 @@ func (s pstate) String() string {
 
 // Profile is one loaded profile, live under its session lock until it is
 // released or its lock is lost. Its methods are safe for concurrent use.
+//
+// Lock order: saveLock (the profile's save slot, the only one held across
+// a Redis round trip), then dataMu (the data, held for CPU work only), then
+// Driver.mu (the driver's and every profile's state, held briefly, never
+// across I/O or a game callback). Nothing waits for saveLock while holding
+// dataMu or Driver.mu.
 type Profile[T any] struct {
 	d   *Driver[T]
 	key string
@@ -40,9 +46,9 @@ type Profile[T any] struct {
 	// last landed save wrote.
 	metaGen, metaSaved uint64
 	// gate is set while a trade of the profile runs (Update waits for it to
-	// close); pending is a trade whose outcome is not in the record yet.
-	gate    chan struct{}
-	pending *pendingTrade
+	// close); unsettled is a trade whose outcome is not in the record yet.
+	gate      chan struct{}
+	unsettled *pendingTrade
 
 	// saveLock serializes saves and releases (a one-slot semaphore, so a
 	// waiting save can give up with its context).
@@ -74,9 +80,6 @@ type Profile[T any] struct {
 	saving       bool
 	cleanups     []func(*T)
 	err          error
-	// requesters are servers that asked for the key; each gets a reply when
-	// the profile ends.
-	requesters map[string]struct{}
 }
 
 // Key is the profile's key.
@@ -265,7 +268,6 @@ func (p *Profile[T]) finishLocked(err error) bool {
 		delete(p.d.profiles, p.key)
 	}
 	p.d.notify(p.key)
-	p.d.replyAllLocked(p)
 	p.stopAutosaveLocked()
 	if p.keeper != nil {
 		p.keeper.Stop()

@@ -67,14 +67,14 @@ func (p *Profile[T]) enterTrade(ctx context.Context) error {
 		return err
 	}
 	p.dataMu.Lock()
-	pending := p.pending != nil
+	unsettled := p.unsettled != nil
 	p.dataMu.Unlock()
 	p.d.mu.Lock()
 	adopting := len(p.earlier) > 0
 	p.d.mu.Unlock()
 	// An earlier trade's mark must go first, and an adoption that has not
 	// landed yet must move the lock to the profile's token.
-	if pending || adopting {
+	if unsettled || adopting {
 		if err := p.saveLocked(ctx, record.ModeSave); err != nil {
 			p.unlockSave()
 			return fmt.Errorf("%w: the record is not in step with the profile: %w", ErrTradePending, err)
@@ -158,13 +158,13 @@ func (p *Profile[T]) settled(res writeRes, img []byte) {
 func (p *Profile[T]) setPending(pt *pendingTrade) {
 	p.dataMu.Lock()
 	defer p.dataMu.Unlock()
-	p.pending = pt
+	p.unsettled = pt
 }
 
 // syncTradeLocked brings the data in line with a pending trade's outcome
 // and reports whether updates may go ahead. dataMu must be held.
 func (p *Profile[T]) syncTradeLocked() error {
-	pt := p.pending
+	pt := p.unsettled
 	if pt == nil {
 		return nil
 	}
@@ -189,7 +189,7 @@ func (p *Profile[T]) syncTradeLocked() error {
 // holds the save slot.
 func (p *Profile[T]) resolvePending(ctx context.Context) (string, error) {
 	p.dataMu.Lock()
-	pt := p.pending
+	pt := p.unsettled
 	p.dataMu.Unlock()
 	if pt == nil {
 		return "", nil
@@ -219,9 +219,9 @@ func (p *Profile[T]) resolvePending(ctx context.Context) (string, error) {
 // marks a committed one settled in the journal.
 func (p *Profile[T]) clearPending(id string) {
 	p.dataMu.Lock()
-	pt := p.pending
+	pt := p.unsettled
 	if pt != nil && pt.run.id == id {
-		p.pending = nil
+		p.unsettled = nil
 	}
 	p.dataMu.Unlock()
 	if pt != nil && pt.run.id == id && pt.run.getOutcome() == outcomeCommitted {

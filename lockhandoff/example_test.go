@@ -10,9 +10,9 @@ import (
 )
 
 // Server B waits on the lock server A holds on user:42. B's Wait asks A to
-// release it; A's driver (its Holder) releases the profile and replies, and
-// the reply wakes B's Next, which tells B to acquire again. (An in-process
-// bus and a fake presence stand in for NATS and Redis.)
+// release it; A's driver (its ReleaseFunc) lets the profile go, A's Handoff
+// replies, and the reply wakes B's Next, which tells B to acquire again.
+// (An in-process bus and a fake presence stand in for NATS and Redis.)
 func Example() {
 	ctx := context.Background()
 	bus := testsupport.NewMemBus(nil)
@@ -32,18 +32,16 @@ func Example() {
 	defer a.Close(ctx)
 	defer b.Close(ctx)
 
-	// Server A's driver: release the profile, then reply to the requester.
+	// Server A's driver: let the profile go (here at once: the channel it
+	// returns is closed), and the Handoff replies to whoever asked.
 	asked := make(chan request, 1)
-	err := a.Register("PlayerData", &fakeHolder{OnRequest: func(key, token, from string) {
-		asked <- request{Key: key, Token: token, From: from}
-		a.Reply("PlayerData", key, from)
-	}})
+	err := a.Register("PlayerData", func(key, token string) <-chan struct{} {
+		asked <- request{Key: key, Token: token}
+		released := make(chan struct{})
+		close(released)
+		return released
+	})
 	if err != nil {
-		panic(err)
-	}
-
-	// Server B runs a PlayerData driver too (it receives no request here).
-	if err := b.Register("PlayerData", &fakeHolder{}); err != nil {
 		panic(err)
 	}
 
@@ -53,9 +51,9 @@ func Example() {
 	at, err := w.Next(ctx, lockhandoff.Lock{Job: "server-a", Token: "tok-1", Presence: true})
 
 	r := <-asked
-	fmt.Printf("server-a asked by %s to release %s (lock %s)\n", r.From, r.Key, r.Token)
+	fmt.Printf("server-a asked to release %s (lock %s)\n", r.Key, r.Token)
 	fmt.Printf("server-b acquires again: err=%v, steal=%t\n", err, at.StealJob != "")
 	// Output:
-	// server-a asked by server-b to release user:42 (lock tok-1)
+	// server-a asked to release user:42 (lock tok-1)
 	// server-b acquires again: err=<nil>, steal=false
 }

@@ -133,34 +133,60 @@ func until(status presence.Status, end time.Duration) func(context.Context, stri
 // ---------------------------------------------------------------------------
 // fakeHolder
 
-var _ lockhandoff.Holder = (*fakeHolder)(nil)
+var _ lockhandoff.ReleaseFunc = (*fakeHolder)(nil).release
 
-// request is one HandleRequest call.
-type request struct{ Key, Token, From string }
+// request is one request routed to a driver.
+type request struct{ Key, Token string }
 
-// fakeHolder records the requests routed to it; OnRequest, when set, runs
-// after recording (to reply, say).
+// fakeHolder is a driver: its release method records the requests routed
+// to it and answers each with a channel that is closed at once when AtOnce
+// is set (it does not hold that lock, or lets it go at once), else when
+// let is called for the key.
 type fakeHolder struct {
-	OnRequest func(key, token, from string)
+	AtOnce bool
 
-	mu  sync.Mutex
-	got []request
+	mu   sync.Mutex
+	got  []request
+	open map[string][]chan struct{}
 }
 
-func (f *fakeHolder) HandleRequest(key, token, from string) {
+func (f *fakeHolder) release(key, token string) <-chan struct{} {
 	f.mu.Lock()
-	f.got = append(f.got, request{key, token, from})
-	fn := f.OnRequest
-	f.mu.Unlock()
-	if fn != nil {
-		fn(key, token, from)
+	defer f.mu.Unlock()
+	f.got = append(f.got, request{key, token})
+	ch := make(chan struct{})
+	if f.AtOnce {
+		close(ch)
+		return ch
 	}
+	if f.open == nil {
+		f.open = make(map[string][]chan struct{})
+	}
+	f.open[key] = append(f.open[key], ch)
+	return ch
+}
+
+// let closes the channels of key's requests: the driver let the key go.
+func (f *fakeHolder) let(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ch := range f.open[key] {
+		close(ch)
+	}
+	delete(f.open, key)
 }
 
 func (f *fakeHolder) requests() []request {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]request(nil), f.got...)
+}
+
+// sendReply publishes a reply from server from to server to for key, as
+// from's Handoff does once its driver let the key go.
+func sendReply(wd *world, from, to, key string) {
+	_ = wd.bus.Endpoint(from).Publish(context.Background(), to,
+		messaging.Message{Type: messaging.TypeReply, Driver: driverName, Key: key})
 }
 
 // ---------------------------------------------------------------------------

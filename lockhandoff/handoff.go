@@ -11,15 +11,13 @@ import (
 	"github.com/ckernel/playerdata/messaging"
 )
 
-// Holder is a driver that holds locks: the Handoff routes release requests
-// for its name to it.
-type Holder interface {
-	// HandleRequest is called when server from asks for key, naming the lock
-	// token it saw. It must not block: it records the requester and starts
-	// the release, and the driver replies (Handoff.Reply) once it no longer
-	// holds the key, or at once when it does not hold that lock.
-	HandleRequest(key, token, from string)
-}
+// ReleaseFunc is how a driver lets a key go when another server asks for
+// it, naming the lock token it saw. It must not block: it starts the
+// release and returns a channel that is closed once the driver no longer
+// holds that lock, already closed when it does not hold it now (a late or
+// forged request). The Handoff replies to the requester when the channel
+// closes; the driver never learns who asked.
+type ReleaseFunc func(key, token string) <-chan struct{}
 
 // Stats counts what a Handoff did.
 type Stats struct {
@@ -42,9 +40,17 @@ type Handoff struct {
 
 	prover *prover // what this Node knows of the holders its joins wait on
 
+	// releases ends the goroutines that wait for a driver to let a key go;
+	// Close cancels it first.
+	releases       context.Context
+	cancelReleases context.CancelFunc
+
 	mu      sync.Mutex
-	drivers map[string]Holder
+	drivers map[string]ReleaseFunc
 	waits   map[waitKey]map[*Wait]struct{}
+	// asked holds the requests whose reply waits for a release, so that a
+	// repeated request waits once.
+	asked   map[askKey]struct{}
 	sub     messaging.Subscription
 	started bool
 	closed  bool
@@ -57,6 +63,9 @@ type Handoff struct {
 
 type waitKey struct{ driver, key string }
 
+// askKey is one requester's request for one key.
+type askKey struct{ driver, key, from string }
+
 // New creates a Handoff; it does nothing until Start.
 func New(cfg Config) (*Handoff, error) {
 	cfg, err := cfg.withDefaults()
@@ -66,9 +75,11 @@ func New(cfg Config) (*Handoff, error) {
 	h := &Handoff{
 		cfg:     cfg,
 		log:     cfg.Logger,
-		drivers: make(map[string]Holder),
+		drivers: make(map[string]ReleaseFunc),
 		waits:   make(map[waitKey]map[*Wait]struct{}),
+		asked:   make(map[askKey]struct{}),
 	}
+	h.releases, h.cancelReleases = context.WithCancel(context.Background())
 	h.prover = newProver(h)
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h, nil
@@ -115,6 +126,9 @@ func (h *Handoff) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("handoff unsubscribe: %w", err))
 		}
 	}
+	// Releases not done by now (the Node let go of every lock it could)
+	// get no reply: their joiners wait or prove this server stopped.
+	h.cancelReleases()
 	// Let replies already sent reach the bus, then stop what is left.
 	done := make(chan struct{})
 	go func() { h.wg.Wait(); close(done) }()
@@ -128,15 +142,15 @@ func (h *Handoff) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Register routes requests for driver to holder. A second holder of the
+// Register routes requests for driver to release. A second driver of the
 // same name is refused with ErrDuplicateDriver.
-func (h *Handoff) Register(driver string, holder Holder) error {
+func (h *Handoff) Register(driver string, release ReleaseFunc) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.drivers[driver]; ok {
 		return fmt.Errorf("%w: %q", ErrDuplicateDriver, driver)
 	}
-	h.drivers[driver] = holder
+	h.drivers[driver] = release
 	return nil
 }
 
@@ -165,16 +179,16 @@ func (h *Handoff) onMessage(m messaging.Message) {
 	switch m.Type {
 	case messaging.TypeRequest:
 		h.mu.Lock()
-		holder := h.drivers[m.Driver]
+		release := h.drivers[m.Driver]
 		h.mu.Unlock()
-		if holder == nil {
+		if release == nil {
 			h.unknownDriver.Add(1)
 			h.log.Debug("handoff: request for an unknown driver dropped", "driver", m.Driver, "from", m.Requester)
 			return
 		}
 		h.requestsReceived.Add(1)
 		h.log.Debug("handoff: release requested", "driver", m.Driver, "key", m.Key, "from", m.Requester)
-		holder.HandleRequest(m.Key, m.Token, m.Requester)
+		h.replyWhenReleased(askKey{m.Driver, m.Key, m.Requester}, release(m.Key, m.Token))
 	case messaging.TypeReply:
 		h.mu.Lock()
 		_, known := h.drivers[m.Driver]
@@ -193,10 +207,40 @@ func (h *Handoff) onMessage(m messaging.Message) {
 	}
 }
 
-// Reply tells server to that this server no longer holds key of driver.
+// replyWhenReleased replies to a request once released is closed: at once
+// when it already is, else from a goroutine that waits for it (one per
+// requester and key, however often the request repeats) until Close.
+func (h *Handoff) replyWhenReleased(a askKey, released <-chan struct{}) {
+	select {
+	case <-released:
+		h.reply(a)
+		return
+	default:
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.asked[a]; ok || h.closed {
+		return
+	}
+	h.asked[a] = struct{}{}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		select {
+		case <-released:
+			h.reply(a)
+		case <-h.releases.Done():
+		}
+		h.mu.Lock()
+		delete(h.asked, a)
+		h.mu.Unlock()
+	}()
+}
+
+// reply tells the requester of a that this server no longer holds the key.
 // It is sent in the background; a failure is logged.
-func (h *Handoff) Reply(driver, key, to string) {
-	h.publish(to, messaging.Message{Type: messaging.TypeReply, Driver: driver, Key: key}, &h.repliesSent)
+func (h *Handoff) reply(a askKey) {
+	h.publish(a.from, messaging.Message{Type: messaging.TypeReply, Driver: a.driver, Key: a.key}, &h.repliesSent)
 }
 
 // request asks holder to release key of driver, naming the lock token seen.

@@ -64,7 +64,7 @@ func TestHandoffRoutesRequests(t *testing.T) {
 	req := func(driver string) messaging.Message {
 		return messaging.Message{Type: messaging.TypeRequest, Driver: driver, Key: playerKey, Requester: jobB, Token: "tok-1"}
 	}
-	got1 := []request{{Key: playerKey, Token: "tok-1", From: jobB}}
+	got1 := []request{{Key: playerKey, Token: "tok-1"}}
 	tests := []struct {
 		name       string
 		register   []string
@@ -116,7 +116,7 @@ func TestHandoffRoutesRequests(t *testing.T) {
 				holders := make(map[string]*fakeHolder)
 				for _, name := range tc.register {
 					holders[name] = &fakeHolder{}
-					if err := h.Register(name, holders[name]); err != nil {
+					if err := h.Register(name, holders[name].release); err != nil {
 						t.Fatalf("Register(%q): %v", name, err)
 					}
 				}
@@ -198,7 +198,7 @@ func TestHandoffRegister(t *testing.T) {
 						continue
 					}
 					holders[i] = &fakeHolder{}
-					err := h.Register(o.name, holders[i])
+					err := h.Register(o.name, holders[i].release)
 					if !errors.Is(err, o.wantErr) || (err == nil) != (o.wantErr == nil) {
 						t.Fatalf("Register(%q) #%d = %v, want %v", o.name, i+1, err, o.wantErr)
 					}
@@ -240,6 +240,7 @@ func TestHandoffLifecycle(t *testing.T) {
 	tests := []struct {
 		name    string
 		passive bool
+		atOnce  bool // A's driver lets go at once
 		ops     func(t *testing.T, h *lockhandoff.Handoff)
 		want    lifecycle
 	}{
@@ -281,33 +282,20 @@ func TestHandoffLifecycle(t *testing.T) {
 			want: lifecycle{Published: 1},
 		},
 		{
-			name: "Reply after Close sends nothing",
-			ops: func(t *testing.T, h *lockhandoff.Handoff) {
-				h.Start()
-				if err := h.Close(ctx); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-				h.Reply(driverName, playerKey, jobB)
-			},
-			want: lifecycle{Subscribes: 1, Unsubscribes: 1, Published: 1},
+			name:   "a request is answered once the driver lets go",
+			atOnce: true,
+			ops:    func(t *testing.T, h *lockhandoff.Handoff) { h.Start() },
+			want:   lifecycle{Subscribes: 1, Published: 2, HolderRequests: 1},
 		},
 		{
-			name: "Reply is published",
-			ops: func(t *testing.T, h *lockhandoff.Handoff) {
-				h.Start()
-				h.Reply(driverName, playerKey, jobB)
-			},
-			want: lifecycle{Subscribes: 1, Published: 2, HolderRequests: 1},
-		},
-		{
-			name:    "passive: no subscription, Reply and Close leave all alone",
+			name:    "passive: no subscription; Close leaves all alone",
 			passive: true,
+			atOnce:  true,
 			ops: func(t *testing.T, h *lockhandoff.Handoff) {
 				if h.Active() {
 					t.Error("passive Handoff is Active")
 				}
 				h.Start()
-				h.Reply(driverName, playerKey, jobB)
 				if err := h.Close(ctx); err != nil {
 					t.Errorf("Close: %v", err)
 				}
@@ -322,8 +310,8 @@ func TestHandoffLifecycle(t *testing.T) {
 				bus := countingBus(wd.bus.Endpoint(jobA))
 				p := newFakePresence(wd.clk)
 				h := wd.handoff(t, lockhandoff.Config{JobID: jobA, Bus: bus, Presence: p, Passive: tc.passive})
-				holder := &fakeHolder{}
-				if err := h.Register(driverName, holder); err != nil {
+				holder := &fakeHolder{AtOnce: tc.atOnce}
+				if err := h.Register(driverName, holder.release); err != nil {
 					t.Fatal(err)
 				}
 				tc.ops(t, h)
@@ -375,10 +363,9 @@ func TestHandoffSubscribeFails(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				wd := newWorld(t)
-				var hA *lockhandoff.Handoff
-				holder := &fakeHolder{OnRequest: func(key, _, from string) { hA.Reply(driverName, key, from) }}
-				hA = wd.handoff(t, lockhandoff.Config{JobID: jobA, Bus: wd.bus.Endpoint(jobA), Presence: newFakePresence(wd.clk)})
-				if err := hA.Register(driverName, holder); err != nil {
+				holder := &fakeHolder{AtOnce: true}
+				hA := wd.handoff(t, lockhandoff.Config{JobID: jobA, Bus: wd.bus.Endpoint(jobA), Presence: newFakePresence(wd.clk)})
+				if err := hA.Register(driverName, holder.release); err != nil {
 					t.Fatal(err)
 				}
 				hA.Start()
@@ -425,7 +412,7 @@ func TestHandoffPublishFailed(t *testing.T) {
 	tests := []struct {
 		name string
 		// fail says whether the publish of the n-th (from 0) message fails.
-		fail func(n int) bool
+		fail func(n int, m messaging.Message) bool
 		// send publishes from B: requests through a Wait, or a reply.
 		reply     bool
 		nexts     int
@@ -433,21 +420,21 @@ func TestHandoffPublishFailed(t *testing.T) {
 	}{
 		{
 			name:      "request fails",
-			fail:      func(int) bool { return true },
+			fail:      func(int, messaging.Message) bool { return true },
 			nexts:     1,
 			wantStats: lockhandoff.Stats{PublishFailed: 1},
 		},
 		{
 			name:      "request fails, its repeat succeeds",
-			fail:      func(n int) bool { return n == 0 },
+			fail:      func(n int, _ messaging.Message) bool { return n == 0 },
 			nexts:     5, // requests at 0 and 5.5 s
 			wantStats: lockhandoff.Stats{PublishFailed: 1, RequestsSent: 1},
 		},
 		{
 			name:      "reply fails",
-			fail:      func(int) bool { return true },
+			fail:      func(_ int, m messaging.Message) bool { return m.Type == messaging.TypeReply },
 			reply:     true,
-			wantStats: lockhandoff.Stats{PublishFailed: 1},
+			wantStats: lockhandoff.Stats{PublishFailed: 1, RequestsReceived: 1},
 		},
 	}
 	for _, tc := range tests {
@@ -456,9 +443,9 @@ func TestHandoffPublishFailed(t *testing.T) {
 				wd := newWorld(t)
 				wd.record(t, jobA)
 				n := 0
-				wd.bus.SetPublishError(func(string, messaging.Message) error {
+				wd.bus.SetPublishError(func(_ string, m messaging.Message) error {
 					defer func() { n++ }()
-					if tc.fail(n) {
+					if tc.fail(n, m) {
 						return errDown
 					}
 					return nil
@@ -470,7 +457,13 @@ func TestHandoffPublishFailed(t *testing.T) {
 				h.Start()
 
 				if tc.reply {
-					h.Reply(driverName, playerKey, jobA)
+					// A asks B (h) for a key B's driver lets go at once: B replies.
+					if err := h.Register(driverName, (&fakeHolder{AtOnce: true}).release); err != nil {
+						t.Fatal(err)
+					}
+					_ = wd.bus.Endpoint(jobA).Publish(t.Context(), jobB, messaging.Message{Type: messaging.TypeRequest,
+						Driver: driverName, Key: playerKey, Requester: jobA, Token: "tok-1"})
+					synctest.Wait()
 				}
 				if tc.nexts > 0 {
 					w := h.NewWait(driverName, playerKey, wd.clk.Now().Add(time.Minute), true)
@@ -511,7 +504,7 @@ func TestHandoffCloseWaitsForPublishes(t *testing.T) {
 			publishTime: sec(1),
 			closeWithin: sec(5),
 			wantAt:      sec(1),
-			wantStats:   lockhandoff.Stats{RepliesSent: 1},
+			wantStats:   lockhandoff.Stats{RequestsReceived: 1, RepliesSent: 1},
 		},
 		{
 			// The publish then ends with Close's cancel: not a failure.
@@ -519,13 +512,18 @@ func TestHandoffCloseWaitsForPublishes(t *testing.T) {
 			closeWithin: sec(2),
 			wantAt:      sec(2),
 			wantErr:     context.DeadlineExceeded,
+			wantStats:   lockhandoff.Stats{RequestsReceived: 1},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				wd := newWorld(t)
-				bus := &fakeBus{PublishFn: func(ctx context.Context, _ string, _ messaging.Message) error {
+				var deliver messaging.Handler
+				bus := &fakeBus{SubscribeFn: func(_ string, h messaging.Handler) (messaging.Subscription, error) {
+					deliver = h
+					return nil, nil
+				}, PublishFn: func(ctx context.Context, _ string, _ messaging.Message) error {
 					if tc.publishTime == 0 {
 						<-ctx.Done()
 						return ctx.Err()
@@ -539,8 +537,11 @@ func TestHandoffCloseWaitsForPublishes(t *testing.T) {
 				}}
 				p := newFakePresence(wd.clk)
 				h := wd.handoff(t, lockhandoff.Config{JobID: jobA, Bus: bus, Presence: p})
+				if err := h.Register(driverName, (&fakeHolder{AtOnce: true}).release); err != nil {
+					t.Fatal(err)
+				}
 				h.Start()
-				h.Reply(driverName, playerKey, jobB)
+				deliver(messaging.Message{Type: messaging.TypeRequest, Driver: driverName, Key: playerKey, Requester: jobB, Token: "tok-1"})
 
 				ctx, cancel := context.WithTimeout(t.Context(), tc.closeWithin)
 				defer cancel()
@@ -584,7 +585,7 @@ func TestHandoffReplyForUnregisteredDriver(t *testing.T) {
 				hA := wd.handoff(t, lockhandoff.Config{JobID: jobA, Bus: wd.bus.Endpoint(jobA), Presence: newFakePresence(wd.clk)})
 				hB := wd.handoff(t, lockhandoff.Config{JobID: jobB, Bus: wd.bus.Endpoint(jobB), Presence: newFakePresence(wd.clk)})
 				if tc.register {
-					if err := hB.Register(driverName, &fakeHolder{}); err != nil {
+					if err := hB.Register(driverName, (&fakeHolder{}).release); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -592,7 +593,7 @@ func TestHandoffReplyForUnregisteredDriver(t *testing.T) {
 				hB.Start()
 
 				w := hB.NewWait(driverName, playerKey, wd.clk.Now().Add(time.Minute), false)
-				hA.Reply(driverName, playerKey, jobB)
+				sendReply(wd, jobA, jobB, playerKey)
 				s := next(t.Context(), wd, w, lockOf(jobA, "tok-1", false))
 				w.Close() // no synctest.Wait before: the reply's handler may still run
 				if s.At != 0 || s.Err != nil {
@@ -601,6 +602,55 @@ func TestHandoffReplyForUnregisteredDriver(t *testing.T) {
 				synctest.Wait()
 				if got, want := hB.Stats(), (lockhandoff.Stats{RepliesReceived: 1}); got != want {
 					t.Errorf("B's Stats() = %+v, want %+v", got, want)
+				}
+			})
+		})
+	}
+}
+
+// A request is answered when the driver's channel closes: once however
+// often it repeats, never after Close.
+func TestHandoffRepliesWhenReleased(t *testing.T) {
+	tests := []struct {
+		name       string
+		requests   int  // how often B asks
+		letBefore  bool // A's driver lets go before Close (else after)
+		wantReplys int
+	}{
+		{name: "one request, then the driver lets go", requests: 1, letBefore: true, wantReplys: 1},
+		{name: "a repeated request is answered once", requests: 3, letBefore: true, wantReplys: 1},
+		{name: "a release that ends after Close gets no reply", requests: 1, wantReplys: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				wd := newWorld(t)
+				rec := wd.record(t, jobB)
+				holder := &fakeHolder{}
+				hA := wd.handoff(t, lockhandoff.Config{JobID: jobA, Bus: wd.bus.Endpoint(jobA), Presence: newFakePresence(wd.clk)})
+				if err := hA.Register(driverName, holder.release); err != nil {
+					t.Fatal(err)
+				}
+				hA.Start()
+				for range tc.requests {
+					_ = wd.bus.Endpoint(jobB).Publish(t.Context(), jobA, messaging.Message{Type: messaging.TypeRequest,
+						Driver: driverName, Key: playerKey, Requester: jobB, Token: "tok-1"})
+					synctest.Wait()
+				}
+				if n := len(rec.messages()); n != 0 {
+					t.Fatalf("%d replies before the driver let go", n)
+				}
+				if tc.letBefore {
+					holder.let(playerKey)
+					synctest.Wait()
+				}
+				if err := hA.Close(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				holder.let(playerKey)
+				synctest.Wait()
+				if n := len(rec.messages()); n != tc.wantReplys {
+					t.Errorf("%d replies, want %d", n, tc.wantReplys)
 				}
 			})
 		})
