@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // maxInflightBeats bounds the beat calls still running at once, counting
@@ -19,55 +21,154 @@ type BeatArgs struct {
 	JobID string
 	// TTL is how long the beat keeps it alive (Redis clock).
 	TTL time.Duration
+	// Instance is the beating process (Config.Instance).
+	Instance string
+	// Expected is the expiry this instance's last acknowledged beat wrote
+	// (ms precision): when the field still holds it, the beat takes the fast
+	// path. Zero: none, go to the full path.
+	Expected time.Time
+	// Check asks for a full check: the run meta against INFO server, and a
+	// few expired fields cleaned.
+	Check bool
+	// Shards is the beating server's shard count (Config.Shards).
+	Shards int
+	// MarkTTL is how long the shard-count marker lasts unless written again.
+	MarkTTL time.Duration
 }
 
 // argv is ARGV of beat.lua.
-func (a BeatArgs) argv() []any { return []any{a.JobID, a.TTL.Milliseconds()} }
+func (a BeatArgs) argv() []any {
+	var expected int64
+	if !a.Expected.IsZero() {
+		expected = a.Expected.UnixMilli()
+	}
+	check := 0
+	if a.Check {
+		check = 1
+	}
+	return []any{a.JobID, a.TTL.Milliseconds(), a.Instance, expected, check, a.Shards, a.MarkTTL.Milliseconds()}
+}
 
 // ParseBeatArgs reads the ARGV of an observed beat.lua call.
 func ParseBeatArgs(argv []string) (BeatArgs, error) {
-	if len(argv) != 2 {
-		return BeatArgs{}, fmt.Errorf("%w: %s call with %d arguments, want 2", ErrUnexpectedReply, ScriptBeat, len(argv))
+	if len(argv) != 7 {
+		return BeatArgs{}, fmt.Errorf("%w: %s call with %d arguments, want 7", ErrUnexpectedReply, ScriptBeat, len(argv))
 	}
-	ms, err := strconv.ParseInt(argv[1], 10, 64)
-	if err != nil {
-		return BeatArgs{}, fmt.Errorf("%w: %s TTL %q", ErrUnexpectedReply, ScriptBeat, argv[1])
+	var n [6]int64
+	for i, j := range []int{1, 3, 4, 5, 6} {
+		v, err := strconv.ParseInt(argv[j], 10, 64)
+		if err != nil {
+			return BeatArgs{}, fmt.Errorf("%w: %s argument %d is %q", ErrUnexpectedReply, ScriptBeat, j+1, argv[j])
+		}
+		n[i] = v
 	}
-	return BeatArgs{JobID: argv[0], TTL: time.Duration(ms) * time.Millisecond}, nil
+	a := BeatArgs{JobID: argv[0], TTL: time.Duration(n[0]) * time.Millisecond, Instance: argv[2],
+		Check: n[2] == 1, Shards: int(n[3]), MarkTTL: time.Duration(n[4]) * time.Millisecond}
+	if n[1] != 0 {
+		a.Expected = time.UnixMilli(n[1])
+	}
+	return a, nil
+}
+
+// BeatOutcome is what a beat did with the JobID's field.
+type BeatOutcome int
+
+const (
+	// BeatWritten: the beat was written (the field was ours, or free).
+	BeatWritten BeatOutcome = iota
+	// BeatRefused: another instance's beat is live; nothing was written.
+	BeatRefused
+	// BeatTakenOver: the beat was written over another instance's beat
+	// that had expired (or one without an owner).
+	BeatTakenOver
+)
+
+// String returns "written", "refused" or "taken-over".
+func (o BeatOutcome) String() string {
+	switch o {
+	case BeatWritten:
+		return "written"
+	case BeatRefused:
+		return "refused"
+	case BeatTakenOver:
+		return "taken-over"
+	default:
+		return "BeatOutcome(" + strconv.Itoa(int(o)) + ")"
+	}
 }
 
 // BeatAnswer is beat.lua's answer.
 type BeatAnswer struct {
-	// ExpiresAt is when this beat expires (Redis clock, ms precision).
+	// Outcome says whether the beat was written.
+	Outcome BeatOutcome
+	// ExpiresAt is when this beat expires (Redis clock, ms precision); zero
+	// when it was refused.
 	ExpiresAt time.Time
 	// Reset is true when the beat found another Redis run (a restart or a
-	// failover) and started the run's meta fields over.
+	// failover) or no run meta at all, and started the meta over.
 	Reset bool
+	// Other is the instance whose beat was refused to be overwritten
+	// (BeatRefused) or was taken over (BeatTakenOver); "" when that beat had
+	// no owner.
+	Other string
+	// OtherExpiresAt is when Other's beat expires or expired (Redis clock);
+	// zero when unknown.
+	OtherExpiresAt time.Time
+	// SeenShards is the shard count of a live marker in this shard that
+	// differs from the beat's own count; 0 when none does.
+	SeenShards int
+	// At is the Redis time of the beat.
+	At time.Time
 }
 
 // ParseBeatAnswer reads beat.lua's answer.
 func ParseBeatAnswer(v any) (BeatAnswer, error) {
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 2 {
+	if !ok || len(arr) != 7 {
 		return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
 	}
-	exp, ok1 := arr[0].(int64)
-	reset, ok2 := arr[1].(int64)
-	if !ok1 || !ok2 {
+	var n [6]int64
+	for i, j := range []int{0, 1, 2, 4, 5, 6} {
+		if n[i], ok = arr[j].(int64); !ok {
+			return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
+		}
+	}
+	other, ok := arr[3].(string)
+	if !ok || n[0] < 0 || n[0] > int64(BeatTakenOver) {
 		return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
 	}
-	return BeatAnswer{ExpiresAt: time.UnixMilli(exp), Reset: reset == 1}, nil
+	a := BeatAnswer{Outcome: BeatOutcome(n[0]), Reset: n[2] == 1, Other: other, SeenShards: int(n[4]),
+		At: time.UnixMilli(n[5])}
+	if n[1] != 0 {
+		a.ExpiresAt = time.UnixMilli(n[1])
+	}
+	if n[3] != 0 {
+		a.OtherExpiresAt = time.UnixMilli(n[3])
+	}
+	return a, nil
 }
 
 // beatResult is one beat script's answer.
 type beatResult struct {
-	ans BeatAnswer
-	err error
+	ans     BeatAnswer
+	checked bool // the beat ran as a full check
+	err     error
 }
 
-// Beat writes one beat: our field's expiry becomes Redis TIME + TTL, the run
-// meta fields are refreshed if Redis restarted or failed over, and up to three
-// expired fields are cleaned. One Lua script round trip.
+// Beat writes one beat as a full check: our field's expiry becomes Redis
+// TIME + TTL, the run meta fields are compared with INFO server and
+// refreshed if Redis restarted or failed over, the shard-count marker is
+// written, and up to three expired fields are cleaned. One Lua script round
+// trip. (Start's loop beats through the same path, but most of its beats take
+// the fast path instead: see CheckEvery.)
+//
+// A live beat of another instance of this JobID is never overwritten: Beat
+// then returns an *InUseError (ErrJobIDInUse). When this instance had beaten
+// the JobID before, that error has Fenced set: the lease lapsed at once, and
+// every beat sent before now is kept from renewing it (see [Presence.Claim]
+// for the rules); an error is logged naming both instances. A beat that
+// finds this instance's field taken over and expired writes it again but
+// fences all the same: the other process may have taken what this one held.
 //
 // The call has its own deadline, Config.Beat on the clock, whatever the
 // client's ReadTimeout or ContextTimeoutEnabled: when no answer has come by
@@ -76,19 +177,31 @@ type beatResult struct {
 // answer that comes at or after the deadline counts as a failure too. Only a
 // beat acknowledged in time extends the lease, from the clock time it was
 // sent at. Errors are wrapped "presence beat: ..."; after Close it answers
-// ErrClosed. Beat is what Start's loop calls; call it directly for an extra
-// beat. ctx can cut the wait short; Close cancels it too.
+// ErrClosed. ctx can cut the wait short; Close cancels it too.
 func (p *Presence) Beat(ctx context.Context) error {
+	_, err := p.beat(ctx, false)
+	return err
+}
+
+// beat sends one beat: a full check unless loop is true, when it takes the
+// fast path except every CheckEvery-th beat and after a failure.
+func (p *Presence) beat(ctx context.Context, loop bool) (BeatAnswer, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return fmt.Errorf("presence beat: %w", ErrClosed)
+		return BeatAnswer{}, fmt.Errorf("presence beat: %w", ErrClosed)
 	}
 	if n := p.inflight.Load(); n >= maxInflightBeats {
 		p.mu.Unlock()
 		err := fmt.Errorf("presence beat: %w: %d earlier beats are still running", ErrBeatTimeout, n)
 		p.beatFailed(err)
-		return err
+		return BeatAnswer{}, err
+	}
+	args := BeatArgs{JobID: p.cfg.JobID, TTL: p.cfg.TTL, Instance: p.cfg.Instance,
+		Check:  !loop || p.needCheck || p.sinceCheck+1 >= CheckEvery,
+		Shards: len(p.shards), MarkTTL: p.markTTL}
+	if p.lastExpiry != 0 {
+		args.Expected = time.UnixMilli(p.lastExpiry)
 	}
 	p.inflight.Add(1)
 	p.wg.Add(1)
@@ -107,12 +220,7 @@ func (p *Presence) Beat(ctx context.Context) error {
 	go func() {
 		defer p.wg.Done()
 		defer p.inflight.Add(-1)
-		v, err := beatScript.Run(callCtx, p.rdb, []string{p.cfg.Key}, BeatArgs{JobID: p.cfg.JobID, TTL: p.cfg.TTL}.argv()...).Result()
-		var ans BeatAnswer
-		if err == nil {
-			ans, err = ParseBeatAnswer(v)
-		}
-		done <- beatResult{ans, err}
+		done <- p.runBeat(callCtx, args)
 	}()
 
 	deadline := p.clock.Timer(p.cfg.Beat)
@@ -135,32 +243,53 @@ func (p *Presence) Beat(ctx context.Context) error {
 	if r.err != nil {
 		err := fmt.Errorf("presence beat: %w", r.err)
 		p.beatFailed(err)
-		return err
+		return BeatAnswer{}, err
 	}
-	p.beatSucceeded(sentAt, ackAt, r.ans.Reset)
-	return nil
+	return r.ans, p.beatAnswered(sentAt, ackAt, r.checked, r.ans)
+}
+
+// runBeat runs beat.lua: EVALSHA, then, when Redis does not know the script
+// (NOSCRIPT: a restarted or failed-over Redis, or SCRIPT FLUSH), EVAL as a
+// full check, since whatever forgot the script may have forgotten or
+// rewound the hash too.
+func (p *Presence) runBeat(ctx context.Context, args BeatArgs) beatResult {
+	keys := []string{p.own.key, p.own.owners}
+	v, err := beatRaw.EvalSha(ctx, p.rdb, keys, args.argv()...).Result()
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		args.Check = true
+		v, err = beatRaw.Eval(ctx, p.rdb, keys, args.argv()...).Result()
+	}
+	if err != nil {
+		return beatResult{err: err}
+	}
+	ans, err := ParseBeatAnswer(v)
+	return beatResult{ans: ans, checked: args.Check, err: err}
 }
 
 // beatFailed logs the first failure after a success; a cancelled beat says
-// nothing about Redis and is neither logged nor counted.
+// nothing about Redis and is neither logged nor counted. Any other failure
+// makes the next beat a full check: Redis may have restarted or failed over
+// while it could not be reached.
 func (p *Presence) beatFailed(err error) {
 	if errors.Is(err, context.Canceled) {
 		return
 	}
 	p.mu.Lock()
+	p.needCheck = true
 	first := !p.failing
 	p.failing = true
 	p.failures++
 	p.mu.Unlock()
 	if first {
 		p.log.Warn("presence beat failing; other servers may soon read this server as stopped",
-			"key", p.cfg.Key, "err", err)
+			"key", p.own.key, "err", err)
 	}
 }
 
 // beatSucceeded extends the lease from sentAt and logs a recovery, a new
 // lease generation and a new Redis run.
 func (p *Presence) beatSucceeded(sentAt, ackAt time.Time, reset bool) {
+	key := p.own.key
 	renewed := p.extend(sentAt, ackAt)
 	p.mu.Lock()
 	recovered, failures, first := p.failing, p.failures, p.lastSent.IsZero()
@@ -172,19 +301,19 @@ func (p *Presence) beatSucceeded(sentAt, ackAt time.Time, reset bool) {
 
 	gen := p.Lease().Gen
 	if recovered {
-		p.log.Info("presence beat recovered", "key", p.cfg.Key, "failed_beats", failures)
+		p.log.Info("presence beat recovered", "key", key, "failed_beats", failures)
 	}
 	if renewed && gen > 1 {
 		p.log.Info("presence lease renewed under a new generation; what lived under the lapsed one stays ended",
-			"key", p.cfg.Key, "generation", gen)
+			"key", key, "generation", gen)
 	}
 	switch {
 	case reset && first:
 		p.log.Debug("presence: first beat into this Redis run; a missing beat reads unknown for one TTL",
-			"key", p.cfg.Key, "ttl", p.cfg.TTL)
+			"key", key, "ttl", p.cfg.TTL)
 	case reset:
 		p.log.Info("presence: new Redis run detected; a missing beat reads unknown for one TTL",
-			"key", p.cfg.Key, "ttl", p.cfg.TTL)
+			"key", key, "ttl", p.cfg.TTL)
 	}
 }
 
@@ -195,13 +324,13 @@ func (p *Presence) run(ctx context.Context) {
 	defer p.wg.Done()
 	ticker := p.clock.Ticker(p.cfg.Beat)
 	defer ticker.Stop()
-	_ = p.Beat(ctx) // logged inside
+	_, _ = p.beat(ctx, true) // logged inside
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
-			_ = p.Beat(ctx)
+			_, _ = p.beat(ctx, true)
 		}
 	}
 }

@@ -1,52 +1,140 @@
--- beat.lua: write one presence beat, keep the run meta current, clean a few
--- expired fields. O(1) work: one TIME, one INFO, at most three HDELs.
+-- beat.lua: write one presence beat into a shard of the presence hash.
 --
--- KEYS[1]  the presence hash
+-- KEYS[1]  the shard hash. Fields: <JobID> = expiry in ms on the Redis clock
+--          (TIME at the beat + TTL); "\0run" = run_id of the Redis process
+--          that wrote "\0since" ("" when INFO has none, e.g. miniredis);
+--          "\0since" = Redis time (ms) since which that run has been seen.
+--          Meta names start with a NUL byte, which no JobID may. The format
+--          is the one older builds read: a field is a plain integer.
+-- KEYS[2]  the shard's owners hash, in the same Cluster slot. Fields:
+--          <JobID> = the instance (process) that wrote the JobID's beat;
+--          "\0shards" = "<count>:<until ms>", the shard count of the
+--          servers beating into this shard, marked until <until>.
 -- ARGV[1]  JobID of the beating server (non-empty, never starts with "\0")
 -- ARGV[2]  TTL in milliseconds
+-- ARGV[3]  instance of the beating process
+-- ARGV[4]  expected: the expiry (ms) this instance's last acknowledged beat
+--          wrote, or 0 to go straight to the full path
+-- ARGV[5]  check: 1 to compare the run meta with INFO server and to clean a
+--          few expired fields, else 0
+-- ARGV[6]  the shard count this server uses
+-- ARGV[7]  how long (ms) a shard-count marker lasts unless written again
 --
--- Fields: <JobID> = expiry in ms on the Redis clock (TIME at the beat + TTL);
--- "\0run" = run_id of the Redis process that wrote "\0since" ("" when INFO has
--- none, e.g. miniredis); "\0since" = Redis time (ms) since which that run has
--- been seen. Meta names start with a NUL byte, which no JobID may.
+-- Fast path (expected > 0 and check 0): one HINCRBY moves our field from
+-- `expected` to now + TTL. When the result is now + TTL, the field held what
+-- we wrote last: nobody else beat this JobID since, and the beat is done in
+-- two Redis commands (TIME, HINCRBY). Otherwise the field is put back as it
+-- was (nobody sees the difference: a script runs alone) and the full path
+-- decides.
 --
--- Answers {expiresAt, reset}: expiresAt is this beat's expiry (ms, Redis
--- clock); reset is 1 when the meta fields were missing or named another run and
--- this beat rewrote them (a Redis restart or failover), else 0. An unreadable
--- "\0since" counts as missing.
-local key, job, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
+-- Full path: read the field, its owner, the run meta and the marker. A live
+-- beat of another instance (or a live beat without an owner, e.g. from an
+-- older build) is left alone and the beat is refused. Otherwise the beat and
+-- its owner are written; the run meta when it is missing or unreadable, or,
+-- when check is 1, names another run than INFO's; the marker when it is
+-- missing, expired or ours (a live marker of another count is reported and
+-- left alone). With check 1, three random fields of each hash are looked at
+-- and the expired ones dropped: O(1) work, and no answer depends on it.
+--
+-- Answers {code, expiresAt, reset, other, otherExpiresAt, seenShards, now}:
+--   code        0: written. 1: refused: `other` has a live beat until
+--               otherExpiresAt (ms). 2: written, taking the field over from
+--               instance `other` whose beat had expired at otherExpiresAt
+--               (0: unreadable). `other` is "" for a beat without an owner.
+--   expiresAt   this beat's expiry (ms, Redis clock); 0 when refused
+--   reset       1 when the run meta was rewritten (a new Redis run: restart,
+--               failover, or a hash that was lost), else 0
+--   seenShards  the count of a live shard-count marker that is not ours,
+--               else 0
+--   now         the Redis time of the beat (ms)
+local key, owners = KEYS[1], KEYS[2]
+local job, ttl, inst = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local expected, check = tonumber(ARGV[4]), ARGV[5] == '1'
+local shards, markTTL = tonumber(ARGV[6]), tonumber(ARGV[7])
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-
-local run = ''
-local info = redis.pcall('INFO', 'server') -- an error table where INFO is unsupported
-if type(info) == 'string' then
-  run = string.match(info, 'run_id:(%x+)') or ''
-end
-
-local reset = 0
-local meta = redis.call('HMGET', key, '\0run', '\0since')
-if meta[1] ~= run or not tonumber(meta[2]) then
-  redis.call('HSET', key, '\0run', run, '\0since', string.format('%.0f', now))
-  reset = 1
-end
-
 local expires = now + ttl
-redis.call('HSET', key, job, string.format('%.0f', expires))
 
--- Bounded cleaning: look at three random fields and drop the expired (or
--- unreadable) ones. Correctness never depends on it; it only keeps the hash
--- from growing with the JobIDs of servers that are gone.
-local sample = redis.call('HRANDFIELD', key, 3, 'WITHVALUES')
-for i = 1, #sample, 2 do
-  local f = sample[i]
-  if string.byte(f, 1) ~= 0 then
-    local v = tonumber(sample[i + 1])
-    if v == nil or v < now then
-      redis.call('HDEL', key, f)
+local function ms(v) return string.format('%.0f', v) end
+
+if expected > 0 and not check then
+  local delta = expires - expected
+  local got = redis.pcall('HINCRBY', key, job, delta) -- an error table when the field is not an integer
+  if type(got) == 'number' then
+    if got == expires then
+      return {0, expires, 0, '', 0, 0, now}
+    end
+    local before = got - delta
+    if before == 0 then -- the field did not exist
+      redis.call('HDEL', key, job)
+    else
+      redis.call('HSET', key, job, ms(before))
     end
   end
 end
 
-return {expires, reset}
+local cur = redis.call('HMGET', key, job, '\0run', '\0since')
+local own = redis.call('HMGET', owners, job, '\0shards')
+local val, owner = tonumber(cur[1]), own[1]
+
+if val ~= nil and val > now and owner ~= inst then
+  return {1, 0, 0, owner or '', val, 0, now}
+end
+local code, other = 0, ''
+if (owner and owner ~= inst) or (cur[1] and not owner) then
+  code, other = 2, owner or ''
+end
+
+local write = {key, job, ms(expires)}
+local reset = 0
+local since = tonumber(cur[3])
+if check or not cur[2] or since == nil then
+  local run = ''
+  local info = redis.pcall('INFO', 'server') -- an error table where INFO is unsupported
+  if type(info) == 'string' then
+    run = string.match(info, 'run_id:(%x+)') or ''
+  end
+  if cur[2] ~= run or since == nil then
+    write[#write + 1], write[#write + 2] = '\0run', run
+    write[#write + 1], write[#write + 2] = '\0since', ms(now)
+    reset = 1
+  end
+end
+redis.call('HSET', unpack(write))
+
+local seen = 0
+local markN, markUntil = string.match(own[2] or '', '^(%d+):(%d+)$')
+markN, markUntil = tonumber(markN), tonumber(markUntil)
+local ownWrite = {owners, job, inst}
+if markN ~= nil and markN ~= shards and markUntil > now then
+  seen = markN
+else
+  ownWrite[#ownWrite + 1], ownWrite[#ownWrite + 2] = '\0shards', shards .. ':' .. ms(now + markTTL)
+end
+redis.call('HSET', unpack(ownWrite))
+
+if check then
+  -- Bounded cleaning: an expired (or unreadable) beat goes with its owner;
+  -- an owner whose beat is gone goes too. Correctness never depends on it;
+  -- it only keeps the hashes from growing with servers that are gone.
+  local sample = redis.call('HRANDFIELD', key, 3, 'WITHVALUES')
+  for i = 1, #sample, 2 do
+    local f = sample[i]
+    if string.byte(f, 1) ~= 0 then
+      local v = tonumber(sample[i + 1])
+      if v == nil or v < now then
+        redis.call('HDEL', key, f)
+        redis.call('HDEL', owners, f)
+      end
+    end
+  end
+  local orphans = redis.call('HRANDFIELD', owners, 2)
+  for _, f in ipairs(orphans) do
+    if string.byte(f, 1) ~= 0 and redis.call('HEXISTS', key, f) == 0 then
+      redis.call('HDEL', owners, f)
+    end
+  end
+end
+
+return {code, expires, reset, other, (code == 2 and val) or 0, seen, now}

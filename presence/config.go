@@ -1,6 +1,8 @@
 package presence
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -19,6 +21,17 @@ const (
 	DefaultTTL = 10 * time.Second
 	// DefaultKeyName is the name of the presence hash under a namespace.
 	DefaultKeyName = "CKPresence"
+	// DefaultShards is one presence hash: plenty for a few hundred servers
+	// (each beat is two Redis commands on one key), and the layout every
+	// deployment had before shards existed.
+	DefaultShards = 1
+	// MaxShards bounds Config.Shards: a reader's List reads every shard.
+	MaxShards = 1024
+	// CheckEvery is how often, at most, the beat loop runs a full check
+	// (INFO server, the run meta, cleaning, the shard-count marker): every
+	// CheckEvery-th beat, and the beat after any failure or after Redis
+	// forgot the script. The beats in between are the two-command fast path.
+	CheckEvery = 10
 )
 
 // metaRun and metaSince are the hash's meta fields (see beat.lua). They start
@@ -54,6 +67,21 @@ type Config struct {
 	// at least 1ms. Every server reading a hash should use the writers' TTL.
 	// default: DefaultTTL (10s)
 	TTL time.Duration
+	// Instance names this process among all that ever beat JobID: a restart
+	// keeps the JobID and gets a new instance, which is how a beat of an
+	// earlier run (or of another process configured with the same JobID) is
+	// told from our own. 1 to 64 letters, digits, '-' or '_'.
+	// default: 16 random hex digits (crypto/rand)
+	Instance string
+	// Shards splits the presence hash into this many hashes, a JobID's shard
+	// being ShardOf(JobID, Shards): shard 0 is Key itself, shard n the key
+	// ShardKey(Key, n), each in a Redis Cluster slot of its own. Every server
+	// and every reader of a deployment must use the same count (a reader looks
+	// for a server only in the shard its own count names); a reader notices a
+	// different count where it cheaply can and answers Unknown (see
+	// ErrShardMismatch). Change it only with every server stopped.
+	// default: DefaultShards (1)
+	Shards int
 	// FenceMargin: the lease lapses TTL-FenceMargin after the last
 	// acknowledged beat was sent, FenceMargin before others can read this
 	// server as stopped. Must be < TTL, and TTL-FenceMargin must exceed Beat
@@ -95,7 +123,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.FenceMargin == 0 {
 		cfg.FenceMargin = cfg.Beat
 	}
+	if cfg.Shards == 0 {
+		cfg.Shards = DefaultShards
+	}
 	switch {
+	case cfg.Shards < 0 || cfg.Shards > MaxShards:
+		return cfg, fmt.Errorf("%w: Shards %d is outside 1 to %d", ErrInvalidConfig, cfg.Shards, MaxShards)
 	case cfg.Beat < 0:
 		return cfg, fmt.Errorf("%w: Beat %v is negative", ErrInvalidConfig, cfg.Beat)
 	case cfg.TTL < time.Millisecond:
@@ -109,6 +142,19 @@ func (cfg Config) withDefaults() (Config, error) {
 	case cfg.TTL-cfg.FenceMargin <= cfg.Beat:
 		return cfg, fmt.Errorf("%w: TTL-FenceMargin %v must exceed Beat %v", ErrInvalidConfig, cfg.TTL-cfg.FenceMargin, cfg.Beat)
 	}
+	if err := checkKey(cfg.Key, cfg.Shards); err != nil {
+		return cfg, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if cfg.Instance == "" {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return cfg, fmt.Errorf("presence: instance id: %w", err)
+		}
+		cfg.Instance = hex.EncodeToString(b[:])
+	}
+	if err := checkInstance(cfg.Instance); err != nil {
+		return cfg, fmt.Errorf("%w: Instance: %w", ErrInvalidConfig, err)
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.New()
 	}
@@ -116,6 +162,20 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Logger = slog.Default()
 	}
 	return cfg, nil
+}
+
+// checkInstance refuses an instance id that would not read well in a log
+// line or could be confused with a meta field.
+func checkInstance(inst string) error {
+	if inst == "" || len(inst) > 64 {
+		return fmt.Errorf("%q must have 1 to 64 characters", inst)
+	}
+	for _, r := range inst {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return fmt.Errorf("%q has %q: only letters, digits, '-' and '_'", inst, r)
+		}
+	}
+	return nil
 }
 
 // checkJobID refuses a JobID that cannot name a server.

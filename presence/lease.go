@@ -65,12 +65,16 @@ func (p *Presence) Renewed() <-chan struct{} {
 
 // extend records a beat sent at sentAt and acknowledged at ackAt within its
 // deadline: the lease is pushed to sentAt + TTL - FenceMargin, or, when it
-// had lapsed by ackAt (or never existed), a new generation starts there. It
-// reports whether a new generation started.
+// had lapsed by ackAt (or never existed), a new generation starts there. A
+// beat sent before a conflict fenced this server (see conflict) does
+// neither. It reports whether a new generation started.
 func (p *Presence) extend(sentAt, ackAt time.Time) bool {
 	until := sentAt.Add(p.fenceAfter)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if sentAt.Before(p.noRenewBefore) {
+		return false // sent before another instance was seen beating our JobID
+	}
 	cur := p.Lease()
 	if cur.ValidAt(ackAt) {
 		if until.After(cur.Until) {
@@ -159,7 +163,7 @@ func (p *Presence) fenceLoop(ctx context.Context) {
 
 // reportLapse logs the lapse of generation gen and calls OnLapse.
 func (p *Presence) reportLapse(gen uint64, l Lease, now time.Time) {
-	attrs := []any{"key", p.cfg.Key, "generation", gen, "renewed", l.Gen > gen}
+	attrs := []any{"key", p.own.key, "generation", gen, "renewed", l.Gen > gen}
 	if l.Gen == gen {
 		attrs = append(attrs, "late_by", now.Sub(l.Until).Round(time.Millisecond))
 	}

@@ -21,24 +21,34 @@ var (
 	readLua string
 	//go:embed list.lua
 	listLua string
+	//go:embed remove.lua
+	removeLua string
 )
 
 // The names of the presence scripts, as an rscript.Catalog reports them.
 const (
-	ScriptBeat = "presence-beat"
-	ScriptRead = "presence-read"
-	ScriptList = "presence-list"
+	ScriptBeat   = "presence-beat"
+	ScriptRead   = "presence-read"
+	ScriptList   = "presence-list"
+	ScriptRemove = "presence-remove"
 )
 
 // The scripts are immutable values shared by every client.
 var (
-	beatScript = rscript.New(ScriptBeat, beatLua)
-	readScript = rscript.New(ScriptRead, readLua)
-	listScript = rscript.New(ScriptList, listLua)
+	beatScript   = rscript.New(ScriptBeat, beatLua)
+	readScript   = rscript.New(ScriptRead, readLua)
+	listScript   = rscript.New(ScriptList, listLua)
+	removeScript = rscript.New(ScriptRemove, removeLua)
+	// beatRaw is beat.lua as go-redis runs it, for the beat's own EVALSHA
+	// then EVAL: a NOSCRIPT answer (Redis forgot its scripts: a restart, a
+	// failover, SCRIPT FLUSH) makes that beat a full check.
+	beatRaw = redis.NewScript(beatLua)
 )
 
 // Scripts lists the presence scripts (for an rscript.Catalog).
-func Scripts() []*rscript.Script { return []*rscript.Script{beatScript, readScript, listScript} }
+func Scripts() []*rscript.Script {
+	return []*rscript.Script{beatScript, readScript, listScript, removeScript}
+}
 
 // Presence beats one server's presence and reads other servers'. Create it
 // with [New]; its methods are safe for concurrent use.
@@ -51,6 +61,13 @@ type Presence struct {
 	// fenceAfter is TTL-FenceMargin: how long after an acknowledged beat was
 	// sent the lease lapses.
 	fenceAfter time.Duration
+	// shards are the shards of the presence hash; own is ours.
+	shards []shard
+	own    shard
+	// markTTL is how long a shard-count marker lasts: a full check of every
+	// server comes at least every CheckEvery beats, so a live marker is
+	// always written again before it goes.
+	markTTL time.Duration
 
 	// base is cancelled by Close; it cancels the loops and in-flight beats.
 	base       context.Context
@@ -75,6 +92,15 @@ type Presence struct {
 	failures int           // beats failed since the last success
 	started  bool
 	closed   bool
+
+	// The beat's own state (see beat.go and identity.go).
+	lastExpiry    int64     // expiry (ms, Redis clock) our last acknowledged beat wrote; 0: none
+	needCheck     bool      // the next loop beat is a full check
+	sinceCheck    int       // loop beats since the last full check
+	claimed       bool      // a beat of ours was written: the JobID is ours
+	noRenewBefore time.Time // a beat sent before this cannot extend or start a lease (a conflict was seen)
+	conflicted    bool      // a conflict was logged and no beat has succeeded since
+	seenShards    int       // a shard-count mismatch was logged for this count; 0: none
 }
 
 // New validates cfg, applies its defaults and returns a Presence over rdb. It
@@ -89,22 +115,49 @@ func New(rdb redis.UniversalClient, cfg Config) (*Presence, error) {
 		return nil, err
 	}
 	base, cancel := context.WithCancel(context.Background())
+	shards := shardsOf(cfg.Key, cfg.Shards)
 	return &Presence{
 		rdb:          rdb,
 		cfg:          cfg,
 		clock:        cfg.Clock,
-		log:          cfg.Logger.With("component", "presence"),
+		log:          cfg.Logger.With("component", "presence", "instance", cfg.Instance),
 		ttlMS:        cfg.TTL.Milliseconds(),
 		fenceAfter:   cfg.TTL - cfg.FenceMargin,
+		shards:       shards,
+		own:          shards[ShardOf(cfg.JobID, cfg.Shards)],
+		markTTL:      CheckEvery*cfg.Beat + cfg.TTL,
 		base:         base,
 		cancelBase:   cancel,
 		leaseChanged: make(chan struct{}, 1),
 		renewed:      make(chan struct{}),
+		needCheck:    true,
 	}, nil
 }
 
 // Config returns the configuration in effect, defaults applied.
 func (p *Presence) Config() Config { return p.cfg }
+
+// Instance returns this process's instance id (Config.Instance).
+func (p *Presence) Instance() string { return p.cfg.Instance }
+
+// Keys returns the keys of every shard of the presence hash, shard 0 first.
+func (p *Presence) Keys() []string {
+	keys := make([]string, len(p.shards))
+	for i, s := range p.shards {
+		keys[i] = s.key
+	}
+	return keys
+}
+
+// KeyOf returns the key of the shard jobID beats into.
+func (p *Presence) KeyOf(jobID string) string {
+	return p.shardOf(jobID).key
+}
+
+// shardOf returns the shard jobID beats into.
+func (p *Presence) shardOf(jobID string) shard {
+	return p.shards[ShardOf(jobID, len(p.shards))]
+}
 
 // Start runs two goroutines: the beat loop (one beat now, then one every
 // Config.Beat on the clock) and the lease's fence goroutine, which calls
@@ -152,20 +205,28 @@ func (p *Presence) Close(ctx context.Context) error {
 	}
 }
 
-// Remove deletes this server's field from the hash (one HDEL): after a clean
-// shutdown, once its locks are released and after Close, so that no later beat
-// writes it again. Others then read this server as stopped (or unknown during a
-// Redis restart grace) without waiting for the TTL. The lease ends here (Stale
-// reports true from here on). Errors are wrapped "presence remove: ...".
+// Remove deletes this server's field and its owner from the hash (one script
+// round trip): after a clean shutdown, once its locks are released and after
+// Close, so that no later beat writes it again. Others then read this server
+// as stopped (or unknown during a Redis restart grace) without waiting for
+// the TTL, and a new process may take the JobID at once (see Claim). The
+// field is left alone when another instance owns it (this process lost its
+// JobID to it). The lease ends here (Stale reports true from here on).
+// Errors are wrapped "presence remove: ...".
 func (p *Presence) Remove(ctx context.Context) error {
 	p.mu.Lock()
 	p.lastSent = time.Time{}
+	p.lastExpiry = 0
 	if l := p.lease.Load(); l != nil {
 		p.lease.Store(&Lease{Gen: l.Gen})
 	}
 	p.mu.Unlock()
-	if err := p.rdb.HDel(ctx, p.cfg.Key, p.cfg.JobID).Err(); err != nil {
+	ours, err := removeScript.Run(ctx, p.rdb, []string{p.own.key, p.own.owners}, p.cfg.JobID, p.cfg.Instance).Int64()
+	if err != nil {
 		return fmt.Errorf("presence remove: %w", err)
+	}
+	if ours == 0 {
+		p.log.Info("presence: left the JobID's beat in place: another instance owns it", "job", p.cfg.JobID)
 	}
 	return nil
 }

@@ -62,4 +62,9 @@ type Entry struct {
 	ExpiresIn time.Duration
 	// Status is what [Presence.Read] would answer for it.
 	Status Status
+	// Instance is the process that wrote the beat; "" when none is recorded
+	// (a beat from a build older than instance ids).
+	Instance string
+	// Shard is the shard it was found in (0 with one shard).
+	Shard int
 }
