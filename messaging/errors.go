@@ -7,7 +7,8 @@ import "errors"
 var (
 	// ErrMalformed reports a message that is not a well-formed wire message:
 	// bad msgpack, not a map, a field of the wrong type, a duplicate or
-	// missing field, or bytes after the map.
+	// missing field, a field whose value is not allowed, or bytes after the
+	// map.
 	ErrMalformed = errors.New("messaging: malformed message")
 
 	// ErrTooLarge reports a message longer than the size limit. It is
@@ -21,6 +22,16 @@ var (
 	// ErrInvalidJobID reports a JobID that cannot be a NATS subject token.
 	ErrInvalidJobID = errors.New("messaging: invalid job id")
 
-	// ErrInvalidOption reports an option given an invalid value.
+	// ErrInvalidOption reports an option given an invalid value, or options
+	// that make no sense together.
 	ErrInvalidOption = errors.New("messaging: invalid option")
+
+	// ErrInvalidTrace reports a trace context (traceparent or tracestate)
+	// that a message cannot carry.
+	ErrInvalidTrace = errors.New("messaging: invalid trace context")
+
+	// ErrUnauthenticated reports a message that a bus with a key refuses: it
+	// carries no MAC, a MAC that verifies under none of the bus's keys, or a
+	// stamp outside the replay window.
+	ErrUnauthenticated = errors.New("messaging: unauthenticated message")
 )

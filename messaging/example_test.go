@@ -2,6 +2,7 @@ package messaging_test
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log"
 
@@ -64,4 +65,50 @@ func ExampleNATSBus() {
 	if err != nil {
 		log.Print(err)
 	}
+}
+
+// A fleet with request authentication: every server is given the same key
+// (32 random bytes from a secret store; generated here), names itself as
+// the Sender of what it publishes, and passes the trace context of the span
+// it is in. (Not run: it needs a NATS server.)
+func ExampleWithKey() {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		log.Fatal(err)
+	}
+	nc, err := nats.Connect(nats.DefaultURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	bus, err := messaging.NewNATSBus(nc,
+		messaging.WithKey(key),
+		// While some servers do not have the key yet (see the package doc):
+		messaging.WithAcceptUnauthenticated(),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = bus.Publish(context.Background(), "server-a", messaging.Message{
+		Type: messaging.TypeRequest, Driver: "PlayerData", Key: "user:42",
+		Requester: "server-b", Token: "7f3c",
+		Sender:      "server-b",
+		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+	})
+	if err != nil {
+		log.Print(err)
+	}
+	fmt.Println(bus.Stats().Published)
+}
+
+func ExampleValidTraceParent() {
+	for _, tp := range []string{
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01",
+	} {
+		fmt.Println(messaging.ValidTraceParent(tp))
+	}
+	// Output:
+	// <nil>
+	// messaging: invalid trace context: traceparent "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01": byte 4 is 'B', want lowercase hex
 }

@@ -2,8 +2,12 @@ package messaging
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"unicode"
 	"unicode/utf8"
 
@@ -18,29 +22,61 @@ type Type string
 const (
 	TypeRequest Type = "Q" // release request
 	TypeReply   Type = "R" // "I no longer hold this key"
+	TypeNotify  Type = "M" // "pull the inbox of this key": it has new offline messages
 )
 
 // DefaultMaxBytes is the size limit of a wire message: a real one is a few
-// short strings (well under 512 bytes with 128-byte JobIDs), so 2 KiB leaves
-// room for long keys and names while bounding the work a hostile sender buys.
+// short strings (well under 1 KiB with 128-byte JobIDs, a trace context and
+// a MAC), so 2 KiB leaves room for long keys and names while bounding the
+// work a hostile sender buys.
 const DefaultMaxBytes = 2048
 
 // MaxJobIDBytes is the longest JobID (and subject prefix token) accepted.
 const MaxJobIDBytes = 128
 
-// Message is one wire message; msgpack map with short keys.
+// MACSize is the length of a message's MAC: one HMAC-SHA256.
+const MACSize = sha256.Size
+
+// Message is one wire message: a msgpack map with one-letter keys (see
+// Encode for the table).
 //
 // A request (TypeRequest) asks the server holding Driver/Key to release it
 // and to reply to Requester; Token is the lock token the requester saw, so a
 // late or forged request can be told apart from one naming the current lock.
 // A reply (TypeReply) tells the requester that the sender no longer holds
-// Driver/Key.
+// Driver/Key. A notify (TypeNotify) tells the server holding Driver/Key that
+// the key's inbox has new messages to pull.
+//
+// Sender, TraceParent and TraceState are optional on every type; a message
+// from an older build has none of them. Stamp and MAC belong to the bus: a
+// NATSBus with a key (WithKey) sets them on every publish and checks them on
+// every delivery, and a bus without one clears them on both sides, so a
+// Handler sees a MAC only on a message its bus has verified.
+//
+// Message is comparable with ==; the zero Message is not a valid one.
 type Message struct {
-	Type      Type   `msgpack:"T"`
-	Driver    string `msgpack:"D"`
-	Key       string `msgpack:"K"`
-	Requester string `msgpack:"R,omitempty"` // requester's JobID (requests)
-	Token     string `msgpack:"L,omitempty"` // lock token the requester saw (requests)
+	Type      Type
+	Driver    string
+	Key       string
+	Requester string // requester's JobID; required in a request
+	Token     string // lock token the requester saw (requests)
+
+	// Sender is the JobID of the server that sent the message. A signed
+	// message must name it; a request that names it must name the same
+	// server as Requester.
+	Sender string
+	// TraceParent is a W3C traceparent (see ValidTraceParent): the span of
+	// the sender that the receiver's work continues. TraceState is the W3C
+	// tracestate that goes with it (see ValidTraceState); it needs a
+	// TraceParent.
+	TraceParent, TraceState string
+
+	// Stamp is when a keyed bus signed the message, in Unix milliseconds on
+	// the sending bus's clock; it travels only with a MAC.
+	Stamp int64
+	// MAC is the HMAC-SHA256 of the message (MACSize raw bytes), or "" for
+	// an unsigned message. See the package documentation for what it covers.
+	MAC string
 }
 
 // validate is the one rule both Encode and Decode apply, so whatever Decode
@@ -49,7 +85,7 @@ func (m Message) validate() error {
 	switch m.Type {
 	case "":
 		return fmt.Errorf("%w: missing type (T)", ErrMalformed)
-	case TypeRequest, TypeReply:
+	case TypeRequest, TypeReply, TypeNotify:
 	default:
 		return fmt.Errorf("%w %.16q", ErrUnknownType, string(m.Type))
 	}
@@ -67,38 +103,120 @@ func (m Message) validate() error {
 			return fmt.Errorf("%w: requester (R): %w", ErrMalformed, err)
 		}
 	}
+	if m.Sender != "" {
+		if err := ValidJobID(m.Sender); err != nil {
+			return fmt.Errorf("%w: sender (S): %w", ErrMalformed, err)
+		}
+		if m.Type == TypeRequest && m.Requester != m.Sender {
+			return fmt.Errorf("%w: request from sender (S) %q names another requester (R) %q", ErrMalformed, m.Sender, m.Requester)
+		}
+	}
+	if m.TraceParent != "" {
+		if err := ValidTraceParent(m.TraceParent); err != nil {
+			return fmt.Errorf("%w: trace parent (P): %w", ErrMalformed, err)
+		}
+	}
+	if m.TraceState != "" {
+		if m.TraceParent == "" {
+			return fmt.Errorf("%w: trace state (A) without trace parent (P)", ErrMalformed)
+		}
+		if err := ValidTraceState(m.TraceState); err != nil {
+			return fmt.Errorf("%w: trace state (A): %w", ErrMalformed, err)
+		}
+	}
+	switch {
+	case m.MAC == "" && m.Stamp != 0:
+		return fmt.Errorf("%w: stamp (W) without MAC (H)", ErrMalformed)
+	case m.MAC == "":
+	case len(m.MAC) != MACSize:
+		return fmt.Errorf("%w: MAC (H) of %d bytes, want %d", ErrMalformed, len(m.MAC), MACSize)
+	case m.Sender == "":
+		return fmt.Errorf("%w: MAC (H) without sender (S)", ErrMalformed)
+	}
 	return nil
 }
 
-// Encode validates m and returns its wire form: a msgpack map with the keys
-// T, D and K, plus R and L when they are set.
+// Encode validates m and returns its wire form, a msgpack map:
 //
-// It fails with ErrUnknownType for a type other than TypeRequest and
-// TypeReply, and with ErrMalformed for a missing type, driver or key, a
-// request without a requester, or a requester that is not a valid JobID (that
-// error also wraps ErrInvalidJobID). Encode applies no size limit; a bus
-// checks the encoded length against its own.
+//	key  field        msgpack  when
+//	T    Type         str      always
+//	D    Driver       str      always
+//	K    Key          str      always
+//	R    Requester    str      set (always in a request)
+//	L    Token        str      set
+//	S    Sender       str      set
+//	P    TraceParent  str      set
+//	A    TraceState   str      set
+//	W    Stamp        int      with a MAC
+//	H    MAC          bin      set (MACSize bytes)
+//
+// Encode writes the keys in this order, each value in its shortest form, so
+// equal messages encode to equal bytes, and a message with none of the
+// fields after L encodes exactly as the first wire version did.
+//
+// It fails with ErrUnknownType for a type other than TypeRequest, TypeReply
+// and TypeNotify, and with ErrMalformed for a missing type, driver or key, a
+// request without a requester, a requester or sender that is not a valid
+// JobID (that error also wraps ErrInvalidJobID), a request whose sender is
+// not its requester, a trace context that is not valid (also wrapping
+// ErrInvalidTrace) or a trace state without a trace parent, a MAC that is
+// not MACSize bytes or comes without a sender, or a stamp without a MAC.
+// Encode applies no size limit; a bus checks the encoded length against its
+// own.
 func Encode(m Message) ([]byte, error) {
 	if err := m.validate(); err != nil {
 		return nil, fmt.Errorf("encode: %w", err)
 	}
-	b, err := msgpack.Marshal(&m)
-	if err != nil {
+	strs := [...]struct{ key, val string }{
+		{"T", string(m.Type)}, {"D", m.Driver}, {"K", m.Key},
+		{"R", m.Requester}, {"L", m.Token}, {"S", m.Sender},
+		{"P", m.TraceParent}, {"A", m.TraceState},
+	}
+	n := 0
+	for _, f := range strs {
+		if f.val != "" {
+			n++
+		}
+	}
+	if m.MAC != "" {
+		n += 2
+	}
+	var buf bytes.Buffer
+	buf.Grow(32 + len(m.Driver) + len(m.Key) + len(m.Requester) + len(m.Token) + len(m.Sender) +
+		len(m.TraceParent) + len(m.TraceState) + len(m.MAC))
+	e := msgpack.NewEncoder(&buf)
+	// A bytes.Buffer does not fail, so neither does the encoder; the errors
+	// are joined anyway rather than dropped.
+	errs := []error{e.EncodeMapLen(n)}
+	for _, f := range strs {
+		if f.val != "" {
+			errs = append(errs, e.EncodeString(f.key), e.EncodeString(f.val))
+		}
+	}
+	if m.MAC != "" {
+		errs = append(errs, e.EncodeString("W"), e.EncodeInt(m.Stamp),
+			e.EncodeString("H"), e.EncodeBytes([]byte(m.MAC)))
+	}
+	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("encode: %w", err)
 	}
-	return b, nil
+	return buf.Bytes(), nil
 }
 
 // Decode parses one wire message. It never panics, whatever b holds.
 //
 // A b longer than maxBytes fails with ErrTooLarge before any decoding
-// (maxBytes <= 0 means DefaultMaxBytes). A type other than TypeRequest or
-// TypeReply fails with ErrUnknownType. Anything else that is not a message
-// Encode would accept fails with ErrMalformed: invalid or truncated msgpack, a
-// value that is not a map, a non-string key, a known field holding something
-// other than a string, a field given twice, a missing required field, a
-// requester that is not a valid JobID, or bytes after the map. Fields with other keys are skipped, and a nil value
-// counts as an absent field, so newer senders may add fields.
+// (maxBytes <= 0 means DefaultMaxBytes). A type other than TypeRequest,
+// TypeReply or TypeNotify fails with ErrUnknownType. Anything else that is
+// not a message Encode would accept fails with ErrMalformed: invalid or
+// truncated msgpack, a value that is not a map, a non-string key, a known
+// field holding a value of the wrong msgpack type (W an integer that fits
+// an int64, H bin, the others str), a field given twice, a stamp without a
+// MAC or a MAC without a stamp, any of the rules Encode applies, or bytes
+// after the map. Fields with other keys are skipped, and a nil value counts
+// as an absent field, so newer senders may add fields.
+//
+// Decode checks only the form of a MAC; a bus with a key verifies it.
 func Decode(b []byte, maxBytes int) (Message, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
@@ -115,15 +233,6 @@ func Decode(b []byte, maxBytes int) (Message, error) {
 	}
 	return m, nil
 }
-
-// Bits of the fields seen by decodeMap, to refuse duplicates.
-const (
-	seenType = 1 << iota
-	seenDriver
-	seenKey
-	seenRequester
-	seenToken
-)
 
 // decodeMap reads the map of b into a Message without judging its content.
 func decodeMap(b []byte) (Message, error) {
@@ -147,36 +256,51 @@ func decodeMap(b []byte) (Message, error) {
 	}
 
 	var typ string
-	seen := 0
+	var seen []string     // known keys read so far; at most 10
+	var stamped, mac bool // W and H held a value, not nil
 	for range n {
 		key, err := decodeString(d, r, false)
 		if err != nil {
 			return m, fmt.Errorf("%w: map key: %w", ErrMalformed, err)
 		}
 		var dst *string
-		var bit int
 		switch key {
 		case "T":
-			dst, bit = &typ, seenType
+			dst = &typ
 		case "D":
-			dst, bit = &m.Driver, seenDriver
+			dst = &m.Driver
 		case "K":
-			dst, bit = &m.Key, seenKey
+			dst = &m.Key
 		case "R":
-			dst, bit = &m.Requester, seenRequester
+			dst = &m.Requester
 		case "L":
-			dst, bit = &m.Token, seenToken
+			dst = &m.Token
+		case "S":
+			dst = &m.Sender
+		case "P":
+			dst = &m.TraceParent
+		case "A":
+			dst = &m.TraceState
+		case "W", "H":
 		default:
 			if err := skipValue(d, r); err != nil {
 				return m, malformed(err)
 			}
 			continue
 		}
-		if seen&bit != 0 {
+		if slices.Contains(seen, key) {
 			return m, fmt.Errorf("%w: field %s given twice", ErrMalformed, key)
 		}
-		seen |= bit
-		if *dst, err = decodeString(d, r, true); err != nil {
+		seen = append(seen, key)
+		switch key {
+		case "W":
+			stamped, err = decodeStamp(d, &m.Stamp)
+		case "H":
+			m.MAC, mac, err = decodeMAC(d, r)
+		default:
+			*dst, err = decodeString(d, r, true)
+		}
+		if err != nil {
 			return m, fmt.Errorf("%w: field %s: %w", ErrMalformed, key, err)
 		}
 	}
@@ -184,7 +308,70 @@ func decodeMap(b []byte) (Message, error) {
 	if r.Len() != 0 {
 		return m, fmt.Errorf("%w: %d bytes after the map", ErrMalformed, r.Len())
 	}
+	if stamped != mac {
+		return m, fmt.Errorf("%w: a stamp (W) and a MAC (H) come together or not at all", ErrMalformed)
+	}
 	return m, nil
+}
+
+// decodeStamp reads a msgpack integer that fits an int64 into *dst, and
+// reports false for nil.
+func decodeStamp(d *msgpack.Decoder, dst *int64) (bool, error) {
+	c, err := d.PeekCode()
+	if err != nil {
+		return false, fmt.Errorf("truncated: %v", err)
+	}
+	switch {
+	case c == msgpcode.Nil:
+		return false, d.DecodeNil()
+	case c == msgpcode.Uint64:
+		u, err := d.DecodeUint64()
+		if err != nil {
+			return false, fmt.Errorf("truncated: %v", err)
+		}
+		if u > math.MaxInt64 {
+			return false, fmt.Errorf("integer %d does not fit an int64", u)
+		}
+		*dst = int64(u)
+	case msgpcode.IsFixedNum(c), c == msgpcode.Uint8, c == msgpcode.Uint16, c == msgpcode.Uint32,
+		c == msgpcode.Int8, c == msgpcode.Int16, c == msgpcode.Int32, c == msgpcode.Int64:
+		if *dst, err = d.DecodeInt64(); err != nil {
+			return false, fmt.Errorf("truncated: %v", err)
+		}
+	default:
+		return false, fmt.Errorf("want an integer, got code 0x%02x", c)
+	}
+	return true, nil
+}
+
+// decodeMAC reads a msgpack bin of MACSize bytes, and reports false for
+// nil.
+func decodeMAC(d *msgpack.Decoder, r *bytes.Reader) (string, bool, error) {
+	c, err := d.PeekCode()
+	if err != nil {
+		return "", false, fmt.Errorf("truncated: %v", err)
+	}
+	switch {
+	case c == msgpcode.Nil:
+		return "", false, d.DecodeNil()
+	case !msgpcode.IsBin(c):
+		return "", false, fmt.Errorf("want bin, got code 0x%02x", c)
+	}
+	n, err := d.DecodeBytesLen()
+	if err != nil {
+		return "", false, fmt.Errorf("truncated: %v", err)
+	}
+	if n != MACSize {
+		return "", false, fmt.Errorf("bin of %d bytes, want %d", n, MACSize)
+	}
+	if n > r.Len() {
+		return "", false, fmt.Errorf("truncated: bin of %d bytes, %d left", n, r.Len())
+	}
+	buf := make([]byte, n)
+	if err := d.ReadFull(buf); err != nil {
+		return "", false, fmt.Errorf("truncated: %v", err)
+	}
+	return string(buf), true, nil
 }
 
 // decodeString reads a msgpack str; with nilOK, nil reads as "".

@@ -3,6 +3,8 @@ package messaging
 import (
 	"bytes"
 	"errors"
+	"maps"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -24,6 +26,21 @@ func validRequest() Message {
 	return Message{Type: TypeRequest, Driver: "PlayerData", Key: "user:42", Requester: "server-b", Token: "tok-1"}
 }
 
+// Trace context values of the W3C Trace Context examples.
+const (
+	testTraceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	testTraceState  = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
+)
+
+// fullRequest is a request with every field set, signed with a made-up MAC.
+func fullRequest() Message {
+	m := validRequest()
+	m.Sender = m.Requester
+	m.TraceParent, m.TraceState = testTraceParent, testTraceState
+	m.Stamp, m.MAC = 1767225600000, strings.Repeat("\xa5", MACSize)
+	return m
+}
+
 func TestEncodeDecodeRoundTrip(t *testing.T) {
 	tests := []struct {
 		name string
@@ -36,6 +53,16 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		{"unicode and odd bytes", Message{Type: TypeReply, Driver: "Données", Key: "ключ\x00\xff", Token: "🙂"}},
 		{"long key", Message{Type: TypeReply, Driver: "D", Key: strings.Repeat("k", 1500)}},
 		{"longest requester", Message{Type: TypeRequest, Driver: "D", Key: "K", Requester: strings.Repeat("j", MaxJobIDBytes)}},
+		{"notify", Message{Type: TypeNotify, Driver: "PlayerData", Key: "user:42"}},
+		{"notify with sender and trace", Message{Type: TypeNotify, Driver: "D", Key: "K", Sender: "server-a", TraceParent: testTraceParent}},
+		{"request with every field", fullRequest()},
+		{"reply with sender, trace state and MAC", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "server-a",
+			TraceParent: testTraceParent, TraceState: testTraceState, Stamp: 42, MAC: strings.Repeat("\x00", MACSize)}},
+		{"stamp zero (a mock clock at the epoch)", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", MAC: strings.Repeat("m", MACSize)}},
+		{"negative stamp", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", Stamp: -1 << 40, MAC: strings.Repeat("m", MACSize)}},
+		{"largest stamp", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", Stamp: math.MaxInt64, MAC: strings.Repeat("m", MACSize)}},
+		{"smallest stamp", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", Stamp: math.MinInt64, MAC: strings.Repeat("m", MACSize)}},
+		{"reply whose sender is not its requester", Message{Type: TypeReply, Driver: "D", Key: "K", Requester: "b", Sender: "a"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,6 +78,29 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 				t.Fatalf("round trip: got %+v, want %+v", got, tt.m)
 			}
 		})
+	}
+}
+
+// TestEncodeIsCanonical checks the key order and value forms Encode
+// promises, byte for byte.
+func TestEncodeIsCanonical(t *testing.T) {
+	m := Message{Type: TypeRequest, Driver: "D", Key: "K", Requester: "b", Token: "t", Sender: "b",
+		TraceParent: testTraceParent, TraceState: "x=y", Stamp: 300, MAC: strings.Repeat("\x01", MACSize)}
+	var want []byte
+	want = append(want, 0x8a)
+	for _, kv := range [][2]string{{"T", "Q"}, {"D", "D"}, {"K", "K"}, {"R", "b"}, {"L", "t"}, {"S", "b"}, {"P", testTraceParent}, {"A", "x=y"}} {
+		want = append(want, mustMarshal(t, kv[0])...)
+		want = append(want, mustMarshal(t, kv[1])...)
+	}
+	want = append(want, 0xa1, 'W', 0xcd, 0x01, 0x2c) // 300 as uint16
+	want = append(want, 0xa1, 'H', 0xc4, MACSize)    // bin8
+	want = append(want, bytes.Repeat([]byte{1}, MACSize)...)
+	got, err := Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("Encode:\n got %x\nwant %x", got, want)
 	}
 }
 
@@ -91,6 +141,21 @@ func TestEncodeRejects(t *testing.T) {
 		{"request without requester", Message{Type: TypeRequest, Driver: "D", Key: "K", Token: "t"}, []error{ErrMalformed}},
 		{"requester with a dot", Message{Type: TypeRequest, Driver: "D", Key: "K", Requester: "a.b"}, []error{ErrMalformed, ErrInvalidJobID}},
 		{"requester wildcard", Message{Type: TypeRequest, Driver: "D", Key: "K", Requester: ">"}, []error{ErrMalformed, ErrInvalidJobID}},
+		{"notify without driver", Message{Type: TypeNotify, Key: "K"}, []error{ErrMalformed}},
+		{"notify without key", Message{Type: TypeNotify, Driver: "D"}, []error{ErrMalformed}},
+		{"lowercase notify", Message{Type: "m", Driver: "D", Key: "K"}, []error{ErrUnknownType}},
+		{"sender with a dot", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a.b"}, []error{ErrMalformed, ErrInvalidJobID}},
+		{"sender too long", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: strings.Repeat("s", MaxJobIDBytes+1)}, []error{ErrMalformed, ErrInvalidJobID}},
+		{"request whose sender is not its requester", Message{Type: TypeRequest, Driver: "D", Key: "K", Requester: "b", Sender: "a"}, []error{ErrMalformed}},
+		{"invalid trace parent", Message{Type: TypeReply, Driver: "D", Key: "K", TraceParent: "00-xyz"}, []error{ErrMalformed, ErrInvalidTrace}},
+		{"uppercase trace parent", Message{Type: TypeReply, Driver: "D", Key: "K", TraceParent: strings.ToUpper(testTraceParent)}, []error{ErrMalformed, ErrInvalidTrace}},
+		{"trace state without trace parent", Message{Type: TypeReply, Driver: "D", Key: "K", TraceState: testTraceState}, []error{ErrMalformed}},
+		{"trace state with a newline", Message{Type: TypeReply, Driver: "D", Key: "K", TraceParent: testTraceParent, TraceState: "a=b\n"}, []error{ErrMalformed, ErrInvalidTrace}},
+		{"trace state too long", Message{Type: TypeReply, Driver: "D", Key: "K", TraceParent: testTraceParent, TraceState: strings.Repeat("a", MaxTraceStateBytes+1)}, []error{ErrMalformed, ErrInvalidTrace}},
+		{"stamp without MAC", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", Stamp: 1}, []error{ErrMalformed}},
+		{"MAC without sender", Message{Type: TypeReply, Driver: "D", Key: "K", Stamp: 1, MAC: strings.Repeat("m", MACSize)}, []error{ErrMalformed}},
+		{"short MAC", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", Stamp: 1, MAC: strings.Repeat("m", MACSize-1)}, []error{ErrMalformed}},
+		{"long MAC", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", Stamp: 1, MAC: strings.Repeat("m", MACSize+1)}, []error{ErrMalformed}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,6 +226,29 @@ func TestDecodeRejects(t *testing.T) {
 		{"unknown field claiming huge bytes", []byte{0x81, 0xa1, 'x', 0xc6, 0x7f, 0xff, 0xff, 0xff, 'a'}, 0, ErrMalformed},
 		{"unknown field claiming a huge ext", []byte{0x81, 0xa1, 'x', 0xc9, 0xff, 0xff, 0xff, 0xff, 1, 'a'}, 0, ErrMalformed},
 		{"unknown field truncated fixext", []byte{0x81, 0xa1, 'x', 0xd8, 1, 'a'}, 0, ErrMalformed},
+		{"number for sender", mustMarshal(t, map[string]any{"T": "R", "D": "d", "K": "k", "S": 5}), 0, ErrMalformed},
+		{"bytes for trace parent", mustMarshal(t, map[string]any{"T": "R", "D": "d", "K": "k", "P": []byte(testTraceParent)}), 0, ErrMalformed},
+		{"invalid sender", mustMarshal(t, map[string]any{"T": "R", "D": "d", "K": "k", "S": "a*"}), 0, ErrMalformed},
+		{"request from another sender", mustMarshal(t, map[string]any{"T": "Q", "D": "d", "K": "k", "R": "b", "S": "a"}), 0, ErrMalformed},
+		{"invalid trace parent", mustMarshal(t, map[string]any{"T": "R", "D": "d", "K": "k", "P": "00-00"}), 0, ErrMalformed},
+		{"trace state alone", mustMarshal(t, map[string]any{"T": "R", "D": "d", "K": "k", "A": "a=b"}), 0, ErrMalformed},
+		{"string for stamp", signedMap(t, map[string]any{"W": "1"}), 0, ErrMalformed},
+		{"float for stamp", signedMap(t, map[string]any{"W": 1.5}), 0, ErrMalformed},
+		{"stamp over int64", signedMap(t, map[string]any{"W": uint64(math.MaxInt64) + 1}), 0, ErrMalformed},
+		{"stamp without MAC", mustMarshal(t, map[string]any{"T": "R", "D": "d", "K": "k", "S": "a", "W": 1}), 0, ErrMalformed},
+		{"stamp without MAC, zero", mustMarshal(t, map[string]any{"T": "R", "D": "d", "K": "k", "S": "a", "W": 0}), 0, ErrMalformed},
+		{"MAC without stamp", signedMap(t, map[string]any{"W": nil}), 0, ErrMalformed},
+		{"MAC as a string", signedMap(t, map[string]any{"H": strings.Repeat("m", MACSize)}), 0, ErrMalformed},
+		{"short MAC", signedMap(t, map[string]any{"H": make([]byte, MACSize-1)}), 0, ErrMalformed},
+		{"long MAC", signedMap(t, map[string]any{"H": make([]byte, MACSize+1)}), 0, ErrMalformed},
+		{"empty MAC", signedMap(t, map[string]any{"H": []byte{}}), 0, ErrMalformed},
+		{"nil MAC with a stamp", signedMap(t, map[string]any{"H": nil}), 0, ErrMalformed},
+		{"MAC without sender", signedMap(t, map[string]any{"S": nil}), 0, ErrMalformed},
+		{"MAC claiming a huge bin", []byte{0x81, 0xa1, 'H', 0xc6, 0x7f, 0xff, 0xff, 0xff, 'a'}, 0, ErrMalformed},
+		{"MAC truncated", []byte{0x81, 0xa1, 'H', 0xc4, MACSize, 'a'}, 0, ErrMalformed},
+		{"stamp truncated", []byte{0x81, 0xa1, 'W', 0xcf, 0x01}, 0, ErrMalformed},
+		{"duplicate stamp", []byte{0x82, 0xa1, 'W', 0x01, 0xa1, 'W', 0x02}, 0, ErrMalformed},
+		{"duplicate MAC after nil", append([]byte{0x82, 0xa1, 'H', 0xc0, 0xa1, 'H', 0xc4, MACSize}, make([]byte, MACSize)...), 0, ErrMalformed},
 		{"unknown type", mustMarshal(t, map[string]any{"T": "X", "D": "d", "K": "k"}), 0, ErrUnknownType},
 		{"unknown type without other fields", mustMarshal(t, map[string]any{"T": "Z"}), 0, ErrUnknownType},
 		{"oversized valid message", valid, len(valid) - 1, ErrTooLarge},
@@ -188,6 +276,59 @@ func TestDecodeRejects(t *testing.T) {
 	}
 }
 
+// signedMap returns the wire form of a signed reply with the entries of
+// change set over it (nil values included).
+func signedMap(tb testing.TB, change map[string]any) []byte {
+	tb.Helper()
+	m := map[string]any{"T": "R", "D": "d", "K": "k", "S": "a", "W": 1, "H": make([]byte, MACSize)}
+	maps.Copy(m, change)
+	return mustMarshal(tb, m)
+}
+
+// TestDecodeAcceptsIntegerForms checks that a stamp is read in every
+// msgpack integer form and nil fields read as absent.
+func TestDecodeAcceptsIntegerForms(t *testing.T) {
+	mac := strings.Repeat("\x07", MACSize)
+	tests := []struct {
+		name  string
+		stamp []byte
+		want  int64
+	}{
+		{"positive fixint", []byte{0x05}, 5},
+		{"negative fixint", []byte{0xff}, -1},
+		{"uint8", []byte{0xcc, 0xc8}, 200},
+		{"uint16", []byte{0xcd, 0x01, 0x00}, 256},
+		{"uint32", []byte{0xce, 0x00, 0x01, 0x00, 0x00}, 65536},
+		{"uint64", []byte{0xcf, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, math.MaxInt64},
+		{"int8", []byte{0xd0, 0x80}, -128},
+		{"int16", []byte{0xd1, 0x00, 0x05}, 5},
+		{"int32", []byte{0xd2, 0xff, 0xff, 0xff, 0xfe}, -2},
+		{"int64", []byte{0xd3, 0x80, 0, 0, 0, 0, 0, 0, 0}, math.MinInt64},
+		{"int64 zero", []byte{0xd3, 0, 0, 0, 0, 0, 0, 0, 0}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// {T:R, D:d, K:k, S:a, W:<stamp>, H:<mac>, P:nil}
+			b := []byte{0x87}
+			for _, kv := range [][2]string{{"T", "R"}, {"D", "d"}, {"K", "k"}, {"S", "a"}} {
+				b = append(b, mustMarshal(t, kv[0])...)
+				b = append(b, mustMarshal(t, kv[1])...)
+			}
+			b = append(append(b, 0xa1, 'W'), tt.stamp...)
+			b = append(append(b, 0xa1, 'H', 0xc4, MACSize), mac...)
+			b = append(b, 0xa1, 'P', 0xc0)
+			got, err := Decode(b, 0)
+			if err != nil {
+				t.Fatalf("Decode(%x): %v", b, err)
+			}
+			want := Message{Type: TypeReply, Driver: "d", Key: "k", Sender: "a", Stamp: tt.want, MAC: mac}
+			if got != want {
+				t.Fatalf("got %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
 // TestDecodeHostileLengthsAreCheap checks that a tiny message claiming a huge
 // string, array or ext is refused without allocating for the claim.
 func TestDecodeHostileLengthsAreCheap(t *testing.T) {
@@ -198,6 +339,7 @@ func TestDecodeHostileLengthsAreCheap(t *testing.T) {
 		{0x81, 0xa1, 'x', 0xc9, 0xff, 0xff, 0xff, 0xff, 1, 'a'},
 		{0x81, 0xa1, 'x', 0xdd, 0xff, 0xff, 0xff, 0xff, 0xc0},
 		{0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1, 'T'},
+		{0x81, 0xa1, 'H', 0xc6, 0x7f, 0xff, 0xff, 0xff, 'a'},
 	}
 	const runs = 100
 	var before, after runtime.MemStats
@@ -242,6 +384,18 @@ func TestDecodeIgnoresUnknownFields(t *testing.T) {
 			name: "nil optional fields read as absent",
 			in:   map[string]any{"T": "R", "D": "d", "K": "k", "R": nil, "L": nil},
 			want: Message{Type: TypeReply, Driver: "d", Key: "k"},
+		},
+		{
+			name: "nil new fields read as absent",
+			in:   map[string]any{"T": "M", "D": "d", "K": "k", "S": nil, "P": nil, "A": nil, "W": nil, "H": nil},
+			want: Message{Type: TypeNotify, Driver: "d", Key: "k"},
+		},
+		{
+			name: "extras beside the new fields",
+			in: map[string]any{"T": "M", "D": "d", "K": "k", "S": "a", "P": testTraceParent, "Z": []any{"x", 1},
+				"W": 7, "H": bytes.Repeat([]byte{9}, MACSize), "HH": []byte{1}},
+			want: Message{Type: TypeNotify, Driver: "d", Key: "k", Sender: "a", TraceParent: testTraceParent,
+				Stamp: 7, MAC: strings.Repeat("\x09", MACSize)},
 		},
 	}
 	for _, tt := range tests {

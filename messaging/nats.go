@@ -55,6 +55,13 @@ type options struct {
 	clock      clock.Clock
 	retryDelay time.Duration
 	logger     *slog.Logger
+
+	// Authentication (auth.go): key signs, key and acceptedKeys verify.
+	key                   []byte
+	acceptedKeys          [][]byte
+	acceptUnauthenticated bool
+	replayWindow          time.Duration
+	replayWindowSet       bool
 }
 
 // WithPrefix sets the subject prefix; default DefaultPrefix. It may be
@@ -84,7 +91,9 @@ func WithMaxBytes(n int) Option {
 	}
 }
 
-// WithClock sets the clock that times the retry delay; default clock.New().
+// WithClock sets the clock that times the retry delay, stamps signed
+// messages and judges received stamps; default clock.New(). With a key, the
+// servers' clocks must agree within the replay window.
 func WithClock(c clock.Clock) Option {
 	return func(o *options) error {
 		if c == nil {
@@ -108,8 +117,10 @@ func WithRetryDelay(d time.Duration) Option {
 }
 
 // WithLogger sets the logger; default slog.Default(). Dropped messages are
-// logged at Debug; a publish that fails after its retry at Warn when it is
-// the first of a run of failures, at Debug after that.
+// logged at Debug, except that an unauthenticated one is logged at Warn at
+// most once a minute; a publish that fails after its retry at Warn when it
+// is the first of a run of failures, at Debug after that; the connection's
+// events as NewNATSBus says.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
 		if l == nil {
@@ -128,10 +139,19 @@ type Stats struct {
 	// Received counts every message that arrived on a subscription, valid
 	// or not; Received - Dropped reached a handler.
 	Received           uint64
-	Dropped            uint64 // sum of the three below
+	Dropped            uint64 // sum of the four below
 	DroppedMalformed   uint64 // ErrMalformed
 	DroppedTooLarge    uint64 // ErrTooLarge
 	DroppedUnknownType uint64 // ErrUnknownType
+	// DroppedUnauthenticated counts the messages a bus with a key refused
+	// (ErrUnauthenticated): no MAC, a MAC that does not verify, or a stamp
+	// outside the replay window.
+	DroppedUnauthenticated uint64
+
+	// The connection's events since the bus was made (see NewNATSBus).
+	Disconnects uint64 // connection lost, reconnecting
+	Reconnects  uint64 // connection back
+	Closes      uint64 // connection closed for good
 }
 
 // NATSBus is the Bus over a NATS connection. It is safe for concurrent use.
@@ -142,18 +162,47 @@ type NATSBus struct {
 	// publish is nc.Publish; tests replace it to inject failures.
 	publish func(subject string, data []byte) error
 
+	// keys verify received MACs: opts.key first, then opts.acceptedKeys.
+	keys [][]byte
+
 	published, publishRetried, publishFailed                    atomic.Uint64
 	received, droppedMalformed, droppedTooLarge, droppedUnknown atomic.Uint64
+	droppedUnauthenticated                                      atomic.Uint64
+	disconnects, reconnects, closes                             atomic.Uint64
+
+	// liveSubs counts the subscriptions not yet unsubscribed; a close while
+	// one is live is an error, a close after the last is a clean shutdown.
+	liveSubs atomic.Int64
 
 	// failing is set by a failed publish and cleared by a good one, so a
 	// broken connection is logged once at Warn, not on every publish.
 	failing atomic.Bool
+
+	// nextUnauthWarn is when a dropped unauthenticated message may next be
+	// logged at Warn.
+	unauthMu       sync.Mutex
+	nextUnauthWarn time.Time
+	unauthWarned   bool
 }
 
 var _ Bus = (*NATSBus)(nil)
 
 // NewNATSBus returns a bus over nc. It fails for a nil nc, and with
-// ErrInvalidOption for an option given an invalid value.
+// ErrInvalidOption for an option given an invalid value or options that need
+// WithKey given without it.
+//
+// It chains handlers of its own in front of the disconnect, reconnect and
+// closed handlers set on nc (it reads them from nc and calls them after its
+// own; a deprecated DisconnectedCB is called too when no DisconnectedErrCB is
+// set), to count the events in Stats and log them: a disconnect at Warn (until
+// the connection is back, release requests to this server go unanswered and
+// its players cannot be handed over), a reconnect at Info, and the close at
+// Error while a subscription of the bus is live or the connection closed on
+// an error (no request will be answered again), else at Info (the clean
+// shutdown: the handoff unsubscribed first). The disconnect that is part of a
+// close counts only as the close. Set nc's handlers before NewNATSBus, not
+// concurrently with it; one set afterwards replaces the bus's (chain to
+// nc.DisconnectErrHandler() and the like to keep both).
 func NewNATSBus(nc *nats.Conn, opts ...Option) (*NATSBus, error) {
 	if nc == nil {
 		return nil, errors.New("messaging: new nats bus: nil *nats.Conn")
@@ -161,11 +210,12 @@ func NewNATSBus(nc *nats.Conn, opts ...Option) (*NATSBus, error) {
 	b := &NATSBus{
 		nc: nc,
 		opts: options{
-			prefix:     DefaultPrefix,
-			maxBytes:   DefaultMaxBytes,
-			clock:      clock.New(),
-			retryDelay: DefaultRetryDelay,
-			logger:     slog.Default(),
+			prefix:       DefaultPrefix,
+			maxBytes:     DefaultMaxBytes,
+			clock:        clock.New(),
+			retryDelay:   DefaultRetryDelay,
+			logger:       slog.Default(),
+			replayWindow: DefaultReplayWindow,
 		},
 		publish: nc.Publish,
 	}
@@ -174,6 +224,13 @@ func NewNATSBus(nc *nats.Conn, opts ...Option) (*NATSBus, error) {
 			return nil, fmt.Errorf("new nats bus: %w", err)
 		}
 	}
+	if err := b.opts.checkAuthOptions(); err != nil {
+		return nil, fmt.Errorf("new nats bus: %w", err)
+	}
+	if b.opts.key != nil {
+		b.keys = append([][]byte{b.opts.key}, b.opts.acceptedKeys...)
+	}
+	b.watchConn(nc)
 	return b, nil
 }
 
@@ -191,15 +248,27 @@ func (b *NATSBus) Subject(jobID string) (string, error) {
 // more. A message is out once the connection has taken it; NATS core does not
 // confirm delivery.
 //
+// The Stamp and MAC of m are the bus's: a bus with a key stamps m with its
+// clock and signs it for jobID (the retry sends the same bytes), and a bus
+// without one sends neither.
+//
 // It fails with ErrInvalidJobID for an invalid jobID, with the errors of
-// Encode for an invalid m, with ErrTooLarge when the encoding is over the
-// bus's size limit (the receiver would drop it), with the connection's error
-// when both attempts fail, and with ctx.Err() when ctx ends before the first
-// attempt or during the wait. Only the connection failures are retried.
+// Encode for an invalid m, with ErrMalformed when the bus has a key and m
+// names no Sender, with ErrTooLarge when the encoding is over the bus's size
+// limit (the receiver would drop it), with the connection's error when both
+// attempts fail, and with ctx.Err() when ctx ends before the first attempt
+// or during the wait. Only the connection failures are retried.
 func (b *NATSBus) Publish(ctx context.Context, jobID string, m Message) error {
 	subject, err := b.Subject(jobID)
 	if err != nil {
 		return fmt.Errorf("publish: %w", err)
+	}
+	m.Stamp, m.MAC = 0, ""
+	if b.opts.key != nil {
+		if m.Sender == "" {
+			return fmt.Errorf("publish to %s: %w: a signed message needs its sender (S)", subject, ErrMalformed)
+		}
+		m = sign(b.opts.key, b.opts.prefix, jobID, m, b.opts.clock.Now())
 	}
 	data, err := Encode(m)
 	if err != nil {
@@ -250,7 +319,10 @@ func (b *NATSBus) sent() {
 // Subscribe makes one NATS subscription on the subject of jobID, our own
 // JobID, and calls h with every valid message that arrives on it. Messages
 // that Decode refuses (over the size limit, malformed, of an unknown type)
-// are counted in Stats, logged at Debug and dropped.
+// are counted in Stats, logged at Debug and dropped. With a key, so are the
+// messages that fail authentication (see WithKey; these are logged at Warn
+// at most once a minute); without one, a message's Stamp and MAC are
+// cleared before h sees it, since nothing checked them.
 //
 // The subscription is sent to the server with the connection's next flush;
 // call nc.Flush to wait until the server has it. It fails with
@@ -264,12 +336,12 @@ func (b *NATSBus) Subscribe(jobID string, h Handler) (Subscription, error) {
 	if h == nil {
 		return nil, fmt.Errorf("subscribe %s: nil handler", subject)
 	}
-	s := &natsSubscription{}
+	s := &natsSubscription{bus: b}
 	ns, err := b.nc.Subscribe(subject, func(msg *nats.Msg) {
 		if s.stopped.Load() {
 			return
 		}
-		if m, ok := b.receive(subject, msg.Data); ok {
+		if m, ok := b.receive(jobID, subject, msg.Data); ok {
 			h(m)
 		}
 	})
@@ -277,16 +349,31 @@ func (b *NATSBus) Subscribe(jobID string, h Handler) (Subscription, error) {
 		return nil, fmt.Errorf("subscribe %s: %w", subject, err)
 	}
 	s.sub = ns
+	b.liveSubs.Add(1)
 	return s, nil
 }
 
-// receive decodes one incoming payload, counting it, and reports whether it
-// is a message for the handler.
-func (b *NATSBus) receive(subject string, data []byte) (Message, bool) {
+// receive decodes and, with a key, authenticates one payload that arrived
+// on subject, the subject of server jobID, counting it, and reports whether
+// it is a message for the handler.
+func (b *NATSBus) receive(jobID, subject string, data []byte) (Message, bool) {
 	b.received.Add(1)
 	m, err := Decode(data, b.opts.maxBytes)
 	if err == nil {
-		return m, true
+		switch {
+		case b.keys == nil:
+			m.Stamp, m.MAC = 0, ""
+			return m, true
+		case m.MAC == "" && b.opts.acceptUnauthenticated:
+			return m, true
+		}
+		err = verify(b.keys, b.opts.prefix, jobID, m, b.opts.clock.Now(), b.opts.replayWindow)
+		if err == nil {
+			return m, true
+		}
+		b.droppedUnauthenticated.Add(1)
+		b.logUnauthenticated(subject, data, err)
+		return Message{}, false
 	}
 	switch {
 	case errors.Is(err, ErrTooLarge):
@@ -300,24 +387,50 @@ func (b *NATSBus) receive(subject string, data []byte) (Message, bool) {
 	return Message{}, false
 }
 
+// logUnauthenticated logs a dropped unauthenticated message: at Warn when
+// none was logged at Warn in the last minute (a wrong key or a clock off by
+// more than the window stops the handoff, so it must be seen), else at
+// Debug (a flood costs no log volume).
+func (b *NATSBus) logUnauthenticated(subject string, data []byte, err error) {
+	now := b.opts.clock.Now()
+	level := slog.LevelDebug
+	b.unauthMu.Lock()
+	if !b.unauthWarned || !now.Before(b.nextUnauthWarn) {
+		b.unauthWarned, b.nextUnauthWarn = true, now.Add(unauthenticatedWarnEvery)
+		level = slog.LevelWarn
+	}
+	b.unauthMu.Unlock()
+	msg := "messaging: dropped message"
+	if level == slog.LevelWarn {
+		msg = "messaging: dropped an unauthenticated message (a server with another key or none, a clock off by more than the replay window, or a forgery); more are logged at Debug for a minute"
+	}
+	b.opts.logger.Log(context.Background(), level, msg, "subject", subject, "bytes", len(data),
+		"dropped_unauthenticated", b.droppedUnauthenticated.Load(), "err", err)
+}
+
 // Stats returns the counters. Each is read atomically; together they are not
 // one snapshot.
 func (b *NATSBus) Stats() Stats {
 	s := Stats{
-		Published:          b.published.Load(),
-		PublishRetried:     b.publishRetried.Load(),
-		PublishFailed:      b.publishFailed.Load(),
-		Received:           b.received.Load(),
-		DroppedMalformed:   b.droppedMalformed.Load(),
-		DroppedTooLarge:    b.droppedTooLarge.Load(),
-		DroppedUnknownType: b.droppedUnknown.Load(),
+		Published:              b.published.Load(),
+		PublishRetried:         b.publishRetried.Load(),
+		PublishFailed:          b.publishFailed.Load(),
+		Received:               b.received.Load(),
+		DroppedMalformed:       b.droppedMalformed.Load(),
+		DroppedTooLarge:        b.droppedTooLarge.Load(),
+		DroppedUnknownType:     b.droppedUnknown.Load(),
+		DroppedUnauthenticated: b.droppedUnauthenticated.Load(),
+		Disconnects:            b.disconnects.Load(),
+		Reconnects:             b.reconnects.Load(),
+		Closes:                 b.closes.Load(),
 	}
-	s.Dropped = s.DroppedMalformed + s.DroppedTooLarge + s.DroppedUnknownType
+	s.Dropped = s.DroppedMalformed + s.DroppedTooLarge + s.DroppedUnknownType + s.DroppedUnauthenticated
 	return s
 }
 
 // natsSubscription is the Subscription of a NATSBus.
 type natsSubscription struct {
+	bus     *NATSBus
 	sub     *nats.Subscription
 	stopped atomic.Bool
 	once    sync.Once
@@ -331,6 +444,7 @@ func (s *natsSubscription) Unsubscribe() error {
 	err := error(nil)
 	s.once.Do(func() {
 		s.stopped.Store(true)
+		s.bus.liveSubs.Add(-1)
 		err = s.sub.Unsubscribe()
 		if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrBadSubscription) {
 			err = nil
