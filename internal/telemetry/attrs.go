@@ -1,0 +1,478 @@
+package telemetry
+
+import "go.opentelemetry.io/otel/attribute"
+
+// Attribute keys of this package. Metric attributes take their values only
+// from the typed enums below and from driver names (a Node's profile kinds,
+// fixed at start-up), so their cardinality is bounded by construction: no
+// method that records a metric takes a player key, a token or any other free
+// string. Player keys appear on spans only (KeyKey).
+const (
+	// DriverKey names the driver (the profile kind, Config.Name) on metrics
+	// and spans.
+	DriverKey = attribute.Key("playerdata.driver")
+	// KeyKey is the profile's key (a player id) on spans. Never on a metric.
+	KeyKey = attribute.Key("playerdata.key")
+	// JobKey is the JobID of the server that made a span.
+	JobKey = attribute.Key("playerdata.job")
+	// HolderKey is the JobID of the server holding a lock, on the spans of
+	// acquire attempts, presence reads and takeover decisions.
+	HolderKey = attribute.Key("playerdata.lock.holder")
+	// PeerKey is the JobID of the other server of a handoff message: the
+	// one a sent message goes to, or the one a received message came from.
+	PeerKey = attribute.Key("playerdata.peer")
+	// WaitKey marks a join that waited. It is true from the start on the
+	// span that KeepWaits (package sampling) always samples, and set on a
+	// sampled join span once it waits.
+	WaitKey = attribute.Key("playerdata.wait")
+	// WaitOnKey says what a join waited on (WaitOn).
+	WaitOnKey = attribute.Key("playerdata.wait.on")
+	// JoinPathKey is how a join got its lock (JoinPath).
+	JoinPathKey = attribute.Key("playerdata.join.path")
+	// JoinOutcomeKey is how a join ended (JoinOutcome).
+	JoinOutcomeKey = attribute.Key("playerdata.join.outcome")
+	// WriteKindKey is what a write was for (WriteKind).
+	WriteKindKey = attribute.Key("playerdata.write.kind")
+	// WriteOutcomeKey is how a write ended (WriteOutcome).
+	WriteOutcomeKey = attribute.Key("playerdata.write.outcome")
+	// LossReasonKey is why a session lost its lock (LossReason).
+	LossReasonKey = attribute.Key("playerdata.loss.reason")
+	// TakeoverKey is how a lock was taken from another holder (TakeoverHow).
+	TakeoverKey = attribute.Key("playerdata.takeover.how")
+	// HandoffMessageKey is the kind of a handoff message (HandoffMessage).
+	HandoffMessageKey = attribute.Key("playerdata.handoff.message")
+	// SendOutcomeKey is how a profile message send ended (SendOutcome).
+	SendOutcomeKey = attribute.Key("playerdata.message.outcome")
+	// ProfileStateKey is live or retained on the profiles gauge.
+	ProfileStateKey = attribute.Key("playerdata.profile.state")
+	// DropReasonKey is why the bus dropped a message (DropReason).
+	DropReasonKey = attribute.Key("playerdata.drop.reason")
+	// BusEventKey is a bus connection event: disconnect, reconnect, close.
+	BusEventKey = attribute.Key("playerdata.bus.event")
+	// AcquireOutcomeKey is what an acquire attempt met (AcquireOutcome).
+	AcquireOutcomeKey = attribute.Key("playerdata.acquire.outcome")
+	// PresenceStatusKey is what a presence read found (PresenceStatus).
+	PresenceStatusKey = attribute.Key("playerdata.presence.status")
+	// PresenceExpiresKey is, on a presence read that found the holder
+	// alive, how long until its beat can expire, in seconds.
+	PresenceExpiresKey = attribute.Key("playerdata.presence.expires_in")
+	// FencedSessionsKey is the number of sessions a fence ended, on its
+	// span event.
+	FencedSessionsKey = attribute.Key("playerdata.fence.sessions")
+
+	// errorTypeKey is OTel's error.type: the class of a failure, here the
+	// outcome's name.
+	errorTypeKey = attribute.Key("error.type")
+)
+
+// JoinPath is how a join came by its lock.
+type JoinPath uint8
+
+const (
+	// JoinFree: the lock was free (or already this server's) at the first
+	// attempt; nobody was waited on.
+	JoinFree JoinPath = iota
+	// JoinSameServer: the join waited for a load, save or leave of the same
+	// key on this server (or ended its own live session there).
+	JoinSameServer
+	// JoinAdopted: the join adopted this server's retained profile (a leave
+	// save had failed), with no wait.
+	JoinAdopted
+	// JoinHandoff: the join waited on another server's lock, which that
+	// server let go (a release request, or its own leave).
+	JoinHandoff
+	// JoinTakeover: the join took the lock from another holder without its
+	// release: proven stopped, stale by age, or an earlier run of this JobID.
+	JoinTakeover
+	joinPaths
+)
+
+// String returns the attribute value: "free", "same_server", "adopted",
+// "handoff" or "takeover".
+func (p JoinPath) String() string {
+	switch p {
+	case JoinFree:
+		return "free"
+	case JoinSameServer:
+		return "same_server"
+	case JoinAdopted:
+		return "adopted"
+	case JoinHandoff:
+		return "handoff"
+	case JoinTakeover:
+		return "takeover"
+	}
+	return "invalid"
+}
+
+// JoinOutcome is how a join ended.
+type JoinOutcome uint8
+
+const (
+	// JoinLoaded: the profile was handed out.
+	JoinLoaded JoinOutcome = iota
+	// JoinRefused: the wait ran out and the join failed closed
+	// (ErrWaitTimeout, or ErrLocked for a load that does not wait).
+	JoinRefused
+	// JoinFailed: any other error (backend, corrupt record, fenced).
+	JoinFailed
+	// JoinCancelled: the caller's context ended, or the driver shut down.
+	JoinCancelled
+	joinOutcomes
+)
+
+// String returns "loaded", "refused", "failed" or "cancelled".
+func (o JoinOutcome) String() string {
+	switch o {
+	case JoinLoaded:
+		return "loaded"
+	case JoinRefused:
+		return "refused"
+	case JoinFailed:
+		return "failed"
+	case JoinCancelled:
+		return "cancelled"
+	}
+	return "invalid"
+}
+
+// WriteKind is what a write of a record (one save.lua call) was for.
+type WriteKind uint8
+
+const (
+	// WriteSave is Profile.Save.
+	WriteSave WriteKind = iota
+	// WriteAutosave is the background save.
+	WriteAutosave
+	// WriteRelease is the leave save (data written and lock cleared), from
+	// Release, a release request, a shutdown, or a retry of a retained
+	// profile.
+	WriteRelease
+	// WriteRefresh rewrites only the lock's timestamp (LockTTL keep-alive).
+	WriteRefresh
+	// WriteAdopt is the save of a rejoin that adopts a retained profile.
+	WriteAdopt
+	// WriteGiveBack releases a lock no profile uses (fenced session, failed
+	// load) without writing data.
+	WriteGiveBack
+	writeKinds
+)
+
+// String returns "save", "autosave", "release", "refresh", "adopt" or
+// "give_back".
+func (k WriteKind) String() string {
+	switch k {
+	case WriteSave:
+		return "save"
+	case WriteAutosave:
+		return "autosave"
+	case WriteRelease:
+		return "release"
+	case WriteRefresh:
+		return "refresh"
+	case WriteAdopt:
+		return "adopt"
+	case WriteGiveBack:
+		return "give_back"
+	}
+	return "invalid"
+}
+
+// WriteOutcome is how a write ended.
+type WriteOutcome uint8
+
+const (
+	// WriteOK: it landed.
+	WriteOK WriteOutcome = iota
+	// WriteLockLost: refused because another server holds the lock (or this
+	// one fenced itself off).
+	WriteLockLost
+	// WriteTooLarge: the data exceeded MaxDataBytes; nothing was sent.
+	WriteTooLarge
+	// WriteTradePending: refused because a trade holds the record.
+	WriteTradePending
+	// WriteTimeout: SaveTimeout or the caller's deadline ran out.
+	WriteTimeout
+	// WriteError: any other failure (connection, Redis error, encoding).
+	WriteError
+	writeOutcomes
+)
+
+// String returns "ok", "lock_lost", "too_large", "trade_pending", "timeout"
+// or "error".
+func (o WriteOutcome) String() string {
+	switch o {
+	case WriteOK:
+		return "ok"
+	case WriteLockLost:
+		return "lock_lost"
+	case WriteTooLarge:
+		return "too_large"
+	case WriteTradePending:
+		return "trade_pending"
+	case WriteTimeout:
+		return "timeout"
+	case WriteError:
+		return "error"
+	}
+	return "invalid"
+}
+
+// LossReason is why a session ended with ErrLockLost.
+type LossReason uint8
+
+const (
+	// LossTaken: a write found the lock held by another server
+	// (Kick reason ReasonLockLost).
+	LossTaken LossReason = iota
+	// LossLeaseLapsed: this server's presence lease lapsed (its beats went
+	// unacknowledged), so it fenced the session off (ReasonFenced).
+	LossLeaseLapsed
+	// LossAged: the lock was not refreshed for LockTTL, so the session was
+	// fenced off before another server could take it by age (ReasonFenced).
+	LossAged
+	lossReasons
+)
+
+// String returns "taken", "lease_lapsed" or "aged".
+func (r LossReason) String() string {
+	switch r {
+	case LossTaken:
+		return "taken"
+	case LossLeaseLapsed:
+		return "lease_lapsed"
+	case LossAged:
+		return "aged"
+	}
+	return "invalid"
+}
+
+// TakeoverHow is how a lock was taken from a holder that did not release
+// it (record.Taken's stolen, expired and own).
+type TakeoverHow uint8
+
+const (
+	// TakeoverStopped: the holder was proven stopped by two stopped
+	// presence reads a beat apart (record.TakenStolen).
+	TakeoverStopped TakeoverHow = iota
+	// TakeoverAged: the lock was older than LockTTL + LockSkew and its
+	// holder did not read alive, or it had no presence flag
+	// (record.TakenExpired).
+	TakeoverAged
+	// TakeoverOwnRun: the lock was left by an earlier run of this JobID
+	// (record.TakenOwn).
+	TakeoverOwnRun
+	takeoverHows
+)
+
+// String returns "stopped", "aged" or "own_run".
+func (h TakeoverHow) String() string {
+	switch h {
+	case TakeoverStopped:
+		return "stopped"
+	case TakeoverAged:
+		return "aged"
+	case TakeoverOwnRun:
+		return "own_run"
+	}
+	return "invalid"
+}
+
+// HandoffMessage is the kind of a message between servers
+// (messaging.Type).
+type HandoffMessage uint8
+
+const (
+	// MsgRequest is a release request (messaging.TypeRequest).
+	MsgRequest HandoffMessage = iota
+	// MsgReply is "I no longer hold this key" (messaging.TypeReply).
+	MsgReply
+	// MsgNotify is "pull the inbox of this key" (messaging.TypeNotify).
+	MsgNotify
+	handoffMessages
+)
+
+// String returns "request", "reply" or "notify".
+func (m HandoffMessage) String() string {
+	switch m {
+	case MsgRequest:
+		return "request"
+	case MsgReply:
+		return "reply"
+	case MsgNotify:
+		return "notify"
+	}
+	return "invalid"
+}
+
+// SendOutcome is how Driver.Send of a profile message ended.
+type SendOutcome uint8
+
+const (
+	// SendOK: the message was stored in the profile's inbox (or applied).
+	SendOK SendOutcome = iota
+	// SendInboxFull: refused with ErrInboxFull.
+	SendInboxFull
+	// SendFailed: any other error.
+	SendFailed
+	sendOutcomes
+)
+
+// String returns "ok", "inbox_full" or "failed".
+func (o SendOutcome) String() string {
+	switch o {
+	case SendOK:
+		return "ok"
+	case SendInboxFull:
+		return "inbox_full"
+	case SendFailed:
+		return "failed"
+	}
+	return "invalid"
+}
+
+// DropReason is why a message that reached this server was dropped.
+type DropReason uint8
+
+const (
+	// DropMalformed: not a well-formed wire message (messaging.ErrMalformed).
+	DropMalformed DropReason = iota
+	// DropTooLarge: over the size limit (messaging.ErrTooLarge).
+	DropTooLarge
+	// DropUnknownType: a type this build does not know
+	// (messaging.ErrUnknownType).
+	DropUnknownType
+	// DropUnauthenticated: refused by a bus with a key
+	// (messaging.ErrUnauthenticated).
+	DropUnauthenticated
+	// DropUnknownDriver: for a driver this server does not run
+	// (lockhandoff.Stats.DroppedUnknownDriver).
+	DropUnknownDriver
+	dropReasons
+)
+
+// String returns "malformed", "too_large", "unknown_type",
+// "unauthenticated" or "unknown_driver".
+func (r DropReason) String() string {
+	switch r {
+	case DropMalformed:
+		return "malformed"
+	case DropTooLarge:
+		return "too_large"
+	case DropUnknownType:
+		return "unknown_type"
+	case DropUnauthenticated:
+		return "unauthenticated"
+	case DropUnknownDriver:
+		return "unknown_driver"
+	}
+	return "invalid"
+}
+
+// WaitOn is what a join waits on.
+type WaitOn uint8
+
+const (
+	// WaitSameServer: a load, save or leave of the key on this server.
+	WaitSameServer WaitOn = iota
+	// WaitOtherServer: another server's lock.
+	WaitOtherServer
+	waitOns
+)
+
+// String returns "same_server" or "other_server".
+func (w WaitOn) String() string {
+	switch w {
+	case WaitSameServer:
+		return "same_server"
+	case WaitOtherServer:
+		return "other_server"
+	}
+	return "invalid"
+}
+
+// AcquireOutcome is what one acquire attempt (acquire.lua) met.
+type AcquireOutcome uint8
+
+const (
+	// AcquireTaken: the lock is now this server's (free, new, its own, or
+	// taken over).
+	AcquireTaken AcquireOutcome = iota
+	// AcquireLocked: another server holds it.
+	AcquireLocked
+	// AcquireTooNew: the record's format is newer than this build's.
+	AcquireTooNew
+	// AcquireError: the call failed.
+	AcquireError
+	acquireOutcomes
+)
+
+// String returns "taken", "locked", "too_new" or "error".
+func (o AcquireOutcome) String() string {
+	switch o {
+	case AcquireTaken:
+		return "taken"
+	case AcquireLocked:
+		return "locked"
+	case AcquireTooNew:
+		return "too_new"
+	case AcquireError:
+		return "error"
+	}
+	return "invalid"
+}
+
+// PresenceStatus is what a presence read found. Its values are in the order
+// of presence.Status (Unknown, Alive, Stopped), so
+// telemetry.PresenceStatus(r.Status) converts one.
+type PresenceStatus uint8
+
+const (
+	// PresenceUnknown: the read failed, or a missing beat is no proof yet.
+	PresenceUnknown PresenceStatus = iota
+	// PresenceAlive: the holder beat within the TTL.
+	PresenceAlive
+	// PresenceStopped: no live beat for a full TTL.
+	PresenceStopped
+	presenceStatuses
+)
+
+// String returns "unknown", "alive" or "stopped".
+func (s PresenceStatus) String() string {
+	switch s {
+	case PresenceUnknown:
+		return "unknown"
+	case PresenceAlive:
+		return "alive"
+	case PresenceStopped:
+		return "stopped"
+	}
+	return "invalid"
+}
+
+// BusEvent is a change of the bus's connection.
+type BusEvent uint8
+
+const (
+	// BusDisconnect: the connection was lost; until it is back, requests to
+	// this server go unanswered.
+	BusDisconnect BusEvent = iota
+	// BusReconnect: the connection is back.
+	BusReconnect
+	// BusClose: the connection closed for good.
+	BusClose
+	busEventCount
+)
+
+// String returns "disconnect", "reconnect" or "close".
+func (e BusEvent) String() string {
+	switch e {
+	case BusDisconnect:
+		return "disconnect"
+	case BusReconnect:
+		return "reconnect"
+	case BusClose:
+		return "close"
+	}
+	return "invalid"
+}
