@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/datacodec"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/lockhandoff"
 )
@@ -16,7 +17,7 @@ import (
 
 // acquire takes key's lock for a new profile, waiting on another server's
 // lock until deadline when wait is true.
-func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time, wait bool) (*Profile[T], error) {
+func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time, wait, restoring bool) (*Profile[T], error) {
 	token, err := d.node.newToken()
 	if err != nil {
 		return nil, err
@@ -28,7 +29,7 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 		}
 	}()
 	args := record.AcquireArgs{Job: d.node.jobID, Token: token, Presence: d.presenceFlag(),
-		MaxAge: d.cfg.LockTTL + d.cfg.LockSkew, Format: record.Format}
+		MaxAge: d.cfg.LockTTL + d.cfg.LockSkew, Format: record.Format, Schema: d.codec.Version()}
 	for {
 		// A lock with the presence flag is taken under a lease generation,
 		// and lives only as long as it (see lease.go).
@@ -45,6 +46,9 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 		case record.FormatTooNew:
 			return nil, &CorruptRecordError{Key: key,
 				Err: fmt.Errorf("record format %s is newer than this build's %d", res.Format, record.Format)}
+		case record.SchemaTooNew:
+			return nil, fmt.Errorf("load %q: %w: the record may only be read at schema version %d or later, "+
+				"and this driver's is %d (len(Migrations))", key, ErrSchemaTooNew, res.SchemaMin, d.codec.Version())
 		case record.Acquired:
 			if gen != 0 && !d.node.presence.Holds(gen) {
 				// The lease lapsed while the lock was being taken: another
@@ -53,7 +57,7 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 				d.giveBack(key, token, nil)
 				return nil, fmt.Errorf("load %q: %w: the presence lease lapsed while the lock was taken", key, ErrFenced)
 			}
-			return d.newProfile(ctx, key, token, &res, gen, sentAt)
+			return d.newProfile(ctx, key, token, &res, gen, sentAt, restoring)
 		}
 		l := res.Lock
 		if l.Job == d.node.jobID && args.StealJob == "" {
@@ -81,8 +85,10 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 
 // newProfile builds the profile for a record whose lock was just taken. A
 // record that does not decode is given back (its lock released, its data
-// untouched) and answered with a *CorruptRecordError.
-func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record.AcquireResult, gen uint64, sentAt time.Time) (*Profile[T], error) {
+// untouched) and answered with a *CorruptRecordError (or a *MigrationError),
+// unless restoring, when the profile is marked corrupt instead.
+func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record.AcquireResult, gen uint64,
+	sentAt time.Time, restoring bool) (*Profile[T], error) {
 	switch a.How {
 	case record.TakenStolen:
 		d.log.Warn(fmt.Sprintf("took the lock of %s from server %s, which stopped beating presence", key, a.PrevJob),
@@ -96,14 +102,28 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 	if a.Trade != "" {
 		derr = d.recoverTrade(ctx, key, token, a)
 	}
-	var data T
+	var (
+		data    T
+		unknown *datacodec.Unknown
+		corrupt bool
+	)
 	if derr == nil {
-		data, derr = d.codec.decode(a.Data)
+		if data, unknown, derr = d.codec.Decode(a.Data, a.Schema); derr != nil {
+			derr = decodeErr(key, derr)
+			var cerr *CorruptRecordError
+			if restoring && errors.As(derr, &cerr) {
+				d.log.Warn("loaded a corrupt record for a restore", "key", key, "err", derr)
+				derr, corrupt = nil, true
+			}
+		}
 	}
 	p := &Profile[T]{
-		d:        d,
-		key:      key,
-		data:     data,
+		d:       d,
+		key:     key,
+		data:    data,
+		unknown: unknown,
+		corrupt: corrupt,
+		schema:  a.Schema, schemaMin: a.SchemaMin,
 		saveLock: make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		state:    stateActive,
@@ -116,13 +136,11 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 	}
 	p.ctx, p.cancel = context.WithCancel(d.ctx)
 	if derr == nil {
-		derr = p.decodeMeta(a.UserIDs, a.Meta)
+		if derr = p.decodeMeta(a.UserIDs, a.Meta); derr != nil {
+			derr = &CorruptRecordError{Key: key, Path: "(user ids and metadata)", Err: derr}
+		}
 	}
 	if derr != nil {
-		var cerr *CorruptRecordError
-		if !errors.As(derr, &cerr) && a.Trade == "" {
-			derr = &CorruptRecordError{Key: key, Err: derr}
-		}
 		p.abandon()
 		d.giveBack(key, token, nil) // without writing data (a trade mark stays)
 		return nil, derr

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ckernel/playerdata/internal/record"
 	"slices"
+
+	"github.com/ckernel/playerdata/internal/record"
 )
 
 // adopt re-asserts a retained profile for a rejoin: the release request is

@@ -3,9 +3,10 @@ package datadriver
 import (
 	"errors"
 	"fmt"
-	"github.com/ckernel/playerdata/internal/record"
 	"hash/fnv"
 	"time"
+
+	"github.com/ckernel/playerdata/internal/record"
 )
 
 // startAutosave arms the profile's autosave timer: every Autosave period (the
@@ -86,6 +87,7 @@ func (p *Profile[T]) autosaveOnce() {
 	}
 	if err != nil && p.ctx.Err() == nil && !errors.Is(err, ErrLockLost) {
 		d.log.Warn("autosave failed", "key", p.key, "state", state.String(), "err", err)
+		d.saveFailed(p.key, err)
 	}
 }
 

@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ckernel/playerdata/datadriver"
-	"github.com/ckernel/playerdata/testsupport"
 	"github.com/redis/go-redis/v9"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/testsupport"
 )
 
 // The benchmarks run each operation beside a baseline that makes the same

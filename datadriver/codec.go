@@ -1,84 +1,61 @@
 package datadriver
 
 import (
+	"errors"
 	"fmt"
 
-	"github.com/vmihailenco/msgpack/v5"
+	"github.com/ckernel/playerdata/internal/datacodec"
 )
 
-// codec encodes profile data as msgpack and decodes stored data over a copy
-// of the driver's defaults.
-//
-// The merge is by top-level field: a field present in the stored data
-// replaces the default entirely (a map or slice is not merged into the
-// default's), and a field absent from it (added to T after the record was
-// written) takes its default. Decoding into a pre-filled value would merge
-// maps key by key and could resurrect default entries a player no longer has.
-type codec[T any] struct {
-	defaults    []byte                        // msgpack of Config.Defaults
-	defaultsMap map[string]msgpack.RawMessage // its top-level fields; nil when T is not encoded as a map
+// Migration is one schema change of a profile type: Migrations[i] of a
+// Config turns stored data of schema version i into version i+1, so a
+// driver's schema version is len(Migrations). Append only: never edit or
+// reorder a released migration.
+type Migration struct {
+	// Apply changes the stored data in place, before it is decoded into T.
+	// It sees the record as msgpack decodes it into plain Go values:
+	// map[string]any for maps with string keys (the stored field names as
+	// keys), []any, int64, float64, string, []byte, bool, nil, time.Time.
+	// An error or a panic refuses the load (an error matching ErrMigration;
+	// a panic also matches ErrCallbackPanic); the record is left untouched.
+	Apply func(data map[string]any) error
+	// BackwardCompatible says a server of the previous schema version can
+	// still read and write data of this version: the migration added fields
+	// (the older server keeps them as unknown fields) or changed values the
+	// older server reads as well. A rename, a removal of a field the older
+	// server uses, or a change of a field's type is not: records a newer
+	// server writes are then refused by older servers (ErrSchemaTooNew).
+	BackwardCompatible bool
 }
 
-func newCodec[T any](defaults T) (*codec[T], error) {
-	b, err := msgpack.Marshal(&defaults)
-	if err != nil {
-		return nil, fmt.Errorf("%w: Defaults cannot be encoded: %v", ErrInvalidConfig, err)
+// newCodec builds the driver's codec for T from cfg.
+func newCodec[T any](cfg Config[T]) (*datacodec.Codec[T], error) {
+	ms := make([]datacodec.Migration, len(cfg.Migrations))
+	for i, m := range cfg.Migrations {
+		if m.Apply == nil {
+			return nil, fmt.Errorf("%w: Migrations[%d] has no Apply", ErrInvalidConfig, i)
+		}
+		ms[i] = datacodec.Migration{Apply: m.Apply, BackwardCompatible: m.BackwardCompatible}
 	}
-	c := &codec[T]{defaults: b}
-	var m map[string]msgpack.RawMessage
-	if msgpack.Unmarshal(b, &m) == nil && m != nil {
-		c.defaultsMap = m
+	c, err := datacodec.New(cfg.Defaults, datacodec.Options{TagName: cfg.TagName, Migrations: ms})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return c, nil
 }
 
-// encode returns the msgpack of v.
-func (c *codec[T]) encode(v *T) ([]byte, error) {
-	return msgpack.Marshal(v)
-}
-
-// fresh returns a deep copy of the defaults.
-func (c *codec[T]) fresh() (T, error) {
-	var v T
-	err := msgpack.Unmarshal(c.defaults, &v)
-	return v, err
-}
-
-// decode returns stored data decoded over a copy of the defaults; nil stored
-// data gives the defaults.
-func (c *codec[T]) decode(stored []byte) (T, error) {
-	if stored == nil {
-		return c.fresh()
+// decodeErr turns the codec's decode error for key into ours: a failed
+// migration (*MigrationError), or a corrupt record (*CorruptRecordError,
+// naming the field path when the codec knows it).
+func decodeErr(key string, err error) error {
+	var me *datacodec.MigrationError
+	if errors.As(err, &me) {
+		return &MigrationError{Key: key, Index: me.Index, Err: me.Err}
 	}
-	if c.defaultsMap == nil {
-		var v T // not a map: nothing to merge
-		return v, msgpack.Unmarshal(stored, &v)
+	cerr := &CorruptRecordError{Key: key, Err: err}
+	var fe *datacodec.FieldError
+	if errors.As(err, &fe) {
+		cerr.Path = fe.Path
 	}
-	var fields map[string]msgpack.RawMessage
-	if err := msgpack.Unmarshal(stored, &fields); err != nil {
-		var z T
-		return z, err
-	}
-	for k, raw := range c.defaultsMap {
-		if _, ok := fields[k]; !ok {
-			if fields == nil {
-				fields = make(map[string]msgpack.RawMessage, len(c.defaultsMap))
-			}
-			fields[k] = raw
-		}
-	}
-	merged, err := msgpack.Marshal(fields)
-	if err != nil {
-		var z T
-		return z, err
-	}
-	var v T
-	return v, msgpack.Unmarshal(merged, &v)
-}
-
-// decodeExact decodes b into a zero T, without the defaults: for data this
-// build encoded itself (a trade's copies and images).
-func (c *codec[T]) decodeExact(b []byte) (T, error) {
-	var v T
-	return v, msgpack.Unmarshal(b, &v)
+	return cerr
 }

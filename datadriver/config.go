@@ -9,9 +9,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/benbjohnson/clock"
-	"github.com/ckernel/playerdata/messaging"
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/messaging"
 )
 
 // Defaults of Config. They are the reference design's.
@@ -57,6 +58,10 @@ const (
 	// ended the session before another server could take the lock; progress
 	// after the last landed save is lost.
 	ReasonFenced = "This server lost contact with its data store."
+	// ReasonCallbackFailed: a game callback (Update's function, a message
+	// handler) panicked on the profile; the session ended without the half
+	// made change, and the profile keeps its last landed save.
+	ReasonCallbackFailed = "The server hit an error with your data."
 )
 
 // NodeConfig configures a Node: one per game-server process.
@@ -139,10 +144,23 @@ type Config[T any] struct {
 	// Name identifies the profile kind in Redis keys and handoff messages;
 	// required and unique per Node.
 	Name string
-	// Defaults is the data of a new profile; a stored profile is decoded over
-	// a copy of it, so a field added later gets its default.
+	// Defaults is the data of a new profile. A field a stored profile lacks
+	// takes its value from Defaults, at every depth, and a map or slice
+	// stored as nil becomes an empty one where Defaults has one; stored
+	// values always win (a stored map replaces the default map whole).
 	// default: the zero T
 	Defaults T
+	// TagName names the struct tag that names stored fields: "msgpack"
+	// (msgpack tags, else the Go field name) or "json" (json tags where a
+	// field has no msgpack tag; many game structs already carry them).
+	// Changing it renames stored fields: that needs a migration.
+	// default: "msgpack"
+	TagName string
+	// Migrations upgrade stored data to this driver's schema version,
+	// len(Migrations); each record keeps the version it was written at and
+	// the lowest version that may read it. See Migration.
+	// default: none (schema version 0)
+	Migrations []Migration
 	// LockWait is the spec's LockWaitSeconds: how long Join waits for
 	// another server's lock before failing closed with ErrWaitTimeout; also
 	// the same-server wait when LocalHandoff is unset.
@@ -173,8 +191,10 @@ type Config[T any] struct {
 	// the extra slots of existing records in place until they are wiped.
 	// default: DefaultHistory (20)
 	History int
-	// MaxDataBytes bounds one encoded profile; a larger one is refused with
-	// ErrTooLarge before anything is written.
+	// MaxDataBytes bounds one encoded profile. A save of larger data is
+	// refused with ErrTooLarge and writes nothing; a release of it frees the
+	// lock with the last data that fit (and reports ErrTooLarge), so the
+	// player's next join anywhere gets that data at once.
 	// default: DefaultMaxDataBytes (4 MiB)
 	MaxDataBytes int
 	// Kick is called (on its own goroutine) when the driver ends a live
@@ -188,6 +208,12 @@ type Config[T any] struct {
 	// lock, with an error matching ErrLockLost.
 	// default: nil
 	OnLockLost func(key string, err error)
+	// OnSaveError is called (on its own goroutine) when a background write
+	// of a live or retained profile fails: an autosave, a retried release, a
+	// lock refresh (a lost lock goes to OnLockLost instead). Data over
+	// MaxDataBytes arrives here as ErrTooLarge.
+	// default: nil (the failure is only logged)
+	OnSaveError func(key string, err error)
 	// DisableHandoff turns cross-server handoff off for this driver: its
 	// locks carry no presence flag, it answers no requests (a joiner
 	// elsewhere waits out LockWait), and its joins only poll.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+
+	"github.com/ckernel/playerdata/internal/datacodec"
 )
 
 // Driver loads and saves one kind of profile (T) on a Node. Create it with
@@ -13,7 +15,7 @@ import (
 type Driver[T any] struct {
 	node  *Node
 	cfg   Config[T]
-	codec *codec[T]
+	codec *datacodec.Codec[T]
 	log   *slog.Logger
 
 	ctx    context.Context // cancelled when the driver shuts down
@@ -40,7 +42,7 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := newCodec(cfg.Defaults)
+	c, err := newCodec(cfg)
 	if err != nil {
 		return nil, err
 	}

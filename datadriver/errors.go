@@ -3,8 +3,10 @@ package datadriver
 import (
 	"errors"
 	"fmt"
-	"github.com/ckernel/playerdata/internal/record"
 	"time"
+
+	"github.com/ckernel/playerdata/internal/datacodec"
+	"github.com/ckernel/playerdata/internal/record"
 )
 
 // Errors returned by this package. Test them with errors.Is; several come
@@ -66,6 +68,24 @@ var (
 	// matches ErrFenced. Nothing was written.
 	ErrFenced = errors.New("server fenced off: it cannot prove it still holds its locks")
 
+	// ErrSchemaTooNew: the record was written by a newer build after a
+	// schema change this build cannot read: its min-reader is above this
+	// driver's schema version (len(Config.Migrations)). The load is refused
+	// at once, whoever holds the lock, and the record is left untouched.
+	ErrSchemaTooNew = errors.New("profile record needs a newer schema version")
+
+	// ErrMigration: a migration returned an error (or panicked) on the
+	// stored data. The load is refused, the record left untouched and its
+	// lock given back. The concrete error is a *MigrationError.
+	ErrMigration = errors.New("profile migration failed")
+
+	// ErrCallbackPanic: a game callback (Update's function, Kick, OnRelease,
+	// OnLockLost, OnSaveError, OnMessage, a trade function, a migration)
+	// panicked. The panic was recovered and logged with its stack; the
+	// server and its other players go on, and a change half made by the
+	// callback never lands. The concrete error is a *PanicError.
+	ErrCallbackPanic = errors.New("game callback panicked")
+
 	// ErrTradePending: the record is held by a trade that has not settled.
 	ErrTradePending = errors.New("profile has a pending trade")
 )
@@ -103,11 +123,17 @@ func lockedError(key string, l record.Lock, local bool) *LockedError {
 // ErrCorruptRecord with errors.Is.
 type CorruptRecordError struct {
 	Key string
-	Err error // the decode error, or a description of the bad field
+	// Path names the field that failed to decode, as stored (e.g.
+	// `Inventory["sword"].Level`); "" when the failure is not in one field.
+	Path string
+	Err  error // the decode error, or a description of the bad field
 }
 
 // Error implements error.
 func (e *CorruptRecordError) Error() string {
+	if e.Path != "" {
+		return fmt.Sprintf("profile %q: corrupt record at %s: %v", e.Key, e.Path, e.Err)
+	}
 	return fmt.Sprintf("profile %q: corrupt record: %v", e.Key, e.Err)
 }
 
@@ -116,3 +142,42 @@ func (e *CorruptRecordError) Is(target error) bool { return target == ErrCorrupt
 
 // Unwrap returns the decode error.
 func (e *CorruptRecordError) Unwrap() error { return e.Err }
+
+// MigrationError says which migration refused a record. It matches
+// ErrMigration, and ErrCallbackPanic when the migration panicked.
+type MigrationError struct {
+	Key   string
+	Index int   // Config.Migrations[Index] failed (upgrading to version Index+1)
+	Err   error // what Apply returned, or the panic
+}
+
+// Error implements error.
+func (e *MigrationError) Error() string {
+	return fmt.Sprintf("profile %q: migration %d (to schema version %d) failed: %v", e.Key, e.Index, e.Index+1, e.Err)
+}
+
+// Is makes errors.Is(err, ErrMigration) true, and errors.Is(err,
+// ErrCallbackPanic) when the migration panicked.
+func (e *MigrationError) Is(target error) bool {
+	var pe *datacodec.PanicError
+	return target == ErrMigration || (target == ErrCallbackPanic && errors.As(e.Err, &pe))
+}
+
+// Unwrap returns the migration's error.
+func (e *MigrationError) Unwrap() error { return e.Err }
+
+// PanicError is a game callback's recovered panic. It matches
+// ErrCallbackPanic.
+type PanicError struct {
+	Callback string // which callback: "Update", "Kick", "OnRelease", ...
+	Value    any    // what it panicked with
+	Stack    []byte // the goroutine's stack at the panic
+}
+
+// Error implements error (without the stack, which is logged).
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("%s panicked: %v", e.Callback, e.Value)
+}
+
+// Is makes errors.Is(err, ErrCallbackPanic) true.
+func (e *PanicError) Is(target error) bool { return target == ErrCallbackPanic }

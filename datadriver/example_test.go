@@ -7,8 +7,9 @@ import (
 	"log/slog"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/ckernel/playerdata/datadriver"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/datadriver"
 )
 
 func Example() {

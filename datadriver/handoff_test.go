@@ -3,17 +3,19 @@ package datadriver_test
 import (
 	"context"
 	"errors"
-	"github.com/ckernel/playerdata/internal/record"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/record"
+
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/messaging"
 	"github.com/ckernel/playerdata/testsupport"
-	"github.com/redis/go-redis/v9"
 )
 
 // fast shortens every handoff timing tenfold-ish so that crash tests take

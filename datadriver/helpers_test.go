@@ -2,16 +2,20 @@ package datadriver_test
 
 import (
 	"context"
-	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/transactions"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/transactions"
+
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/testsupport"
-	"github.com/redis/go-redis/v9"
 )
 
 // player is the profile type of these tests.
@@ -194,3 +198,6 @@ func joinAsync(t *testing.T, ctx context.Context, d *datadriver.Driver[player], 
 	}()
 	return joined
 }
+
+func msgpackMarshal(v any) ([]byte, error)   { return msgpack.Marshal(v) }
+func msgpackUnmarshal(b []byte, v any) error { return msgpack.Unmarshal(b, v) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/ckernel/playerdata/internal/record"
@@ -66,18 +65,12 @@ func (p *Profile[T]) checkLeaseLocked() error {
 
 // fenceLocked ends p with err and gives its lock back, without writing its
 // data (progress since the last landed save is lost with the session). The
-// game hears of it through Kick (ReasonFenced) and OnLockLost, on their own
-// goroutine; the give-back runs on another. d.mu held.
+// game hears of it through Kick (ReasonFenced) and OnLockLost. d.mu held.
 func (d *Driver[T]) fenceLocked(p *Profile[T], err error) {
-	if p.state == stateClosed {
-		return
+	if p.state != stateClosed {
+		d.log.Warn("session fenced off", "key", p.key, "err", err)
 	}
-	key, token, earlier := p.key, p.token, slices.Clone(p.earlier)
-	if p.finishLocked(err) {
-		d.lockLostLocked(key, err, ReasonFenced)
-	}
-	d.goTracked(func() { d.giveBack(key, token, earlier) })
-	d.log.Warn("session fenced off", "key", key, "err", err)
+	d.dropLocked(p, err, ReasonFenced)
 }
 
 // fenceLapsed ends every profile whose lease has passed (the Node's presence
@@ -183,6 +176,7 @@ func (p *Profile[T]) refresh() {
 		p.finish(err)
 	case p.ctx.Err() == nil:
 		d.log.Warn("lock refresh failed", "key", p.key, "err", err)
+		d.saveFailed(p.key, err)
 	}
 }
 

@@ -27,7 +27,7 @@ func (d *Driver[T]) Join(ctx context.Context, key string) (*Profile[T], error) {
 	if local == 0 {
 		local = d.cfg.LockWait
 	}
-	return d.load(ctx, key, local, d.cfg.LockWait)
+	return d.load(ctx, key, loadSpec{localWait: local, remoteWait: d.cfg.LockWait})
 }
 
 // Load loads key for manual use (an admin tool, a job). It waits
@@ -35,7 +35,7 @@ func (d *Driver[T]) Join(ctx context.Context, key string) (*Profile[T], error) {
 // held elsewhere answers a *LockedError at once. Errors are Join's.
 func (d *Driver[T]) Load(ctx context.Context, key string, opts LoadOptions) (*Profile[T], error) {
 	w := d.loadWait(opts)
-	return d.load(ctx, key, w, w)
+	return d.load(ctx, key, loadSpec{localWait: w, remoteWait: w})
 }
 
 func (d *Driver[T]) loadWait(opts LoadOptions) time.Duration {
@@ -50,7 +50,18 @@ func (d *Driver[T]) loadWait(opts LoadOptions) time.Duration {
 
 // load is the whole load: the same-server wait (and adoption), then the
 // acquire, waiting on another server's lock up to remoteWait.
-func (d *Driver[T]) load(ctx context.Context, key string, localWait, remoteWait time.Duration) (*Profile[T], error) {
+// loadSpec says how one load waits and what it accepts.
+type loadSpec struct {
+	// localWait bounds the wait for a load or leave of the key on this Node,
+	// remoteWait the wait for another server's lock.
+	localWait, remoteWait time.Duration
+	// restoring accepts a record whose data does not decode (RestoreAt
+	// replaces it with a kept version): the profile is marked corrupt and
+	// never writes its own data.
+	restoring bool
+}
+
+func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profile[T], error) {
 	if err := ValidKey(key); err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
@@ -70,7 +81,7 @@ func (d *Driver[T]) load(ctx context.Context, key string, localWait, remoteWait 
 
 	start := d.node.clock.Now()
 	for {
-		p, adopt, err := d.reserve(ctx, key, start.Add(localWait))
+		p, adopt, err := d.reserve(ctx, key, start.Add(spec.localWait))
 		if err != nil {
 			return nil, d.loadErr(ctx, err)
 		}
@@ -84,7 +95,7 @@ func (d *Driver[T]) load(ctx context.Context, key string, localWait, remoteWait 
 			}
 			continue // the lock was gone: load the record normally
 		}
-		p, err = d.acquire(ctx, key, start.Add(remoteWait), remoteWait > 0)
+		p, err = d.acquire(ctx, key, start.Add(spec.remoteWait), spec.remoteWait > 0, spec.restoring)
 		d.mu.Lock()
 		delete(d.loading, key)
 		if err == nil {

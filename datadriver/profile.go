@@ -9,6 +9,8 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/ckernel/playerdata/internal/datacodec"
 )
 
 // pstate is where a profile is in its life on this Node.
@@ -40,8 +42,11 @@ type Profile[T any] struct {
 
 	dataMu sync.RWMutex
 	data   T
-	uids   []string
-	meta   map[string]string
+	// unknown is what the stored data holds that T does not know (a newer
+	// build's fields): written back with every save.
+	unknown *datacodec.Unknown
+	uids    []string
+	meta    map[string]string
 	// metaGen counts changes of uids and meta; metaSaved is the count the
 	// last landed save wrote.
 	metaGen, metaSaved uint64
@@ -56,6 +61,9 @@ type Profile[T any] struct {
 	// Guarded by saveLock:
 	ver      int64  // the record version our last landed write made or loaded
 	lastData []byte // the data of that version: an unchanged profile saves no data
+	// schema and schemaMin are the record's schema version and min-reader,
+	// as loaded or as our last landed write set them.
+	schema, schemaMin int
 
 	ctx    context.Context // cancelled when the profile stops being live
 	cancel context.CancelFunc
@@ -73,8 +81,11 @@ type Profile[T any] struct {
 	// the lock carries no presence flag); ageUntil is when the lock could be
 	// taken by age: the send time of its last landed write plus LockTTL. The
 	// session ends when either passes (lease.go).
-	leaseGen     uint64
-	ageUntil     time.Time
+	leaseGen uint64
+	ageUntil time.Time
+	// corrupt is set on a profile loaded for RestoreAt whose stored data
+	// does not decode: it never writes its data, only a restored version.
+	corrupt      bool
 	refreshing   bool      // a lock refresh is running
 	refreshRetry time.Time // no refresh before this (one failed)
 	saving       bool
@@ -122,8 +133,11 @@ func (p *Profile[T]) View(fn func(d *T)) {
 // before fn runs and again after, so an Update that returns nil was made
 // while nobody else could hold the lock. While a trade of the profile runs
 // it waits for it; while a trade's outcome is unknown
-// (ErrTradeOutcomeUnknown) it returns ErrTradePending. fn must not keep the
-// pointer or call other methods of p.
+// (ErrTradeOutcomeUnknown) it returns ErrTradePending. A panic in fn is
+// recovered: the session ends (Kick with ReasonCallbackFailed, Err and the
+// returned error matching ErrCallbackPanic) and the half made change never
+// lands; the lock is given back with the last landed save. fn must not keep
+// the pointer or call other methods of p.
 func (p *Profile[T]) Update(fn func(d *T)) error {
 	p.dataMu.Lock()
 	for p.gate != nil { // a trade of this profile is running
@@ -139,7 +153,15 @@ func (p *Profile[T]) Update(fn func(d *T)) error {
 	if err := p.syncTradeLocked(); err != nil {
 		return err
 	}
-	fn(&p.data)
+	if err := protect("Update", func() { fn(&p.data) }); err != nil {
+		// The change is half made: the session ends without it, and the
+		// record keeps its last landed save.
+		p.d.logPanic(p.key, err)
+		p.d.mu.Lock()
+		p.d.dropLocked(p, err, ReasonCallbackFailed)
+		p.d.mu.Unlock()
+		return err
+	}
 	return p.liveErr()
 }
 
@@ -217,7 +239,7 @@ func (p *Profile[T]) snapshot() (data, uids, meta []byte, gen uint64, err error)
 	p.dataMu.RLock()
 	defer p.dataMu.RUnlock()
 	gen = p.metaGen
-	data, err = p.d.codec.encode(&p.data)
+	data, err = p.d.codec.Encode(&p.data, p.unknown)
 	if err != nil || gen == p.metaSaved {
 		return data, nil, nil, gen, err
 	}
@@ -231,19 +253,32 @@ func (p *Profile[T]) snapshot() (data, uids, meta []byte, gen uint64, err error)
 }
 
 // runCleanups runs the registered leave cleanups once.
-func (p *Profile[T]) runCleanups() {
+//
+// A cleanup that panics leaves the data as it was before the cleanups ran
+// (a copy is taken first), so the release saves no half made change; the
+// panic comes back as an error matching ErrCallbackPanic.
+func (p *Profile[T]) runCleanups() error {
 	p.d.mu.Lock()
 	fns := p.cleanups
 	p.cleanups = nil
 	p.d.mu.Unlock()
 	if len(fns) == 0 {
-		return
+		return nil
 	}
 	p.dataMu.Lock()
 	defer p.dataMu.Unlock()
-	for _, fn := range fns {
-		fn(&p.data)
+	before, err := p.d.codec.Clone(&p.data)
+	if err != nil {
+		return fmt.Errorf("leave cleanups of %q: copy the data: %w", p.key, err)
 	}
+	for _, fn := range fns {
+		if err := protect("OnRelease", func() { fn(&p.data) }); err != nil {
+			p.data = before
+			p.d.logPanic(p.key, err)
+			return err
+		}
+	}
+	return nil
 }
 
 // finish ends the profile with err (ErrReleased, ErrLockLost, ErrClosed).

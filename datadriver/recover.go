@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
 	"github.com/ckernel/playerdata/internal/record"
 
 	"github.com/ckernel/playerdata/transactions"
@@ -56,13 +57,15 @@ func (d *Driver[T]) recoverTrade(ctx context.Context, key, token string, a *reco
 	if i < 0 {
 		return &CorruptRecordError{Key: key, Err: fmt.Errorf("marked with trade %s, whose journal does not list it", id)}
 	}
-	img := e.Participants[i].Image
-	res, err := d.write(ctx, key, record.SaveArgs{Mode: record.ModeSettle, Token: token, Trade: id, Data: img})
+	part := e.Participants[i]
+	img := part.Image
+	res, err := d.write(ctx, key, record.SaveArgs{Mode: record.ModeSettle, Token: token, Trade: id, Data: img,
+		Schema: part.Schema, SchemaMin: part.SchemaMin})
 	if err != nil {
 		return fmt.Errorf("recover trade %s of %q: settle: %w", id, key, err)
 	}
 	if res.How != record.HowAlreadySettled {
-		a.Data, a.Ver = img, res.Ver
+		a.Data, a.Ver, a.Schema, a.SchemaMin = img, res.Ver, part.Schema, part.SchemaMin
 	}
 	a.Trade = ""
 	d.node.markSettled(j, id, []int{i})

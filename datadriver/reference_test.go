@@ -9,18 +9,20 @@ package datadriver_test
 import (
 	"context"
 	"errors"
-	"github.com/ckernel/playerdata/internal/record"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/record"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/messaging"
 	"github.com/ckernel/playerdata/testsupport"
-	"github.com/redis/go-redis/v9"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // refDriver is the reference config on s: autosave on, defaults otherwise.

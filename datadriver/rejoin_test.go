@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/testsupport"
-	"github.com/redis/go-redis/v9"
 )
 
 // failReleases makes every release save of s fail before it is sent.

@@ -3,8 +3,9 @@ package datadriver
 import (
 	"context"
 	"fmt"
-	"github.com/ckernel/playerdata/internal/record"
 	"time"
+
+	"github.com/ckernel/playerdata/internal/record"
 )
 
 // The same-server side of a load: it waits while the key is still loading
@@ -72,11 +73,9 @@ func (d *Driver[T]) endSessionLocked(p *Profile[T], reason string) {
 	}
 	p.state = stateLeaving
 	d.notify(p.key)
+	d.kickLocked(p.key, reason)
 	d.goTracked(func() {
-		if d.cfg.Kick != nil {
-			d.cfg.Kick(p.key, reason)
-		}
-		p.runCleanups()
+		_ = p.runCleanups() // a panic is logged; the data before the cleanups is saved
 		_ = p.release(d.ctx)
 	})
 }

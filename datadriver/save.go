@@ -84,6 +84,12 @@ func (p *Profile[T]) Save(ctx context.Context) error {
 // Node adopts it with everything earned, a request from another server
 // retries the release at once, and the autosave loop retries it too.
 // Release is idempotent: after a successful release it returns nil.
+//
+// A release of data over MaxDataBytes frees the lock with the last data
+// that fit and returns an error matching ErrTooLarge (the profile ends,
+// released). A leave cleanup that panics leaves the data as it was before
+// the cleanups; the release saves that and returns an error matching
+// ErrCallbackPanic.
 func (p *Profile[T]) Release(ctx context.Context) error {
 	d := p.d
 	d.mu.Lock()
@@ -100,8 +106,13 @@ func (p *Profile[T]) Release(ctx context.Context) error {
 		d.notify(p.key)
 	}
 	d.mu.Unlock()
-	p.runCleanups()
-	return p.release(ctx)
+	cerr := p.runCleanups()
+	err := p.release(ctx)
+	if err == nil && cerr != nil {
+		return fmt.Errorf("release %q: a leave cleanup failed, so the data as it was before the cleanups was saved: %w",
+			p.key, cerr)
+	}
+	return err
 }
 
 // release runs the release save and settles the profile's state.
@@ -113,10 +124,11 @@ func (p *Profile[T]) release(ctx context.Context) error {
 	}
 	err := p.saveLocked(ctx, record.ModeRelease)
 	p.unlockSave()
-	if err == nil {
+	var rtl *releasedTooLarge
+	if err == nil || errors.As(err, &rtl) {
 		p.finish(ErrReleased)
 		d.log.Debug("profile released", "key", p.key)
-		return nil
+		return err
 	}
 	if perr := p.Err(); perr != nil { // ended meanwhile: released before, or lost
 		if errors.Is(perr, ErrReleased) {
@@ -153,6 +165,7 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode record.WriteMode) erro
 		return err
 	}
 	p.saving = true
+	corrupt := p.corrupt
 	d.mu.Unlock()
 	defer func() {
 		d.mu.Lock()
@@ -173,11 +186,24 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode record.WriteMode) erro
 	if err != nil {
 		return fmt.Errorf("%s %q: encode: %w", mode, p.key, err)
 	}
+	if corrupt {
+		// A corrupt record loaded for a restore: its data was never decoded,
+		// so it is never written (a release gives the lock back untouched).
+		data, uids = p.lastData, nil
+	}
+	var tooLarge error
 	if len(data) > d.cfg.MaxDataBytes {
-		return fmt.Errorf("%s %q: %w: %d bytes, limit %d", mode, p.key, ErrTooLarge, len(data), d.cfg.MaxDataBytes)
+		tooLarge = fmt.Errorf("%s %q: %w: %d bytes, limit %d", mode, p.key, ErrTooLarge, len(data), d.cfg.MaxDataBytes)
+		if mode != record.ModeRelease {
+			return tooLarge
+		}
+		// A release frees the lock all the same, with the last data that
+		// fit, so that the player can join anywhere at once.
+		data = p.lastData
 	}
 	if !bytes.Equal(data, p.lastData) {
 		req.Data = data
+		req.Schema, req.SchemaMin = d.codec.WriteVersion(p.schema, p.schemaMin)
 	}
 	if uids != nil {
 		req.Meta = &record.Meta{UserIDs: uids, Meta: meta}
@@ -194,6 +220,9 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode record.WriteMode) erro
 		return err
 	}
 	p.ver, p.lastData = res.Ver, data
+	if req.Data != nil {
+		p.schema, p.schemaMin = req.Schema, req.SchemaMin
+	}
 	if trade != "" {
 		p.clearPending(trade)
 	}
@@ -208,5 +237,17 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode record.WriteMode) erro
 	if res.Moved {
 		d.log.Info("lock re-asserted", "key", p.key, "epoch", res.Epoch, "how", res.How)
 	}
+	if tooLarge != nil {
+		return &releasedTooLarge{tooLarge}
+	}
 	return nil
 }
+
+// releasedTooLarge is a release that freed the lock with the last data that
+// fit: the profile is released, and the error matches ErrTooLarge.
+type releasedTooLarge struct{ err error }
+
+func (e *releasedTooLarge) Error() string {
+	return e.err.Error() + " (released with the last data that fit)"
+}
+func (e *releasedTooLarge) Unwrap() error { return e.err }

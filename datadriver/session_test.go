@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ckernel/playerdata/datadriver"
-	"github.com/ckernel/playerdata/testsupport"
 	"github.com/redis/go-redis/v9"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/testsupport"
 )
 
 func TestSessionLifecycle(t *testing.T) {

@@ -5,9 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ckernel/playerdata/internal/record"
 	"slices"
 	"sync"
+
+	"github.com/ckernel/playerdata/internal/record"
 
 	"github.com/ckernel/playerdata/internal/rscript"
 	"github.com/ckernel/playerdata/transactions"
@@ -102,8 +103,15 @@ func Trade(ctx context.Context, fn func(tx *Tx) error, profiles ...TradeParty) e
 		}
 		tx.copies[p] = c
 	}
-	if err := fn(tx); err != nil {
-		return err
+	var ferr error
+	if perr := protect("trade function", func() { ferr = fn(tx) }); perr != nil {
+		var pe *PanicError
+		errors.As(perr, &pe)
+		node.log.Error("trade function panicked; recovered, nothing changed", "panic", pe.Value, "stack", string(pe.Stack))
+		return fmt.Errorf("trade: %w", perr)
+	}
+	if ferr != nil {
+		return ferr
 	}
 	if tx.err != nil {
 		return tx.err
@@ -189,7 +197,9 @@ func (r *tradeRun) execute(ctx context.Context, tx *Tx) error {
 	calls := make([]rscript.Call, 0, len(r.parties)+1)
 	for i, p := range r.parties {
 		token, ver := p.lockInfo()
-		parts[i] = transactions.Participant{Driver: p.tradeDriver(), Key: p.tradeKey(), Token: token, Ver: ver, Image: r.images[i]}
+		schema, schemaMin := p.imageSchema()
+		parts[i] = transactions.Participant{Driver: p.tradeDriver(), Key: p.tradeKey(), Token: token, Ver: ver,
+			Image: r.images[i], Schema: schema, SchemaMin: schemaMin}
 	}
 	for i, p := range r.parties {
 		calls = append(calls, record.PrepareArgs{Token: parts[i].Token, Trade: r.id, Ver: parts[i].Ver}.Call(p.tradeRecord()))
@@ -244,7 +254,7 @@ func (r *tradeRun) execute(ctx context.Context, tx *Tx) error {
 	}
 	calls = calls[:0]
 	for i, p := range r.parties {
-		calls = append(calls, p.settleCall(r.id, parts[i].Token, r.images[i]))
+		calls = append(calls, p.settleCall(r.id, parts[i].Token, r.images[i], parts[i].Schema, parts[i].SchemaMin))
 	}
 	sctx, cancel = node.clock.WithTimeout(ctx, node.cfg.SaveTimeout)
 	sentAt := node.clock.Now()
@@ -342,7 +352,7 @@ func (r *tradeRun) clearMarks(ctx context.Context, marked []bool) {
 	for i, p := range r.parties {
 		if marked[i] {
 			token, _ := p.lockInfo()
-			calls = append(calls, p.settleCall(r.id, token, nil))
+			calls = append(calls, p.settleCall(r.id, token, nil, 0, 0))
 			who = append(who, p)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
 	"github.com/ckernel/playerdata/internal/record"
 
 	"github.com/ckernel/playerdata/internal/rscript"
@@ -24,7 +25,8 @@ type party interface {
 	copyForTrade() (any, error)
 	imageOf(copy any) ([]byte, error)
 	lockInfo() (token string, ver int64)
-	settleCall(id, token string, img []byte) rscript.Call
+	settleCall(id, token string, img []byte, schema, schemaMin int) rscript.Call
+	imageSchema() (schema, schemaMin int)
 	applyImage(copy any, img []byte)
 	settled(res writeRes, img []byte)
 	setPending(pt *pendingTrade)
@@ -113,17 +115,18 @@ func (p *Profile[T]) leaveTrade() {
 
 func (p *Profile[T]) copyForTrade() (any, error) {
 	p.dataMu.RLock()
-	b, err := p.d.codec.encode(&p.data)
-	p.dataMu.RUnlock()
-	if err != nil {
-		return nil, err
-	}
-	v, err := p.d.codec.decodeExact(b)
+	defer p.dataMu.RUnlock()
+	v, err := p.d.codec.Clone(&p.data)
 	return &v, err
 }
 
+// imageOf encodes the trade's copy with the fields the profile keeps for a
+// newer build.
 func (p *Profile[T]) imageOf(c any) ([]byte, error) {
-	b, err := p.d.codec.encode(c.(*T))
+	p.dataMu.RLock()
+	unknown := p.unknown
+	p.dataMu.RUnlock()
+	b, err := p.d.codec.Encode(c.(*T), unknown)
 	if err != nil {
 		return nil, err
 	}
@@ -133,9 +136,14 @@ func (p *Profile[T]) imageOf(c any) ([]byte, error) {
 	return b, nil
 }
 
-func (p *Profile[T]) settleCall(id, token string, img []byte) rscript.Call {
-	return p.d.writeCall(p.key, record.SaveArgs{Mode: record.ModeSettle, Token: token, Trade: id, Data: img})
+func (p *Profile[T]) settleCall(id, token string, img []byte, schema, schemaMin int) rscript.Call {
+	return p.d.writeCall(p.key, record.SaveArgs{Mode: record.ModeSettle, Token: token, Trade: id, Data: img,
+		Schema: schema, SchemaMin: schemaMin})
 }
+
+// imageSchema is the schema version and min-reader a trade image of the
+// profile is written with.
+func (p *Profile[T]) imageSchema() (int, int) { return p.d.codec.WriteVersion(p.schema, p.schemaMin) }
 
 // applyImage makes the committed image the profile's data.
 func (p *Profile[T]) applyImage(c any, _ []byte) {
@@ -150,6 +158,7 @@ func (p *Profile[T]) settled(res writeRes, img []byte) {
 		return
 	}
 	p.ver, p.lastData = res.Ver, img
+	p.schema, p.schemaMin = p.imageSchema()
 	p.d.mu.Lock()
 	p.landedLocked(res)
 	p.d.mu.Unlock()
@@ -171,11 +180,11 @@ func (p *Profile[T]) syncTradeLocked() error {
 	switch pt.run.getOutcome() {
 	case outcomeCommitted:
 		if !pt.applied {
-			v, err := p.d.codec.decodeExact(pt.run.images[pt.idx])
+			v, unknown, err := p.d.codec.Decode(pt.run.images[pt.idx], p.d.codec.Version())
 			if err != nil {
 				return fmt.Errorf("%w: trade image: %w", ErrCorruptRecord, err)
 			}
-			p.data, pt.applied = v, true
+			p.data, p.unknown, pt.applied = v, unknown, true
 		}
 	case outcomeUnknown, outcomeInFlight:
 		return fmt.Errorf("%w: the outcome of trade %s is not known yet", ErrTradePending, pt.run.id)

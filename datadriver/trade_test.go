@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/rscript"
 	"github.com/ckernel/playerdata/testsupport"
 	"github.com/ckernel/playerdata/transactions"
-	"github.com/redis/go-redis/v9"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 var errNoSword = errors.New("the seller has no sword")

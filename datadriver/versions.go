@@ -5,10 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ckernel/playerdata/internal/record"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/ckernel/playerdata/internal/record"
 )
 
 // Version is one kept version of a record.
@@ -49,9 +50,13 @@ func (d *Driver[T]) Versions(ctx context.Context, key string) ([]Version, error)
 // restore itself can be undone. It returns the live profile, which the
 // caller releases. With no kept version that old it answers ErrNoVersion
 // and changes nothing; a kept version that does not decode answers
-// ErrCorruptRecord.
+// ErrCorruptRecord. It works whatever the current data is: a record whose
+// current data does not decode (ErrCorruptRecord on Load) is repaired by
+// restoring an older version; until the restore lands nothing of it is
+// written.
 func (d *Driver[T]) RestoreAt(ctx context.Context, key string, t time.Time, opts LoadOptions) (*Profile[T], error) {
-	p, err := d.Load(ctx, key, opts)
+	w := d.loadWait(opts)
+	p, err := d.load(ctx, key, loadSpec{localWait: w, remoteWait: w, restoring: true})
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +79,14 @@ func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) err
 		return fmt.Errorf("restore %q at %s: %w", p.key, t.Format(time.RFC3339), ErrNoVersion)
 	}
 	target := versions[i]
+	p.d.mu.Lock()
+	corrupt := p.corrupt
+	p.d.mu.Unlock()
 	if target.Current {
+		if corrupt {
+			return &CorruptRecordError{Key: p.key, Err: fmt.Errorf("the data as of %s is the current data, which does not decode",
+				t.Format(time.RFC3339))}
+		}
 		return nil // the data as of t is the current data
 	}
 	verField, _, dataField := record.SlotFields(target.Ver % int64(d.cfg.History))
@@ -86,13 +98,17 @@ func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) err
 	if fieldString(got[0]) != strconv.FormatInt(target.Ver, 10) || got[1] == nil {
 		return fmt.Errorf("restore %q: version %d: %w", p.key, target.Ver, ErrNoVersion)
 	}
-	data, err := d.codec.decode(raw)
+	// Ring slots hold versions written before schema versions were kept.
+	data, unknown, err := d.codec.Decode(raw, 0)
 	if err != nil {
-		return &CorruptRecordError{Key: p.key, Err: fmt.Errorf("version %d: %w", target.Ver, err)}
+		return decodeErr(p.key, fmt.Errorf("version %d: %w", target.Ver, err))
 	}
 	p.dataMu.Lock()
-	p.data = data
+	p.data, p.unknown = data, unknown
 	p.dataMu.Unlock()
+	p.d.mu.Lock()
+	p.corrupt = false
+	p.d.mu.Unlock()
 	if err := p.Save(ctx); err != nil {
 		return fmt.Errorf("restore %q: %w", p.key, err)
 	}

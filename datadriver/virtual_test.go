@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/testsupport"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestCrashTakeoverDefaultTimings runs a crash takeover with the reference

@@ -3,6 +3,7 @@ package datadriver
 import (
 	"context"
 	"fmt"
+
 	"github.com/ckernel/playerdata/internal/record"
 )
 

@@ -5,8 +5,9 @@ import (
 	"fmt"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/ckernel/playerdata/transactions"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/transactions"
 )
 
 // A participant's recovery that finds no journal entry aborts the trade

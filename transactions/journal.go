@@ -8,9 +8,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ckernel/playerdata/internal/rscript"
 	"github.com/redis/go-redis/v9"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/ckernel/playerdata/internal/rscript"
 )
 
 // State is a trade's state in the journal.
@@ -60,6 +61,10 @@ type Participant struct {
 	Token  string `msgpack:"l"` // the coordinator's lock token at prepare
 	Ver    int64  `msgpack:"v"` // the record version at prepare
 	Image  []byte `msgpack:"-"` // the post-trade data (stored in its own field)
+	// Schema and SchemaMin are the image's schema version and the lowest
+	// that may read it, written with it (0 in entries of older builds).
+	Schema    int `msgpack:"s,omitempty"`
+	SchemaMin int `msgpack:"m,omitempty"`
 }
 
 // Entry is a journal entry as read.

@@ -33,6 +33,9 @@ type AcquireArgs struct {
 	NotAliveToken string
 	// Format is the highest record format the caller reads.
 	Format int
+	// Schema is the caller's schema version: a record whose min-reader is
+	// higher is refused (SchemaTooNew) before the lock is looked at.
+	Schema int
 }
 
 // argv is ARGV of acquire.lua.
@@ -42,12 +45,12 @@ func (a AcquireArgs) argv() []any {
 		before = strconv.FormatInt(a.ProvenBefore.UnixMilli(), 10)
 	}
 	return []any{a.Job, a.Token, flag(a.Presence), a.MaxAge.Milliseconds(), a.StealJob, a.OwnToken,
-		before, a.NotAliveToken, a.Format}
+		before, a.NotAliveToken, a.Format, a.Schema}
 }
 
 // ParseAcquireArgs reads the ARGV of an observed acquire.lua call.
 func ParseAcquireArgs(argv []string) (AcquireArgs, error) {
-	if err := wantArgs(ScriptAcquire, argv, 9); err != nil {
+	if err := wantArgs(ScriptAcquire, argv, 10); err != nil {
 		return AcquireArgs{}, err
 	}
 	a := AcquireArgs{Job: arg(argv, 1), Token: arg(argv, 2), Presence: arg(argv, 3) == "1",
@@ -58,6 +61,7 @@ func ParseAcquireArgs(argv []string) (AcquireArgs, error) {
 		a.ProvenBefore = time.UnixMilli(b)
 	}
 	a.Format, _ = strconv.Atoi(arg(argv, 9))
+	a.Schema, _ = strconv.Atoi(arg(argv, 10))
 	return a, nil
 }
 
@@ -72,6 +76,9 @@ const (
 	// FormatTooNew: the record has a newer format than the caller reads;
 	// nothing was changed.
 	FormatTooNew
+	// SchemaTooNew: the record may only be read at a higher schema version
+	// than the caller's (AcquireResult.SchemaMin); nothing was changed.
+	SchemaTooNew
 )
 
 // Taken says how an acquired lock was taken.
@@ -100,6 +107,9 @@ type AcquireResult struct {
 	UserIDs []byte
 	Meta    []byte
 	PrevJob string // the previous holder, when it was taken from one
+	// Schema is the schema version the data was written at, SchemaMin the
+	// lowest that may read it (0 for records written before schemas).
+	Schema, SchemaMin int
 
 	// When Locked: who holds it.
 	Lock Lock
@@ -135,7 +145,9 @@ func ParseAcquire(v any) (AcquireResult, error) {
 			Trade:   str(elem(arr, 6)),
 			UserIDs: blob(elem(arr, 7)),
 			Meta:    blob(elem(arr, 8)),
-			PrevJob: str(elem(arr, 9)),
+			PrevJob:   str(elem(arr, 9)),
+			Schema:    int(num(elem(arr, 10))),
+			SchemaMin: int(num(elem(arr, 11))),
 		}, nil
 	case "LOCKED":
 		return AcquireResult{Outcome: Locked, Lock: Lock{
@@ -147,6 +159,8 @@ func ParseAcquire(v any) (AcquireResult, error) {
 		}}, nil
 	case "FORMAT":
 		return AcquireResult{Outcome: FormatTooNew, Format: str(elem(arr, 1))}, nil
+	case "SCHEMA":
+		return AcquireResult{Outcome: SchemaTooNew, SchemaMin: int(num(elem(arr, 1)))}, nil
 	}
 	return AcquireResult{}, fmt.Errorf("%w: acquire answered %q", ErrUnexpectedAnswer, tag)
 }

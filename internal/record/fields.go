@@ -34,6 +34,12 @@ const (
 	// the data (opaque blobs).
 	FieldUserIDs = "uids"
 	FieldMeta    = "meta"
+	// FieldSchema is the schema version the data was written at (the
+	// writer's number of migrations); FieldSchemaMin the lowest version that
+	// may read it (after the last migration that is not backward
+	// compatible).
+	FieldSchema    = "schema"
+	FieldSchemaMin = "schema.min"
 )
 
 // Format is the record layout this build writes and reads. A record with a

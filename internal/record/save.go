@@ -42,6 +42,9 @@ type SaveArgs struct {
 	// Data is the new data; nil keeps the stored data (a save of unchanged
 	// data refreshes only the lock).
 	Data []byte
+	// Schema and SchemaMin are written with Data: the schema version it was
+	// encoded at and the lowest that may read it.
+	Schema, SchemaMin int
 	// Meta is the new user ids and metadata; nil keeps the stored ones.
 	Meta *Meta
 	// History is how many past versions the record keeps (ring slots).
@@ -57,7 +60,7 @@ func (a SaveArgs) argv() []any {
 		uids, meta = a.Meta.UserIDs, a.Meta.Meta
 	}
 	return []any{string(a.Mode), a.Token, strings.Join(a.Earlier, " "), a.Job, flag(a.Presence),
-		flag(a.Data != nil), a.Data, flag(a.Meta != nil), uids, meta, a.History, a.Trade}
+		flag(a.Data != nil), a.Data, flag(a.Meta != nil), uids, meta, a.History, a.Trade, a.Schema, a.SchemaMin}
 }
 
 // Call is the save.lua call for the record at key, to run in a pipeline.
@@ -67,7 +70,7 @@ func (a SaveArgs) Call(key string) rscript.Call {
 
 // ParseSaveArgs reads the ARGV of an observed save.lua call.
 func ParseSaveArgs(argv []string) (SaveArgs, error) {
-	if err := wantArgs(ScriptSave, argv, 12); err != nil {
+	if err := wantArgs(ScriptSave, argv, 14); err != nil {
 		return SaveArgs{}, err
 	}
 	a := SaveArgs{Mode: WriteMode(arg(argv, 1)), Token: arg(argv, 2), Earlier: strings.Fields(arg(argv, 3)),
@@ -79,6 +82,8 @@ func ParseSaveArgs(argv []string) (SaveArgs, error) {
 		a.Meta = &Meta{UserIDs: []byte(arg(argv, 9)), Meta: []byte(arg(argv, 10))}
 	}
 	a.History, _ = strconv.Atoi(arg(argv, 11))
+	a.Schema, _ = strconv.Atoi(arg(argv, 13))
+	a.SchemaMin, _ = strconv.Atoi(arg(argv, 14))
 	return a, nil
 }
 

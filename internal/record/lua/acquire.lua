@@ -16,6 +16,8 @@
 -- ARGV[8]  not-alive token: the token of a lock whose holder's presence the caller read as
 --          stopped or unknown (lets a stale presence-flagged lock go by age), or ''
 -- ARGV[9]  highest record format this build reads
+-- ARGV[10] the caller's schema version: a record whose schema.min is higher must not be
+--          read by it
 --
 -- The lock is taken when it is free ('free', or 'new' without a record); from an earlier
 -- run of the caller's own JobID when ARGV[6] names its token ('own'); from a holder
@@ -27,19 +29,26 @@
 -- HMGET, HSET.
 --
 -- Answers:
---   {'OK', how, epoch, ver, data|false, at|false, trade|false, uids|false, meta|false, prevJob|false}
+--   {'OK', how, epoch, ver, data|false, at|false, trade|false, uids|false, meta|false, prevJob|false,
+--    schema|false, schemaMin|false}
 --       how: 'new', 'free', 'stolen', 'own' or 'expired'
 --   {'LOCKED', job, token, presence ('1'|'0'), ageMs, stale ('1'|'0')}
---   {'FORMAT', fmt}   the record has a format newer than ARGV[9]; nothing was changed
+--   {'FORMAT', fmt}        the record has a format newer than ARGV[9]; nothing was changed
+--   {'SCHEMA', schemaMin}  the record may not be read below schema version schemaMin, higher
+--                          than ARGV[10]; nothing was changed (checked before the lock, so
+--                          an older server refuses at once whoever holds it)
 local rec = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local f = redis.call('HMGET', rec, 'fmt', 'lock.token', 'lock.job', 'lock.at', 'lock.presence', 'epoch',
-  'ver', 'data', 'at', 'trade', 'uids', 'meta')
+  'ver', 'data', 'at', 'trade', 'uids', 'meta', 'schema', 'schema.min')
 local fmt, token, job, at, presence, epoch = f[1], f[2], f[3], f[4], f[5], f[6]
 if fmt and tonumber(fmt) and tonumber(fmt) > tonumber(ARGV[9]) then
   return {'FORMAT', fmt}
+end
+if f[14] and (tonumber(f[14]) or 0) > tonumber(ARGV[10]) then
+  return {'SCHEMA', f[14]}
 end
 
 local how
@@ -71,4 +80,4 @@ else
   redis.call('HSET', rec, 'epoch', epoch, 'lock.job', ARGV[1], 'lock.token', ARGV[2], 'lock.at', now,
     'lock.presence', ARGV[3])
 end
-return {'OK', how, epoch, f[7] or '0', f[8], f[9], f[10], f[11], f[12], job or false}
+return {'OK', how, epoch, f[7] or '0', f[8], f[9], f[10], f[11], f[12], job or false, f[13], f[14]}

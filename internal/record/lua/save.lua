@@ -28,6 +28,8 @@
 -- ARGV[12] trade id this write settles (the mark is cleared), or ''. While the record is
 --          marked with another trade every write is refused, but a bare release (no
 --          data), which gives the lock back and leaves the mark for the next loader
+-- ARGV[13] schema version the data was encoded at, ARGV[14] the lowest that may read it:
+--          written with new data (schema, schema.min)
 --
 -- Every accepted call refreshes lock.at from Redis TIME. A data write moves the old data
 -- into ring slot ver % history (overwriting the version history writes older) and
@@ -105,7 +107,7 @@ if ARGV[6] == '1' then
     put(s .. 'v', ver); put(s .. 't', f[9] or '0'); put(s .. 'd', f[8])
   end
   ver = ver + 1
-  put('data', ARGV[7]); put('ver', ver); put('at', now)
+  put('data', ARGV[7]); put('ver', ver); put('at', now); put('schema', ARGV[13]); put('schema.min', ARGV[14])
 end
 if ARGV[8] == '1' then
   put('uids', ARGV[9]); put('meta', ARGV[10])
