@@ -56,10 +56,11 @@ func (c *command) parse(args []string, stdout, stderr io.Writer) ([]string, erro
 	}
 }
 
-// mistake prints the usage to stderr and returns the error to report.
+// mistake prints the usage to stderr and returns the error to report: a
+// usageError, so the program exits with status 2.
 func (c *command) mistake(stderr io.Writer, format string, a ...any) error {
 	fmt.Fprint(stderr, c.usage)
-	return fmt.Errorf("%s: %s", c.name, fmt.Sprintf(format, a...))
+	return usagef("%s: %s", c.name, fmt.Sprintf(format, a...))
 }
 
 // connFlags are the flags that say where Redis and NATS are and which
@@ -95,6 +96,10 @@ func (f *connFlags) fromEnv() {
 func ms(d time.Duration) float64 {
 	return float64(d.Round(10*time.Microsecond)) / float64(time.Millisecond)
 }
+
+// msDuration converts milliseconds (as the reports keep them) back to a
+// duration.
+func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
 
 // human formats a duration for people: "0.84 ms", "312 ms", "3.75 s".
 func human(d time.Duration) string {

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ckernel/playerdata/internal/record"
 	"io"
 	"regexp"
 	"slices"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/transactions"
 	"github.com/redis/go-redis/v9"
@@ -29,103 +29,70 @@ const inspectUsage = `Usage: playerdata inspect --driver NAME [flags] KEY
 Shows the record of profile KEY of driver NAME: the lock holder, the first 8
 characters of its token, the lock's age (Redis clock), its presence flag,
 whether the holder beats presence now, epoch, ver, a pending trade and its
-journal state, and the kept versions. Reads only; changes nothing.
+journal state, the kept versions, and what a join of the key would meet now.
+The stored data is always checked: data that does not decode as msgpack
+makes the record corrupt, and the verdict says so. Reads only.
 
 Flags:
   --driver NAME        the driver's Config.Name, e.g. PlayerData (required)
+  --data               also print the profile data, decoded from msgpack, as JSON
   --redis URL          Redis (default $REDIS_URL, else redis://127.0.0.1:6379)
   --namespace NS       the servers' NodeConfig.Namespace (default none)
+  --presence-key NAME  the servers' NodeConfig.PresenceKey (default CKPresence)
+  --presence-shards N  the servers' NodeConfig.PresenceShards (default 1)
   --presence-ttl D     the servers' PresenceTTL, to read presence as they do (default 10s)
   --json               print one JSON object
+
+Exit status: 0 shown (a missing record included), 1 failed, 2 usage, or a
+namespace with no records and no servers at all.
 `
-
-// defaultRedisURL is where inspect and presence look without --redis or
-// REDIS_URL.
-const defaultRedisURL = "redis://127.0.0.1:6379"
-
-// inspectJob is the JobID presence reads are made under; it never beats.
-const inspectJob = "inspect"
-
-// inspectFlags are the flags of inspect and presence.
-type inspectFlags struct {
-	conn        connFlags
-	driver      string
-	presenceTTL time.Duration
-	json        bool
-}
-
-// addCommon adds the flags inspect and presence share.
-func (f *inspectFlags) addCommon(c *command) {
-	f.conn.addRedis(c.fs)
-	c.fs.DurationVar(&f.presenceTTL, "presence-ttl", presence.DefaultTTL, "")
-	c.fs.BoolVar(&f.json, "json", false, "")
-}
-
-// redisURL is --redis, else REDIS_URL, else the local default.
-func (f *inspectFlags) redisURL() string {
-	f.conn.fromEnv()
-	if f.conn.redisURL == "" {
-		return defaultRedisURL
-	}
-	return f.conn.redisURL
-}
-
-// presenceReader returns a Presence that only reads the hash of ns.
-func presenceReader(rdb redis.UniversalClient, ns string, ttl time.Duration) (*presence.Presence, error) {
-	if ttl < 4*time.Millisecond {
-		return nil, fmt.Errorf("--presence-ttl %s is too short", ttl)
-	}
-	return presence.New(rdb, presence.Config{Key: presence.KeyFor(ns), JobID: inspectJob, TTL: ttl, Beat: ttl / 4})
-}
-
-// openReader connects to the Redis of f and builds the presence reader
-// inspect and presence share; the caller closes the client.
-func (f *inspectFlags) openReader(ctx context.Context, cmd string) (*redis.Client, *presence.Presence, error) {
-	rdb, err := connectRedis(ctx, f.redisURL())
-	if err != nil {
-		return nil, nil, err
-	}
-	pres, err := presenceReader(rdb, f.conn.namespace, f.presenceTTL)
-	if err != nil {
-		_ = rdb.Close()
-		return nil, nil, fmt.Errorf("%s: %w", cmd, err)
-	}
-	return rdb, pres, nil
-}
 
 // runInspect is "playerdata inspect".
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := newCommand("inspect", inspectUsage)
-	var f inspectFlags
-	f.addCommon(cmd)
-	cmd.fs.StringVar(&f.driver, "driver", "", "")
+	var (
+		f        readFlags
+		driver   string
+		showData bool
+	)
+	f.add(cmd)
+	cmd.fs.StringVar(&driver, "driver", "", "")
+	cmd.fs.BoolVar(&showData, "data", false, "")
 	pos, err := cmd.parse(args, stdout, stderr)
 	if err != nil {
 		return err
 	}
 	switch {
-	case f.driver == "":
+	case driver == "":
 		return cmd.mistake(stderr, "--driver is required")
 	case len(pos) == 0:
 		return cmd.mistake(stderr, "the profile KEY is required")
 	case len(pos) > 1:
 		return cmd.mistake(stderr, "one KEY only, got %d", len(pos))
 	}
+	if err := f.check(cmd, stderr); err != nil {
+		return err
+	}
 	key := pos[0]
-	if err := datadriver.ValidName(f.driver); err != nil {
-		return fmt.Errorf("inspect: %w", err)
+	if err := datadriver.ValidName(driver); err != nil {
+		return usagef("inspect: %w", err)
 	}
 	if err := datadriver.ValidKey(key); err != nil {
-		return fmt.Errorf("inspect: %w", err)
+		return usagef("inspect: %w", err)
 	}
-	rdb, pres, err := f.openReader(ctx, "inspect")
+	r, err := f.open(ctx)
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
-	rep, err := inspectRecord(ctx, rdb, pres, f.conn.namespace, f.driver, key)
+	defer r.Close()
+	rep, err := inspectRecord(ctx, r, driver, key, showData)
 	if err != nil {
 		return fmt.Errorf("inspect %s: %w", key, err)
+	}
+	if !rep.Exists {
+		if err := r.checkNamespace(ctx, defaultScanLimit, stderr); err != nil {
+			return err
+		}
 	}
 	if f.json {
 		enc := json.NewEncoder(stdout)
@@ -147,17 +114,25 @@ func prefix8(token string) string {
 
 // inspectReport is what inspect shows, and its --json output.
 type inspectReport struct {
-	Namespace   string          `json:"namespace"`
-	Driver      string          `json:"driver"`
-	Key         string          `json:"key"`
-	RecordKey   string          `json:"record_key"`
-	Exists      bool            `json:"exists"`
-	Lock        *lockReport     `json:"lock,omitempty"`
-	Epoch       int64           `json:"epoch"`
-	Ver         int64           `json:"ver"`
-	WrittenAt   *time.Time      `json:"written_at,omitempty"` // the current data's write (Redis clock)
-	DataBytes   int64           `json:"data_bytes"`
-	Format      string          `json:"format,omitempty"`
+	Namespace   string      `json:"namespace"`
+	PresenceKey string      `json:"presence_key"` // the presence hash read
+	Driver      string      `json:"driver"`
+	Key         string      `json:"key"`
+	RecordKey   string      `json:"record_key"`
+	Exists      bool        `json:"exists"`
+	Lock        *lockReport `json:"lock,omitempty"`
+	Epoch       int64       `json:"epoch"`
+	Ver         int64       `json:"ver"`
+	WrittenAt   *time.Time  `json:"written_at,omitempty"` // the current data's write (Redis clock)
+	DataBytes   int64       `json:"data_bytes"`
+	Format      string      `json:"format,omitempty"`
+	// Data is the profile data as JSON (with --data, when it decodes).
+	Data json.RawMessage `json:"data,omitempty"`
+	// DataNote says what a load would make of data that decodes with
+	// something odd about it (bytes after the value, not a map).
+	DataNote string `json:"data_note,omitempty"`
+	// Corrupt says why a load of the record fails (ErrCorruptRecord).
+	Corrupt     *corruptReport  `json:"corrupt,omitempty"`
 	LastRelease *releaseReport  `json:"last_release,omitempty"`
 	Trade       *tradeReport    `json:"trade,omitempty"`
 	Versions    []versionReport `json:"versions"`
@@ -178,6 +153,21 @@ type lockReport struct {
 	HolderPresence    string   `json:"holder_presence,omitempty"` // alive, stopped, unknown
 	HolderExpiresInMS *float64 `json:"holder_expires_in_ms,omitempty"`
 	PresenceError     string   `json:"presence_error,omitempty"`
+}
+
+// corruptReport is what makes a record corrupt: a field that does not
+// decode, or a format newer than this build reads.
+type corruptReport struct {
+	Field  string `json:"field"`            // data, uids, meta or fmt
+	Offset *int   `json:"offset,omitempty"` // where decoding failed, in bytes from the field's start
+	Reason string `json:"reason"`
+}
+
+func (c *corruptReport) String() string {
+	if c.Offset != nil {
+		return fmt.Sprintf("its %s does not decode as msgpack at byte %d: %s", c.Field, *c.Offset, c.Reason)
+	}
+	return c.Reason
 }
 
 // releaseReport is the record's last release (it lets a release whose
@@ -209,9 +199,10 @@ var historyField = regexp.MustCompile(`^h([0-9]+)\.v$`)
 
 // inspectRecord reads the record of driver/key and what it points to (the
 // holder's presence, the trade journal).
-func inspectRecord(ctx context.Context, rdb *redis.Client, pres *presence.Presence, ns, driver, key string) (*inspectReport, error) {
+func inspectRecord(ctx context.Context, r *reader, driver, key string, withData bool) (*inspectReport, error) {
+	rdb, ns := r.rdb, r.ns
 	rk := datadriver.RecordKey(ns, driver, key)
-	rep := &inspectReport{Namespace: ns, Driver: driver, Key: key, RecordKey: rk, Versions: []versionReport{}}
+	rep := &inspectReport{Namespace: ns, PresenceKey: r.presKey, Driver: driver, Key: key, RecordKey: rk, Versions: []versionReport{}}
 	names, err := rdb.HKeys(ctx, rk).Result()
 	if err != nil {
 		return nil, err
@@ -230,12 +221,12 @@ func inspectRecord(ctx context.Context, rdb *redis.Client, pres *presence.Presen
 	}
 	var (
 		hm    *redis.SliceCmd
-		size  *redis.IntCmd
+		blobs *redis.SliceCmd
 		clock *redis.TimeCmd
 	)
 	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		hm = p.HMGet(ctx, rk, fields...)
-		size = p.HStrLen(ctx, rk, record.FieldData)
+		blobs = p.HMGet(ctx, rk, record.FieldData, record.FieldUserIDs, record.FieldMeta)
 		clock = p.Time(ctx)
 		return nil
 	}); err != nil {
@@ -260,7 +251,8 @@ func inspectRecord(ctx context.Context, rdb *redis.Client, pres *presence.Presen
 		}
 		return time.Time{}
 	}
-	rep.Epoch, rep.Ver, rep.DataBytes, rep.Format = num(record.FieldEpoch), num(record.FieldVer), size.Val(), v[record.FieldFormat]
+	rep.Epoch, rep.Ver, rep.Format = num(record.FieldEpoch), num(record.FieldVer), v[record.FieldFormat]
+	checkBlobs(rep, blobs.Val(), withData)
 
 	lock := &lockReport{Held: v[record.FieldLockToken] != "", Holder: v[record.FieldLockJob],
 		TokenPrefix: prefix8(v[record.FieldLockToken]), At: at(record.FieldLockAt), PresenceFlag: v[record.FieldLockPresence] == "1"}
@@ -268,14 +260,14 @@ func inspectRecord(ctx context.Context, rdb *redis.Client, pres *presence.Presen
 		lock.AgeMS = ms(rep.now.Sub(lock.At))
 	}
 	if lock.Held && lock.Holder != "" {
-		r := pres.Read(ctx, lock.Holder)
-		lock.HolderPresence = r.Status.String()
-		if r.Status == presence.Alive {
-			e := ms(r.ExpiresIn)
+		rd := r.pres.Read(ctx, lock.Holder)
+		lock.HolderPresence = rd.Status.String()
+		if rd.Status == presence.Alive {
+			e := ms(rd.ExpiresIn)
 			lock.HolderExpiresInMS = &e
 		}
-		if r.Err != nil {
-			lock.PresenceError = r.Err.Error()
+		if rd.Err != nil {
+			lock.PresenceError = rd.Err.Error()
 		}
 	}
 	rep.Lock = lock
@@ -319,10 +311,61 @@ func inspectRecord(ctx context.Context, rdb *redis.Client, pres *presence.Presen
 	return rep, nil
 }
 
+// checkBlobs checks that the record's data, user ids and metadata decode as
+// msgpack and its format is one this build reads, as a load would, filling
+// rep's DataBytes, Data (when withData), DataNote and Corrupt. vals are the
+// HMGET answers of data, uids and meta.
+func checkBlobs(rep *inspectReport, vals []any, withData bool) {
+	if f, err := strconv.Atoi(rep.Format); err == nil && f > record.Format {
+		rep.Corrupt = &corruptReport{Field: record.FieldFormat,
+			Reason: fmt.Sprintf("its format %d is newer than this build's %d: servers of this build refuse it", f, record.Format)}
+	}
+	names := []string{record.FieldData, record.FieldUserIDs, record.FieldMeta}
+	for i, name := range names {
+		raw, _ := vals[i].(string)
+		if name == record.FieldData {
+			rep.DataBytes = int64(len(raw))
+		}
+		if raw == "" {
+			continue // absent: a new profile's defaults, or no ids or metadata
+		}
+		js, n, err := msgpackJSON([]byte(raw))
+		var de *dataError
+		if errors.As(err, &de) {
+			if rep.Corrupt == nil {
+				rep.Corrupt = &corruptReport{Field: name, Offset: &de.Offset, Reason: de.Reason}
+			}
+			continue
+		}
+		if name != record.FieldData {
+			continue
+		}
+		if withData {
+			rep.Data = js
+		}
+		var notes []string
+		if n < len(raw) {
+			notes = append(notes, fmt.Sprintf("%d bytes follow the value, from byte %d: a load ignores them", len(raw)-n, n))
+		}
+		if len(js) > 0 && js[0] != '{' {
+			notes = append(notes, "the data is not a map: a profile whose type is a struct does not load from it")
+		}
+		rep.DataNote = strings.Join(notes, "; ")
+	}
+}
+
 // verdict says in one sentence what a join of the key would meet.
 func verdict(r *inspectReport) string {
 	l := r.Lock
 	var s string
+	if c := r.Corrupt; c != nil {
+		s = fmt.Sprintf("the record is corrupt: %s. Every load of it fails with ErrCorruptRecord and leaves it as it is "+
+			"(restore a kept version, or wipe it)", c)
+		if l.Held {
+			s += fmt.Sprintf("; its lock is held by %s (%s)", l.Holder, cmp.Or(l.HolderPresence, "presence not read"))
+		}
+		return s
+	}
 	switch {
 	case !l.Held:
 		s = "the lock is free: a join on any server takes it at once"
@@ -343,107 +386,4 @@ func verdict(r *inspectReport) string {
 		s += fmt.Sprintf("; a trade is pending on the record (%s): the next load settles or aborts it first", r.Trade.ID)
 	}
 	return s
-}
-
-// printInspect prints a report for people.
-func printInspect(w io.Writer, st style, r *inspectReport) {
-	row := func(label, value string) { fmt.Fprintf(w, "  %-10s %s\n", st.bold(label), value) }
-	fmt.Fprintf(w, "%s %s\n", st.bold("record"), r.RecordKey)
-	if !r.Exists {
-		fmt.Fprintf(w, "  no record for key %q of driver %s in namespace %q\n", r.Key, r.Driver, r.Namespace)
-		return
-	}
-	when := func(t time.Time) string {
-		return fmt.Sprintf("%s (%s ago)", t.Local().Format("2006-01-02 15:04:05.000"), human(r.now.Sub(t).Round(time.Millisecond)))
-	}
-	l := r.Lock
-	age := time.Duration(l.AgeMS * float64(time.Millisecond))
-	flag := "presence flag 0 (holder does not beat presence)"
-	if l.PresenceFlag {
-		flag = "presence flag 1"
-	}
-	if l.Held {
-		row("lock", fmt.Sprintf("held by %s, token %s…, age %s, %s", st.bold(l.Holder), l.TokenPrefix, human(age), flag))
-		alive := l.HolderPresence
-		switch alive {
-		case "alive":
-			alive = st.green("alive") + " now"
-			if l.HolderExpiresInMS != nil {
-				alive += fmt.Sprintf(" (its beat expires in %s)", human(time.Duration(*l.HolderExpiresInMS*float64(time.Millisecond))))
-			}
-		case "stopped":
-			alive = st.red("stopped") + " now (no live beat for a full PresenceTTL)"
-		default:
-			alive = st.yellow(alive) + " now"
-			if l.PresenceError != "" {
-				alive += " (" + l.PresenceError + ")"
-			}
-		}
-		row("holder", l.Holder+" is "+alive)
-	} else {
-		free := "free"
-		if !l.At.IsZero() {
-			free += ", last changed " + human(age) + " ago"
-		}
-		row("lock", st.green(free))
-	}
-	row("epoch", strconv.FormatInt(r.Epoch, 10))
-	ver := strconv.FormatInt(r.Ver, 10)
-	if r.WrittenAt != nil {
-		ver += ", written " + when(*r.WrittenAt)
-	}
-	row("ver", fmt.Sprintf("%s, %d bytes of data", ver, r.DataBytes))
-	if r.LastRelease != nil {
-		row("released", fmt.Sprintf("last release by token %s… at ver %d", r.LastRelease.TokenPrefix, r.LastRelease.Ver))
-	}
-	if t := r.Trade; t != nil {
-		s := t.ID + ": "
-		if t.Error != "" {
-			s += st.yellow(t.Error)
-		} else {
-			settled := 0
-			for _, ok := range t.Settled {
-				if ok {
-					settled++
-				}
-			}
-			s += fmt.Sprintf("%s by %s, %d of %d participants settled", t.State, t.Coordinator, settled, len(t.Settled))
-		}
-		row("trade", s)
-	} else {
-		row("trade", "none pending")
-	}
-	if len(r.Versions) == 0 {
-		row("versions", "none (no data saved yet)")
-	}
-	for i, v := range r.Versions {
-		label := ""
-		if i == 0 {
-			label = "versions"
-		}
-		cur := ""
-		if v.Current {
-			cur = " (current)"
-		}
-		row(label, fmt.Sprintf("ver %d%s, %s", v.Ver, cur, when(v.At)))
-	}
-	fmt.Fprintf(w, "  → %s\n", wrapText(r.Verdict, 90, "    "))
-}
-
-// wrapText wraps s at width, indenting continuation lines.
-func wrapText(s string, width int, indent string) string {
-	var b strings.Builder
-	n := 0
-	for i, word := range strings.Fields(s) {
-		if i > 0 && n+1+len(word) > width {
-			b.WriteString("\n" + indent)
-			n = 0
-		} else if i > 0 {
-			b.WriteByte(' ')
-			n++
-		}
-		b.WriteString(word)
-		n += len(word)
-	}
-	return b.String()
 }

@@ -3,43 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/presence"
-	"github.com/ckernel/playerdata/testsupport"
 	"github.com/redis/go-redis/v9"
 )
 
 // profile is the profile type of these tests.
 type profile struct{ Coins int }
-
-// beatHook closes beaten once a presence beat of job has landed.
-type beatHook struct {
-	key, job string
-	beaten   chan struct{}
-	once     sync.Once
-}
-
-func (h *beatHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *beatHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (h *beatHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if err == nil && isBeat(cmd, h.key, h.job) {
-			h.once.Do(func() { close(h.beaten) })
-		}
-		return err
-	}
-}
 
 // fixture is a Redis with one server ("server-a") beating presence and
 // holding user:42 of driver PlayerData, saved twice.
@@ -50,48 +24,17 @@ type fixture struct {
 
 func newFixture(t *testing.T) fixture {
 	t.Helper()
-	r := testsupport.StartRedis(t)
-	url := "redis://" + r.Addr
-	if r.Kind == testsupport.KindEnv {
-		url = os.Getenv(envRedis)
-	}
-	rdb := r.Client(t)
-	hook := &beatHook{key: presence.KeyFor(r.Namespace), job: "server-a", beaten: make(chan struct{})}
-	rdb.AddHook(hook)
+	e := newTestEnv(t)
+	a := e.startServer(t, "server-a", serverOpts{})
+	p := a.hold(t, "user:42", 10)
+	_ = p.Update(func(d *profile) { d.Coins = 20 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	node, err := datadriver.NewNode(ctx, datadriver.NodeConfig{
-		JobID: "server-a", Redis: rdb, Namespace: r.Namespace,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
+	if err := p.Save(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = node.Close(ctx)
-	})
-	d, err := datadriver.NewDriver(node, datadriver.Config[profile]{Name: "PlayerData", Autosave: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := d.Join(ctx, "user:42")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []int{10, 20} {
-		_ = p.Update(func(d *profile) { d.Coins = c })
-		if err := p.Save(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	select {
-	case <-hook.beaten:
-	case <-ctx.Done():
-		t.Fatal("server-a never beat presence")
-	}
-	return fixture{url: url, ns: r.Namespace, rdb: rdb}
+	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Alive)
+	return fixture{url: e.url, ns: e.ns, rdb: e.rdb}
 }
 
 func TestInspect(t *testing.T) {
@@ -225,8 +168,13 @@ func TestPresence(t *testing.T) {
 		}
 	}
 
-	r = runArgs(t, 10*time.Second, "presence", "--redis", f.url, "--namespace", "nobody-here")
-	if r.err != nil || !strings.Contains(r.stdout, "no server") {
-		t.Fatalf("presence of an empty namespace = %v:\n%s", r.err, r.stdout)
+	// A presence hash that exists but has no server in it (only its meta).
+	empty := f.ns + "-empty"
+	if err := f.rdb.HSet(context.Background(), presence.KeyFor(empty), "\x00run", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	r = runArgs(t, 10*time.Second, "presence", "--redis", f.url, "--namespace", empty)
+	if r.err != nil || !strings.Contains(r.stdout, "no server in the presence hash") {
+		t.Fatalf("presence of an empty hash = %v:\n%s", r.err, r.stdout)
 	}
 }

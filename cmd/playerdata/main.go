@@ -1,12 +1,16 @@
 // Command playerdata shows the library at work and lets an operator look at
-// what it stores.
+// what it stores, and free a crashed server's lock.
 //
 //	playerdata demo      the four handoff cases, on embedded or real Redis and NATS
-//	playerdata inspect   one profile record: lock holder, lock age, presence, versions
+//	playerdata inspect   one profile record: lock holder, lock age, presence, versions, data
 //	playerdata presence  every server in the presence hash: last beat, alive or stopped
+//	playerdata locks     the locks one server holds (a bounded SCAN)
+//	playerdata unlock    free one lock whose holder reads stopped or unknown
+//	playerdata version   the build: module version, VCS revision, Go version
+//	playerdata help      the general help, or one command's
 //
 // Everything happens in run, which tests call in-process; main only maps its
-// error to exit status 1 with one line on stderr.
+// error to an exit status (see exitStatus) with one line on stderr.
 package main
 
 import (
@@ -28,9 +32,16 @@ const usage = `playerdata: player profiles under a session lock, handed over bet
 
 Usage:
   playerdata demo     [--redis URL] [--nats URL] [--namespace PREFIX] [--speed N] [--case NAME] [--json] [-v]
-  playerdata inspect  --driver NAME [--redis URL] [--namespace NS] [--presence-ttl D] [--json] KEY
-  playerdata presence [--redis URL] [--namespace NS] [--presence-ttl D] [--json]
-  playerdata help
+  playerdata inspect  --driver NAME [--data] [reader flags] KEY
+  playerdata presence [reader flags]
+  playerdata locks    --job ID [--driver NAME] [--limit N] [reader flags]
+  playerdata unlock   [--driver NAME] [--dry-run] [reader flags] KEY
+  playerdata version  [--json]
+  playerdata help     [COMMAND]
+
+Reader flags (inspect, presence, locks, unlock):
+  --redis URL  --namespace NS  --presence-key NAME  --presence-shards N
+  --presence-ttl D  --json
 
 Commands:
   demo      play the four ways a player reaches server B while server A holds
@@ -38,11 +49,44 @@ Commands:
             unless --redis / --nats (or REDIS_URL / NATS_URL) name real ones
   inspect   show one profile record: lock holder, token prefix, lock age,
             presence flag, whether the holder is alive now, epoch, ver,
-            pending trade, kept versions
+            pending trade, kept versions; --data prints the data as JSON
   presence  list every server in the presence hash: last beat, alive/stopped
+  locks     list the locks one server holds: key, driver, lock age,
+            presence flag, epoch (a bounded SCAN of the records)
+  unlock    free one lock, only when its holder reads stopped or unknown in
+            presence: one fenced release that changes nothing if the lock
+            changed hands meanwhile
+  version   print the module version, VCS revision and Go version
+  help      print this help, or a command's: playerdata help COMMAND
 
-Run "playerdata <command> --help" for a command's flags.
+Exit status: 0 done (or nothing to do), 1 failed or refused, 2 usage (a wrong
+command line, or a namespace with no records and no servers at all).
+
+Run "playerdata help COMMAND" or "playerdata COMMAND --help" for a command's flags.
 `
+
+// helpUsage is help's own help.
+const helpUsage = `Usage: playerdata help [COMMAND]
+
+Prints the general help, or the help of COMMAND (demo, inspect, presence,
+locks, unlock, version, help) with its flags.
+`
+
+// subcommand is one entry of the command table.
+type subcommand struct {
+	usage string
+	run   func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// commands is the command table; help is answered by run itself.
+var commands = map[string]subcommand{
+	"demo":     {demoUsage, runDemo},
+	"inspect":  {inspectUsage, runInspect},
+	"presence": {presenceUsage, runPresence},
+	"locks":    {locksUsage, runLocks},
+	"unlock":   {unlockUsage, runUnlock},
+	"version":  {versionUsage, runVersion},
+}
 
 func main() {
 	// go-redis logs every failed dial on stderr; the command reports the
@@ -53,38 +97,55 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "playerdata: "+oneLine(err.Error()))
-		os.Exit(1)
 	}
+	os.Exit(exitStatus(err))
 }
 
 // run runs the command named by args[0] with the rest of args, writing its
 // output to stdout and usage text to stderr. ctx cancels it. The returned
-// error is the one line main prints; nil means exit status 0.
+// error is the one line main prints; nil means exit status 0, a usageError
+// status 2, any other error status 1.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return errors.New("no command given")
+		return usagef("no command given")
 	}
-	cmd, rest := args[0], args[1:]
-	var err error
-	switch cmd {
-	case "demo":
-		err = runDemo(ctx, rest, stdout, stderr)
-	case "inspect":
-		err = runInspect(ctx, rest, stdout, stderr)
-	case "presence":
-		err = runPresence(ctx, rest, stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	default:
+	name, rest := args[0], args[1:]
+	if name == "help" || name == "-h" || name == "-help" || name == "--help" {
+		return runHelp(rest, stdout, stderr)
+	}
+	cmd, ok := commands[name]
+	if !ok {
 		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown command %q", cmd)
+		return usagef("unknown command %q", name)
 	}
+	err := cmd.run(ctx, rest, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil // the command printed its help
 	}
 	return err
+}
+
+// runHelp is "playerdata help [COMMAND]".
+func runHelp(args []string, stdout, stderr io.Writer) error {
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(stdout, usage)
+		return nil
+	case len(args) > 1:
+		fmt.Fprint(stderr, helpUsage)
+		return usagef("help: one COMMAND only, got %d", len(args))
+	case args[0] == "help" || args[0] == "-h" || args[0] == "-help" || args[0] == "--help":
+		fmt.Fprint(stdout, helpUsage)
+		return nil
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprint(stderr, usage)
+		return usagef("help: unknown command %q", args[0])
+	}
+	fmt.Fprint(stdout, cmd.usage)
+	return nil
 }
 
 // quietLogger drops go-redis's own log lines.

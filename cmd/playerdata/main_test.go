@@ -3,7 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
+	"regexp"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +67,17 @@ func TestUsageErrors(t *testing.T) {
 		{"demo speed not a number", []string{"demo", "--speed", "fast"}, "invalid value"},
 		{"demo unknown case", []string{"demo", "--case", "nope"}, "want one of stale-connection, failed-leave-save, crash, stalling-holder"},
 		{"demo bad namespace", []string{"demo", "--namespace", "a.b"}, `--namespace "a.b"`},
+		{"locks without job", []string{"locks"}, "--job is required"},
+		{"locks limit zero", []string{"locks", "--job", "a", "--limit", "0"}, "--limit 0"},
+		{"locks with an argument", []string{"locks", "--job", "a", "extra"}, `unexpected argument "extra"`},
+		{"unlock without key", []string{"unlock", "--driver", "PlayerData"}, "KEY is required"},
+		{"unlock with two keys", []string{"unlock", "a", "b"}, "one KEY only"},
+		{"empty presence key", []string{"presence", "--presence-key", ""}, "--presence-key is empty"},
+		{"presence shards zero", []string{"inspect", "--presence-shards", "0", "--driver", "D", "k"}, "--presence-shards 0"},
+		{"presence ttl too short", []string{"unlock", "--presence-ttl", "1ms", "k"}, "--presence-ttl 1ms is too short"},
+		{"version with an argument", []string{"version", "extra"}, `unexpected argument "extra"`},
+		{"help of an unknown command", []string{"help", "frobnicate"}, `help: unknown command "frobnicate"`},
+		{"help of two commands", []string{"help", "inspect", "locks"}, "one COMMAND only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runArgs(t, 5*time.Second, tc.args...)
@@ -73,12 +90,104 @@ func TestUsageErrors(t *testing.T) {
 			if r.stdout != "" {
 				t.Fatalf("run(%q) wrote to stdout:\n%s", tc.args, r.stdout)
 			}
+			if got := exitStatus(r.err); got != exitUsage {
+				t.Fatalf("run(%q): exit status %d, want %d", tc.args, got, exitUsage)
+			}
 		})
 	}
 }
 
+func TestHelpCommand(t *testing.T) {
+	for name, cmd := range commands {
+		t.Run(name, func(t *testing.T) {
+			r := runArgs(t, 5*time.Second, "help", name)
+			if r.err != nil || r.stdout != cmd.usage {
+				t.Fatalf("help %s = %v:\n%s", name, r.err, r.stdout)
+			}
+			if !strings.Contains(usage, "playerdata "+name) {
+				t.Errorf("the general help does not list %s", name)
+			}
+			if name == "demo" {
+				return // demo's --help is demo's own
+			}
+			flags := runArgs(t, 5*time.Second, name, "--help")
+			if flags.err != nil || flags.stdout != cmd.usage {
+				t.Fatalf("%s --help = %v:\n%s", name, flags.err, flags.stdout)
+			}
+			if !strings.Contains(cmd.usage, "Exit status") && name != "version" {
+				t.Errorf("help %s says nothing of its exit status", name)
+			}
+		})
+	}
+	r := runArgs(t, 5*time.Second, "help", "help")
+	if r.err != nil || !strings.Contains(r.stdout, "Usage: playerdata help [COMMAND]") {
+		t.Fatalf("help help = %v:\n%s", r.err, r.stdout)
+	}
+}
+
+// TestUsageListsEveryFlag checks each flag a command's help names is one
+// the command takes (the flag, then --help: nothing runs).
+func TestUsageListsEveryFlag(t *testing.T) {
+	flagRE := regexp.MustCompile(`(?m)^\s+(--?[a-z][a-z-]*)`)
+	for _, name := range []string{"inspect", "presence", "locks", "unlock", "version"} {
+		documented := flagRE.FindAllStringSubmatch(commands[name].usage, -1)
+		if len(documented) == 0 {
+			t.Fatalf("help %s lists no flags", name)
+		}
+		for _, m := range documented {
+			r := runArgs(t, 5*time.Second, name, m[1]+"=1", "--help")
+			if r.err != nil && strings.Contains(r.err.Error(), "flag provided but not defined") {
+				t.Errorf("help %s documents %s, which the command does not take", name, m[1])
+			}
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := runArgs(t, 5*time.Second, "version", "--json")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var rep buildReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v:\n%s", err, r.stdout)
+	}
+	if rep.Go != runtime.Version() || rep.Module == "" || rep.Version == "" {
+		t.Fatalf("version %+v", rep)
+	}
+	r = runArgs(t, 5*time.Second, "version")
+	if r.err != nil || !strings.Contains(r.stdout, runtime.Version()) {
+		t.Fatalf("version = %v:\n%s", r.err, r.stdout)
+	}
+
+	got := buildVersion(&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/ckernel/playerdata", Version: "v1.2.3"},
+		Settings: []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "abc123"},
+			{Key: "vcs.time", Value: "2026-12-01T08:00:00Z"}, {Key: "vcs.modified", Value: "true"}}})
+	if want := "github.com/ckernel/playerdata v1.2.3 git abc123 2026-12-01T08:00:00Z (modified), go1.26.8"; got.String() != want {
+		t.Fatalf("version line %q, want %q", got.String(), want)
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{nil, exitOK},
+		{errors.New("boom"), exitFailed},
+		{usagef("bad"), exitUsage},
+		{fmt.Errorf("wrapped: %w", usagef("bad")), exitUsage},
+		{fmt.Errorf("unlock k: %w: alive", errRefused), exitFailed},
+	} {
+		if got := exitStatus(tc.err); got != tc.want {
+			t.Errorf("exitStatus(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"help"}, {"--help"}, {"demo", "--help"}, {"inspect", "-h"}, {"presence", "--help"}} {
+	for _, args := range [][]string{{"help"}, {"--help"}, {"demo", "--help"}, {"inspect", "-h"}, {"presence", "--help"},
+		{"locks", "--help"}, {"unlock", "-h"}, {"version", "--help"}, {"help", "unlock"}, {"help", "--help"}} {
 		r := runArgs(t, 5*time.Second, args...)
 		if r.err != nil || !strings.Contains(r.stdout, "Usage") {
 			t.Fatalf("run(%q) = %v, stdout:\n%s", args, r.err, r.stdout)

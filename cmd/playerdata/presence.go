@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -16,29 +17,39 @@ import (
 
 const presenceUsage = `Usage: playerdata presence [flags]
 
-Lists every server in the presence hash "<namespace>:CKPresence": the time
-since its last beat, when that beat expires (Redis clock), and whether it
-reads alive, stopped or unknown (Redis restarted or failed over less than one
+Lists every server in the presence hash "<namespace>:<presence key>"
+(CKPresence unless the servers set NodeConfig.PresenceKey): the time since
+its last beat, when that beat expires (Redis clock), and whether it reads
+alive, stopped or unknown (Redis restarted or failed over less than one
 PresenceTTL ago: a missing beat is no proof yet). Reads only.
 
 Flags:
   --redis URL          Redis (default $REDIS_URL, else redis://127.0.0.1:6379)
   --namespace NS       the servers' NodeConfig.Namespace (default none)
+  --presence-key NAME  the servers' NodeConfig.PresenceKey (default CKPresence)
+  --presence-shards N  the servers' NodeConfig.PresenceShards (default 1)
   --presence-ttl D     the servers' PresenceTTL: a beat's age is TTL − time left (default 10s)
   --json               print one JSON object
+
+Exit status: 0 listed (an empty hash included), 1 failed, 2 usage, or a
+namespace with no records and no servers at all.
 `
 
 // presenceReport is what presence shows, and its --json output.
 type presenceReport struct {
-	Key     string         `json:"key"`
+	Key     string         `json:"key"`    // shard 0 of the hash
+	Shards  int            `json:"shards"` // --presence-shards
 	TTLMS   float64        `json:"ttl_ms"`
 	Servers []serverReport `json:"servers"`
+	Note    string         `json:"note,omitempty"` // e.g. the hash does not exist
 }
 
 // serverReport is one server of the presence hash.
 type serverReport struct {
 	JobID       string  `json:"job"`
-	Status      string  `json:"status"`        // alive, stopped, unknown
+	Status      string  `json:"status"`             // alive, stopped, unknown
+	Instance    string  `json:"instance,omitempty"` // the process that wrote the beat
+	Shard       int     `json:"shard"`
 	ExpiresInMS float64 `json:"expires_in_ms"` // negative once expired
 	LastBeatMS  float64 `json:"last_beat_ms_ago"`
 }
@@ -46,8 +57,8 @@ type serverReport struct {
 // runPresence is "playerdata presence".
 func runPresence(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := newCommand("presence", presenceUsage)
-	var f inspectFlags
-	f.addCommon(cmd)
+	var f readFlags
+	f.add(cmd)
 	pos, err := cmd.parse(args, stdout, stderr)
 	if err != nil {
 		return err
@@ -55,19 +66,39 @@ func runPresence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(pos) > 0 {
 		return cmd.mistake(stderr, "unexpected argument %q", pos[0])
 	}
-	rdb, pres, err := f.openReader(ctx, "presence")
+	if err := f.check(cmd, stderr); err != nil {
+		return err
+	}
+	r, err := f.open(ctx)
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
-	entries, err := pres.List(ctx)
-	if err != nil {
+	defer r.Close()
+	rep := presenceReport{Key: r.presKey, Shards: f.presenceShards, TTLMS: ms(f.presenceTTL), Servers: []serverReport{}}
+	entries, err := r.pres.List(ctx)
+	switch {
+	case errors.Is(err, presence.ErrShardMismatch):
+		// What was read is shown; no entry of a mismatched shard reads stopped.
+		rep.Note = err.Error() + " (pass the servers' --presence-shards)"
+	case err != nil:
 		return err
 	}
-	rep := presenceReport{Key: presence.KeyFor(f.conn.namespace), TTLMS: ms(f.presenceTTL), Servers: []serverReport{}}
+	if len(entries) == 0 {
+		exists, err := r.presenceHashExists(ctx)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			if err := r.checkNamespace(ctx, defaultScanLimit, stderr); err != nil {
+				return err
+			}
+			rep.Note = "no presence hash: no server has beaten into " + r.presKey +
+				" (are --namespace and --presence-key the servers' own?)"
+		}
+	}
 	for _, e := range entries {
 		rep.Servers = append(rep.Servers, serverReport{
-			JobID: e.JobID, Status: e.Status.String(),
+			JobID: e.JobID, Status: e.Status.String(), Instance: e.Instance, Shard: e.Shard,
 			ExpiresInMS: ms(e.ExpiresIn), LastBeatMS: ms(f.presenceTTL - e.ExpiresIn),
 		})
 	}
@@ -82,17 +113,26 @@ func runPresence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 // printPresence prints a report for people.
 func printPresence(w io.Writer, st style, r presenceReport, ttl time.Duration) {
-	fmt.Fprintf(w, "%s %s (PresenceTTL %s)\n", st.bold("presence hash"), r.Key, human(ttl))
+	shards := ""
+	if r.Shards > 1 {
+		shards = fmt.Sprintf(", %d shards", r.Shards)
+	}
+	fmt.Fprintf(w, "%s %s (PresenceTTL %s%s)\n", st.bold("presence hash"), r.Key, human(ttl), shards)
+	if r.Note != "" {
+		fmt.Fprintln(w, "  "+st.yellow(r.Note))
+	}
 	if len(r.Servers) == 0 {
-		fmt.Fprintln(w, "  no server in the presence hash")
+		if r.Note == "" {
+			fmt.Fprintln(w, "  no server in the presence hash")
+		}
 		return
 	}
 	width := len("server")
 	for _, s := range r.Servers {
 		width = max(width, len(s.JobID))
 	}
-	fmt.Fprintf(w, "  %s  %s  %s  %s\n", st.bold(pad("server", width)), st.bold(pad("status", 7)),
-		st.bold(pad("last beat", 12)), st.bold("beat expires"))
+	fmt.Fprintf(w, "  %s  %s  %s  %s  %s\n", st.bold(pad("server", width)), st.bold(pad("status", 7)),
+		st.bold(pad("last beat", 12)), st.bold(pad("beat expires", 14)), st.bold("instance"))
 	unknown := false
 	for _, s := range r.Servers {
 		status := pad(s.Status, 7)
@@ -111,10 +151,14 @@ func printPresence(w io.Writer, st style, r presenceReport, ttl time.Duration) {
 			expires = human(-left) + " ago"
 		}
 		last := human(time.Duration(s.LastBeatMS*float64(time.Millisecond))) + " ago"
-		fmt.Fprintf(w, "  %s  %s  %s  %s\n", pad(s.JobID, width), status, pad(last, 12), expires)
+		inst := s.Instance
+		if r.Shards > 1 {
+			inst += fmt.Sprintf(" (shard %d)", s.Shard)
+		}
+		fmt.Fprintf(w, "  %s  %s  %s  %s  %s\n", pad(s.JobID, width), status, pad(last, 12), pad(expires, 14), inst)
 	}
 	if unknown {
-		fmt.Fprintln(w, "  unknown: Redis restarted or failed over less than one PresenceTTL ago, so a missing beat proves nothing yet")
+		fmt.Fprintln(w, "  unknown: Redis restarted or failed over less than one PresenceTTL ago (or the shard counts differ), so a missing beat proves nothing yet")
 	}
 }
 

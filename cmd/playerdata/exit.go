@@ -1,0 +1,41 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Exit statuses of the program.
+const (
+	// exitOK: the command did what was asked, or found nothing to do.
+	exitOK = 0
+	// exitFailed: the command failed, or refused (unlock of a live holder's lock).
+	exitFailed = 1
+	// exitUsage: the command line is wrong: an unknown command or flag, a
+	// missing argument, or a namespace that holds nothing at all.
+	exitUsage = 2
+)
+
+// usageError is a mistake in the command line: main exits with exitUsage.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef returns a usageError with a formatted message.
+func usagef(format string, a ...any) error {
+	return &usageError{err: fmt.Errorf(format, a...)}
+}
+
+// exitStatus maps run's error to the process's exit status.
+func exitStatus(err error) int {
+	var u *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &u):
+		return exitUsage
+	default:
+		return exitFailed
+	}
+}

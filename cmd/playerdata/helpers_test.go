@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/testsupport"
+	"github.com/redis/go-redis/v9"
+)
+
+// Fast presence timings for servers a test crashes: a crash reads stopped
+// about fastTTL after the last beat. The program reads with --presence-ttl
+// fastTTL, as an operator passes the servers' PresenceTTL.
+const (
+	fastBeat = 50 * time.Millisecond
+	fastTTL  = 400 * time.Millisecond
+)
+
+// testEnv is a Redis with a fresh namespace, and the flags that point the
+// program at it.
+type testEnv struct {
+	r   *testsupport.Redis
+	url string
+	ns  string
+	rdb redis.UniversalClient // the test's own client
+}
+
+// newTestEnv starts a Redis for the test (testsupport.StartRedis).
+func newTestEnv(t *testing.T) testEnv {
+	t.Helper()
+	noEnvRedisURL := os.Getenv(envRedis)
+	r := testsupport.StartRedis(t)
+	url := "redis://" + r.Addr
+	if r.Kind == testsupport.KindEnv {
+		url = noEnvRedisURL
+	}
+	return testEnv{r: r, url: url, ns: r.Namespace, rdb: r.Client(t)}
+}
+
+// args is cmd with --redis and --namespace of the env, then extra.
+func (e testEnv) args(cmd string, extra ...string) []string {
+	return append([]string{cmd, "--redis", e.url, "--namespace", e.ns}, extra...)
+}
+
+// rk is the record key of driver/key in the env's namespace.
+func (e testEnv) rk(driver, key string) string { return datadriver.RecordKey(e.ns, driver, key) }
+
+// serverOpts are the knobs of a test server.
+type serverOpts struct {
+	presenceKey string // NodeConfig.PresenceKey ("" for the default)
+	fast        bool   // fastBeat / fastTTL presence
+}
+
+// testServer is one game server: a real Node with its own Redis client,
+// and a PlayerData driver.
+type testServer struct {
+	job     string
+	node    *datadriver.Node
+	players *datadriver.Driver[profile]
+	rdb     redis.UniversalClient
+}
+
+// startServer starts a server named job; it is closed when the test ends.
+func (e testEnv) startServer(t *testing.T, job string, o serverOpts) *testServer {
+	t.Helper()
+	rdb := e.r.Client(t)
+	cfg := datadriver.NodeConfig{JobID: job, Redis: rdb, Namespace: e.ns, PresenceKey: o.presenceKey,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if o.fast {
+		cfg.Beat, cfg.PresenceTTL = fastBeat, fastTTL
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	node, err := datadriver.NewNode(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = node.Close(ctx) // after a crash it fails: its client is closed
+	})
+	players, err := datadriver.NewDriver(node, datadriver.Config[profile]{Name: "PlayerData", Autosave: -1, LockWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testServer{job: job, node: node, players: players, rdb: rdb}
+}
+
+// hold joins key on s and saves coins into it: s holds its lock.
+func (s *testServer) hold(t *testing.T, key string, coins int) *datadriver.Profile[profile] {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := s.players.Join(ctx, key)
+	if err != nil {
+		t.Fatalf("%s joins %s: %v", s.job, key, err)
+	}
+	if err := p.Update(func(d *profile) { d.Coins = coins }); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Save(ctx); err != nil {
+		t.Fatalf("%s saves %s: %v", s.job, key, err)
+	}
+	return p
+}
+
+// crash stops s as a crashed process stops: its Redis client is closed, so
+// it beats no more and releases nothing.
+func (s *testServer) crash() { _ = s.rdb.Close() }
+
+// waitPresence waits until job reads want in the presence hash key (read
+// with fastTTL, as the program is told), failing the test after 10 s.
+func (e testEnv) waitPresence(t *testing.T, key, job string, want presence.Status) {
+	t.Helper()
+	p, err := presence.New(e.rdb, presence.Config{Key: key, JobID: "test-reader", TTL: fastTTL, Beat: fastBeat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		rd := p.Read(ctx, job)
+		if rd.Status == want {
+			return
+		}
+		// Wake when the reading can change: the beat's expiry, or the
+		// grace after a restart; else poll one beat later.
+		wait := max(rd.ExpiresIn, fastBeat)
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s never read %s (last %s, %v)", job, want, rd.Status, rd.Err)
+		case <-time.After(wait):
+		}
+	}
+}
+
+// lockOf reads the lock of a record.
+func (e testEnv) lockOf(t *testing.T, rk string) recordLock {
+	t.Helper()
+	locks, _, err := readLocks(context.Background(), e.rdb, []string{rk})
+	if err != nil || locks[0].Err != nil {
+		t.Fatalf("read the lock of %s: %v %v", rk, err, locks)
+	}
+	return locks[0]
+}
+
+// putRecord writes a record directly: this build's fmt, then fields as
+// given (a later field wins).
+func (e testEnv) putRecord(t *testing.T, rk string, fields ...any) {
+	t.Helper()
+	fields = append([]any{record.FieldFormat, record.Format}, fields...)
+	if err := e.rdb.HSet(context.Background(), rk, fields...).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// decodeJSON decodes a command's --json output into v.
+func decodeJSON(t *testing.T, out string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+}

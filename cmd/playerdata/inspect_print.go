@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// printInspect prints a report for people.
+func printInspect(w io.Writer, st style, r *inspectReport) {
+	row := func(label, value string) { fmt.Fprintf(w, "  %-10s %s\n", st.bold(label), value) }
+	fmt.Fprintf(w, "%s %s\n", st.bold("record"), r.RecordKey)
+	if !r.Exists {
+		fmt.Fprintf(w, "  no record for key %q of driver %s in namespace %q\n", r.Key, r.Driver, r.Namespace)
+		return
+	}
+	when := func(t time.Time) string {
+		return fmt.Sprintf("%s (%s ago)", t.Local().Format("2006-01-02 15:04:05.000"), human(r.now.Sub(t).Round(time.Millisecond)))
+	}
+	l := r.Lock
+	age := time.Duration(l.AgeMS * float64(time.Millisecond))
+	flag := "presence flag 0 (holder does not beat presence)"
+	if l.PresenceFlag {
+		flag = "presence flag 1"
+	}
+	if l.Held {
+		row("lock", fmt.Sprintf("held by %s, token %s…, age %s, %s", st.bold(l.Holder), l.TokenPrefix, human(age), flag))
+		alive := l.HolderPresence
+		switch alive {
+		case "alive":
+			alive = st.green("alive") + " now"
+			if l.HolderExpiresInMS != nil {
+				alive += fmt.Sprintf(" (its beat expires in %s)", human(time.Duration(*l.HolderExpiresInMS*float64(time.Millisecond))))
+			}
+		case "stopped":
+			alive = st.red("stopped") + " now (no live beat for a full PresenceTTL)"
+		default:
+			alive = st.yellow(alive) + " now"
+			if l.PresenceError != "" {
+				alive += " (" + l.PresenceError + ")"
+			}
+		}
+		row("holder", l.Holder+" is "+alive)
+	} else {
+		free := "free"
+		if !l.At.IsZero() {
+			free += ", last changed " + human(age) + " ago"
+		}
+		row("lock", st.green(free))
+	}
+	row("epoch", strconv.FormatInt(r.Epoch, 10))
+	ver := strconv.FormatInt(r.Ver, 10)
+	if r.WrittenAt != nil {
+		ver += ", written " + when(*r.WrittenAt)
+	}
+	row("ver", fmt.Sprintf("%s, %d bytes of data", ver, r.DataBytes))
+	switch {
+	case r.Corrupt != nil:
+		row("corrupt", st.red(r.Corrupt.String()))
+	case r.DataNote != "":
+		row("data", st.yellow(r.DataNote))
+	}
+	if r.LastRelease != nil {
+		row("released", fmt.Sprintf("last release by token %s… at ver %d", r.LastRelease.TokenPrefix, r.LastRelease.Ver))
+	}
+	if t := r.Trade; t != nil {
+		s := t.ID + ": "
+		if t.Error != "" {
+			s += st.yellow(t.Error)
+		} else {
+			settled := 0
+			for _, ok := range t.Settled {
+				if ok {
+					settled++
+				}
+			}
+			s += fmt.Sprintf("%s by %s, %d of %d participants settled", t.State, t.Coordinator, settled, len(t.Settled))
+		}
+		row("trade", s)
+	} else {
+		row("trade", "none pending")
+	}
+	if len(r.Versions) == 0 {
+		row("versions", "none (no data saved yet)")
+	}
+	for i, v := range r.Versions {
+		label := ""
+		if i == 0 {
+			label = "versions"
+		}
+		cur := ""
+		if v.Current {
+			cur = " (current)"
+		}
+		row(label, fmt.Sprintf("ver %d%s, %s", v.Ver, cur, when(v.At)))
+	}
+	fmt.Fprintf(w, "  → %s\n", wrapText(r.Verdict, 90, "    "))
+	if r.Data != nil {
+		var b bytes.Buffer
+		if json.Indent(&b, r.Data, "  ", "  ") != nil {
+			b.Reset()
+			b.Write(r.Data)
+		}
+		fmt.Fprintf(w, "%s\n  %s\n", st.bold("data"), b.String())
+	}
+}
+
+// wrapText wraps s at width, indenting continuation lines.
+func wrapText(s string, width int, indent string) string {
+	var b strings.Builder
+	n := 0
+	for i, word := range strings.Fields(s) {
+		if i > 0 && n+1+len(word) > width {
+			b.WriteString("\n" + indent)
+			n = 0
+		} else if i > 0 {
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(word)
+		n += len(word)
+	}
+	return b.String()
+}

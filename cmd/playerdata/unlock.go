@@ -1,0 +1,319 @@
+package main
+
+// playerdata unlock: free the lock a crashed server left on one profile,
+// and never a live server's. The only write an operator command makes.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/presence"
+)
+
+const unlockUsage = `Usage: playerdata unlock [flags] KEY
+
+Frees the lock on profile KEY, only when its holder reads stopped or unknown
+in presence (read as the servers read it), so that the next join on any
+server takes the record at once. Otherwise it refuses and says why:
+  - the holder reads alive: it would lose a live session;
+  - the lock has no presence flag: its holder does not beat presence, so a
+    missing beat proves nothing (such a lock changes hands by release, or by
+    age after LockTTL+LockSkew);
+  - the presence read failed, or the presence hash does not exist (check
+    --namespace and --presence-key).
+
+The unlock is one fenced script call: the release a server makes, without
+data, under the lock token just read. If the lock changed hands meanwhile,
+nothing changes and unlock says so. The data, the kept versions and a
+pending trade are left as they are (the next load settles or aborts the
+trade).
+
+Flags:
+  --driver NAME        the driver's Config.Name; without it KEY is looked up
+                       under every driver (a bounded SCAN) and must be found
+                       under exactly one
+  --dry-run            say what would be done, change nothing
+  --limit N            the lookup without --driver examines about N keys at most (default 100000)
+  --redis URL          Redis (default $REDIS_URL, else redis://127.0.0.1:6379)
+  --namespace NS       the servers' NodeConfig.Namespace (default none)
+  --presence-key NAME  the servers' NodeConfig.PresenceKey (default CKPresence)
+  --presence-shards N  the servers' NodeConfig.PresenceShards (default 1)
+  --presence-ttl D     the servers' PresenceTTL, to read presence as they do (default 10s)
+  --json               print one JSON object
+
+Exit status: 0 freed, or nothing to do (no record, the lock already free; with
+--dry-run: it would free it); 1 refused or failed; 2 usage.
+`
+
+// The outcomes of unlock, as --json prints them.
+const (
+	unlockFreed             = "freed"         // the release landed
+	unlockWouldFree         = "would-free"    // --dry-run
+	unlockRefused           = "refused"       // the holder may be alive (Reason)
+	unlockNoRecord          = "no-record"     // nothing to do
+	unlockAlreadyFree       = "already-free"  // nothing to do
+	unlockReleasedMeanwhile = "released"      // the holder released it meanwhile: nothing to do
+	unlockChanged           = "changed-hands" // another session took it meanwhile: nothing done
+)
+
+// unlockReport is what unlock did, and its --json output.
+type unlockReport struct {
+	Namespace   string          `json:"namespace"`
+	PresenceKey string          `json:"presence_key"`
+	Driver      string          `json:"driver"`
+	Key         string          `json:"key"`
+	RecordKey   string          `json:"record_key"`
+	Holder      string          `json:"holder,omitempty"`
+	TokenPrefix string          `json:"token_prefix,omitempty"`
+	AgeMS       float64         `json:"age_ms,omitempty"`
+	Flag        bool            `json:"presence_flag,omitempty"`
+	Trade       string          `json:"trade,omitempty"`
+	Presence    *holderPresence `json:"holder_presence,omitempty"`
+	DryRun      bool            `json:"dry_run,omitempty"`
+	Outcome     string          `json:"outcome"`
+	// Reason says why, in one sentence (a refusal's is the error too).
+	Reason string `json:"reason"`
+	// NowHeldBy names who holds the lock after a changed-hands outcome.
+	NowHeldBy string `json:"now_held_by,omitempty"`
+}
+
+// errRefused marks a refusal: status 1, the reason as the message.
+var errRefused = errors.New("refused")
+
+// runUnlock is "playerdata unlock".
+func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := newCommand("unlock", unlockUsage)
+	var (
+		f      readFlags
+		driver string
+		dryRun bool
+		limit  int
+	)
+	f.add(cmd)
+	cmd.fs.StringVar(&driver, "driver", "", "")
+	cmd.fs.BoolVar(&dryRun, "dry-run", false, "")
+	cmd.fs.IntVar(&limit, "limit", defaultScanLimit, "")
+	pos, err := cmd.parse(args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) == 0:
+		return cmd.mistake(stderr, "the profile KEY is required")
+	case len(pos) > 1:
+		return cmd.mistake(stderr, "one KEY only, got %d", len(pos))
+	case limit < 1:
+		return cmd.mistake(stderr, "--limit %d: want a number of keys, at least 1", limit)
+	}
+	if err := f.check(cmd, stderr); err != nil {
+		return err
+	}
+	key := pos[0]
+	if err := datadriver.ValidKey(key); err != nil {
+		return usagef("unlock: %w", err)
+	}
+	if driver != "" {
+		if err := datadriver.ValidName(driver); err != nil {
+			return usagef("unlock: %w", err)
+		}
+	}
+	r, err := f.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if driver == "" {
+		if driver, err = findDriver(ctx, r, key, limit, stderr); err != nil || driver == "" {
+			return err
+		}
+	}
+	rep, err := unlock(ctx, r, driver, key, dryRun)
+	if err != nil {
+		return fmt.Errorf("unlock %s: %w", key, err)
+	}
+	if rep.Outcome == unlockNoRecord {
+		if err := r.checkNamespace(ctx, limit, stderr); err != nil {
+			return err
+		}
+	}
+	if f.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printUnlock(stdout, styleFor(stdout), rep)
+	}
+	switch rep.Outcome {
+	case unlockRefused:
+		return fmt.Errorf("unlock %s: %w: %s", key, errRefused, rep.Reason)
+	case unlockChanged:
+		return fmt.Errorf("unlock %s: nothing done: %s", key, rep.Reason)
+	}
+	return nil
+}
+
+// findDriver looks KEY up under every driver ("SCAN MATCH <ns>:{*:<key>}",
+// about limit keys examined at most). It answers the one driver holding a
+// record of key, "" with nil when none does (printed to stderr: nothing to
+// do), and a usage error when several do or the scan was cut short.
+func findDriver(ctx context.Context, r *reader, key string, limit int, stderr io.Writer) (string, error) {
+	prefix := "{"
+	if r.ns != "" {
+		prefix = r.ns + ":{"
+	}
+	suffix := ":" + key + "}"
+	var drivers []string
+	st, err := scanKeys(ctx, r.rdb, globEscape(prefix)+"*"+globEscape(suffix), limit, func(keys []string) (bool, error) {
+		for _, k := range keys {
+			if d, ok := strings.CutPrefix(k, prefix); ok {
+				if d, ok = strings.CutSuffix(d, suffix); ok && datadriver.ValidName(d) == nil {
+					drivers = append(drivers, d)
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("unlock %s: look up its driver: %w", key, err)
+	}
+	slices.Sort(drivers)
+	switch {
+	case len(drivers) == 1:
+		return drivers[0], nil
+	case len(drivers) > 1:
+		return "", usagef("unlock %s: the key has records under drivers %s: pick one with --driver", key, strings.Join(drivers, ", "))
+	case st.Cut:
+		return "", usagef("unlock %s: no record of it among the first %d keys examined (of %d): give --driver, or raise --limit",
+			key, st.Examined, st.DBSize)
+	}
+	if err := r.checkNamespace(ctx, limit, stderr); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(stderr, "playerdata: unlock %s: no record of the key under any driver in namespace %q: nothing to do\n", key, r.ns)
+	return "", nil
+}
+
+// unlock reads the lock of driver/key and its holder's presence, and frees
+// the lock when the holder reads stopped or unknown (unless dryRun): a bare
+// release under the token just read, so a lock that changed hands meanwhile
+// is left alone. The error is for a failed call only; a refusal is an
+// outcome.
+func unlock(ctx context.Context, r *reader, driver, key string, dryRun bool) (*unlockReport, error) {
+	rk := datadriver.RecordKey(r.ns, driver, key)
+	rep := &unlockReport{Namespace: r.ns, PresenceKey: r.presKey, Driver: driver, Key: key, RecordKey: rk, DryRun: dryRun}
+	locks, now, err := readLocks(ctx, r.rdb, []string{rk})
+	if err != nil {
+		return nil, err
+	}
+	l := locks[0]
+	switch {
+	case l.Err != nil:
+		return nil, fmt.Errorf("read the record: %w", l.Err)
+	case !l.Exists:
+		rep.Outcome, rep.Reason = unlockNoRecord, "there is no record of the key: nothing to do"
+		return rep, nil
+	case !l.Held():
+		rep.Outcome, rep.Reason = unlockAlreadyFree, "the lock is free: nothing to do"
+		return rep, nil
+	}
+	rep.Holder, rep.TokenPrefix, rep.Flag, rep.Trade = l.Job, prefix8(l.Token), l.Presence, l.Trade
+	if !l.At.IsZero() {
+		rep.AgeMS = ms(now.Sub(l.At))
+	}
+	if reason := refusal(ctx, r, l, rep); reason != "" {
+		rep.Outcome, rep.Reason = unlockRefused, reason
+		return rep, nil
+	}
+	why := l.Job + " is " + rep.Presence.String()
+	if dryRun {
+		rep.Outcome = unlockWouldFree
+		rep.Reason = why + ": unlock would release its lock (token " + rep.TokenPrefix + "…) in one fenced call"
+		return rep, nil
+	}
+	res, err := record.Save(ctx, r.rdb, rk, record.SaveArgs{Mode: record.ModeRelease, Token: l.Token})
+	if err != nil {
+		return nil, fmt.Errorf("release (it may or may not have landed; run unlock again to see): %w", err)
+	}
+	switch {
+	case res.Outcome == record.Written && res.How == record.HowReleased:
+		rep.Outcome = unlockFreed
+		rep.Reason = why + ": its lock is released; the next join on any server takes the record at once"
+	case res.Outcome == record.Written:
+		rep.Outcome, rep.Reason = unlockReleasedMeanwhile, l.Job+" released the lock itself meanwhile: nothing to do"
+	case res.Outcome == record.LockLost && res.Holder.Token == "":
+		rep.Outcome, rep.Reason = unlockAlreadyFree, "the lock was freed meanwhile (another release): nothing to do"
+	case res.Outcome == record.LockLost:
+		rep.Outcome, rep.NowHeldBy = unlockChanged, res.Holder.Job
+		rep.Reason = fmt.Sprintf("the lock changed hands meanwhile: %s holds it now (token %s…); nothing was changed",
+			res.Holder.Job, prefix8(res.Holder.Token))
+	default:
+		return nil, fmt.Errorf("release: unexpected answer %+v", res)
+	}
+	return rep, nil
+}
+
+// refusal reads the holder's presence into rep and returns why unlock must
+// not free l, or "" when it may: the holder reads stopped, or unknown
+// because Redis restarted or failed over less than one PresenceTTL ago.
+func refusal(ctx context.Context, r *reader, l recordLock, rep *unlockReport) string {
+	if !l.Presence {
+		return fmt.Sprintf("the lock has no presence flag: %s does not beat presence for it (handoff off, or an older "+
+			"build), so its presence proves nothing; the lock changes hands when %s releases it, or by age once "+
+			"older than LockTTL+LockSkew (240 s by default; it is %s old)", l.Job, l.Job, human(msDuration(rep.AgeMS)))
+	}
+	exists, err := r.presenceHashExists(ctx)
+	if err != nil {
+		return err.Error() + ": nothing is known of " + l.Job + "'s presence"
+	}
+	if !exists {
+		return fmt.Sprintf("there is no presence hash %s: nothing is known of %s's presence "+
+			"(are --namespace and --presence-key the servers' own?)", r.presKey, l.Job)
+	}
+	h := r.readHolder(ctx, l.Job)
+	rep.Presence = &h
+	switch rd := h.reading; {
+	case rd.Status == presence.Alive:
+		return fmt.Sprintf("%s is alive (its beat expires in %s): it would lose a live session; ask it to release, or wait",
+			l.Job, human(rd.ExpiresIn))
+	case rd.Err != nil:
+		return fmt.Sprintf("%s's presence could not be read (%v): it may be alive", l.Job, rd.Err)
+	}
+	return ""
+}
+
+// printUnlock prints a report for people.
+func printUnlock(w io.Writer, st style, r *unlockReport) {
+	row := func(label, value string) { fmt.Fprintf(w, "  %-10s %s\n", st.bold(label), value) }
+	fmt.Fprintf(w, "%s %s\n", st.bold("record"), r.RecordKey)
+	if r.Holder != "" {
+		row("lock", fmt.Sprintf("held by %s, token %s…, age %s, presence flag %s", r.Holder, r.TokenPrefix,
+			human(msDuration(r.AgeMS)), flagText(r.Flag)))
+	}
+	if r.Presence != nil {
+		row("holder", r.Holder+" is "+r.Presence.String())
+	}
+	if r.Trade != "" {
+		row("trade", r.Trade+" pending: left on the record for the next load to settle or abort")
+	}
+	var out string
+	switch r.Outcome {
+	case unlockRefused, unlockChanged:
+		return // the error main prints says it, on stderr
+	case unlockFreed:
+		out = st.green("freed") + ": " + r.Reason
+	case unlockWouldFree:
+		out = st.yellow("dry run") + ": " + r.Reason
+	default:
+		out = r.Reason
+	}
+	fmt.Fprintf(w, "  → %s\n", wrapText(out, 90, "    "))
+}

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/testsupport"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestUnlockRefusesALiveHolder(t *testing.T) {
+	e := newTestEnv(t)
+	a := e.startServer(t, "server-a", serverOpts{})
+	a.hold(t, "user:42", 10)
+	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Alive)
+	before := e.lockOf(t, e.rk("PlayerData", "user:42"))
+
+	for _, dry := range []bool{true, false} {
+		args := e.args("unlock", "--driver", "PlayerData", "user:42")
+		if dry {
+			args = append(args, "--dry-run")
+		}
+		r := runArgs(t, 10*time.Second, args...)
+		if r.err == nil || exitStatus(r.err) != exitFailed {
+			t.Fatalf("unlock (dry run %v) of a live holder's lock = %v, want a refusal with status 1", dry, r.err)
+		}
+		for _, want := range []string{"refused", "server-a is alive (its beat expires in", "it would lose a live session; ask it to release, or wait"} {
+			if !strings.Contains(r.err.Error(), want) {
+				t.Errorf("refusal %q has no %q", r.err, want)
+			}
+		}
+		if !strings.Contains(r.stdout, "held by server-a") {
+			t.Errorf("unlock printed no lock:\n%s", r.stdout)
+		}
+	}
+	if after := e.lockOf(t, e.rk("PlayerData", "user:42")); after.Token != before.Token || after.Job != "server-a" {
+		t.Fatalf("the lock changed: %+v, was %+v", after, before)
+	}
+}
+
+func TestUnlockFreesACrashedHoldersLock(t *testing.T) {
+	e := newTestEnv(t)
+	a := e.startServer(t, "server-a", serverOpts{fast: true})
+	a.hold(t, "user:7", 180)
+	a.crash()
+	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Stopped)
+	rk := e.rk("PlayerData", "user:7")
+	held := e.lockOf(t, rk)
+
+	// Without --driver the key is looked up; --dry-run changes nothing.
+	r := runArgs(t, 10*time.Second, e.args("unlock", "--presence-ttl", fastTTL.String(), "--dry-run", "--json", "user:7")...)
+	if r.err != nil {
+		t.Fatalf("unlock --dry-run: %v\n%s", r.err, r.stderr)
+	}
+	var rep unlockReport
+	decodeJSON(t, r.stdout, &rep)
+	if rep.Outcome != unlockWouldFree || rep.Driver != "PlayerData" || rep.Holder != "server-a" || rep.Presence == nil || rep.Presence.Status != "stopped" {
+		t.Fatalf("dry run: %+v", rep)
+	}
+	if l := e.lockOf(t, rk); l.Token != held.Token {
+		t.Fatalf("--dry-run changed the lock: %+v", l)
+	}
+
+	r = runArgs(t, 10*time.Second, e.args("unlock", "--presence-ttl", fastTTL.String(), "--driver", "PlayerData", "user:7")...)
+	if r.err != nil {
+		t.Fatalf("unlock: %v\n%s", r.err, r.stderr)
+	}
+	for _, want := range []string{"server-a is stopped", "freed", "the next join on any server takes the record at once"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("unlock output has no %q:\n%s", want, r.stdout)
+		}
+	}
+	if l := e.lockOf(t, rk); l.Held() || l.Epoch != held.Epoch {
+		t.Fatalf("after unlock: %+v, want a free lock at epoch %d", l, held.Epoch)
+	}
+
+	// Another server now loads the record at once, with A's last save.
+	b := e.startServer(t, "server-b", serverOpts{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	p, err := b.players.Join(ctx, "user:7")
+	if err != nil {
+		t.Fatalf("server-b's join after unlock: %v", err)
+	}
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("server-b's join took %s; want at once", took)
+	}
+	p.View(func(d *profile) {
+		if d.Coins != 180 {
+			t.Errorf("server-b loaded %d coins, want A's 180", d.Coins)
+		}
+	})
+
+	// Unlocking a free lock: nothing to do, status 0.
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r = runArgs(t, 10*time.Second, e.args("unlock", "--driver", "PlayerData", "user:7")...)
+	if r.err != nil || !strings.Contains(r.stdout, "the lock is free: nothing to do") {
+		t.Fatalf("unlock of a free lock = %v:\n%s", r.err, r.stdout)
+	}
+}
+
+func TestUnlockOfAnUnknownHolder(t *testing.T) {
+	e := newTestEnv(t)
+	a := e.startServer(t, "server-a", serverOpts{fast: true})
+	a.hold(t, "user:8", 5)
+	a.crash()
+	// As after a failover to a replica of another Redis run: the hash names
+	// another run, so a missing beat proves nothing yet.
+	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Stopped)
+	if err := e.rdb.HSet(context.Background(), presence.KeyFor(e.ns), "\x00run", "0000").Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := runArgs(t, 10*time.Second, e.args("unlock", "--presence-ttl", fastTTL.String(), "--driver", "PlayerData", "user:8")...)
+	if r.err != nil {
+		t.Fatalf("unlock: %v", r.err)
+	}
+	if !strings.Contains(r.stdout, "server-a is unknown (Redis restarted or failed over") || !strings.Contains(r.stdout, "freed") {
+		t.Fatalf("unlock output:\n%s", r.stdout)
+	}
+	if l := e.lockOf(t, e.rk("PlayerData", "user:8")); l.Held() {
+		t.Fatalf("lock still held: %+v", l)
+	}
+}
+
+func TestUnlockRefusals(t *testing.T) {
+	e := newTestEnv(t)
+	a := e.startServer(t, "server-a", serverOpts{fast: true})
+	a.hold(t, "user:9", 5)
+	a.crash()
+	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Stopped)
+	// A lock whose holder does not beat presence (handoff off).
+	e.putRecord(t, e.rk("PlayerData", "user:10"), record.FieldLockJob, "server-old", record.FieldLockToken, "tok-old-0123",
+		record.FieldLockPresence, "0", record.FieldEpoch, 1, record.FieldVer, 0)
+	// A presence "hash" that is not a hash: every read fails.
+	if err := e.rdb.Set(context.Background(), e.ns+":Broken", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, key string
+		flags     []string
+		want      string
+	}{
+		{"no presence flag", "user:10", nil, "the lock has no presence flag: server-old does not beat presence for it"},
+		{"no presence hash", "user:9", []string{"--presence-key", "Elsewhere"}, "there is no presence hash " + e.ns + ":Elsewhere"},
+		{"failed presence read", "user:9", []string{"--presence-key", "Broken"}, "server-a's presence could not be read"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rk := e.rk("PlayerData", tc.key)
+			before := e.lockOf(t, rk)
+			args := append(e.args("unlock", "--presence-ttl", fastTTL.String(), "--driver", "PlayerData", tc.key), tc.flags...)
+			r := runArgs(t, 10*time.Second, args...)
+			if r.err == nil || exitStatus(r.err) != exitFailed || !strings.Contains(r.err.Error(), tc.want) {
+				t.Fatalf("unlock = %v (status %d), want a refusal with status 1 saying %q", r.err, exitStatus(r.err), tc.want)
+			}
+			if after := e.lockOf(t, rk); after.Token != before.Token {
+				t.Fatalf("the lock changed: %+v", after)
+			}
+		})
+	}
+}
+
+// raceHook runs do once, just before the first script call on key: what
+// another process does between unlock's read and its release.
+type raceHook struct {
+	key  string
+	do   func(ctx context.Context)
+	once sync.Once
+}
+
+func (h *raceHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *raceHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *raceHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if k, ok := testsupport.ScriptKey(cmd, 1); ok && k == h.key {
+			h.once.Do(func() { h.do(ctx) })
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func TestUnlockWhenTheLockMovesMeanwhile(t *testing.T) {
+	e := newTestEnv(t)
+	a := e.startServer(t, "server-a", serverOpts{fast: true})
+	for _, k := range []string{"user:1", "user:2"} {
+		a.hold(t, k, 1)
+	}
+	a.crash()
+	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Stopped)
+
+	for _, tc := range []struct {
+		name    string
+		key     string
+		move    func(ctx context.Context, rk string, l recordLock) error
+		outcome string
+		status  int
+	}{
+		{"taken by another server", "user:1", func(ctx context.Context, rk string, _ recordLock) error {
+			return e.rdb.HSet(ctx, rk, record.FieldLockJob, "server-b", record.FieldLockToken, "tok-of-b-0001").Err()
+		}, unlockChanged, exitFailed},
+		{"released by its holder", "user:2", func(ctx context.Context, rk string, l recordLock) error {
+			_, err := record.Save(ctx, e.rdb, rk, record.SaveArgs{Mode: record.ModeRelease, Token: l.Token})
+			return err
+		}, unlockReleasedMeanwhile, exitOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rk := e.rk("PlayerData", tc.key)
+			held := e.lockOf(t, rk)
+			f := readFlags{conn: connFlags{redisURL: e.url, namespace: e.ns}, presenceKey: presence.DefaultKeyName, presenceTTL: fastTTL}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			r, err := f.open(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			var moveErr error
+			r.rdb.AddHook(&raceHook{key: rk, do: func(ctx context.Context) { moveErr = tc.move(ctx, rk, held) }})
+			rep, err := unlock(ctx, r, "PlayerData", tc.key, false)
+			if err != nil || moveErr != nil {
+				t.Fatalf("unlock: %v (move: %v)", err, moveErr)
+			}
+			if rep.Outcome != tc.outcome {
+				t.Fatalf("outcome %q (%s), want %q", rep.Outcome, rep.Reason, tc.outcome)
+			}
+			after := e.lockOf(t, rk)
+			switch tc.outcome {
+			case unlockChanged:
+				if after.Job != "server-b" || after.Token != "tok-of-b-0001" || rep.NowHeldBy != "server-b" {
+					t.Fatalf("the new holder's lock was touched: %+v (report %+v)", after, rep)
+				}
+				if !strings.Contains(rep.Reason, "the lock changed hands meanwhile: server-b holds it now") {
+					t.Fatalf("reason %q", rep.Reason)
+				}
+			default:
+				if after.Held() {
+					t.Fatalf("lock %+v, want free", after)
+				}
+			}
+		})
+	}
+}
+
+func TestUnlockFindsTheDriver(t *testing.T) {
+	e := newTestEnv(t)
+	e.putRecord(t, e.rk("PlayerData", "user:1"), record.FieldEpoch, 1, record.FieldLockToken, "")
+	e.putRecord(t, e.rk("Inventory", "user:1"), record.FieldEpoch, 1, record.FieldLockToken, "")
+	e.putRecord(t, e.rk("PlayerData", "user:2"), record.FieldEpoch, 1, record.FieldLockToken, "")
+	// A key that ends like user:2 but is another key of PlayerData.
+	e.putRecord(t, e.rk("PlayerData", "x:user:2"), record.FieldEpoch, 1, record.FieldLockToken, "")
+
+	r := runArgs(t, 10*time.Second, e.args("unlock", "user:1")...)
+	if exitStatus(r.err) != exitUsage || !strings.Contains(r.err.Error(), "records under drivers Inventory, PlayerData: pick one with --driver") {
+		t.Fatalf("unlock of a key under two drivers = %v", r.err)
+	}
+	// A driver name may hold a colon, so "PlayerData:x" is a driver too.
+	r = runArgs(t, 10*time.Second, e.args("unlock", "user:2")...)
+	if exitStatus(r.err) != exitUsage || !strings.Contains(r.err.Error(), "drivers PlayerData, PlayerData:x") {
+		t.Fatalf("unlock of an ambiguous key = %v", r.err)
+	}
+	r = runArgs(t, 10*time.Second, e.args("unlock", "--json", "--", "x:user:2")...)
+	var rep unlockReport
+	if r.err != nil {
+		t.Fatalf("unlock x:user:2: %v", r.err)
+	}
+	decodeJSON(t, r.stdout, &rep)
+	if rep.Driver != "PlayerData" || rep.Outcome != unlockAlreadyFree {
+		t.Fatalf("unlock x:user:2: %+v", rep)
+	}
+	r = runArgs(t, 10*time.Second, e.args("unlock", "user:nobody")...)
+	if r.err != nil || !strings.Contains(r.stderr, "no record of the key under any driver") {
+		t.Fatalf("unlock of a missing key = %v, stderr:\n%s", r.err, r.stderr)
+	}
+	r = runArgs(t, 10*time.Second, e.args("unlock", "--driver", "PlayerData", "user:nobody")...)
+	if r.err != nil || !strings.Contains(r.stdout, "there is no record of the key: nothing to do") {
+		t.Fatalf("unlock of a missing key = %v:\n%s", r.err, r.stdout)
+	}
+}
