@@ -30,10 +30,6 @@ type BeatArgs struct {
 	// Check asks for a full check: the run meta against INFO server, and a
 	// few expired fields cleaned.
 	Check bool
-	// Shards is the beating server's shard count (Config.Shards).
-	Shards int
-	// MarkTTL is how long the shard-count marker lasts unless written again.
-	MarkTTL time.Duration
 }
 
 // argv is ARGV of beat.lua.
@@ -46,24 +42,23 @@ func (a BeatArgs) argv() []any {
 	if a.Check {
 		check = 1
 	}
-	return []any{a.JobID, a.TTL.Milliseconds(), a.Instance, expected, check, a.Shards, a.MarkTTL.Milliseconds()}
+	return []any{a.JobID, a.TTL.Milliseconds(), a.Instance, expected, check}
 }
 
 // ParseBeatArgs reads the ARGV of an observed beat.lua call.
 func ParseBeatArgs(argv []string) (BeatArgs, error) {
-	if len(argv) != 7 {
-		return BeatArgs{}, fmt.Errorf("%w: %s call with %d arguments, want 7", ErrUnexpectedReply, ScriptBeat, len(argv))
+	if len(argv) != 5 {
+		return BeatArgs{}, fmt.Errorf("%w: %s call with %d arguments, want 5", ErrUnexpectedReply, ScriptBeat, len(argv))
 	}
-	var n [6]int64
-	for i, j := range []int{1, 3, 4, 5, 6} {
+	var n [3]int64
+	for i, j := range []int{1, 3, 4} {
 		v, err := strconv.ParseInt(argv[j], 10, 64)
 		if err != nil {
 			return BeatArgs{}, fmt.Errorf("%w: %s argument %d is %q", ErrUnexpectedReply, ScriptBeat, j+1, argv[j])
 		}
 		n[i] = v
 	}
-	a := BeatArgs{JobID: argv[0], TTL: time.Duration(n[0]) * time.Millisecond, Instance: argv[2],
-		Check: n[2] == 1, Shards: int(n[3]), MarkTTL: time.Duration(n[4]) * time.Millisecond}
+	a := BeatArgs{JobID: argv[0], TTL: time.Duration(n[0]) * time.Millisecond, Instance: argv[2], Check: n[2] == 1}
 	if n[1] != 0 {
 		a.Expected = time.UnixMilli(n[1])
 	}
@@ -114,9 +109,6 @@ type BeatAnswer struct {
 	// OtherExpiresAt is when Other's beat expires or expired (Redis clock);
 	// zero when unknown.
 	OtherExpiresAt time.Time
-	// SeenShards is the shard count of a live marker in this shard that
-	// differs from the beat's own count; 0 when none does.
-	SeenShards int
 	// At is the Redis time of the beat.
 	At time.Time
 }
@@ -124,11 +116,11 @@ type BeatAnswer struct {
 // ParseBeatAnswer reads beat.lua's answer.
 func ParseBeatAnswer(v any) (BeatAnswer, error) {
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 7 {
+	if !ok || len(arr) != 6 {
 		return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
 	}
-	var n [6]int64
-	for i, j := range []int{0, 1, 2, 4, 5, 6} {
+	var n [5]int64
+	for i, j := range []int{0, 1, 2, 4, 5} {
 		if n[i], ok = arr[j].(int64); !ok {
 			return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
 		}
@@ -137,8 +129,7 @@ func ParseBeatAnswer(v any) (BeatAnswer, error) {
 	if !ok || n[0] < 0 || n[0] > int64(BeatTakenOver) {
 		return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
 	}
-	a := BeatAnswer{Outcome: BeatOutcome(n[0]), Reset: n[2] == 1, Other: other, SeenShards: int(n[4]),
-		At: time.UnixMilli(n[5])}
+	a := BeatAnswer{Outcome: BeatOutcome(n[0]), Reset: n[2] == 1, Other: other, At: time.UnixMilli(n[4])}
 	if n[1] != 0 {
 		a.ExpiresAt = time.UnixMilli(n[1])
 	}
@@ -157,10 +148,11 @@ type beatResult struct {
 
 // Beat writes one beat as a full check: our field's expiry becomes Redis
 // TIME + TTL, the run meta fields are compared with INFO server and
-// refreshed if Redis restarted or failed over, the shard-count marker is
-// written, and up to three expired fields are cleaned. One Lua script round
-// trip. (Start's loop beats through the same path, but most of its beats take
-// the fast path instead: see CheckEvery.)
+// refreshed if Redis restarted or failed over, and up to three expired
+// fields are cleaned: one Lua script round trip. A second one then marks
+// this server's shard count in use (see ErrShardMismatch). Start's loop
+// beats through the same path, but most of its beats take the two-command
+// fast path instead (see CheckEvery).
 //
 // A live beat of another instance of this JobID is never overwritten: Beat
 // then returns an *InUseError (ErrJobIDInUse). When this instance had beaten
@@ -198,8 +190,7 @@ func (p *Presence) beat(ctx context.Context, loop bool) (BeatAnswer, error) {
 		return BeatAnswer{}, err
 	}
 	args := BeatArgs{JobID: p.cfg.JobID, TTL: p.cfg.TTL, Instance: p.cfg.Instance,
-		Check:  !loop || p.needCheck || p.sinceCheck+1 >= CheckEvery,
-		Shards: len(p.shards), MarkTTL: p.markTTL}
+		Check: !loop || p.needCheck || p.sinceCheck+1 >= CheckEvery}
 	if p.lastExpiry != 0 {
 		args.Expected = time.UnixMilli(p.lastExpiry)
 	}
@@ -245,7 +236,18 @@ func (p *Presence) beat(ctx context.Context, loop bool) (BeatAnswer, error) {
 		p.beatFailed(err)
 		return BeatAnswer{}, err
 	}
-	return r.ans, p.beatAnswered(sentAt, ackAt, r.checked, r.ans)
+	err := p.beatAnswered(sentAt, ackAt, r.checked, r.ans)
+	if err == nil && r.checked {
+		// A full check also marks this server's shard count in use (see
+		// markShards): at once for Beat and Claim, on its own goroutine for
+		// the loop, whose pace nothing may hold up.
+		if loop {
+			p.markShardsAsync()
+		} else {
+			p.markShards(ctx)
+		}
+	}
+	return r.ans, err
 }
 
 // runBeat runs beat.lua: EVALSHA, then, when Redis does not know the script

@@ -6,10 +6,8 @@
 --          "\0since" = Redis time (ms) since which that run has been seen.
 --          Meta names start with a NUL byte, which no JobID may. The format
 --          is the one older builds read: a field is a plain integer.
--- KEYS[2]  the shard's owners hash, in the same Cluster slot. Fields:
---          <JobID> = the instance (process) that wrote the JobID's beat;
---          "\0shards" = "<count>:<until ms>", the shard count of the
---          servers beating into this shard, marked until <until>.
+-- KEYS[2]  the shard's owners hash, in the same Cluster slot: <JobID> = the
+--          instance (process) that wrote the JobID's beat.
 -- ARGV[1]  JobID of the beating server (non-empty, never starts with "\0")
 -- ARGV[2]  TTL in milliseconds
 -- ARGV[3]  instance of the beating process
@@ -17,8 +15,6 @@
 --          wrote, or 0 to go straight to the full path
 -- ARGV[5]  check: 1 to compare the run meta with INFO server and to clean a
 --          few expired fields, else 0
--- ARGV[6]  the shard count this server uses
--- ARGV[7]  how long (ms) a shard-count marker lasts unless written again
 --
 -- Fast path (expected > 0 and check 0): one HINCRBY moves our field from
 -- `expected` to now + TTL. When the result is now + TTL, the field held what
@@ -27,16 +23,15 @@
 -- was (nobody sees the difference: a script runs alone) and the full path
 -- decides.
 --
--- Full path: read the field, its owner, the run meta and the marker. A live
--- beat of another instance (or a live beat without an owner, e.g. from an
--- older build) is left alone and the beat is refused. Otherwise the beat and
--- its owner are written; the run meta when it is missing or unreadable, or,
--- when check is 1, names another run than INFO's; the marker when it is
--- missing, expired or ours (a live marker of another count is reported and
--- left alone). With check 1, three random fields of each hash are looked at
--- and the expired ones dropped: O(1) work, and no answer depends on it.
+-- Full path: read the field, its owner and the run meta. A live beat of
+-- another instance (or a live beat without an owner, e.g. from an older
+-- build) is left alone and the beat is refused. Otherwise the beat and its
+-- owner are written, and the run meta when it is missing or unreadable, or,
+-- when check is 1, names another run than INFO's. With check 1, three random
+-- fields of the hash and two of the owners are looked at and the expired
+-- ones dropped: O(1) work, and no answer depends on it.
 --
--- Answers {code, expiresAt, reset, other, otherExpiresAt, seenShards, now}:
+-- Answers {code, expiresAt, reset, other, otherExpiresAt, now}:
 --   code        0: written. 1: refused: `other` has a live beat until
 --               otherExpiresAt (ms). 2: written, taking the field over from
 --               instance `other` whose beat had expired at otherExpiresAt
@@ -44,13 +39,10 @@
 --   expiresAt   this beat's expiry (ms, Redis clock); 0 when refused
 --   reset       1 when the run meta was rewritten (a new Redis run: restart,
 --               failover, or a hash that was lost), else 0
---   seenShards  the count of a live shard-count marker that is not ours,
---               else 0
 --   now         the Redis time of the beat (ms)
 local key, owners = KEYS[1], KEYS[2]
 local job, ttl, inst = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local expected, check = tonumber(ARGV[4]), ARGV[5] == '1'
-local shards, markTTL = tonumber(ARGV[6]), tonumber(ARGV[7])
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -63,7 +55,7 @@ if expected > 0 and not check then
   local got = redis.pcall('HINCRBY', key, job, delta) -- an error table when the field is not an integer
   if type(got) == 'number' then
     if got == expires then
-      return {0, expires, 0, '', 0, 0, now}
+      return {0, expires, 0, '', 0, now}
     end
     local before = got - delta
     if before == 0 then -- the field did not exist
@@ -75,11 +67,11 @@ if expected > 0 and not check then
 end
 
 local cur = redis.call('HMGET', key, job, '\0run', '\0since')
-local own = redis.call('HMGET', owners, job, '\0shards')
-local val, owner = tonumber(cur[1]), own[1]
+local owner = redis.call('HGET', owners, job)
+local val = tonumber(cur[1])
 
 if val ~= nil and val > now and owner ~= inst then
-  return {1, 0, 0, owner or '', val, 0, now}
+  return {1, 0, 0, owner or '', val, now}
 end
 local code, other = 0, ''
 if (owner and owner ~= inst) or (cur[1] and not owner) then
@@ -102,17 +94,9 @@ if check or not cur[2] or since == nil then
   end
 end
 redis.call('HSET', unpack(write))
-
-local seen = 0
-local markN, markUntil = string.match(own[2] or '', '^(%d+):(%d+)$')
-markN, markUntil = tonumber(markN), tonumber(markUntil)
-local ownWrite = {owners, job, inst}
-if markN ~= nil and markN ~= shards and markUntil > now then
-  seen = markN
-else
-  ownWrite[#ownWrite + 1], ownWrite[#ownWrite + 2] = '\0shards', shards .. ':' .. ms(now + markTTL)
+if owner ~= inst then
+  redis.call('HSET', owners, job, inst)
 end
-redis.call('HSET', unpack(ownWrite))
 
 if check then
   -- Bounded cleaning: an expired (or unreadable) beat goes with its owner;
@@ -137,4 +121,4 @@ if check then
   end
 end
 
-return {code, expires, reset, other, (code == 2 and val) or 0, seen, now}
+return {code, expires, reset, other, (code == 2 and val) or 0, now}

@@ -78,9 +78,6 @@ func (p *Presence) beatAnswered(sentAt, ackAt time.Time, checked bool, ans BeatA
 		}
 	}
 	p.mu.Unlock()
-	if checked {
-		p.noteShards(ans.SeenShards)
-	}
 
 	inUse := &InUseError{JobID: p.cfg.JobID, Instance: p.cfg.Instance, Other: ans.Other,
 		ExpiresAt: ans.OtherExpiresAt, Fenced: claimed}
@@ -129,18 +126,4 @@ func (p *Presence) conflict(e *InUseError, msg string) {
 		attrs = append(attrs, "other_expires_at", e.ExpiresAt.UTC().Format(time.RFC3339Nano))
 	}
 	p.log.Error("presence: "+msg, attrs...)
-}
-
-// noteShards logs, once per count seen, that servers beating into our shard
-// mark another shard count; a check that sees none forgets it.
-func (p *Presence) noteShards(seen int) {
-	p.mu.Lock()
-	changed := seen != p.seenShards
-	p.seenShards = seen
-	p.mu.Unlock()
-	if changed && seen != 0 {
-		p.log.Error("presence: servers beating into this shard use another shard count; "+
-			"every server and reader of a deployment must use the same count, and readers answer "+
-			"unknown where they see both", "key", p.own.key, "shards", len(p.shards), "other_shards", seen)
-	}
 }

@@ -4,20 +4,16 @@
 -- KEYS[1]  the shard hash (fields as in beat.lua)
 -- KEYS[2]  its owners hash (see beat.lua)
 -- ARGV[1]  TTL in milliseconds
--- ARGV[2]  the shard count the reader uses
 --
--- Answers {proof, wait, seenShards, job1, expiresIn1, instance1, ...}:
+-- Answers {proof, wait, job1, expiresIn1, instance1, ...}:
 --   proof       1 when a missing or expired beat proves a server stopped (the
 --               meta fields name this Redis run and it is at least one TTL
---               old, and no live marker names another shard count), else 0
---               (see read.lua)
+--               old), else 0 (see read.lua)
 --   wait        when proof is 0, the least ms before it can become 1; else 0
---   seenShards  the count of a live shard-count marker that is not the
---               reader's, else 0
 --   expiresInN  ms until job N's beat expires on the Redis clock, negative when
 --               it has expired (an unreadable value counts as expiry 0)
 --   instanceN   the instance that wrote it ("" when none is recorded)
-local key, owners, ttl, shards = KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2])
+local key, owners, ttl = KEYS[1], KEYS[2], tonumber(ARGV[1])
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -29,22 +25,13 @@ if type(info) == 'string' then
 end
 
 local inst = {}
-local seen = 0
 local ow = redis.call('HGETALL', owners)
 for i = 1, #ow, 2 do
-  if ow[i] == '\0shards' then
-    local n, u = string.match(ow[i + 1], '^(%d+):(%d+)$')
-    n, u = tonumber(n), tonumber(u)
-    if n ~= nil and n ~= shards and u > now then
-      seen = n
-    end
-  else
-    inst[ow[i]] = ow[i + 1]
-  end
+  inst[ow[i]] = ow[i + 1]
 end
 
 local all = redis.call('HGETALL', key)
-local out = {1, 0, seen}
+local out = {1, 0}
 local metaRun, since = false, nil
 for i = 1, #all, 2 do
   local f, v = all[i], all[i + 1]
@@ -63,8 +50,5 @@ if metaRun ~= run or since == nil then
   out[1], out[2] = 0, ttl
 elseif now - since < ttl then
   out[1], out[2] = 0, ttl - (now - since)
-end
-if seen ~= 0 then
-  out[1] = 0
 end
 return out

@@ -23,6 +23,8 @@ var (
 	listLua string
 	//go:embed remove.lua
 	removeLua string
+	//go:embed shards.lua
+	shardsLua string
 )
 
 // The names of the presence scripts, as an rscript.Catalog reports them.
@@ -31,6 +33,7 @@ const (
 	ScriptRead   = "presence-read"
 	ScriptList   = "presence-list"
 	ScriptRemove = "presence-remove"
+	ScriptShards = "presence-shards"
 )
 
 // The scripts are immutable values shared by every client.
@@ -39,6 +42,7 @@ var (
 	readScript   = rscript.New(ScriptRead, readLua)
 	listScript   = rscript.New(ScriptList, listLua)
 	removeScript = rscript.New(ScriptRemove, removeLua)
+	shardsScript = rscript.New(ScriptShards, shardsLua)
 	// beatRaw is beat.lua as go-redis runs it, for the beat's own EVALSHA
 	// then EVAL: a NOSCRIPT answer (Redis forgot its scripts: a restart, a
 	// failover, SCRIPT FLUSH) makes that beat a full check.
@@ -47,7 +51,7 @@ var (
 
 // Scripts lists the presence scripts (for an rscript.Catalog).
 func Scripts() []*rscript.Script {
-	return []*rscript.Script{beatScript, readScript, listScript, removeScript}
+	return []*rscript.Script{beatScript, readScript, listScript, removeScript, shardsScript}
 }
 
 // Presence beats one server's presence and reads other servers'. Create it
@@ -64,10 +68,14 @@ type Presence struct {
 	// shards are the shards of the presence hash; own is ours.
 	shards []shard
 	own    shard
-	// markTTL is how long a shard-count marker lasts: a full check of every
-	// server comes at least every CheckEvery beats, so a live marker is
-	// always written again before it goes.
+	// layout is the key of the layout hash: the shard counts in use.
+	layout string
+	// markTTL is how long a shard-count mark lasts: every server makes a
+	// full check at least every CheckEvery beats, so the mark of a running
+	// count is always written again before it lapses.
 	markTTL time.Duration
+	// marking is true while a mark of the loop runs (at most one at once).
+	marking atomic.Bool
 
 	// base is cancelled by Close; it cancels the loops and in-flight beats.
 	base       context.Context
@@ -100,7 +108,7 @@ type Presence struct {
 	claimed       bool      // a beat of ours was written: the JobID is ours
 	noRenewBefore time.Time // a beat sent before this cannot extend or start a lease (a conflict was seen)
 	conflicted    bool      // a conflict was logged and no beat has succeeded since
-	seenShards    int       // a shard-count mismatch was logged for this count; 0: none
+	otherShards   string    // the other shard counts in use last logged; "": none
 }
 
 // New validates cfg, applies its defaults and returns a Presence over rdb. It
@@ -125,6 +133,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Presence, error) {
 		fenceAfter:   cfg.TTL - cfg.FenceMargin,
 		shards:       shards,
 		own:          shards[ShardOf(cfg.JobID, cfg.Shards)],
+		layout:       LayoutKey(cfg.Key),
 		markTTL:      CheckEvery*cfg.Beat + cfg.TTL,
 		base:         base,
 		cancelBase:   cancel,

@@ -16,17 +16,19 @@ import (
 // clock: Alive with the time left, Stopped, or Unknown (with Err set when the
 // read failed or found another shard count in use, nil when Redis restarted
 // or failed over less than one TTL ago). It reads the shard ShardOf(jobID)
-// names; one Lua script round trip, bounded by ctx, and with several shards
-// a second one (one HGET of shard 0) before any Stopped answer, so that a
-// server left at another count (the default 1, whose only hash is shard 0)
-// is not read as stopped. Unlike IsAlive it reads our own JobID from Redis
-// too. An invalid jobID reads Unknown with an Err wrapping ErrInvalidJobID.
+// names: one Lua script round trip, bounded by ctx. Before a Stopped answer
+// it makes sure no server runs with another shard count (which would beat
+// where this reader does not look): one more round trip to the layout hash
+// (see LayoutKey), and with several shards an HGET of shard 0, where servers
+// of a build without shard counts beat. Unlike IsAlive it reads our own JobID
+// from Redis too. An invalid jobID reads Unknown with an Err wrapping
+// ErrInvalidJobID.
 func (p *Presence) Read(ctx context.Context, jobID string) Reading {
 	if err := checkJobID(jobID); err != nil {
 		return Reading{Status: Unknown, Err: fmt.Errorf("presence read: %w", err)}
 	}
 	s := p.shardOf(jobID)
-	res, err := readScript.Run(ctx, p.rdb, []string{s.key, s.owners}, jobID, p.ttlMS, len(p.shards)).Int64Slice()
+	res, err := readScript.Run(ctx, p.rdb, []string{s.key}, jobID, p.ttlMS).Int64Slice()
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("%w: %v", ErrUnexpectedReply, res)
 	}
@@ -39,27 +41,31 @@ func (p *Presence) Read(ctx context.Context, jobID string) Reading {
 	case 1:
 		return Reading{Status: Alive, ExpiresIn: ms, At: at}
 	case 2:
-		if s.key != p.shards[0].key {
-			if err := p.checkShardZero(ctx, jobID, res[2]); err != nil {
-				return Reading{Status: Unknown, Err: fmt.Errorf("presence read %s: %w", jobID, err)}
-			}
+		if err := p.checkLayout(ctx, jobID, s, res[2]); err != nil {
+			return Reading{Status: Unknown, At: at, Err: fmt.Errorf("presence read %s: %w", jobID, err)}
 		}
 		return Reading{Status: Stopped, At: at}
 	case 0:
 		return Reading{Status: Unknown, ExpiresIn: ms, At: at}
-	case 3:
-		return Reading{Status: Unknown, At: at, Err: fmt.Errorf("presence read %s: %w: this reader uses %d shards, servers beating into %s use %d",
-			jobID, ErrShardMismatch, len(p.shards), s.key, res[1])}
 	default:
 		return Reading{Status: Unknown, Err: fmt.Errorf("presence read %s: %w: code %d", jobID, ErrUnexpectedReply, res[0])}
 	}
 }
 
-// checkShardZero is the second look before a Stopped answer with several
-// shards: a live beat of jobID in shard 0, where a server whose count is 1
-// beats, means that server uses another count. nowMS is the Redis time of
-// the first read.
-func (p *Presence) checkShardZero(ctx context.Context, jobID string, nowMS int64) error {
+// checkLayout is the look before a Stopped answer for jobID, found missing
+// in shard s at Redis time nowMS: an error wrapping ErrShardMismatch when a
+// server may run with another shard count, or the read's own error.
+func (p *Presence) checkLayout(ctx context.Context, jobID string, s shard, nowMS int64) error {
+	others, _, err := p.shardCounts(ctx, false)
+	if err != nil {
+		return err
+	}
+	if others != nil {
+		return fmt.Errorf("%w: this reader uses %d shards, servers of this deployment use %v", ErrShardMismatch, len(p.shards), others)
+	}
+	if s.key == p.shards[0].key {
+		return nil
+	}
 	v, err := p.rdb.HGet(ctx, p.shards[0].key, jobID).Result()
 	if err == redis.Nil {
 		return nil
@@ -68,8 +74,8 @@ func (p *Presence) checkShardZero(ctx context.Context, jobID string, nowMS int64
 		return err
 	}
 	if exp, perr := strconv.ParseInt(v, 10, 64); perr == nil && exp > nowMS {
-		return fmt.Errorf("%w: it beats into %s, not into its shard %s of %d",
-			ErrShardMismatch, p.shards[0].key, p.KeyOf(jobID), len(p.shards))
+		return fmt.Errorf("%w: it beats into %s (as with one shard), not into its shard %s of %d",
+			ErrShardMismatch, p.shards[0].key, s.key, len(p.shards))
 	}
 	return nil
 }
@@ -86,62 +92,62 @@ func (p *Presence) IsAlive(ctx context.Context, jobID string) Status {
 // List returns every server in every shard of the hash, sorted by JobID,
 // with the time until its beat expires (negative once expired), the Status
 // Read would give, its instance and its shard. It reads every shard in one
-// pipeline of script calls (O(servers)): meant for an operator's CLI, not
-// for hot paths. When a shard is marked with another shard count than
-// Config.Shards, List returns what it read together with an error wrapping
-// ErrShardMismatch, and no entry of that shard reads Stopped. Other errors
-// are wrapped "presence list: ..." and come with no entries.
+// pipeline of script calls (O(servers)), then the layout hash: meant for an
+// operator's CLI, not for hot paths. When servers of the deployment use
+// another shard count than Config.Shards, List returns what it read, with
+// no entry Stopped, together with an error wrapping ErrShardMismatch. Other
+// errors are wrapped "presence list: ..." and come with no entries.
 func (p *Presence) List(ctx context.Context) ([]Entry, error) {
 	calls := make([]rscript.Call, len(p.shards))
 	for i, s := range p.shards {
-		calls[i] = rscript.Call{Script: listScript, Keys: []string{s.key, s.owners}, Args: []any{p.ttlMS, len(p.shards)}}
+		calls[i] = rscript.Call{Script: listScript, Keys: []string{s.key, s.owners}, Args: []any{p.ttlMS}}
 	}
 	vals, errs := rscript.Run(ctx, p.rdb, calls)
-	var entries []Entry
-	var mismatch []string
+	entries := []Entry{}
 	for i, v := range vals {
 		if errs[i] != nil {
 			return nil, fmt.Errorf("presence list: %w", errs[i])
 		}
-		got, seen, err := parseList(v, i)
+		got, err := parseList(v, i)
 		if err != nil {
 			return nil, fmt.Errorf("presence list: %w", err)
 		}
-		if seen != 0 {
-			mismatch = append(mismatch, fmt.Sprintf("%s is marked %d", p.shards[i].key, seen))
-		}
 		entries = append(entries, got...)
 	}
-	if entries == nil {
-		entries = []Entry{}
-	}
 	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.JobID, b.JobID) })
-	if mismatch != nil {
-		return entries, fmt.Errorf("presence list: %w: this reader uses %d shards; %s",
-			ErrShardMismatch, len(p.shards), strings.Join(mismatch, ", "))
+	others, _, err := p.shardCounts(ctx, false)
+	if err != nil {
+		return nil, fmt.Errorf("presence list: %w", err)
+	}
+	if others != nil {
+		for i := range entries {
+			if entries[i].Status == Stopped {
+				entries[i].Status = Unknown
+			}
+		}
+		return entries, fmt.Errorf("presence list: %w: this reader uses %d shards, servers of this deployment use %v",
+			ErrShardMismatch, len(p.shards), others)
 	}
 	return entries, nil
 }
 
-// parseList reads list.lua's answer for shard n: its entries and the count
-// of a live marker that is not ours (0: none).
-func parseList(v any, n int) ([]Entry, int, error) {
+// parseList reads list.lua's answer for shard n.
+func parseList(v any, n int) ([]Entry, error) {
 	res, ok := v.([]any)
-	if !ok || len(res) < 3 || (len(res)-3)%3 != 0 {
-		return nil, 0, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
+	if !ok || len(res) < 2 || (len(res)-2)%3 != 0 {
+		return nil, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
 	}
-	proof, ok1 := res[0].(int64)
-	seen, ok2 := res[2].(int64)
-	if !ok1 || !ok2 {
-		return nil, 0, fmt.Errorf("%w: header %T %T", ErrUnexpectedReply, res[0], res[2])
+	proof, ok := res[0].(int64)
+	if !ok {
+		return nil, fmt.Errorf("%w: proof %T", ErrUnexpectedReply, res[0])
 	}
-	entries := make([]Entry, 0, (len(res)-3)/3)
-	for i := 3; i < len(res); i += 3 {
+	entries := make([]Entry, 0, (len(res)-2)/3)
+	for i := 2; i < len(res); i += 3 {
 		job, ok1 := res[i].(string)
 		ms, ok2 := res[i+1].(int64)
 		inst, ok3 := res[i+2].(string)
 		if !ok1 || !ok2 || !ok3 {
-			return nil, 0, fmt.Errorf("%w: entry %T %T %T", ErrUnexpectedReply, res[i], res[i+1], res[i+2])
+			return nil, fmt.Errorf("%w: entry %T %T %T", ErrUnexpectedReply, res[i], res[i+1], res[i+2])
 		}
 		e := Entry{JobID: job, ExpiresIn: time.Duration(ms) * time.Millisecond, Instance: inst, Shard: n}
 		switch {
@@ -154,5 +160,5 @@ func parseList(v any, n int) ([]Entry, int, error) {
 		}
 		entries = append(entries, e)
 	}
-	return entries, int(seen), nil
+	return entries, nil
 }

@@ -1,10 +1,8 @@
 -- read.lua: tell whether one server's presence beat is live, on the Redis clock.
 --
 -- KEYS[1]  the server's shard of the presence hash (fields as in beat.lua)
--- KEYS[2]  that shard's owners hash (see beat.lua)
 -- ARGV[1]  JobID to read
 -- ARGV[2]  TTL in milliseconds
--- ARGV[3]  the shard count the reader uses
 --
 -- Answers {code, ms, now}, now being the Redis time of the read (ms):
 --   {1, remaining, now}  alive: the beat expires in `remaining` ms (> 0)
@@ -16,13 +14,9 @@
 --                        failover), or this run is younger than one TTL; `wait`
 --                        is the least time in ms before the answer can become
 --                        stopped
---   {3, count, now}      unknown: no live beat here, but servers beating into
---                        this shard mark another shard count (`count`): the
---                        server may beat into a shard this reader does not
---                        look at
 -- An alive answer costs two Redis commands (TIME, HGET); the others read the
--- run id (INFO server), the run meta and the shard-count marker too.
-local key, owners, job, ttl, shards = KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+-- run id (INFO server) and the run meta too.
+local key, job, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -30,12 +24,6 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local v = tonumber(redis.call('HGET', key, job))
 if v ~= nil and v > now then
   return {1, v - now, now}
-end
-
-local markN, markUntil = string.match(redis.call('HGET', owners, '\0shards') or '', '^(%d+):(%d+)$')
-markN, markUntil = tonumber(markN), tonumber(markUntil)
-if markN ~= nil and markN ~= shards and markUntil > now then
-  return {3, markN, now}
 end
 
 local run = ''

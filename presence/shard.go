@@ -1,10 +1,13 @@
 package presence
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ShardOf returns the shard (0 to shards-1) that jobID beats into: FNV-1a
@@ -86,4 +89,86 @@ func shardsOf(key string, n int) []shard {
 		out[i] = shard{key: k, owners: OwnersKey(k)}
 	}
 	return out
+}
+
+// LayoutKey returns the key of the layout hash of the presence hash key: the
+// shard counts servers of the deployment use, each with the Redis time
+// until which it is known in use, "<key>:shards". Every server marks its
+// count there on each full check (about every CheckEvery beats); a reader
+// looks there before it answers Stopped, and a server logs any other count
+// it finds.
+func LayoutKey(key string) string { return key + ":shards" }
+
+// shardCounts runs shards.lua: it marks our count in use when mark is true,
+// and answers the other counts in use, with the Redis time.
+func (p *Presence) shardCounts(ctx context.Context, mark bool) ([]int, time.Time, error) {
+	ttl := int64(0)
+	if mark {
+		ttl = p.markTTL.Milliseconds()
+	}
+	res, err := shardsScript.Run(ctx, p.rdb, []string{p.layout}, len(p.shards), ttl).Int64Slice()
+	if err == nil && len(res)%2 != 1 {
+		err = fmt.Errorf("%w: %v", ErrUnexpectedReply, res)
+	}
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	var others []int
+	for i := 1; i < len(res); i += 2 {
+		if n := int(res[i]); n != len(p.shards) {
+			others = append(others, n)
+		}
+	}
+	slices.Sort(others)
+	return others, time.UnixMilli(res[0]), nil
+}
+
+// markShards marks our shard count in use and logs, once until it changes,
+// any other count in use: readers of that count cannot find this server, nor
+// can this server's readers find theirs. A failure is only logged at debug
+// level (the next full check marks again).
+func (p *Presence) markShards(ctx context.Context) {
+	others, _, err := p.shardCounts(ctx, true)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Debug("presence: marking the shard count failed", "key", p.layout, "err", err)
+		}
+		return
+	}
+	desc := fmt.Sprint(others)
+	if others == nil {
+		desc = ""
+	}
+	p.mu.Lock()
+	changed := desc != p.otherShards
+	p.otherShards = desc
+	p.mu.Unlock()
+	if changed && others != nil {
+		p.log.Error("presence: servers of this deployment use another shard count; every server and reader "+
+			"must use the same count (readers answer unknown instead of stopped while both are in use)",
+			"key", p.cfg.Key, "shards", len(p.shards), "other_shards", others)
+	}
+}
+
+// markShardsAsync runs markShards on a goroutine of its own, owned by p and
+// bounded by one Beat, unless one is running already or p is closed.
+func (p *Presence) markShardsAsync() {
+	if !p.marking.CompareAndSwap(false, true) {
+		return
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.marking.Store(false)
+		return
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		defer p.marking.Store(false)
+		ctx, cancel := p.clock.WithTimeout(p.base, p.cfg.Beat)
+		defer cancel()
+		p.markShards(ctx)
+	}()
 }
