@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/internal/telemetry"
-	"github.com/ckernel/playerdata/presence"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -285,14 +284,5 @@ func TestEnumsOutOfRange(t *testing.T) {
 	}
 	if got := telemetry.JoinPath(99).String(); got != "invalid" {
 		t.Errorf("String of an invalid value: %q", got)
-	}
-}
-
-// TestPresenceStatusOrder: PresenceStatus converts from presence.Status.
-func TestPresenceStatusOrder(t *testing.T) {
-	for _, s := range []presence.Status{presence.Unknown, presence.Alive, presence.Stopped} {
-		if got := telemetry.PresenceStatus(s).String(); got != s.String() {
-			t.Errorf("PresenceStatus(%v) is %q", s, got)
-		}
 	}
 }

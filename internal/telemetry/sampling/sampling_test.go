@@ -44,7 +44,7 @@ func waitedJoin(ctx context.Context, d *telemetry.Driver, tel *telemetry.Telemet
 	_, pr := tel.StartPresenceRead(wctx, "server-b")
 	pr.End(telemetry.PresenceStopped, 0, nil)
 	d.TakeoverDecision(jctx, telemetry.TakeoverStopped, "server-b") // from the first context
-	_, a = d.StartAcquire(jctx)                                      // likewise
+	_, a = d.StartAcquire(jctx)                                     // likewise
 	a.End(telemetry.AcquireTaken, "", nil)
 	d.JoinDone(jctx, 12*time.Second, telemetry.JoinTakeover, outcome, nil)
 }
