@@ -99,7 +99,9 @@ type ProcessSpan struct{ span trace.Span }
 
 // StartProcess counts a received message (playerdata.handoff.received) and
 // starts the span of its processing ("process <subject template>", a
-// consumer span), returning the context to do that work under: for a
+// consumer span), returning the context to do that work under. Call it once
+// the message is known to be for a driver of this server (one that is not
+// is a drop: DropUnknownDriver, through RegisterBus). For a
 // request, the release and the reply (keep the span open until the reply is
 // sent); for a reply, waking the waits.
 //

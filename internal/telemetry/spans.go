@@ -27,7 +27,6 @@ type joinKey struct{}
 // joinState is what the span helpers know of one join, kept in its context
 // (only while tracing is on). Its spans are ended by JoinDone.
 type joinState struct {
-	d     *Driver
 	start time.Time
 	key   string
 
@@ -47,7 +46,7 @@ type attemptRecord struct {
 	attrs      [2]attribute.KeyValue // outcome, holder
 }
 
-// current is the span that stands for the join now. st.mu held.
+// currentLocked is the span that stands for the join now. st.mu held.
 func (st *joinState) currentLocked() trace.Span {
 	if st.root != nil {
 		return st.root
@@ -88,7 +87,7 @@ func (d *Driver) StartJoin(ctx context.Context, key string) context.Context {
 	if d == nil || !d.t.tracingOn() {
 		return ctx
 	}
-	st := &joinState{d: d, start: time.Now(), key: key}
+	st := &joinState{start: time.Now(), key: key}
 	ctx, st.span = d.t.tracer.Start(ctx, d.joinName, trace.WithTimestamp(st.start),
 		trace.WithAttributes(d.driverAttr, KeyKey.String(key), d.t.jobAttr))
 	return context.WithValue(ctx, joinKey{}, st)
@@ -96,9 +95,10 @@ func (d *Driver) StartJoin(ctx context.Context, key string) context.Context {
 
 // StartWait marks the join in ctx as waiting on on and returns the context
 // its waiting runs under (pass it on to acquire attempts, lockhandoff.Wait
-// and presence reads). Call it each time a join starts to wait: on the
-// same-server wait, and when an acquire first finds another server's lock;
-// later calls only add an event.
+// and presence reads). Call it where a join starts to wait: on the
+// same-server wait, and when an acquire first finds another server's lock.
+// Calling it again is cheap: a wait on something new adds an event, a
+// repeat does nothing.
 //
 // A head sampler has decided on the join span when it started, before
 // anyone knew it would wait. So when the join span is sampled, StartWait
@@ -123,8 +123,10 @@ func (d *Driver) StartWait(ctx context.Context, on WaitOn) context.Context {
 	defer st.mu.Unlock()
 	onAttr := WaitOnKey.String(on.String())
 	first := !st.waited[WaitSameServer] && !st.waited[WaitOtherServer]
+	repeat := st.waited[on]
 	st.waited[on] = true
 	switch {
+	case repeat:
 	case !first:
 		st.currentLocked().AddEvent("wait", trace.WithAttributes(onAttr))
 	case st.span.SpanContext().IsSampled():
@@ -149,7 +151,8 @@ func (d *Driver) StartWait(ctx context.Context, on WaitOn) context.Context {
 // JoinDone records a join that ended with outcome after dur by path
 // (playerdata.join.duration), and ends its spans, found in ctx (the context
 // StartJoin returned, or one made from it), with the path, the outcome and
-// err. Call it once per join, on every path, from Driver.Join.
+// err. Call it once per join, on every path, from Driver.Join (not from
+// Load or RestoreAt: an admin tool's ErrLocked is no refused player).
 func (d *Driver) JoinDone(ctx context.Context, dur time.Duration, path JoinPath, outcome JoinOutcome, err error) {
 	if d == nil || path >= joinPaths || outcome >= joinOutcomes {
 		return

@@ -114,6 +114,7 @@ func TestJoinSpanWaitedSampled(t *testing.T) {
 	_, pr := s.tel.StartPresenceRead(wctx, "server-b")
 	pr.End(telemetry.PresenceStopped, 0, nil)
 	d.TakeoverDecision(wctx, telemetry.TakeoverStopped, "server-b")
+	wctx = d.StartWait(wctx, telemetry.WaitOtherServer) // the next loop of the acquire: no new event
 	_, a = d.StartAcquire(wctx)
 	a.End(telemetry.AcquireTaken, "", nil)
 	d.Takeover(wctx, telemetry.TakeoverStopped)
