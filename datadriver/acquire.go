@@ -30,6 +30,9 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 	}()
 	args := record.AcquireArgs{Job: d.node.jobID, Token: token, Presence: d.presenceFlag(),
 		MaxAge: d.cfg.LockTTL + d.cfg.LockSkew, Format: record.Format, Schema: d.codec.Version()}
+	if d.cfg.OnMessage != nil {
+		args.MaxMessages = d.cfg.MaxInbox
+	}
 	for {
 		// A lock with the presence flag is taken under a lease generation,
 		// and lives only as long as it (see lease.go).
@@ -133,6 +136,11 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		lastData: a.Data,
 		leaseGen: gen,
 		ageUntil: sentAt.Add(d.cfg.LockTTL),
+		histAt:   a.HistAt,
+		redisNow: a.Now,
+		loadedAt: sentAt,
+		inboxSeq: a.InboxSeq,
+		seenSeq:  a.InboxSeq,
 	}
 	p.ctx, p.cancel = context.WithCancel(d.ctx)
 	if derr == nil {
@@ -144,6 +152,9 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		p.abandon()
 		d.giveBack(key, token, nil) // without writing data (a trade mark stays)
 		return nil, derr
+	}
+	if !corrupt {
+		p.applyMessages(a.Messages) // before Join returns; saved by the next save
 	}
 	return p, nil
 }

@@ -31,10 +31,20 @@ const (
 	// DefaultAutosave is the autosave period: a crash loses at most this
 	// much progress.
 	DefaultAutosave = 30 * time.Second
-	// DefaultHistory is how many past versions a key keeps for RestoreAt.
-	DefaultHistory = 20
-	// MaxHistory bounds History: every version is kept in the record's hash.
+	// DefaultHistory is how many past versions a key keeps for RestoreAt
+	// and ReadVersion: with HistoryEvery, a day of play.
+	DefaultHistory = 24
+	// MaxHistory bounds History.
 	MaxHistory = 1000
+	// DefaultHistoryEvery is the least time between two kept versions: long
+	// enough that History versions reach back a day ("roll my profile back
+	// to yesterday"), short enough to undo an hour-old mistake.
+	DefaultHistoryEvery = time.Hour
+	// DefaultMaxInbox bounds a profile's inbox of messages.
+	DefaultMaxInbox = 1000
+	// DefaultMaxMessageBytes bounds one message body: a message is a gift or
+	// a grant, not a profile.
+	DefaultMaxMessageBytes = 64 << 10
 	// DefaultMaxDataBytes bounds one encoded profile; Redis is happiest with
 	// values well under its 512 MiB limit, and a profile that large is a bug.
 	DefaultMaxDataBytes = 4 << 20
@@ -185,12 +195,32 @@ type Config[T any] struct {
 	// DefaultAutosave.
 	// default: DefaultAutosave (30 s)
 	Autosave time.Duration
-	// History is how many past versions of a key are kept for RestoreAt, in
-	// the record's own hash (a ring: each data write overwrites the version
-	// History writes older); a negative value keeps none. Lowering it leaves
-	// the extra slots of existing records in place until they are wiped.
-	// default: DefaultHistory (20)
+	// History is how many past versions of a key are kept for RestoreAt
+	// and ReadVersion, compressed, in a hash beside the record (its own
+	// key, in the record's Redis Cluster slot): a save that keeps no version
+	// does not touch it. A negative value keeps none.
+	// default: DefaultHistory (24)
 	History int
+	// HistoryEvery is the least time between two kept versions: the first
+	// data write at least HistoryEvery after the last kept version keeps the
+	// data it replaces. The data before every restore is kept as well.
+	// default: DefaultHistoryEvery (1 h)
+	HistoryEvery time.Duration
+	// OnMessage applies a message sent to the profile (Driver.Send) to its
+	// data. It runs on a copy of the data: when it returns an error (or
+	// panics) the copy is dropped, the message stays in the inbox and is
+	// tried again at the next pull. A message is removed from the inbox by
+	// the very save that writes the data it changed, so it is applied
+	// exactly once. Without OnMessage messages wait in the inbox.
+	// default: nil
+	OnMessage func(d *T, m Message) error
+	// MaxInbox bounds the messages waiting for a profile: a Send beyond it
+	// answers ErrInboxFull and stores nothing.
+	// default: DefaultMaxInbox (1000)
+	MaxInbox int
+	// MaxMessageBytes bounds one encoded message body (ErrTooLarge).
+	// default: DefaultMaxMessageBytes (64 KiB)
+	MaxMessageBytes int
 	// MaxDataBytes bounds one encoded profile. A save of larger data is
 	// refused with ErrTooLarge and writes nothing; a release of it frees the
 	// lock with the last data that fit (and reports ErrTooLarge), so the
@@ -258,6 +288,18 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 	}
 	if c.History > MaxHistory {
 		return c, fmt.Errorf("%w: History %d is more than %d", ErrInvalidConfig, c.History, MaxHistory)
+	}
+	if c.HistoryEvery < 0 || c.MaxInbox < 0 || c.MaxMessageBytes < 0 {
+		return c, fmt.Errorf("%w: HistoryEvery, MaxInbox and MaxMessageBytes must not be negative", ErrInvalidConfig)
+	}
+	if c.HistoryEvery == 0 {
+		c.HistoryEvery = DefaultHistoryEvery
+	}
+	if c.MaxInbox == 0 {
+		c.MaxInbox = DefaultMaxInbox
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if c.MaxDataBytes == 0 {
 		c.MaxDataBytes = DefaultMaxDataBytes

@@ -7,7 +7,10 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/ckernel/playerdata/internal/datacodec"
+	"github.com/ckernel/playerdata/lockhandoff"
 )
 
 // Driver loads and saves one kind of profile (T) on a Node. Create it with
@@ -16,7 +19,10 @@ type Driver[T any] struct {
 	node  *Node
 	cfg   Config[T]
 	codec *datacodec.Codec[T]
-	log   *slog.Logger
+	// zenc and zdec compress kept versions (safe for concurrent use).
+	zenc *zstd.Encoder
+	zdec *zstd.Decoder
+	log  *slog.Logger
 
 	ctx    context.Context // cancelled when the driver shuts down
 	cancel context.CancelFunc
@@ -46,10 +52,16 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 	if err != nil {
 		return nil, err
 	}
+	zenc, zdec, err := newZstd()
+	if err != nil {
+		return nil, fmt.Errorf("new driver: %w", err)
+	}
 	d := &Driver[T]{
 		node:         node,
 		cfg:          cfg,
 		codec:        c,
+		zenc:         zenc,
+		zdec:         zdec,
 		log:          node.log.With("driver", cfg.Name),
 		loading:      make(map[string]bool),
 		profiles:     make(map[string]*Profile[T]),
@@ -58,17 +70,24 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 	}
 	d.ctx, d.cancel = context.WithCancel(node.ctx)
 	if err := node.register(cfg.Name, d); err != nil {
-		d.cancel()
+		d.stop()
 		return nil, fmt.Errorf("new driver: %w", err)
 	}
 	if !cfg.DisableHandoff {
-		if err := node.handoff.Register(cfg.Name, d.releaseFor); err != nil {
+		if err := node.handoff.Register(cfg.Name, lockhandoff.Handlers{Release: d.releaseFor, Notify: d.onNotify}); err != nil {
 			node.unregister(cfg.Name)
-			d.cancel()
+			d.stop()
 			return nil, fmt.Errorf("new driver: %w: %w", ErrDuplicateDriver, err)
 		}
 	}
 	return d, nil
+}
+
+// stop cancels the driver's context and frees its compressors.
+func (d *Driver[T]) stop() {
+	d.cancel()
+	_ = d.zenc.Close()
+	d.zdec.Close()
 }
 
 // Name is the driver's name.
@@ -156,5 +175,6 @@ func (d *Driver[T]) shutdown(ctx context.Context) error {
 		p.finishLocked(ErrClosed)
 	}
 	d.mu.Unlock()
+	d.stop()
 	return errors.Join(errs...)
 }

@@ -86,6 +86,10 @@ var (
 	// callback never lands. The concrete error is a *PanicError.
 	ErrCallbackPanic = errors.New("game callback panicked")
 
+	// ErrInboxFull: Send found MaxInbox messages waiting for the profile
+	// already; nothing was stored.
+	ErrInboxFull = errors.New("profile inbox is full")
+
 	// ErrTradePending: the record is held by a trade that has not settled.
 	ErrTradePending = errors.New("profile has a pending trade")
 )

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,6 +46,9 @@ type Profile[T any] struct {
 	// unknown is what the stored data holds that T does not know (a newer
 	// build's fields): written back with every save.
 	unknown *datacodec.Unknown
+	// applied are the ids of inbox messages applied to data that no landed
+	// save has written yet: the next save deletes them from the inbox.
+	applied []string
 	uids    []string
 	meta    map[string]string
 	// metaGen counts changes of uids and meta; metaSaved is the count the
@@ -64,6 +68,10 @@ type Profile[T any] struct {
 	// schema and schemaMin are the record's schema version and min-reader,
 	// as loaded or as our last landed write set them.
 	schema, schemaMin int
+	// histAt is when the record last kept a version (Redis clock); redisNow
+	// is the Redis time the load saw, at local time loadedAt: together they
+	// tell when the next version is due.
+	histAt, redisNow, loadedAt time.Time
 
 	ctx    context.Context // cancelled when the profile stops being live
 	cancel context.CancelFunc
@@ -85,12 +93,18 @@ type Profile[T any] struct {
 	ageUntil time.Time
 	// corrupt is set on a profile loaded for RestoreAt whose stored data
 	// does not decode: it never writes its data, only a restored version.
-	corrupt      bool
-	refreshing   bool      // a lock refresh is running
-	refreshRetry time.Time // no refresh before this (one failed)
-	saving       bool
-	cleanups     []func(*T)
-	err          error
+	corrupt bool
+	// inboxSeq is how many messages were ever sent to the profile, as the
+	// last load or save saw it; seenSeq what the last pull saw. pulling is
+	// set while a pull runs, pullAgain when a notification came meanwhile.
+	inboxSeq, seenSeq  int64
+	pulling, pullAgain bool
+	keepNext           bool      // the next data write keeps the data it replaces (a restore)
+	refreshing         bool      // a lock refresh is running
+	refreshRetry       time.Time // no refresh before this (one failed)
+	saving             bool
+	cleanups           []func(*T)
+	err                error
 }
 
 // Key is the profile's key.
@@ -232,24 +246,30 @@ func (p *Profile[T]) Meta() map[string]string {
 	return m
 }
 
-// snapshot encodes the data, and the user ids and metadata when they
-// changed since the last landed save (uids is nil otherwise); gen is the
-// change count the snapshot holds.
-func (p *Profile[T]) snapshot() (data, uids, meta []byte, gen uint64, err error) {
+// snapshot is what a save writes, taken at one instant: the encoded data,
+// the user ids and metadata when they changed since the last landed save
+// (nil otherwise) with their change count, and the ids of the messages the
+// data has applied.
+type snapshot struct {
+	data, uids, meta []byte
+	metaGen          uint64
+	applied          []string
+}
+
+// snapshot takes what a save writes.
+func (p *Profile[T]) snapshot() (snapshot, error) {
 	p.dataMu.RLock()
 	defer p.dataMu.RUnlock()
-	gen = p.metaGen
-	data, err = p.d.codec.Encode(&p.data, p.unknown)
-	if err != nil || gen == p.metaSaved {
-		return data, nil, nil, gen, err
+	s := snapshot{metaGen: p.metaGen, applied: slices.Clone(p.applied)}
+	var err error
+	if s.data, err = p.d.codec.Encode(&p.data, p.unknown); err != nil || s.metaGen == p.metaSaved {
+		return s, err
 	}
-	if uids, err = msgpack.Marshal(p.uids); err != nil {
-		return nil, nil, nil, gen, err
+	if s.uids, err = msgpack.Marshal(p.uids); err != nil {
+		return s, err
 	}
-	if meta, err = msgpack.Marshal(p.meta); err != nil {
-		return nil, nil, nil, gen, err
-	}
-	return data, uids, meta, gen, nil
+	s.meta, err = msgpack.Marshal(p.meta)
+	return s, err
 }
 
 // runCleanups runs the registered leave cleanups once.

@@ -158,19 +158,21 @@ func TestAutosave(t *testing.T) {
 func TestVersionsAndRestore(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	a := newServer(t, r, "server-a")
-	d := players(t, a, func(c *datadriver.Config[player]) { c.History = 3 })
+	const every = 10 * time.Millisecond
+	d := players(t, a, func(c *datadriver.Config[player]) { c.History, c.HistoryEvery = 3, every })
 	ctx := ctxT(t)
 	p, err := d.Join(ctx, "user:20")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Five saves with coins 1..5; only 3 past versions are kept.
+	// Five saves with coins 1..5, each more than HistoryEvery after the last
+	// (so each keeps the data it replaces); only 3 past versions are kept.
 	for i := 1; i <= 5; i++ {
 		_ = p.Update(func(d *player) { d.Coins = i })
 		if err := p.Save(ctx); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(3 * time.Millisecond) // distinct Redis-clock milliseconds per version
+		time.Sleep(every + 5*time.Millisecond) // the history interval passes (Redis clock)
 	}
 	// A save of unchanged data writes no version.
 	if err := p.Save(ctx); err != nil {

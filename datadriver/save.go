@@ -165,7 +165,8 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode record.WriteMode) erro
 		return err
 	}
 	p.saving = true
-	corrupt := p.corrupt
+	corrupt, keepAlways := p.corrupt, p.keepNext
+	p.keepNext = false
 	d.mu.Unlock()
 	defer func() {
 		d.mu.Lock()
@@ -182,32 +183,37 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode record.WriteMode) erro
 	req := record.SaveArgs{Mode: mode, Token: p.token, Earlier: p.earlier, Trade: trade}
 	d.mu.Unlock()
 
-	data, uids, meta, metaGen, err := p.snapshot()
+	snap, err := p.snapshot()
 	if err != nil {
 		return fmt.Errorf("%s %q: encode: %w", mode, p.key, err)
 	}
 	if corrupt {
 		// A corrupt record loaded for a restore: its data was never decoded,
 		// so it is never written (a release gives the lock back untouched).
-		data, uids = p.lastData, nil
+		snap = snapshot{data: p.lastData}
 	}
 	var tooLarge error
-	if len(data) > d.cfg.MaxDataBytes {
-		tooLarge = fmt.Errorf("%s %q: %w: %d bytes, limit %d", mode, p.key, ErrTooLarge, len(data), d.cfg.MaxDataBytes)
+	if len(snap.data) > d.cfg.MaxDataBytes {
+		tooLarge = fmt.Errorf("%s %q: %w: %d bytes, limit %d", mode, p.key, ErrTooLarge, len(snap.data), d.cfg.MaxDataBytes)
 		if mode != record.ModeRelease {
 			return tooLarge
 		}
 		// A release frees the lock all the same, with the last data that
-		// fit, so that the player can join anywhere at once.
-		data = p.lastData
+		// fit (and without the messages it applied, which stay in the
+		// inbox), so that the player can join anywhere at once.
+		snap.data, snap.applied = p.lastData, nil
 	}
-	if !bytes.Equal(data, p.lastData) {
-		req.Data = data
+	if !bytes.Equal(snap.data, p.lastData) {
+		req.Data = snap.data
 		req.Schema, req.SchemaMin = d.codec.WriteVersion(p.schema, p.schemaMin)
+		if keepAlways || p.versionDue() {
+			req.Keep, req.KeepVer, req.KeepAlways = d.compress(p.lastData), p.ver, keepAlways
+		}
 	}
-	if uids != nil {
-		req.Meta = &record.Meta{UserIDs: uids, Meta: meta}
+	if snap.uids != nil {
+		req.Meta = &record.Meta{UserIDs: snap.uids, Meta: snap.meta}
 	}
+	req.Applied = snap.applied
 
 	res, err := d.write(ctx, p.key, req)
 	if err != nil {
@@ -219,20 +225,25 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode record.WriteMode) erro
 		}
 		return err
 	}
-	p.ver, p.lastData = res.Ver, data
+	p.ver, p.lastData = res.Ver, snap.data
+	if res.HistAt.After(p.histAt) {
+		p.histAt = res.HistAt
+	}
 	if req.Data != nil {
 		p.schema, p.schemaMin = req.Schema, req.SchemaMin
 	}
 	if trade != "" {
 		p.clearPending(trade)
 	}
+	p.dataMu.Lock()
 	if req.Meta != nil {
-		p.dataMu.Lock()
-		p.metaSaved = metaGen
-		p.dataMu.Unlock()
+		p.metaSaved = snap.metaGen
 	}
+	p.forgetAppliedLocked(snap.applied)
+	p.dataMu.Unlock()
 	d.mu.Lock()
 	p.landedLocked(res)
+	p.noteInboxLocked(res.InboxSeq)
 	d.mu.Unlock()
 	if res.Moved {
 		d.log.Info("lock re-asserted", "key", p.key, "epoch", res.Epoch, "how", res.How)

@@ -69,7 +69,9 @@ func (p *Profile[T]) enterTrade(ctx context.Context) error {
 		return err
 	}
 	p.dataMu.Lock()
-	unsettled := p.unsettled != nil
+	// Messages applied but not saved must leave the inbox first: a trade
+	// image written by another server's recovery would not delete them.
+	unsettled := p.unsettled != nil || len(p.applied) > 0
 	p.dataMu.Unlock()
 	p.d.mu.Lock()
 	adopting := len(p.earlier) > 0

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/datacodec"
 	"github.com/ckernel/playerdata/internal/record"
 )
 
@@ -19,41 +19,136 @@ type Version struct {
 	Current bool      // the record's current data
 }
 
+// version is a Version and where its data is.
+type version struct {
+	Version
+	schema int   // the schema version its data was written at
+	slot   int64 // a legacy ring slot of the record, or -1 (the history hash)
+}
+
 // Versions lists the kept versions of key, newest first: the current data
-// and up to History past versions. A key never saved has none.
+// and the versions the history keeps (at most History; see HistoryEvery),
+// including those of records written before the history hash (ring slots
+// in the record). A key never saved has none.
 func (d *Driver[T]) Versions(ctx context.Context, key string) ([]Version, error) {
+	vs, err := d.versions(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Version, len(vs))
+	for i, v := range vs {
+		out[i] = v.Version
+	}
+	return out, nil
+}
+
+// versions lists the kept versions of key with where their data is, newest
+// first.
+func (d *Driver[T]) versions(ctx context.Context, key string) ([]version, error) {
 	if err := ValidKey(key); err != nil {
 		return nil, fmt.Errorf("versions: %w", err)
 	}
-	res, err := record.Versions(ctx, d.node.rdb, d.recordKey(key), d.cfg.History)
+	res, err := record.Versions(ctx, d.node.rdb, d.recordKey(key))
 	if err != nil {
 		return nil, fmt.Errorf("versions %q: %w", key, err)
 	}
-	var out []Version
-	cur := res.Ver
+	var out []version
 	if res.HasData {
-		out = append(out, Version{Ver: cur, At: res.At, Current: true})
+		out = append(out, version{Version: Version{Ver: res.Ver, At: res.At, Current: true}, slot: -1})
 	}
-	for _, s := range res.Slots {
-		// A slot is kept while it is one of the last History versions.
-		if s.Set && s.Ver < cur && s.Ver >= cur-int64(d.cfg.History) {
-			out = append(out, Version{Ver: s.Ver, At: s.At})
+	seen := map[int64]bool{res.Ver: true}
+	for _, k := range res.Kept {
+		if !seen[k.Ver] && k.Ver < res.Ver {
+			seen[k.Ver] = true
+			out = append(out, version{Version: Version{Ver: k.Ver, At: k.At}, schema: k.Schema, slot: -1})
 		}
 	}
-	slices.SortFunc(out, func(a, b Version) int { return cmp.Compare(b.Ver, a.Ver) })
+	for _, s := range res.Slots {
+		if !seen[s.Ver] && s.Ver < res.Ver {
+			seen[s.Ver] = true
+			out = append(out, version{Version: Version{Ver: s.Ver, At: s.At}, slot: s.Slot})
+		}
+	}
+	slices.SortFunc(out, func(a, b version) int { return cmp.Compare(b.Ver, a.Ver) })
 	return out, nil
+}
+
+// at returns the newest of vs written at or before t, or ErrNoVersion.
+func versionAt(key string, vs []version, t time.Time) (version, error) {
+	i := slices.IndexFunc(vs, func(v version) bool { return !v.At.After(t) })
+	if i < 0 {
+		return version{}, fmt.Errorf("%q at %s: %w", key, t.Format(time.RFC3339), ErrNoVersion)
+	}
+	return vs[i], nil
+}
+
+// readVersion reads and decodes the data of v (a kept one, not the current
+// one), with what T does not know of it.
+func (d *Driver[T]) readVersion(ctx context.Context, key string, v version) (T, *datacodec.Unknown, error) {
+	var zero T
+	blob, err := record.KeptData(ctx, d.node.rdb, d.recordKey(key), v.Ver, v.slot)
+	if err != nil {
+		return zero, nil, fmt.Errorf("read version %d of %q: %w", v.Ver, key, err)
+	}
+	if blob == nil {
+		return zero, nil, fmt.Errorf("read version %d of %q: %w (no longer kept)", v.Ver, key, ErrNoVersion)
+	}
+	raw := blob
+	if v.slot < 0 {
+		if raw, err = d.decompress(blob); err != nil {
+			return zero, nil, &CorruptRecordError{Key: key, Err: fmt.Errorf("version %d: %w", v.Ver, err)}
+		}
+	}
+	data, unknown, err := d.codec.Decode(raw, v.schema)
+	if err != nil {
+		return zero, nil, decodeErr(key, fmt.Errorf("version %d: %w", v.Ver, err))
+	}
+	return data, unknown, nil
+}
+
+// ReadVersion reads the version of key's data that was current at t (the
+// newest kept version written at or before t) without taking the lock, so a
+// support tool can look while the player plays. It answers ErrNoVersion when
+// none is that old, ErrCorruptRecord (or ErrMigration) when it does not
+// decode. The current data is read as stored in Redis, which may be older
+// than what a live session holds in memory.
+func (d *Driver[T]) ReadVersion(ctx context.Context, key string, t time.Time) (T, error) {
+	var zero T
+	vs, err := d.versions(ctx, key)
+	if err != nil {
+		return zero, err
+	}
+	v, err := versionAt(key, vs, t)
+	if err != nil {
+		return zero, fmt.Errorf("read version: %w", err)
+	}
+	if !v.Current {
+		data, _, err := d.readVersion(ctx, key, v)
+		return data, err
+	}
+	f, err := d.node.rdb.HMGet(ctx, d.recordKey(key), record.FieldData, record.FieldSchema).Result()
+	if err != nil {
+		return zero, fmt.Errorf("read version %q: %w", key, err)
+	}
+	schema := 0
+	_, _ = fmt.Sscan(fieldString(f[1]), &schema)
+	data, _, err := d.codec.Decode([]byte(fieldString(f[0])), schema)
+	if err != nil {
+		return zero, decodeErr(key, err)
+	}
+	return data, nil
 }
 
 // RestoreAt loads key under its lock (with Load's waits and errors) and
 // puts back the data as it was at t: the newest kept version written at or
-// before t becomes the current data, written as a new version, so the
-// restore itself can be undone. It returns the live profile, which the
-// caller releases. With no kept version that old it answers ErrNoVersion
-// and changes nothing; a kept version that does not decode answers
-// ErrCorruptRecord. It works whatever the current data is: a record whose
-// current data does not decode (ErrCorruptRecord on Load) is repaired by
-// restoring an older version; until the restore lands nothing of it is
-// written.
+// before t becomes the current data, written as a new version, and the data
+// it replaces is kept as a version, so the restore itself can be undone. It
+// returns the live profile, which the caller releases. With no kept version
+// that old it answers ErrNoVersion and changes nothing; a kept version that
+// does not decode answers ErrCorruptRecord. It works whatever the current
+// data is: a record whose current data does not decode (ErrCorruptRecord on
+// Load) is repaired by restoring an older version; until the restore lands
+// nothing of it is written.
 func (d *Driver[T]) RestoreAt(ctx context.Context, key string, t time.Time, opts LoadOptions) (*Profile[T], error) {
 	w := d.loadWait(opts)
 	p, err := d.load(ctx, key, loadSpec{localWait: w, remoteWait: w, restoring: true})
@@ -70,15 +165,14 @@ func (d *Driver[T]) RestoreAt(ctx context.Context, key string, t time.Time, opts
 }
 
 func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) error {
-	versions, err := d.Versions(ctx, p.key)
+	vs, err := d.versions(ctx, p.key)
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(versions, func(v Version) bool { return !v.At.After(t) })
-	if i < 0 {
-		return fmt.Errorf("restore %q at %s: %w", p.key, t.Format(time.RFC3339), ErrNoVersion)
+	target, err := versionAt(p.key, vs, t)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
 	}
-	target := versions[i]
 	p.d.mu.Lock()
 	corrupt := p.corrupt
 	p.d.mu.Unlock()
@@ -89,25 +183,16 @@ func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) err
 		}
 		return nil // the data as of t is the current data
 	}
-	verField, _, dataField := record.SlotFields(target.Ver % int64(d.cfg.History))
-	got, err := d.node.rdb.HMGet(ctx, d.recordKey(p.key), verField, dataField).Result()
+	data, unknown, err := d.readVersion(ctx, p.key, target)
 	if err != nil {
-		return fmt.Errorf("restore %q: %w", p.key, err)
-	}
-	raw := []byte(fieldString(got[1]))
-	if fieldString(got[0]) != strconv.FormatInt(target.Ver, 10) || got[1] == nil {
-		return fmt.Errorf("restore %q: version %d: %w", p.key, target.Ver, ErrNoVersion)
-	}
-	// Ring slots hold versions written before schema versions were kept.
-	data, unknown, err := d.codec.Decode(raw, 0)
-	if err != nil {
-		return decodeErr(p.key, fmt.Errorf("version %d: %w", target.Ver, err))
+		return fmt.Errorf("restore: %w", err)
 	}
 	p.dataMu.Lock()
 	p.data, p.unknown = data, unknown
 	p.dataMu.Unlock()
 	p.d.mu.Lock()
 	p.corrupt = false
+	p.keepNext = true // the data before the restore is kept (even corrupt: nothing stored is lost)
 	p.d.mu.Unlock()
 	if err := p.Save(ctx); err != nil {
 		return fmt.Errorf("restore %q: %w", p.key, err)

@@ -19,6 +19,17 @@ import (
 // closes; the driver never learns who asked.
 type ReleaseFunc func(key, token string) <-chan struct{}
 
+// Handlers are what a driver registers under its name.
+type Handlers struct {
+	// Release lets a key go when another server asks (required).
+	Release ReleaseFunc
+	// Notify is called when a message for key was stored in its inbox (the
+	// sender saw this server holding the key): pull the inbox. It must not
+	// block. nil: notifications are dropped (and counted as for an unknown
+	// driver).
+	Notify func(key string)
+}
+
 // Stats counts what a Handoff did.
 type Stats struct {
 	RequestsSent, RequestsReceived uint64
@@ -26,6 +37,7 @@ type Stats struct {
 	PublishFailed                  uint64
 	DroppedUnknownDriver           uint64 // messages for a driver this server does not have
 	ProvenStopped                  uint64 // holders proven stopped by two presence reads
+	NotifiesSent, NotifiesReceived uint64 // "a message is in the inbox of this key"
 }
 
 // Handoff is one server's lock handoff. Create it with New, Start it, and
@@ -46,7 +58,7 @@ type Handoff struct {
 	cancelReleases context.CancelFunc
 
 	mu      sync.Mutex
-	drivers map[string]ReleaseFunc
+	drivers map[string]Handlers
 	waits   map[waitKey]map[*Wait]struct{}
 	// asked holds the requests whose reply waits for a release, so that a
 	// repeated request waits once.
@@ -59,6 +71,7 @@ type Handoff struct {
 	repliesSent, repliesReceived   atomic.Uint64
 	publishFailed, unknownDriver   atomic.Uint64
 	provenStopped                  atomic.Uint64
+	notifiesSent, notifiesReceived atomic.Uint64
 }
 
 type waitKey struct{ driver, key string }
@@ -75,7 +88,7 @@ func New(cfg Config) (*Handoff, error) {
 	h := &Handoff{
 		cfg:     cfg,
 		log:     cfg.Logger,
-		drivers: make(map[string]ReleaseFunc),
+		drivers: make(map[string]Handlers),
 		waits:   make(map[waitKey]map[*Wait]struct{}),
 		asked:   make(map[askKey]struct{}),
 	}
@@ -142,15 +155,19 @@ func (h *Handoff) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Register routes requests for driver to release. A second driver of the
-// same name is refused with ErrDuplicateDriver.
-func (h *Handoff) Register(driver string, release ReleaseFunc) error {
+// Register routes requests and notifications for driver to hs. A second
+// driver of the same name is refused with ErrDuplicateDriver, one without
+// Release with ErrInvalidConfig.
+func (h *Handoff) Register(driver string, hs Handlers) error {
+	if hs.Release == nil {
+		return fmt.Errorf("%w: driver %q registers no Release", ErrInvalidConfig, driver)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.drivers[driver]; ok {
 		return fmt.Errorf("%w: %q", ErrDuplicateDriver, driver)
 	}
-	h.drivers[driver] = release
+	h.drivers[driver] = hs
 	return nil
 }
 
@@ -171,6 +188,8 @@ func (h *Handoff) Stats() Stats {
 		PublishFailed:        h.publishFailed.Load(),
 		DroppedUnknownDriver: h.unknownDriver.Load(),
 		ProvenStopped:        h.provenStopped.Load(),
+		NotifiesSent:         h.notifiesSent.Load(),
+		NotifiesReceived:     h.notifiesReceived.Load(),
 	}
 }
 
@@ -179,7 +198,7 @@ func (h *Handoff) onMessage(m messaging.Message) {
 	switch m.Type {
 	case messaging.TypeRequest:
 		h.mu.Lock()
-		release := h.drivers[m.Driver]
+		release := h.drivers[m.Driver].Release
 		h.mu.Unlock()
 		if release == nil {
 			h.unknownDriver.Add(1)
@@ -189,6 +208,16 @@ func (h *Handoff) onMessage(m messaging.Message) {
 		h.requestsReceived.Add(1)
 		h.log.Debug("handoff: release requested", "driver", m.Driver, "key", m.Key, "from", m.Requester)
 		h.replyWhenReleased(askKey{m.Driver, m.Key, m.Requester}, release(m.Key, m.Token))
+	case messaging.TypeNotify:
+		h.mu.Lock()
+		notify := h.drivers[m.Driver].Notify
+		h.mu.Unlock()
+		if notify == nil {
+			h.unknownDriver.Add(1)
+			return
+		}
+		h.notifiesReceived.Add(1)
+		notify(m.Key)
 	case messaging.TypeReply:
 		h.mu.Lock()
 		_, known := h.drivers[m.Driver]
@@ -237,6 +266,16 @@ func (h *Handoff) replyWhenReleased(a askKey, released <-chan struct{}) {
 	}()
 }
 
+// Notify tells server to, fire and forget, that a message for key of driver
+// is in its inbox (to holds the key). Nothing is sent without a bus, or to
+// this server itself.
+func (h *Handoff) Notify(driver, key, to string) {
+	if to == h.cfg.JobID {
+		return
+	}
+	h.publish(to, messaging.Message{Type: messaging.TypeNotify, Driver: driver, Key: key}, &h.notifiesSent)
+}
+
 // reply tells the requester of a that this server no longer holds the key.
 // It is sent in the background; a failure is logged.
 func (h *Handoff) reply(a askKey) {
@@ -260,6 +299,7 @@ func (h *Handoff) publish(to string, m messaging.Message, counter *atomic.Uint64
 	if h.closed {
 		return
 	}
+	m.Sender = h.cfg.JobID
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()

@@ -116,7 +116,7 @@ func TestHandoffRoutesRequests(t *testing.T) {
 				holders := make(map[string]*fakeHolder)
 				for _, name := range tc.register {
 					holders[name] = &fakeHolder{}
-					if err := h.Register(name, holders[name].release); err != nil {
+					if err := h.Register(name, lockhandoff.Handlers{Release: holders[name].release}); err != nil {
 						t.Fatalf("Register(%q): %v", name, err)
 					}
 				}
@@ -198,7 +198,7 @@ func TestHandoffRegister(t *testing.T) {
 						continue
 					}
 					holders[i] = &fakeHolder{}
-					err := h.Register(o.name, holders[i].release)
+					err := h.Register(o.name, lockhandoff.Handlers{Release: holders[i].release})
 					if !errors.Is(err, o.wantErr) || (err == nil) != (o.wantErr == nil) {
 						t.Fatalf("Register(%q) #%d = %v, want %v", o.name, i+1, err, o.wantErr)
 					}
@@ -311,7 +311,7 @@ func TestHandoffLifecycle(t *testing.T) {
 				p := newFakePresence(wd.clk)
 				h := wd.handoff(t, lockhandoff.Config{JobID: jobA, Bus: bus, Presence: p, Passive: tc.passive})
 				holder := &fakeHolder{AtOnce: tc.atOnce}
-				if err := h.Register(driverName, holder.release); err != nil {
+				if err := h.Register(driverName, lockhandoff.Handlers{Release: holder.release}); err != nil {
 					t.Fatal(err)
 				}
 				tc.ops(t, h)
@@ -365,7 +365,7 @@ func TestHandoffSubscribeFails(t *testing.T) {
 				wd := newWorld(t)
 				holder := &fakeHolder{AtOnce: true}
 				hA := wd.handoff(t, lockhandoff.Config{JobID: jobA, Bus: wd.bus.Endpoint(jobA), Presence: newFakePresence(wd.clk)})
-				if err := hA.Register(driverName, holder.release); err != nil {
+				if err := hA.Register(driverName, lockhandoff.Handlers{Release: holder.release}); err != nil {
 					t.Fatal(err)
 				}
 				hA.Start()
@@ -458,7 +458,7 @@ func TestHandoffPublishFailed(t *testing.T) {
 
 				if tc.reply {
 					// A asks B (h) for a key B's driver lets go at once: B replies.
-					if err := h.Register(driverName, (&fakeHolder{AtOnce: true}).release); err != nil {
+					if err := h.Register(driverName, lockhandoff.Handlers{Release: (&fakeHolder{AtOnce: true}).release}); err != nil {
 						t.Fatal(err)
 					}
 					_ = wd.bus.Endpoint(jobA).Publish(t.Context(), jobB, messaging.Message{Type: messaging.TypeRequest,
@@ -537,7 +537,7 @@ func TestHandoffCloseWaitsForPublishes(t *testing.T) {
 				}}
 				p := newFakePresence(wd.clk)
 				h := wd.handoff(t, lockhandoff.Config{JobID: jobA, Bus: bus, Presence: p})
-				if err := h.Register(driverName, (&fakeHolder{AtOnce: true}).release); err != nil {
+				if err := h.Register(driverName, lockhandoff.Handlers{Release: (&fakeHolder{AtOnce: true}).release}); err != nil {
 					t.Fatal(err)
 				}
 				h.Start()
@@ -585,7 +585,7 @@ func TestHandoffReplyForUnregisteredDriver(t *testing.T) {
 				hA := wd.handoff(t, lockhandoff.Config{JobID: jobA, Bus: wd.bus.Endpoint(jobA), Presence: newFakePresence(wd.clk)})
 				hB := wd.handoff(t, lockhandoff.Config{JobID: jobB, Bus: wd.bus.Endpoint(jobB), Presence: newFakePresence(wd.clk)})
 				if tc.register {
-					if err := hB.Register(driverName, (&fakeHolder{}).release); err != nil {
+					if err := hB.Register(driverName, lockhandoff.Handlers{Release: (&fakeHolder{}).release}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -628,7 +628,7 @@ func TestHandoffRepliesWhenReleased(t *testing.T) {
 				rec := wd.record(t, jobB)
 				holder := &fakeHolder{}
 				hA := wd.handoff(t, lockhandoff.Config{JobID: jobA, Bus: wd.bus.Endpoint(jobA), Presence: newFakePresence(wd.clk)})
-				if err := hA.Register(driverName, holder.release); err != nil {
+				if err := hA.Register(driverName, lockhandoff.Handlers{Release: holder.release}); err != nil {
 					t.Fatal(err)
 				}
 				hA.Start()

@@ -277,7 +277,7 @@ func TestWaitWakesOnReply(t *testing.T) {
 				wd := newWorld(t)
 				holder := &fakeHolder{AtOnce: tc.holderReplies}
 				hA := wd.handoff(t, lockhandoff.Config{JobID: jobA, Bus: wd.bus.Endpoint(jobA), Presence: newFakePresence(wd.clk)})
-				if err := hA.Register(driverName, holder.release); err != nil {
+				if err := hA.Register(driverName, lockhandoff.Handlers{Release: holder.release}); err != nil {
 					t.Fatal(err)
 				}
 				hA.Start()
@@ -285,7 +285,7 @@ func TestWaitWakesOnReply(t *testing.T) {
 				pB := newFakePresence(wd.clk)
 				pB.set(jobA, alive10s)
 				hB := wd.handoff(t, lockhandoff.Config{JobID: jobB, Bus: wd.bus.Endpoint(jobB), Presence: pB})
-				if err := hB.Register(driverName, (&fakeHolder{}).release); err != nil {
+				if err := hB.Register(driverName, lockhandoff.Handlers{Release: (&fakeHolder{}).release}); err != nil {
 					t.Fatal(err)
 				}
 				hB.Start()

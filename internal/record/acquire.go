@@ -36,6 +36,8 @@ type AcquireArgs struct {
 	// Schema is the caller's schema version: a record whose min-reader is
 	// higher is refused (SchemaTooNew) before the lock is looked at.
 	Schema int
+	// MaxMessages bounds the inbox messages returned with the record.
+	MaxMessages int
 }
 
 // argv is ARGV of acquire.lua.
@@ -45,12 +47,12 @@ func (a AcquireArgs) argv() []any {
 		before = strconv.FormatInt(a.ProvenBefore.UnixMilli(), 10)
 	}
 	return []any{a.Job, a.Token, flag(a.Presence), a.MaxAge.Milliseconds(), a.StealJob, a.OwnToken,
-		before, a.NotAliveToken, a.Format, a.Schema}
+		before, a.NotAliveToken, a.Format, a.Schema, a.MaxMessages}
 }
 
 // ParseAcquireArgs reads the ARGV of an observed acquire.lua call.
 func ParseAcquireArgs(argv []string) (AcquireArgs, error) {
-	if err := wantArgs(ScriptAcquire, argv, 10); err != nil {
+	if err := wantArgs(ScriptAcquire, argv, 11); err != nil {
 		return AcquireArgs{}, err
 	}
 	a := AcquireArgs{Job: arg(argv, 1), Token: arg(argv, 2), Presence: arg(argv, 3) == "1",
@@ -62,6 +64,7 @@ func ParseAcquireArgs(argv []string) (AcquireArgs, error) {
 	}
 	a.Format, _ = strconv.Atoi(arg(argv, 9))
 	a.Schema, _ = strconv.Atoi(arg(argv, 10))
+	a.MaxMessages, _ = strconv.Atoi(arg(argv, 11))
 	return a, nil
 }
 
@@ -110,6 +113,13 @@ type AcquireResult struct {
 	// Schema is the schema version the data was written at, SchemaMin the
 	// lowest that may read it (0 for records written before schemas).
 	Schema, SchemaMin int
+	// HistAt is when a version was last kept (zero: never); Now is the
+	// Redis time of the acquire.
+	HistAt, Now time.Time
+	// InboxSeq counts the messages ever sent; Messages are the oldest in
+	// the inbox (at most AcquireArgs.MaxMessages).
+	InboxSeq int64
+	Messages []Message
 
 	// When Locked: who holds it.
 	Lock Lock
@@ -120,7 +130,7 @@ type AcquireResult struct {
 
 // Acquire runs acquire.lua on the record at key: one round trip.
 func Acquire(ctx context.Context, rdb redis.Scripter, key string, a AcquireArgs) (AcquireResult, error) {
-	v, err := acquireScript.Run(ctx, rdb, []string{key}, a.argv()...).Result()
+	v, err := acquireScript.Run(ctx, rdb, []string{key, InboxKey(key)}, a.argv()...).Result()
 	if err != nil {
 		return AcquireResult{}, err
 	}
@@ -136,18 +146,22 @@ func ParseAcquire(v any) (AcquireResult, error) {
 	switch tag {
 	case "OK":
 		return AcquireResult{
-			Outcome: Acquired,
-			How:     Taken(str(elem(arr, 1))),
-			Epoch:   num(elem(arr, 2)),
-			Ver:     num(elem(arr, 3)),
-			Data:    blob(elem(arr, 4)),
-			At:      msTime(elem(arr, 5)),
-			Trade:   str(elem(arr, 6)),
-			UserIDs: blob(elem(arr, 7)),
-			Meta:    blob(elem(arr, 8)),
+			Outcome:   Acquired,
+			How:       Taken(str(elem(arr, 1))),
+			Epoch:     num(elem(arr, 2)),
+			Ver:       num(elem(arr, 3)),
+			Data:      blob(elem(arr, 4)),
+			At:        msTime(elem(arr, 5)),
+			Trade:     str(elem(arr, 6)),
+			UserIDs:   blob(elem(arr, 7)),
+			Meta:      blob(elem(arr, 8)),
 			PrevJob:   str(elem(arr, 9)),
 			Schema:    int(num(elem(arr, 10))),
 			SchemaMin: int(num(elem(arr, 11))),
+			HistAt:    msTime(elem(arr, 12)),
+			InboxSeq:  num(elem(arr, 13)),
+			Now:       msTime(elem(arr, 14)),
+			Messages:  messages(elem(arr, 15)),
 		}, nil
 	case "LOCKED":
 		return AcquireResult{Outcome: Locked, Lock: Lock{

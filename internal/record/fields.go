@@ -40,6 +40,11 @@ const (
 	// compatible).
 	FieldSchema    = "schema"
 	FieldSchemaMin = "schema.min"
+	// FieldHistAt is when the last version was kept in the history (ms,
+	// Redis clock).
+	FieldHistAt = "hist.at"
+	// FieldInboxSeq counts the messages ever sent to the profile.
+	FieldInboxSeq = "inbox.seq"
 )
 
 // Format is the record layout this build writes and reads. A record with a
@@ -56,8 +61,24 @@ func Key(ns, driver, key string) string {
 	return ns + ":" + k
 }
 
-// SlotFields names the fields of history ring slot s (a version kept in the
-// record hash): its version, its write time and its data.
+// InboxKey is the inbox of the record at recordKey: a stream of messages
+// for the profile, in the record's Redis Cluster slot.
+func InboxKey(recordKey string) string { return recordKey + ":inbox" }
+
+// HistoryKey is the history of the record at recordKey: a hash of kept
+// versions (HistDataField, HistMetaField), in the record's slot.
+func HistoryKey(recordKey string) string { return recordKey + ":hist" }
+
+// HistDataField and HistMetaField name version ver's fields in the history
+// hash: its data (compressed by the writer) and "<at>,<schema>,<schemaMin>".
+func HistDataField(ver int64) string { return "d" + strconv.FormatInt(ver, 10) }
+
+// HistMetaField: see HistDataField.
+func HistMetaField(ver int64) string { return "t" + strconv.FormatInt(ver, 10) }
+
+// SlotFields names the fields of legacy history ring slot s (a version kept
+// in the record hash by builds before the history hash): its version, its
+// write time and its data.
 func SlotFields(s int64) (ver, at, data string) {
 	p := "h" + strconv.FormatInt(s, 10) + "."
 	return p + "v", p + "t", p + "d"

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
+	"time"
 
 	"github.com/ckernel/playerdata/internal/rscript"
 	"github.com/redis/go-redis/v9"
@@ -47,10 +47,22 @@ type SaveArgs struct {
 	Schema, SchemaMin int
 	// Meta is the new user ids and metadata; nil keeps the stored ones.
 	Meta *Meta
-	// History is how many past versions the record keeps (ring slots).
-	History int
+	// History is how many versions the record's history keeps; HistoryEvery
+	// how long after the last kept version a data write keeps the data it
+	// replaces.
+	History      int
+	HistoryEvery time.Duration
+	// Keep is the data this write replaces (version KeepVer), compressed,
+	// sent when the caller reckons a version is due; KeepAlways keeps it
+	// whatever HistoryEvery says (the data before a restore).
+	Keep       []byte
+	KeepVer    int64
+	KeepAlways bool
 	// Trade is the trade this write settles (its mark is cleared), or "".
 	Trade string
+	// Applied are the ids of inbox messages the new data has applied: the
+	// write deletes them from the inbox, so each is applied exactly once.
+	Applied []string
 }
 
 // argv is ARGV of save.lua.
@@ -59,31 +71,57 @@ func (a SaveArgs) argv() []any {
 	if a.Meta != nil {
 		uids, meta = a.Meta.UserIDs, a.Meta.Meta
 	}
-	return []any{string(a.Mode), a.Token, strings.Join(a.Earlier, " "), a.Job, flag(a.Presence),
-		flag(a.Data != nil), a.Data, flag(a.Meta != nil), uids, meta, a.History, a.Trade, a.Schema, a.SchemaMin}
+	argv := make([]any, 0, 18+len(a.Earlier)+len(a.Applied))
+	argv = append(argv, string(a.Mode), a.Token, a.Job, flag(a.Presence), a.Data, flag(a.Data != nil),
+		flag(a.Meta != nil), uids, meta, a.Trade, a.Schema, a.SchemaMin,
+		a.History, a.HistoryEvery.Milliseconds(), a.Keep, a.KeepVer, flag(a.KeepAlways), len(a.Earlier))
+	for _, e := range a.Earlier {
+		argv = append(argv, e)
+	}
+	for _, id := range a.Applied {
+		argv = append(argv, id)
+	}
+	return argv
 }
+
+// keys are KEYS of save.lua for the record at key.
+func keysOf(key string) []string { return []string{key, InboxKey(key), HistoryKey(key)} }
 
 // Call is the save.lua call for the record at key, to run in a pipeline.
 func (a SaveArgs) Call(key string) rscript.Call {
-	return rscript.Call{Script: saveScript, Keys: []string{key}, Args: a.argv()}
+	return rscript.Call{Script: saveScript, Keys: keysOf(key), Args: a.argv()}
 }
 
 // ParseSaveArgs reads the ARGV of an observed save.lua call.
 func ParseSaveArgs(argv []string) (SaveArgs, error) {
-	if err := wantArgs(ScriptSave, argv, 14); err != nil {
-		return SaveArgs{}, err
+	if len(argv) < 18 {
+		return SaveArgs{}, fmt.Errorf("record: %s call with %d arguments, want 18 or more", ScriptSave, len(argv))
 	}
-	a := SaveArgs{Mode: WriteMode(arg(argv, 1)), Token: arg(argv, 2), Earlier: strings.Fields(arg(argv, 3)),
-		Job: arg(argv, 4), Presence: arg(argv, 5) == "1", Trade: arg(argv, 12)}
+	n, err := strconv.Atoi(arg(argv, 18))
+	if err != nil || n < 0 || 18+n > len(argv) {
+		return SaveArgs{}, fmt.Errorf("record: %s call with %q earlier tokens in %d arguments", ScriptSave, arg(argv, 18), len(argv))
+	}
+	a := SaveArgs{Mode: WriteMode(arg(argv, 1)), Token: arg(argv, 2), Job: arg(argv, 3), Presence: arg(argv, 4) == "1",
+		Trade: arg(argv, 10), Keep: []byte(arg(argv, 15)), KeepAlways: arg(argv, 17) == "1"}
 	if arg(argv, 6) == "1" {
-		a.Data = []byte(arg(argv, 7))
+		a.Data = []byte(arg(argv, 5))
 	}
-	if arg(argv, 8) == "1" {
-		a.Meta = &Meta{UserIDs: []byte(arg(argv, 9)), Meta: []byte(arg(argv, 10))}
+	if arg(argv, 7) == "1" {
+		a.Meta = &Meta{UserIDs: []byte(arg(argv, 8)), Meta: []byte(arg(argv, 9))}
 	}
-	a.History, _ = strconv.Atoi(arg(argv, 11))
-	a.Schema, _ = strconv.Atoi(arg(argv, 13))
-	a.SchemaMin, _ = strconv.Atoi(arg(argv, 14))
+	if len(a.Keep) == 0 {
+		a.Keep = nil
+	}
+	a.Schema, _ = strconv.Atoi(arg(argv, 11))
+	a.SchemaMin, _ = strconv.Atoi(arg(argv, 12))
+	a.History, _ = strconv.Atoi(arg(argv, 13))
+	every, _ := strconv.ParseInt(arg(argv, 14), 10, 64)
+	a.HistoryEvery = time.Duration(every) * time.Millisecond
+	a.KeepVer, _ = strconv.ParseInt(arg(argv, 16), 10, 64)
+	a.Earlier = append([]string(nil), argv[18:18+n]...)
+	if rest := argv[18+n:]; len(rest) > 0 {
+		a.Applied = append([]string(nil), rest...)
+	}
 	return a, nil
 }
 
@@ -121,6 +159,10 @@ type SaveResult struct {
 	Epoch int64
 	Moved bool // the lock moved to the call's token (an adoption landed)
 	How   WriteHow
+	// HistAt is when a version was last kept (zero: never); InboxSeq counts
+	// the messages ever sent to the profile.
+	HistAt   time.Time
+	InboxSeq int64
 
 	// When LockLost: who holds the lock now (Job and Token; empty: nobody).
 	Holder Lock
@@ -130,7 +172,7 @@ type SaveResult struct {
 
 // Save runs save.lua on the record at key: one round trip.
 func Save(ctx context.Context, rdb redis.Scripter, key string, a SaveArgs) (SaveResult, error) {
-	v, err := saveScript.Run(ctx, rdb, []string{key}, a.argv()...).Result()
+	v, err := saveScript.Run(ctx, rdb, keysOf(key), a.argv()...).Result()
 	if err != nil {
 		return SaveResult{}, err
 	}
@@ -146,11 +188,13 @@ func ParseSave(v any) (SaveResult, error) {
 	switch tag {
 	case "OK":
 		return SaveResult{
-			Outcome: Written,
-			Ver:     num(elem(arr, 1)),
-			Epoch:   num(elem(arr, 2)),
-			Moved:   str(elem(arr, 3)) == "1",
-			How:     WriteHow(str(elem(arr, 4))),
+			Outcome:  Written,
+			Ver:      num(elem(arr, 1)),
+			Epoch:    num(elem(arr, 2)),
+			Moved:    str(elem(arr, 3)) == "1",
+			How:      WriteHow(str(elem(arr, 4))),
+			HistAt:   msTime(elem(arr, 5)),
+			InboxSeq: num(elem(arr, 6)),
 		}, nil
 	case "LOST":
 		return SaveResult{Outcome: LockLost, Holder: Lock{Job: str(elem(arr, 1)), Token: str(elem(arr, 2))}}, nil

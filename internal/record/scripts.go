@@ -13,6 +13,7 @@ const (
 	ScriptPrepare  = "prepare"
 	ScriptVersions = "versions"
 	ScriptWipe     = "wipe"
+	ScriptSend     = "send"
 )
 
 var (
@@ -26,6 +27,8 @@ var (
 	versionsSrc string
 	//go:embed lua/wipe.lua
 	wipeSrc string
+	//go:embed lua/send.lua
+	sendSrc string
 )
 
 // The scripts are immutable values shared by every client.
@@ -35,9 +38,10 @@ var (
 	prepareScript  = rscript.New(ScriptPrepare, prepareSrc)
 	versionsScript = rscript.New(ScriptVersions, versionsSrc)
 	wipeScript     = rscript.New(ScriptWipe, wipeSrc)
+	sendScript     = rscript.New(ScriptSend, sendSrc)
 )
 
 // Scripts lists the record's scripts (for an rscript.Catalog).
 func Scripts() []*rscript.Script {
-	return []*rscript.Script{acquireScript, saveScript, prepareScript, versionsScript, wipeScript}
+	return []*rscript.Script{acquireScript, saveScript, prepareScript, versionsScript, wipeScript, sendScript}
 }

@@ -3,48 +3,94 @@ package record
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Slot is one history ring slot of a record.
-type Slot struct {
+// Kept is one version kept in a record's history hash.
+type Kept struct {
 	Ver int64
-	At  time.Time // write time (Redis clock)
-	Set bool      // the slot holds a version
+	At  time.Time // when that data was written (Redis clock)
+	// Schema and SchemaMin are the data's schema version and min-reader.
+	Schema, SchemaMin int
 }
 
-// VersionsResult is versions.lua's answer: the current version and every
-// ring slot.
+// Slot is one legacy history ring slot of a record (kept in the record hash
+// by builds before the history hash).
+type Slot struct {
+	Slot int64
+	Ver  int64
+	At   time.Time // write time (Redis clock)
+}
+
+// VersionsResult is versions.lua's answer: the current version, the
+// versions of the history hash and the legacy ring slots.
 type VersionsResult struct {
 	Ver     int64
 	At      time.Time // when the current data was written
 	HasData bool
-	Slots   []Slot // slot s at index s
+	Kept    []Kept
+	Slots   []Slot
 }
 
-// Versions runs versions.lua on the record at key with history ring slots:
-// one round trip, read only.
-func Versions(ctx context.Context, rdb redis.Scripter, key string, history int) (VersionsResult, error) {
-	v, err := versionsScript.Run(ctx, rdb, []string{key}, history).Result()
+// Versions runs versions.lua on the record at key: one round trip, read
+// only.
+func Versions(ctx context.Context, rdb redis.Scripter, key string) (VersionsResult, error) {
+	v, err := versionsScript.Run(ctx, rdb, []string{key, HistoryKey(key)}).Result()
 	if err != nil {
 		return VersionsResult{}, err
 	}
 	arr, ok := v.([]any)
-	if !ok || len(arr) < 3 || (len(arr)-3)%2 != 0 {
-		return VersionsResult{}, fmt.Errorf("%w: versions answered %T of %d", ErrUnexpectedAnswer, v, len(arr))
+	if !ok || len(arr) != 5 {
+		return VersionsResult{}, fmt.Errorf("%w: versions answered %T", ErrUnexpectedAnswer, v)
 	}
 	res := VersionsResult{Ver: num(arr[0]), At: msTime(arr[1]), HasData: str(arr[2]) == "1"}
-	for i := 3; i+1 < len(arr); i += 2 {
-		res.Slots = append(res.Slots, Slot{Ver: num(arr[i]), At: msTime(arr[i+1]), Set: arr[i] != nil})
+	hist, _ := arr[3].([]any)
+	for i := 0; i+1 < len(hist); i += 2 {
+		k := Kept{Ver: num(hist[i])}
+		parts := strings.Split(str(hist[i+1]), ",")
+		if len(parts) == 3 {
+			k.At = msTime(parts[0])
+			k.Schema, _ = strconv.Atoi(parts[1])
+			k.SchemaMin, _ = strconv.Atoi(parts[2])
+		}
+		res.Kept = append(res.Kept, k)
+	}
+	slots, _ := arr[4].([]any)
+	for i := 0; i+2 < len(slots); i += 3 {
+		res.Slots = append(res.Slots, Slot{Slot: num(slots[i]), Ver: num(slots[i+1]), At: msTime(slots[i+2])})
 	}
 	return res, nil
 }
 
-// Wipe erases the record at key (unconditionally): one round trip. It
-// reports whether there was one.
+// KeptData reads the data of version ver from the history of the record at
+// key (as its writer stored it: compressed), or from legacy ring slot slot
+// when slot >= 0; nil when it is not there (any more).
+func KeptData(ctx context.Context, rdb redis.Cmdable, key string, ver, slot int64) ([]byte, error) {
+	if slot < 0 {
+		b, err := rdb.HGet(ctx, HistoryKey(key), HistDataField(ver)).Bytes()
+		if err == redis.Nil {
+			return nil, nil
+		}
+		return b, err
+	}
+	vf, _, df := SlotFields(slot)
+	got, err := rdb.HMGet(ctx, key, vf, df).Result()
+	if err != nil {
+		return nil, err
+	}
+	if str(got[0]) != strconv.FormatInt(ver, 10) || got[1] == nil {
+		return nil, nil
+	}
+	return blob(got[1]), nil
+}
+
+// Wipe erases the record at key, its inbox and its history
+// (unconditionally): one round trip. It reports whether there was any.
 func Wipe(ctx context.Context, rdb redis.Scripter, key string) (bool, error) {
-	n, err := wipeScript.Run(ctx, rdb, []string{key}).Int64()
+	n, err := wipeScript.Run(ctx, rdb, []string{key, InboxKey(key), HistoryKey(key)}).Int64()
 	return n > 0, err
 }

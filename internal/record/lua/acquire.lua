@@ -2,6 +2,7 @@
 -- place where the rule of who may take a lock lives.
 --
 -- KEYS[1]  the record hash  <ns>:{<driver>:<key>}
+-- KEYS[2]  its inbox, a stream <record>:inbox (same slot), read when the lock is taken
 -- ARGV[1]  job id of the caller
 -- ARGV[2]  new lock token (random, unique per acquisition)
 -- ARGV[3]  presence flag to write: '1' when the caller beats presence, else '0'
@@ -18,6 +19,7 @@
 -- ARGV[9]  highest record format this build reads
 -- ARGV[10] the caller's schema version: a record whose schema.min is higher must not be
 --          read by it
+-- ARGV[11] at most how many inbox messages to return with the record
 --
 -- The lock is taken when it is free ('free', or 'new' without a record); from an earlier
 -- run of the caller's own JobID when ARGV[6] names its token ('own'); from a holder
@@ -30,8 +32,10 @@
 --
 -- Answers:
 --   {'OK', how, epoch, ver, data|false, at|false, trade|false, uids|false, meta|false, prevJob|false,
---    schema|false, schemaMin|false}
---       how: 'new', 'free', 'stolen', 'own' or 'expired'
+--    schema|false, schemaMin|false, histAt|false, inboxSeq|false, now, {id1, body1, id2, body2, ...}}
+--       how: 'new', 'free', 'stolen', 'own' or 'expired'; histAt: when the last version was
+--       kept (ms); inboxSeq: how many messages were ever sent; now: Redis time (ms); then the
+--       oldest inbox messages (none unless inboxSeq > 0)
 --   {'LOCKED', job, token, presence ('1'|'0'), ageMs, stale ('1'|'0')}
 --   {'FORMAT', fmt}        the record has a format newer than ARGV[9]; nothing was changed
 --   {'SCHEMA', schemaMin}  the record may not be read below schema version schemaMin, higher
@@ -42,7 +46,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local f = redis.call('HMGET', rec, 'fmt', 'lock.token', 'lock.job', 'lock.at', 'lock.presence', 'epoch',
-  'ver', 'data', 'at', 'trade', 'uids', 'meta', 'schema', 'schema.min')
+  'ver', 'data', 'at', 'trade', 'uids', 'meta', 'schema', 'schema.min', 'hist.at', 'inbox.seq')
 local fmt, token, job, at, presence, epoch = f[1], f[2], f[3], f[4], f[5], f[6]
 if fmt and tonumber(fmt) and tonumber(fmt) > tonumber(ARGV[9]) then
   return {'FORMAT', fmt}
@@ -52,7 +56,7 @@ if f[14] and (tonumber(f[14]) or 0) > tonumber(ARGV[10]) then
 end
 
 local how
-if not epoch and redis.call('EXISTS', rec) == 0 then
+if not epoch and not f[8] then -- never acquired (a record Send made holds only inbox.seq)
   how = 'new'
 elseif not token or token == '' then
   how = 'free'
@@ -80,4 +84,18 @@ else
   redis.call('HSET', rec, 'epoch', epoch, 'lock.job', ARGV[1], 'lock.token', ARGV[2], 'lock.at', now,
     'lock.presence', ARGV[3])
 end
-return {'OK', how, epoch, f[7] or '0', f[8], f[9], f[10], f[11], f[12], job or false, f[13], f[14]}
+local inbox = {}
+if (tonumber(f[16]) or 0) > 0 and tonumber(ARGV[11]) > 0 then
+  for _, e in ipairs(redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', ARGV[11])) do
+    local body = ''
+    for i = 1, #e[2], 2 do
+      if e[2][i] == 'b' then
+        body = e[2][i + 1]
+      end
+    end
+    inbox[#inbox + 1] = e[1]
+    inbox[#inbox + 1] = body
+  end
+end
+return {'OK', how, epoch, f[7] or '0', f[8], f[9], f[10], f[11], f[12], job or false, f[13], f[14], f[15], f[16],
+  now, inbox}
