@@ -2,6 +2,7 @@ package presence_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -60,4 +61,62 @@ func Example() {
 	// server-a: stopped
 	// server-c: stopped
 	// server-b (itself): alive
+}
+
+// With Shards set, each server beats into the shard its JobID hashes to, so
+// that no single key (nor, on Redis Cluster, a single master) carries every
+// beat. Every server and reader of a deployment must use the same count: a
+// reader left at the default of one shard cannot find a server beating into
+// shard 1, and answers unknown (with ErrShardMismatch) rather than stopped.
+func Example_shards() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	start := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	mr.SetTime(start)
+
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	key := presence.KeyFor("mygame")
+
+	newServer := func(jobID string, shards int) *presence.Presence {
+		p, err := presence.New(rdb, presence.Config{Key: key, JobID: jobID, Shards: shards})
+		if err != nil {
+			panic(err)
+		}
+		return p
+	}
+	var servers []*presence.Presence
+	for _, job := range []string{"server-a", "server-b", "server-c"} {
+		fmt.Println(job, "beats into", presence.ShardKey(key, presence.ShardOf(job, 4)))
+		p := newServer(job, 4)
+		defer p.Close(ctx)
+		if err := p.Claim(ctx); err != nil { // its first beat
+			panic(err)
+		}
+		servers = append(servers, p)
+	}
+
+	mr.SetTime(start.Add(presence.DefaultTTL + time.Second)) // every shard's run is a TTL old
+	for _, p := range servers {
+		if err := p.Beat(ctx); err != nil {
+			panic(err)
+		}
+	}
+	fmt.Println("server-b:", servers[0].IsAlive(ctx, "server-b"))
+
+	misconfigured := newServer("reader", 1)
+	defer misconfigured.Close(ctx)
+	r := misconfigured.Read(ctx, "server-b")
+	fmt.Println("server-b read with one shard:", r.Status, errors.Is(r.Err, presence.ErrShardMismatch))
+
+	// Output:
+	// server-a beats into mygame:CKPresence
+	// server-b beats into mygame:CKPresence:{1}
+	// server-c beats into mygame:CKPresence:{2}
+	// server-b: alive
+	// server-b read with one shard: unknown true
 }
