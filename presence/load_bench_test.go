@@ -39,7 +39,7 @@ const (
 
 // beatCounter counts, by key, the beat and shard-mark scripts that answered.
 type beatCounter struct {
-	mu    sync.Mutex
+	mu     sync.Mutex
 	beats  map[string]int64 // by shard key
 	marks  atomic.Int64
 	total  atomic.Int64
