@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -126,6 +125,11 @@ type inspectReport struct {
 	WrittenAt   *time.Time  `json:"written_at,omitempty"` // the current data's write (Redis clock)
 	DataBytes   int64       `json:"data_bytes"`
 	Format      string      `json:"format,omitempty"`
+	// Schema is the schema version the data was written at (the writer's
+	// number of migrations); SchemaMin the lowest a server may have to load
+	// it (a server with fewer migrations answers ErrSchemaTooNew).
+	Schema    int64 `json:"schema"`
+	SchemaMin int64 `json:"schema_min"`
 	// Data is the profile data as JSON (with --data, when it decodes).
 	Data json.RawMessage `json:"data,omitempty"`
 	// DataNote says what a load would make of data that decodes with
@@ -194,38 +198,27 @@ type versionReport struct {
 	Current bool      `json:"current,omitempty"`
 }
 
-// historyField matches a history slot's version field, "h<n>.v".
-var historyField = regexp.MustCompile(`^h([0-9]+)\.v$`)
+// inspectFields are the record fields inspect reads (the data, user ids
+// and metadata are read apart, for checkBlobs).
+var inspectFields = []string{record.FieldLockJob, record.FieldLockToken, record.FieldLockAt, record.FieldLockPresence,
+	record.FieldEpoch, record.FieldVer, record.FieldAt, record.FieldReleased, record.FieldReleasedVer,
+	record.FieldTrade, record.FieldFormat, record.FieldSchema, record.FieldSchemaMin}
 
 // inspectRecord reads the record of driver/key and what it points to (the
-// holder's presence, the trade journal).
+// holder's presence, the kept versions, the trade journal).
 func inspectRecord(ctx context.Context, r *reader, driver, key string, withData bool) (*inspectReport, error) {
 	rdb, ns := r.rdb, r.ns
 	rk := datadriver.RecordKey(ns, driver, key)
 	rep := &inspectReport{Namespace: ns, PresenceKey: r.presKey, Driver: driver, Key: key, RecordKey: rk, Versions: []versionReport{}}
-	names, err := rdb.HKeys(ctx, rk).Result()
-	if err != nil {
-		return nil, err
-	}
-	fields := []string{record.FieldLockJob, record.FieldLockToken, record.FieldLockAt, record.FieldLockPresence,
-		record.FieldEpoch, record.FieldVer, record.FieldAt, record.FieldReleased, record.FieldReleasedVer,
-		record.FieldTrade, record.FieldFormat}
-	var slots []int64
-	for _, n := range names {
-		if m := historyField.FindStringSubmatch(n); m != nil {
-			s, _ := strconv.ParseInt(m[1], 10, 64)
-			slots = append(slots, s)
-			v, t, _ := record.SlotFields(s)
-			fields = append(fields, v, t)
-		}
-	}
 	var (
+		size  *redis.IntCmd
 		hm    *redis.SliceCmd
 		blobs *redis.SliceCmd
 		clock *redis.TimeCmd
 	)
 	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		hm = p.HMGet(ctx, rk, fields...)
+		size = p.HLen(ctx, rk)
+		hm = p.HMGet(ctx, rk, inspectFields...)
 		blobs = p.HMGet(ctx, rk, record.FieldData, record.FieldUserIDs, record.FieldMeta)
 		clock = p.Time(ctx)
 		return nil
@@ -233,13 +226,13 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 		return nil, err
 	}
 	rep.now = clock.Val()
-	if len(names) == 0 {
+	if size.Val() == 0 {
 		rep.Verdict = "no record: the key was never loaded (or was wiped); a join creates it"
 		return rep, nil
 	}
 	rep.Exists = true
-	v := make(map[string]string, len(fields))
-	for i, f := range fields {
+	v := make(map[string]string, len(inspectFields))
+	for i, f := range inspectFields {
 		if s, ok := hm.Val()[i].(string); ok {
 			v[f] = s
 		}
@@ -252,6 +245,7 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 		return time.Time{}
 	}
 	rep.Epoch, rep.Ver, rep.Format = num(record.FieldEpoch), num(record.FieldVer), v[record.FieldFormat]
+	rep.Schema, rep.SchemaMin = num(record.FieldSchema), num(record.FieldSchemaMin)
 	checkBlobs(rep, blobs.Val(), withData)
 
 	lock := &lockReport{Held: v[record.FieldLockToken] != "", Holder: v[record.FieldLockJob],
@@ -260,55 +254,75 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 		lock.AgeMS = ms(rep.now.Sub(lock.At))
 	}
 	if lock.Held && lock.Holder != "" {
-		rd := r.pres.Read(ctx, lock.Holder)
-		lock.HolderPresence = rd.Status.String()
-		if rd.Status == presence.Alive {
-			e := ms(rd.ExpiresIn)
-			lock.HolderExpiresInMS = &e
-		}
-		if rd.Err != nil {
-			lock.PresenceError = rd.Err.Error()
+		h := r.readHolder(ctx, lock.Holder)
+		lock.HolderPresence, lock.PresenceError = h.Status, h.Error
+		if h.reading.Status == presence.Alive {
+			lock.HolderExpiresInMS = h.ExpiresInMS
 		}
 	}
 	rep.Lock = lock
 	if v[record.FieldReleased] != "" {
 		rep.LastRelease = &releaseReport{TokenPrefix: prefix8(v[record.FieldReleased]), Ver: num(record.FieldReleasedVer)}
 	}
-
 	if w := at(record.FieldAt); !w.IsZero() {
 		rep.WrittenAt = &w
 	}
-	if rep.DataBytes > 0 {
-		rep.Versions = append(rep.Versions, versionReport{Ver: rep.Ver, At: at(record.FieldAt), Current: true})
+	versions, err := readVersions(ctx, rdb, rk)
+	if err != nil {
+		return nil, err
 	}
-	for _, s := range slots {
-		// A slot holds a version older than the current one; slots beyond
-		// the driver's History (after it was lowered) linger until a wipe.
-		vf, tf, _ := record.SlotFields(s)
-		if ver := num(vf); ver < rep.Ver && v[vf] != "" {
-			rep.Versions = append(rep.Versions, versionReport{Ver: ver, At: at(tf)})
-		}
-	}
-	slices.SortFunc(rep.Versions, func(a, b versionReport) int { return cmp.Compare(b.Ver, a.Ver) })
-
-	if id := v[record.FieldTrade]; id != "" {
-		t := &tradeReport{ID: id}
-		e, err := transactions.New(rdb, ns, 0).Read(ctx, id)
-		switch {
-		case errors.Is(err, transactions.ErrNotFound):
-			t.Error = "no journal entry (a PREPARED trade whose entry expired or was never written: the next load aborts it)"
-		case err != nil:
-			t.Error = err.Error()
-		default:
-			t.State, t.Coordinator, t.Settled = string(e.State), e.Coordinator, e.Settled
-			if !e.At.IsZero() {
-				t.OpenedAt = &e.At
-			}
-		}
-		rep.Trade = t
-	}
+	rep.Versions = versions
+	rep.Trade = readTrade(ctx, rdb, ns, v[record.FieldTrade])
 	rep.Verdict = verdict(rep)
 	return rep, nil
+}
+
+// readVersions lists the record's versions, newest first: the current data
+// and the kept ones (the history hash beside the record, and the ring slots
+// older builds kept in the record itself), as record.Versions reads them.
+func readVersions(ctx context.Context, rdb redis.Scripter, rk string) ([]versionReport, error) {
+	res, err := record.Versions(ctx, rdb, rk)
+	if err != nil {
+		return nil, fmt.Errorf("versions: %w", err)
+	}
+	out := []versionReport{}
+	if res.HasData {
+		out = append(out, versionReport{Ver: res.Ver, At: res.At, Current: true})
+	}
+	for _, k := range res.Kept {
+		if k.Ver < res.Ver {
+			out = append(out, versionReport{Ver: k.Ver, At: k.At})
+		}
+	}
+	for _, sl := range res.Slots {
+		// A slot older than a kept version of the same ver is a leftover.
+		if sl.Ver < res.Ver && !slices.ContainsFunc(out, func(v versionReport) bool { return v.Ver == sl.Ver }) {
+			out = append(out, versionReport{Ver: sl.Ver, At: sl.At})
+		}
+	}
+	slices.SortFunc(out, func(a, b versionReport) int { return cmp.Compare(b.Ver, a.Ver) })
+	return out, nil
+}
+
+// readTrade reads the journal entry of a pending trade id; nil when id is "".
+func readTrade(ctx context.Context, rdb redis.UniversalClient, ns, id string) *tradeReport {
+	if id == "" {
+		return nil
+	}
+	t := &tradeReport{ID: id}
+	e, err := transactions.New(rdb, ns, 0).Read(ctx, id)
+	switch {
+	case errors.Is(err, transactions.ErrNotFound):
+		t.Error = "no journal entry (a PREPARED trade whose entry expired or was never written: the next load aborts it)"
+	case err != nil:
+		t.Error = err.Error()
+	default:
+		t.State, t.Coordinator, t.Settled = string(e.State), e.Coordinator, e.Settled
+		if !e.At.IsZero() {
+			t.OpenedAt = &e.At
+		}
+	}
+	return t
 }
 
 // checkBlobs checks that the record's data, user ids and metadata decode as
@@ -343,10 +357,15 @@ func checkBlobs(rep *inspectReport, vals []any, withData bool) {
 		if withData {
 			rep.Data = js
 		}
-		var notes []string
-		if n < len(raw) {
-			notes = append(notes, fmt.Sprintf("%d bytes follow the value, from byte %d: a load ignores them", len(raw)-n, n))
+		if n < len(raw) { // the servers' codec refuses it (datacodec.ErrMalformed)
+			rep.Data = nil
+			if rep.Corrupt == nil {
+				rep.Corrupt = &corruptReport{Field: name, Offset: &n,
+					Reason: fmt.Sprintf("%d bytes follow the value", len(raw)-n)}
+			}
+			continue
 		}
+		var notes []string
 		if len(js) > 0 && js[0] != '{' {
 			notes = append(notes, "the data is not a map: a profile whose type is a struct does not load from it")
 		}
@@ -360,7 +379,7 @@ func verdict(r *inspectReport) string {
 	var s string
 	if c := r.Corrupt; c != nil {
 		s = fmt.Sprintf("the record is corrupt: %s. Every load of it fails with ErrCorruptRecord and leaves it as it is "+
-			"(restore a kept version, or wipe it)", c)
+			"(restore a kept version with RestoreAt, or wipe it)", c)
 		if l.Held {
 			s += fmt.Sprintf("; its lock is held by %s (%s)", l.Holder, cmp.Or(l.HolderPresence, "presence not read"))
 		}
@@ -384,6 +403,9 @@ func verdict(r *inspectReport) string {
 	}
 	if r.Trade != nil {
 		s += fmt.Sprintf("; a trade is pending on the record (%s): the next load settles or aborts it first", r.Trade.ID)
+	}
+	if r.SchemaMin > 0 {
+		s += fmt.Sprintf("; a server whose driver has fewer than %d migrations refuses it (ErrSchemaTooNew)", r.SchemaMin)
 	}
 	return s
 }

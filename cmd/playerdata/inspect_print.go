@@ -19,6 +19,9 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 		return
 	}
 	when := func(t time.Time) string {
+		if t.IsZero() {
+			return "write time unknown"
+		}
 		return fmt.Sprintf("%s (%s ago)", t.Local().Format("2006-01-02 15:04:05.000"), human(r.now.Sub(t).Round(time.Millisecond)))
 	}
 	l := r.Lock
@@ -58,6 +61,9 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 		ver += ", written " + when(*r.WrittenAt)
 	}
 	row("ver", fmt.Sprintf("%s, %d bytes of data", ver, r.DataBytes))
+	if r.Schema > 0 || r.SchemaMin > 0 {
+		row("schema", fmt.Sprintf("%d (a server needs at least %d migrations to load it)", r.Schema, r.SchemaMin))
+	}
 	switch {
 	case r.Corrupt != nil:
 		row("corrupt", st.red(r.Corrupt.String()))

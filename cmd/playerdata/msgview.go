@@ -18,9 +18,8 @@ import (
 )
 
 // maxDataDepth bounds the nesting of decoded data: deeper data is refused
-// as corrupt (no game profile nests this deep; a forged record could
-// exhaust the stack).
-const maxDataDepth = 512
+// as corrupt, as the servers' codec (internal/datacodec) refuses it.
+const maxDataDepth = 1000
 
 // timeExtType is msgpack's timestamp extension (msgpack v5 also reads 13,
 // which some JavaScript encoders write).
@@ -37,8 +36,8 @@ type dataError struct {
 func (e *dataError) Error() string { return fmt.Sprintf("at byte %d: %s", e.Offset, e.Reason) }
 
 // msgpackJSON decodes one msgpack value from b and returns it as JSON, and
-// how many bytes it took (b may hold more: msgpack.Unmarshal, as the
-// servers call it, ignores what follows the value). Maps keep their stored
+// how many bytes it took (b may hold more; the servers' codec refuses data
+// with bytes after the value, msgpack.Unmarshal ignores them). Maps keep their stored
 // order; a key that is not a string is shown as the string of its JSON
 // (42 → "42"); bin is base64, as encoding/json shows []byte; a timestamp
 // extension is an RFC 3339 string, another extension an object {"ext":

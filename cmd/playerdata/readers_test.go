@@ -224,13 +224,13 @@ func TestInspectCorrupt(t *testing.T) {
 		})
 	}
 
-	t.Run("trailing bytes load", func(t *testing.T) {
+	t.Run("bytes after the value", func(t *testing.T) {
 		e.putRecord(t, e.rk("PlayerData", "trail"), record.FieldEpoch, 1, record.FieldVer, 1, record.FieldLockToken, "",
-			record.FieldData, append(append([]byte{}, good...), 0xc1))
-		r := runArgs(t, 10*time.Second, e.args("inspect", "--json", "--driver", "PlayerData", "trail")...)
+			record.FieldData, append(append([]byte{}, good...), 0xc0))
+		r := runArgs(t, 10*time.Second, e.args("inspect", "--json", "--data", "--driver", "PlayerData", "trail")...)
 		var rep inspectReport
 		decodeJSON(t, r.stdout, &rep)
-		if rep.Corrupt != nil || !strings.Contains(rep.DataNote, "1 bytes follow the value") {
+		if c := rep.Corrupt; c == nil || c.Offset == nil || *c.Offset != len(good) || !strings.Contains(c.Reason, "1 bytes follow the value") || rep.Data != nil {
 			t.Fatalf("report %s", r.stdout)
 		}
 	})

@@ -233,10 +233,10 @@ func unlock(ctx context.Context, r *reader, driver, key string, dryRun bool) (*u
 		rep.Outcome, rep.Reason = unlockRefused, reason
 		return rep, nil
 	}
-	why := l.Job + " is " + rep.Presence.String()
 	if dryRun {
 		rep.Outcome = unlockWouldFree
-		rep.Reason = why + ": unlock would release its lock (token " + rep.TokenPrefix + "…) in one fenced call"
+		rep.Reason = fmt.Sprintf("unlock would release the lock of %s (token %s…) in one fenced call; nothing was changed",
+			l.Job, rep.TokenPrefix)
 		return rep, nil
 	}
 	res, err := record.Save(ctx, r.rdb, rk, record.SaveArgs{Mode: record.ModeRelease, Token: l.Token})
@@ -246,7 +246,8 @@ func unlock(ctx context.Context, r *reader, driver, key string, dryRun bool) (*u
 	switch {
 	case res.Outcome == record.Written && res.How == record.HowReleased:
 		rep.Outcome = unlockFreed
-		rep.Reason = why + ": its lock is released; the next join on any server takes the record at once"
+		rep.Reason = fmt.Sprintf("the lock of %s (token %s…) is released; the next join on any server takes the record at once",
+			l.Job, rep.TokenPrefix)
 	case res.Outcome == record.Written:
 		rep.Outcome, rep.Reason = unlockReleasedMeanwhile, l.Job+" released the lock itself meanwhile: nothing to do"
 	case res.Outcome == record.LockLost && res.Holder.Token == "":
@@ -263,20 +264,25 @@ func unlock(ctx context.Context, r *reader, driver, key string, dryRun bool) (*u
 
 // refusal reads the holder's presence into rep and returns why unlock must
 // not free l, or "" when it may: the holder reads stopped, or unknown
-// because Redis restarted or failed over less than one PresenceTTL ago.
+// because Redis restarted or failed over less than one PresenceTTL ago (the
+// presence hash exists, but its run is new).
 func refusal(ctx context.Context, r *reader, l recordLock, rep *unlockReport) string {
 	if !l.Presence {
 		return fmt.Sprintf("the lock has no presence flag: %s does not beat presence for it (handoff off, or an older "+
 			"build), so its presence proves nothing; the lock changes hands when %s releases it, or by age once "+
 			"older than LockTTL+LockSkew (240 s by default; it is %s old)", l.Job, l.Job, human(msDuration(rep.AgeMS)))
 	}
-	exists, err := r.presenceHashExists(ctx)
+	// The holder's own shard must exist: a missing one reads unknown, and
+	// says only that this reader looks in the wrong place (a wrong
+	// --namespace, --presence-key or --presence-shards).
+	shard := r.pres.KeyOf(l.Job)
+	n, err := r.rdb.Exists(ctx, shard).Result()
 	if err != nil {
-		return err.Error() + ": nothing is known of " + l.Job + "'s presence"
+		return fmt.Sprintf("the presence hash %s could not be read (%v): nothing is known of %s's presence", shard, err, l.Job)
 	}
-	if !exists {
+	if n == 0 {
 		return fmt.Sprintf("there is no presence hash %s: nothing is known of %s's presence "+
-			"(are --namespace and --presence-key the servers' own?)", r.presKey, l.Job)
+			"(are --namespace, --presence-key and --presence-shards the servers' own?)", shard, l.Job)
 	}
 	h := r.readHolder(ctx, l.Job)
 	rep.Presence = &h

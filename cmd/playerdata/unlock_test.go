@@ -38,6 +38,14 @@ func TestUnlockRefusesALiveHolder(t *testing.T) {
 			t.Errorf("unlock printed no lock:\n%s", r.stdout)
 		}
 	}
+	// Read with another shard count than the servers', the live holder is
+	// never taken for gone.
+	for _, shards := range []string{"2", "3", "4", "7"} {
+		r := runArgs(t, 10*time.Second, e.args("unlock", "--presence-shards", shards, "--driver", "PlayerData", "user:42")...)
+		if exitStatus(r.err) != exitFailed || !strings.Contains(r.err.Error(), "refused") {
+			t.Fatalf("unlock --presence-shards %s = %v, want a refusal", shards, r.err)
+		}
+	}
 	if after := e.lockOf(t, e.rk("PlayerData", "user:42")); after.Token != before.Token || after.Job != "server-a" {
 		t.Fatalf("the lock changed: %+v, was %+v", after, before)
 	}
@@ -70,8 +78,10 @@ func TestUnlockFreesACrashedHoldersLock(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("unlock: %v\n%s", r.err, r.stderr)
 	}
-	for _, want := range []string{"server-a is stopped", "freed", "the next join on any server takes the record at once"} {
-		if !strings.Contains(r.stdout, want) {
+	out := strings.Join(strings.Fields(r.stdout), " ") // unwrapped
+	for _, want := range []string{"server-a is stopped", "freed: the lock of server-a (token " + held.Token[:8] + "…) is released",
+		"the next join on any server takes the record at once"} {
+		if !strings.Contains(out, want) {
 			t.Errorf("unlock output has no %q:\n%s", want, r.stdout)
 		}
 	}
