@@ -77,8 +77,12 @@ const (
 // NodeConfig configures a Node: one per game-server process.
 type NodeConfig struct {
 	// JobID names this server in lock records and on the bus; it must be
-	// unique among live servers and valid as a NATS subject token.
-	// default: "" (a random id is used and cross-server handoff is off)
+	// valid as a NATS subject token, and NewNode refuses it (ErrJobIDInUse)
+	// while another process beats it. A restarted process may keep its
+	// JobID: NewNode waits at most PresenceTTL for the earlier run's beat to
+	// lapse, and takes over the locks it left.
+	// default: "" (a random id, "anon-" and 16 hex digits, with presence and
+	// handoff like any other)
 	JobID string
 	// Redis holds the records and the presence hash (required). One Redis,
 	// Sentinel or Cluster: any redis.UniversalClient.
@@ -115,9 +119,13 @@ type NodeConfig struct {
 	Bus messaging.Bus
 	// DisableHandoff turns cross-server handoff off: no presence beat, no
 	// subscription, locks without the presence flag (they change hands by
-	// release or by age only). Handoff is also off without a JobID.
+	// release or by age only), and no check that the JobID is free.
 	// default: false
 	DisableHandoff bool
+	// PingTimeout bounds NewNode's first PING: a Redis that does not answer
+	// within it fails NewNode with ErrRedisUnavailable.
+	// default: DefaultPingTimeout (2 s)
+	PingTimeout time.Duration
 	// Beat is the presence beat period (the spec's 3 s beat).
 	// default: presence.DefaultBeat (3 s)
 	Beat time.Duration
@@ -140,6 +148,14 @@ type NodeConfig struct {
 	// PresenceKey names the presence hash (under Namespace).
 	// default: "CKPresence"
 	PresenceKey string
+	// PresenceShards splits the presence hash into this many hashes by
+	// JobID (presence.ShardOf), so that no single key, nor on Redis Cluster
+	// a single master, carries every server's beats: shard 0 is
+	// "<Namespace>:<PresenceKey>", shard n "<Namespace>:<PresenceKey>:{n}".
+	// Every server of a deployment (and the operator CLI) must use the same
+	// count; change it only with every server stopped.
+	// default: presence.DefaultShards (1: the single hash)
+	PresenceShards int
 	// SubjectPrefix prefixes handoff subjects (under Namespace).
 	// default: "CKHandoff"
 	SubjectPrefix string

@@ -92,7 +92,36 @@ var (
 
 	// ErrTradePending: the record is held by a trade that has not settled.
 	ErrTradePending = errors.New("profile has a pending trade")
+
+	// ErrJobIDInUse: NewNode found the JobID's presence alive under another
+	// process (it renewed its beat while NewNode waited). The concrete error
+	// is a *JobIDInUseError naming that process's instance.
+	ErrJobIDInUse = errors.New("JobID in use by another live server process")
+
+	// ErrRedisUnavailable: NewNode's PING was not answered within
+	// NodeConfig.PingTimeout.
+	ErrRedisUnavailable = errors.New("redis unavailable")
 )
+
+// JobIDInUseError names the process that holds a JobID. It matches
+// ErrJobIDInUse with errors.Is.
+type JobIDInUseError struct {
+	JobID     string    // the JobID asked for
+	Instance  string    // the presence instance of the process beating it ("" for a build without instance ids)
+	ExpiresAt time.Time // when its last beat seen expires (Redis clock)
+}
+
+// Error implements error.
+func (e *JobIDInUseError) Error() string {
+	who := "instance " + e.Instance
+	if e.Instance == "" {
+		who = "a server without an instance id (an older build)"
+	}
+	return fmt.Sprintf("JobID %q is in use: %s beats it; give every running process its own JobID", e.JobID, who)
+}
+
+// Is makes errors.Is(err, ErrJobIDInUse) true.
+func (e *JobIDInUseError) Is(target error) bool { return target == ErrJobIDInUse }
 
 // LockedError describes the lock that stopped a load. It matches ErrLocked
 // with errors.Is.

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"sync"
+	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/ckernel/playerdata/lockhandoff"
@@ -61,13 +62,31 @@ type driverHandle interface {
 	fenceLapsed() int
 }
 
+// DefaultPingTimeout bounds NewNode's first PING: a healthy Redis answers in
+// a millisecond, and a server that cannot reach it should say so at once
+// rather than fail its first Join seconds later.
+const DefaultPingTimeout = 2 * time.Second
+
 // NewNode creates a Node. ctx bounds the start-up work only.
+//
+// It first checks that Redis answers a PING within NodeConfig.PingTimeout
+// (else an error matching ErrRedisUnavailable). Then, unless handoff is
+// disabled, it claims the JobID in the presence hash (presence.Claim): a
+// JobID whose presence is alive under another process is refused with a
+// *JobIDInUseError (ErrJobIDInUse), after waiting at most one PresenceTTL
+// for the beat of an earlier run of this JobID (a restarted process) to
+// lapse; a JobID whose earlier run closed cleanly is free at once. An empty
+// JobID gets a random one ("anon-" and 16 hex digits), with presence and
+// handoff like any other.
 func NewNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if cfg.Redis == nil {
 		return nil, fmt.Errorf("%w: Redis is required", ErrInvalidConfig)
 	}
-	if cfg.SaveTimeout < 0 || cfg.MaxConcurrentSaves < 0 || cfg.TradeRetain < 0 {
-		return nil, fmt.Errorf("%w: SaveTimeout, MaxConcurrentSaves and TradeRetain must not be negative", ErrInvalidConfig)
+	if cfg.SaveTimeout < 0 || cfg.MaxConcurrentSaves < 0 || cfg.TradeRetain < 0 || cfg.PingTimeout < 0 {
+		return nil, fmt.Errorf("%w: SaveTimeout, MaxConcurrentSaves, TradeRetain and PingTimeout must not be negative", ErrInvalidConfig)
+	}
+	if cfg.PingTimeout == 0 {
+		cfg.PingTimeout = DefaultPingTimeout
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.New()
@@ -109,26 +128,74 @@ func NewNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if err := n.startHandoff(); err != nil {
 		return nil, err
 	}
+	if err := n.ping(ctx); err != nil {
+		return nil, err
+	}
+	if n.handoff.Active() {
+		// The first beat claims the JobID, before the first Join so that it
+		// finds a lease. Another live process with this JobID is refused;
+		// any other failure is logged and the loop keeps trying (its beats
+		// never overwrite another instance's live beat either).
+		if err := n.presence.Claim(ctx); err != nil {
+			var inUse *presence.InUseError
+			if !errors.As(err, &inUse) && ctx.Err() == nil {
+				n.log.Warn("first presence beat failed; the beat loop keeps trying", "err", err)
+			} else {
+				cctx, cancel := n.clock.WithTimeout(context.WithoutCancel(ctx), cfg.SaveTimeout)
+				_ = n.presence.Close(cctx) // ends the calls of the claim
+				cancel()
+				if inUse != nil {
+					return nil, &JobIDInUseError{JobID: n.jobID, Instance: inUse.Other, ExpiresAt: inUse.ExpiresAt}
+				}
+				return nil, fmt.Errorf("start node %s: %w", n.jobID, err)
+			}
+		}
+	}
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if n.handoff.Active() {
-		// One beat before the first Join, so that it finds a lease; a failure
-		// is logged and the loop keeps trying.
-		_ = n.presence.Beat(ctx)
 		n.presence.Start()
 	}
 	n.handoff.Start()
 	return n, nil
 }
 
+// ping checks that Redis answers within PingTimeout. The PING runs on its
+// own goroutine so that a client ignoring its context (go-redis without
+// ContextTimeoutEnabled) cannot stretch the bound; it is left to end by the
+// client's own timeouts.
+func (n *Node) ping(ctx context.Context) error {
+	pctx, cancel := n.clock.WithTimeout(ctx, n.cfg.PingTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- n.rdb.Ping(pctx).Err() }()
+	t := n.clock.Timer(n.cfg.PingTimeout)
+	defer t.Stop()
+	var err error
+	select {
+	case err = <-done:
+	case <-t.C:
+		err = context.DeadlineExceeded
+	case <-ctx.Done():
+		return fmt.Errorf("start node %s: ping Redis: %w", n.jobID, ctx.Err())
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("start node %s: ping Redis: %w", n.jobID, ctx.Err())
+		}
+		return fmt.Errorf("start node %s: %w: no answer to PING within %s: %w", n.jobID, ErrRedisUnavailable, n.cfg.PingTimeout, err)
+	}
+	return nil
+}
+
 // startHandoff builds the presence hash client and the handoff. Handoff is
-// on unless the config turns it off or there is no JobID; when off, the
-// handoff is passive: it still reads presence, to keep a live holder's lock
-// from being taken by age.
+// on unless the config turns it off; when off, the handoff is passive: it
+// still reads presence, to keep a live holder's lock from being taken by
+// age.
 func (n *Node) startHandoff() error {
 	cfg := n.cfg
-	active := cfg.JobID != "" && !cfg.DisableHandoff
+	active := !cfg.DisableHandoff
 	if active {
-		if err := messaging.ValidJobID(cfg.JobID); err != nil {
+		if err := messaging.ValidJobID(n.jobID); err != nil {
 			return fmt.Errorf("%w: JobID: %w", ErrInvalidConfig, err)
 		}
 	}
@@ -142,7 +209,7 @@ func (n *Node) startHandoff() error {
 	}
 	pres, err := presence.New(n.rdb, presence.Config{
 		Key: key, JobID: n.jobID, Beat: cfg.Beat, TTL: cfg.PresenceTTL, FenceMargin: cfg.FenceMargin,
-		Clock: n.clock, Logger: n.log, OnLapse: n.onLapse,
+		Shards: cfg.PresenceShards, Clock: n.clock, Logger: n.log, OnLapse: n.onLapse,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -196,6 +263,11 @@ func (n *Node) HandoffActive() bool { return n.handoff.Active() }
 
 // JobID is the name of this server in lock records.
 func (n *Node) JobID() string { return n.jobID }
+
+// Instance is this process's presence instance id: random per Node, it tells
+// this process from an earlier or another one with the same JobID (see
+// JobIDInUseError).
+func (n *Node) Instance() string { return n.presence.Instance() }
 
 // Close saves and releases every profile the Node holds (running their
 // leave cleanups), then stops every goroutine it started. ctx bounds the
