@@ -18,10 +18,12 @@ import (
 const presenceUsage = `Usage: playerdata presence [flags]
 
 Lists every server in the presence hash "<namespace>:<presence key>"
-(CKPresence unless the servers set NodeConfig.PresenceKey): the time since
-its last beat, when that beat expires (Redis clock), and whether it reads
+(CKPresence unless the servers set NodeConfig.PresenceKey; with
+--presence-shards N, that key and "<key>:{1}" to "<key>:{N-1}"): the time
+since its last beat, when that beat expires (Redis clock), whether it reads
 alive, stopped or unknown (Redis restarted or failed over less than one
-PresenceTTL ago: a missing beat is no proof yet). Reads only.
+PresenceTTL ago: a missing beat is no proof yet), and the instance (process)
+that wrote the beat. Reads only.
 
 Flags:
   --redis URL          Redis (default $REDIS_URL, else redis://127.0.0.1:6379)

@@ -21,13 +21,16 @@ const unlockUsage = `Usage: playerdata unlock [flags] KEY
 
 Frees the lock on profile KEY, only when its holder reads stopped or unknown
 in presence (read as the servers read it), so that the next join on any
-server takes the record at once. Otherwise it refuses and says why:
+server takes the record at once. Stopped: no live beat for a full
+PresenceTTL. Unknown: Redis restarted or failed over less than one
+PresenceTTL ago, so no beat can be told apart yet. Otherwise it refuses and
+says why:
   - the holder reads alive: it would lose a live session;
   - the lock has no presence flag: its holder does not beat presence, so a
     missing beat proves nothing (such a lock changes hands by release, or by
     age after LockTTL+LockSkew);
-  - the presence read failed, or the presence hash does not exist (check
-    --namespace and --presence-key).
+  - the presence read failed, or the holder's presence hash does not exist
+    (check --namespace, --presence-key and --presence-shards).
 
 The unlock is one fenced script call: the release a server makes, without
 data, under the lock token just read. If the lock changed hands meanwhile,
@@ -38,7 +41,7 @@ trade).
 Flags:
   --driver NAME        the driver's Config.Name; without it KEY is looked up
                        under every driver (a bounded SCAN) and must be found
-                       under exactly one
+                       under exactly one, by a scan that went through
   --dry-run            say what would be done, change nothing
   --limit N            the lookup without --driver examines about N keys at most (default 100000)
   --redis URL          Redis (default $REDIS_URL, else redis://127.0.0.1:6379)
@@ -48,8 +51,10 @@ Flags:
   --presence-ttl D     the servers' PresenceTTL, to read presence as they do (default 10s)
   --json               print one JSON object
 
-Exit status: 0 freed, or nothing to do (no record, the lock already free; with
---dry-run: it would free it); 1 refused or failed; 2 usage.
+Exit status: 0 freed, or nothing to do (no record, the lock already free or
+released meanwhile; with --dry-run: it would free it); 1 refused, failed, or
+the lock changed hands meanwhile (nothing done); 2 usage, or a namespace with
+no records and no servers at all.
 `
 
 // The outcomes of unlock, as --json prints them.
@@ -129,13 +134,16 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer r.Close()
+	var rep *unlockReport
 	if driver == "" {
-		if driver, err = findDriver(ctx, r, key, limit, stderr); err != nil || driver == "" {
+		if driver, err = findDriver(ctx, r, key, limit); err != nil {
 			return err
 		}
 	}
-	rep, err := unlock(ctx, r, driver, key, dryRun)
-	if err != nil {
+	if driver == "" {
+		rep = &unlockReport{Namespace: r.ns, PresenceKey: r.presKey, Key: key, DryRun: dryRun,
+			Outcome: unlockNoRecord, Reason: "there is no record of the key under any driver: nothing to do"}
+	} else if rep, err = unlock(ctx, r, driver, key, dryRun); err != nil {
 		return fmt.Errorf("unlock %s: %w", key, err)
 	}
 	if rep.Outcome == unlockNoRecord {
@@ -163,9 +171,10 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // findDriver looks KEY up under every driver ("SCAN MATCH <ns>:{*:<key>}",
 // about limit keys examined at most). It answers the one driver holding a
-// record of key, "" with nil when none does (printed to stderr: nothing to
-// do), and a usage error when several do or the scan was cut short.
-func findDriver(ctx context.Context, r *reader, key string, limit int, stderr io.Writer) (string, error) {
+// record of key, "" when a complete scan found none, and a usage error when
+// several do or the scan was cut short (a driver beyond the limit could
+// hold the key too).
+func findDriver(ctx context.Context, r *reader, key string, limit int) (string, error) {
 	prefix := "{"
 	if r.ns != "" {
 		prefix = r.ns + ":{"
@@ -187,18 +196,18 @@ func findDriver(ctx context.Context, r *reader, key string, limit int, stderr io
 	}
 	slices.Sort(drivers)
 	switch {
-	case len(drivers) == 1:
-		return drivers[0], nil
 	case len(drivers) > 1:
 		return "", usagef("unlock %s: the key has records under drivers %s: pick one with --driver", key, strings.Join(drivers, ", "))
 	case st.Cut:
-		return "", usagef("unlock %s: no record of it among the first %d keys examined (of %d): give --driver, or raise --limit",
-			key, st.Examined, st.DBSize)
+		found := "no record of it"
+		if len(drivers) == 1 {
+			found = "a record of it under driver " + drivers[0]
+		}
+		return "", usagef("unlock %s: %s among the first %d keys examined (of %d), and the scan stopped there: "+
+			"give --driver, or raise --limit", key, found, st.Examined, st.DBSize)
+	case len(drivers) == 1:
+		return drivers[0], nil
 	}
-	if err := r.checkNamespace(ctx, limit, stderr); err != nil {
-		return "", err
-	}
-	fmt.Fprintf(stderr, "playerdata: unlock %s: no record of the key under any driver in namespace %q: nothing to do\n", key, r.ns)
 	return "", nil
 }
 

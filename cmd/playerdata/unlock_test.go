@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -287,8 +288,21 @@ func TestUnlockFindsTheDriver(t *testing.T) {
 		t.Fatalf("unlock x:user:2: %+v", rep)
 	}
 	r = runArgs(t, 10*time.Second, e.args("unlock", "user:nobody")...)
-	if r.err != nil || !strings.Contains(r.stderr, "no record of the key under any driver") {
-		t.Fatalf("unlock of a missing key = %v, stderr:\n%s", r.err, r.stderr)
+	if r.err != nil || !strings.Contains(r.stdout, "there is no record of the key under any driver: nothing to do") {
+		t.Fatalf("unlock of a missing key = %v:\n%s", r.err, r.stdout)
+	}
+	// Other keys, so that a scan of COUNT 1 cannot go through them at once.
+	if _, err := e.rdb.Pipelined(context.Background(), func(p redis.Pipeliner) error {
+		for i := range 200 {
+			p.Set(context.Background(), fmt.Sprintf("%s-filler:%d", e.ns, i), "x", 0)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r = runArgs(t, 10*time.Second, e.args("unlock", "--limit", "1", "user:1")...)
+	if exitStatus(r.err) != exitUsage || !strings.Contains(r.err.Error(), "the scan stopped there: give --driver, or raise --limit") {
+		t.Fatalf("unlock of a key with a scan cut short = %v", r.err)
 	}
 	r = runArgs(t, 10*time.Second, e.args("unlock", "--driver", "PlayerData", "user:nobody")...)
 	if r.err != nil || !strings.Contains(r.stdout, "there is no record of the key: nothing to do") {
