@@ -1,7 +1,6 @@
 package lockhandoff_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -334,26 +333,8 @@ func (r *recorder) messages() []received {
 	return append([]received(nil), r.got...)
 }
 
-// logBuffer is a goroutine-safe log sink.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // newLogger returns a text logger (Info and up) writing to a new buffer.
-func newLogger() (*slog.Logger, *logBuffer) {
-	buf := &logBuffer{}
-	return slog.New(slog.NewTextHandler(buf, nil)), buf
+func newLogger() (*slog.Logger, *testsupport.LogBuffer) {
+	buf := &testsupport.LogBuffer{}
+	return buf.Logger(slog.LevelInfo), buf
 }

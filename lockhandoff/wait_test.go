@@ -77,7 +77,7 @@ func quietSteps(n int) []step {
 
 func requestMsg(at time.Duration, to, token string) received {
 	return received{At: at, To: to, Msg: messaging.Message{
-		Type: messaging.TypeRequest, Driver: driverName, Key: playerKey, Requester: jobB, Token: token,
+		Type: messaging.TypeRequest, Driver: driverName, Key: playerKey, Requester: jobB, Sender: jobB, Token: token,
 	}}
 }
 

@@ -3,16 +3,19 @@ package testsupport
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/logtest"
+
 	mrand "math/rand/v2"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/ckernel/playerdata/datadriver"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -219,28 +222,9 @@ func seedBytes(seed, n uint64) [32]byte {
 	return b
 }
 
-// LogBuffer is a concurrency-safe log sink whose lines a test can read.
-type LogBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-var _ io.Writer = (*LogBuffer)(nil)
-
-// Write implements io.Writer.
-func (l *LogBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	return len(p), nil
-}
-
-// String returns everything written so far.
-func (l *LogBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.buf)
-}
+// LogBuffer is a concurrency-safe log sink whose lines a test can read
+// (logtest.Buffer, the project's one such type).
+type LogBuffer = logtest.Buffer
 
 // ScriptCall is one call of one of the project's Lua scripts as a server
 // made it, with its answer.
