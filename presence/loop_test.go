@@ -53,10 +53,14 @@ func newLoopRig(tb testing.TB, cfg Config, rdbFor func(*faultHook) *redis.Client
 	return g
 }
 
-// waitAttempts waits until n beats have returned in all.
+// waitAttempts waits until n beats have returned in all, and the shard
+// mark a full check starts after its beat (see markShardsAsync) has too, so
+// that no call of the loop is still under way.
 func (g *loopRig) waitAttempts(tb testing.TB, n int64) {
 	tb.Helper()
-	eventually(tb, 10*time.Second, "beat attempts", func() bool { return g.p.beatsDone.Load() >= n })
+	eventually(tb, 10*time.Second, "beat attempts", func() bool {
+		return g.p.beatsDone.Load() >= n && !g.p.marking.Load()
+	})
 }
 
 // tick moves the mock clock one Beat and waits for the beat it triggers to
