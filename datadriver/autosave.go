@@ -82,7 +82,7 @@ func (p *Profile[T]) autosaveOnce() {
 		p.unlockSave()
 		err = p.release(p.ctx)
 	} else {
-		err = p.saveLocked(p.ctx, record.ModeSave)
+		err = p.saveLocked(p.ctx, record.ModeSave, false)
 		p.unlockSave()
 	}
 	if err != nil && p.ctx.Err() == nil && !errors.Is(err, ErrLockLost) {

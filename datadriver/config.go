@@ -51,6 +51,10 @@ const (
 	// DefaultSaveTimeout bounds every save, so one stuck save never holds
 	// up the others.
 	DefaultSaveTimeout = 10 * time.Second
+	// DefaultReplicaTimeout bounds the wait for replicas (MinReplicas): a
+	// replica on the same network acknowledges within milliseconds; one
+	// that takes a second is failing.
+	DefaultReplicaTimeout = time.Second
 	// DefaultMaxConcurrentSaves bounds the autosaves a Node runs at once.
 	DefaultMaxConcurrentSaves = 16
 )
@@ -163,6 +167,18 @@ type NodeConfig struct {
 	// settled (aborted, or committed with every image written).
 	// default: transactions.DefaultRetain (one day)
 	TradeRetain time.Duration
+	// MinReplicas makes releases, explicit Saves and trade commits wait
+	// (Redis WAIT) until that many replicas acknowledged the write, at most
+	// ReplicaTimeout; when fewer did they return an error matching
+	// ErrNotReplicated. The write stands either way: it is on the primary,
+	// and is lost only if the primary fails over before replicating it. The
+	// caller may go on (as after an autosave, whose loss window is the
+	// same) or Save again later. Autosaves never wait.
+	// default: 0 (no wait: an acknowledged write can be lost in a failover)
+	MinReplicas int
+	// ReplicaTimeout bounds that wait.
+	// default: DefaultReplicaTimeout (1 s) when MinReplicas is set
+	ReplicaTimeout time.Duration
 }
 
 // Config configures a Driver: one per kind of profile on a Node.

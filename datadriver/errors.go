@@ -93,6 +93,12 @@ var (
 	// ErrTradePending: the record is held by a trade that has not settled.
 	ErrTradePending = errors.New("profile has a pending trade")
 
+	// ErrNotReplicated: a release, explicit Save or trade commit landed on
+	// the primary, but fewer than NodeConfig.MinReplicas replicas
+	// acknowledged it within ReplicaTimeout. The write stands; it can be
+	// lost only if the primary fails over before replicating it.
+	ErrNotReplicated = errors.New("write not acknowledged by enough replicas")
+
 	// ErrJobIDInUse: NewNode found the JobID's presence alive under another
 	// process (it renewed its beat while NewNode waited). The concrete error
 	// is a *JobIDInUseError naming that process's instance.

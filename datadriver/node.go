@@ -82,8 +82,13 @@ func NewNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if cfg.Redis == nil {
 		return nil, fmt.Errorf("%w: Redis is required", ErrInvalidConfig)
 	}
-	if cfg.SaveTimeout < 0 || cfg.MaxConcurrentSaves < 0 || cfg.TradeRetain < 0 || cfg.PingTimeout < 0 {
-		return nil, fmt.Errorf("%w: SaveTimeout, MaxConcurrentSaves, TradeRetain and PingTimeout must not be negative", ErrInvalidConfig)
+	if cfg.SaveTimeout < 0 || cfg.MaxConcurrentSaves < 0 || cfg.TradeRetain < 0 || cfg.PingTimeout < 0 ||
+		cfg.MinReplicas < 0 || cfg.ReplicaTimeout < 0 {
+		return nil, fmt.Errorf("%w: SaveTimeout, MaxConcurrentSaves, TradeRetain, PingTimeout, MinReplicas and "+
+			"ReplicaTimeout must not be negative", ErrInvalidConfig)
+	}
+	if cfg.MinReplicas > 0 && cfg.ReplicaTimeout == 0 {
+		cfg.ReplicaTimeout = DefaultReplicaTimeout
 	}
 	if cfg.PingTimeout == 0 {
 		cfg.PingTimeout = DefaultPingTimeout

@@ -37,6 +37,18 @@ func (d *Driver[T]) write(ctx context.Context, key string, a record.SaveArgs) (w
 	return writeResult(key, a.Mode, res, err, sentAt)
 }
 
+// writeWait is write, then WAIT for MinReplicas replicas on the same
+// connection: it also returns how many acknowledged.
+func (d *Driver[T]) writeWait(ctx context.Context, key string, a record.SaveArgs) (writeRes, int64, error) {
+	ctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout+d.node.cfg.ReplicaTimeout)
+	defer cancel()
+	sentAt := d.node.clock.Now()
+	res, acked, err := record.SaveWait(ctx, d.node.rdb, d.recordKey(key), d.saveArgs(a), d.node.cfg.MinReplicas,
+		d.node.cfg.ReplicaTimeout)
+	w, err := writeResult(key, a.Mode, res, err, sentAt)
+	return w, acked, err
+}
+
 // writeCall is save.lua's call for a, to run in a pipeline (see
 // writeResult for its answer).
 func (d *Driver[T]) writeCall(key string, a record.SaveArgs) rscript.Call {
@@ -74,7 +86,7 @@ func (p *Profile[T]) Save(ctx context.Context) error {
 		return err
 	}
 	defer p.unlockSave()
-	return p.saveLocked(ctx, record.ModeSave)
+	return p.saveLocked(ctx, record.ModeSave, true)
 }
 
 // Release ends the session: it runs the leave cleanups, then the release
@@ -122,10 +134,10 @@ func (p *Profile[T]) release(ctx context.Context) error {
 		d.retain(p, err)
 		return err
 	}
-	err := p.saveLocked(ctx, record.ModeRelease)
+	err := p.saveLocked(ctx, record.ModeRelease, true)
 	p.unlockSave()
-	var rtl *releasedTooLarge
-	if err == nil || errors.As(err, &rtl) {
+	var landed *landedButErr
+	if err == nil || errors.As(err, &landed) {
 		p.finish(ErrReleased)
 		d.log.Debug("profile released", "key", p.key)
 		return err
@@ -151,8 +163,9 @@ func (d *Driver[T]) retain(p *Profile[T], err error) {
 	}
 }
 
-// saveLocked runs one save or release; the caller holds the save slot.
-func (p *Profile[T]) saveLocked(ctx context.Context, mode record.WriteMode) error {
+// saveLocked runs one save or release; the caller holds the save slot. A
+// durable one (an explicit Save, a release) waits for MinReplicas replicas.
+func (p *Profile[T]) saveLocked(ctx context.Context, mode record.WriteMode, durable bool) error {
 	d := p.d
 	d.mu.Lock()
 	if p.state == stateClosed {
@@ -215,7 +228,13 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode record.WriteMode) erro
 	}
 	req.Applied = snap.applied
 
-	res, err := d.write(ctx, p.key, req)
+	var res writeRes
+	var acked int64
+	if durable && d.node.cfg.MinReplicas > 0 {
+		res, acked, err = d.writeWait(ctx, p.key, req)
+	} else {
+		res, err = d.write(ctx, p.key, req)
+	}
 	if err != nil {
 		if errors.Is(err, ErrLockLost) {
 			p.finish(err)
@@ -249,16 +268,20 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode record.WriteMode) erro
 		d.log.Info("lock re-asserted", "key", p.key, "epoch", res.Epoch, "how", res.How)
 	}
 	if tooLarge != nil {
-		return &releasedTooLarge{tooLarge}
+		return &landedButErr{fmt.Errorf("%w (released with the last data that fit)", tooLarge)}
+	}
+	if want := d.node.cfg.MinReplicas; durable && want > 0 && acked < int64(want) {
+		return &landedButErr{fmt.Errorf("%s %q: %w: %d of %d replicas acknowledged within %s",
+			mode, p.key, ErrNotReplicated, acked, want, d.node.cfg.ReplicaTimeout)}
 	}
 	return nil
 }
 
-// releasedTooLarge is a release that freed the lock with the last data that
-// fit: the profile is released, and the error matches ErrTooLarge.
-type releasedTooLarge struct{ err error }
+// landedButErr is a write that landed, with something to report: a release
+// of data over MaxDataBytes that freed the lock with the last data that fit
+// (ErrTooLarge), or a durable write fewer replicas than MinReplicas
+// acknowledged (ErrNotReplicated). A release so reported is a release.
+type landedButErr struct{ err error }
 
-func (e *releasedTooLarge) Error() string {
-	return e.err.Error() + " (released with the last data that fit)"
-}
-func (e *releasedTooLarge) Unwrap() error { return e.err }
+func (e *landedButErr) Error() string { return e.err.Error() }
+func (e *landedButErr) Unwrap() error { return e.err }

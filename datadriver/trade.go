@@ -174,6 +174,10 @@ type tradeRun struct {
 	parties []party
 	images  [][]byte
 
+	// notReplicated reports a commit fewer than MinReplicas replicas
+	// acknowledged (the trade stands).
+	notReplicated error
+
 	mu      sync.Mutex
 	outcome tradeOutcome
 }
@@ -281,7 +285,7 @@ func (r *tradeRun) execute(ctx context.Context, tx *Tx) error {
 	if len(settled) > 0 {
 		node.markSettled(r.journal, r.id, settled)
 	}
-	return nil
+	return r.notReplicated
 }
 
 // commit runs the commit CAS. When its answer is lost the trade may or may
@@ -289,9 +293,21 @@ func (r *tradeRun) execute(ctx context.Context, tx *Tx) error {
 // did not, so a landed commit is never aborted afterwards.
 func (r *tradeRun) commit(ctx context.Context) error {
 	node := r.parties[0].tradeNode()
-	sctx, cancel := node.clock.WithTimeout(ctx, node.cfg.SaveTimeout)
-	err := r.journal.Commit(sctx, r.id)
-	cancel()
+	var err error
+	if want := node.cfg.MinReplicas; want > 0 {
+		sctx, cancel := node.clock.WithTimeout(ctx, node.cfg.SaveTimeout+node.cfg.ReplicaTimeout)
+		var acked int64
+		acked, err = r.journal.CommitWait(sctx, r.id, want, node.cfg.ReplicaTimeout)
+		cancel()
+		if err == nil && acked < int64(want) {
+			r.notReplicated = fmt.Errorf("trade %s committed, but %w: %d of %d replicas acknowledged the commit within %s",
+				r.id, ErrNotReplicated, acked, want, node.cfg.ReplicaTimeout)
+		}
+	} else {
+		sctx, cancel := node.clock.WithTimeout(ctx, node.cfg.SaveTimeout)
+		err = r.journal.Commit(sctx, r.id)
+		cancel()
+	}
 	if err == nil {
 		r.setOutcome(outcomeCommitted)
 		return nil
@@ -301,7 +317,7 @@ func (r *tradeRun) commit(ctx context.Context) error {
 		r.clearMarks(ctx, allTrue(len(r.parties)))
 		return fmt.Errorf("trade %s: %w: %w", r.id, ErrTradeAborted, se)
 	}
-	sctx, cancel = node.clock.WithTimeout(context.WithoutCancel(ctx), node.cfg.SaveTimeout)
+	sctx, cancel := node.clock.WithTimeout(context.WithoutCancel(ctx), node.cfg.SaveTimeout)
 	aerr := r.journal.Abort(sctx, r.id)
 	cancel()
 	switch {

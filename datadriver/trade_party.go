@@ -79,7 +79,7 @@ func (p *Profile[T]) enterTrade(ctx context.Context) error {
 	// An earlier trade's mark must go first, and an adoption that has not
 	// landed yet must move the lock to the profile's token.
 	if unsettled || adopting {
-		if err := p.saveLocked(ctx, record.ModeSave); err != nil {
+		if err := p.saveLocked(ctx, record.ModeSave, false); err != nil {
 			p.unlockSave()
 			return fmt.Errorf("%w: the record is not in step with the profile: %w", ErrTradePending, err)
 		}

@@ -194,8 +194,27 @@ func ParseMoveArgs(argv []string) (MoveArgs, error) {
 	return MoveArgs{From: State(argv[0]), To: State(argv[1]), Retain: time.Duration(ms) * time.Millisecond}, nil
 }
 
+// CommitWait is Commit, then WAIT for replicas replicas to acknowledge it on
+// the same connection, within timeout (one pipeline). It returns how many
+// did; the commit stands either way.
+func (j *Journal) CommitWait(ctx context.Context, id string, replicas int, timeout time.Duration) (int64, error) {
+	v, acked, err := rscript.RunWait(ctx, j.rdb, j.moveCall(id, Prepared, Committed), replicas, timeout)
+	return acked, moved(id, Prepared, Committed, v, err)
+}
+
+// moveCall is the compare-and-set of trade id from one state to another.
+func (j *Journal) moveCall(id string, from, to State) rscript.Call {
+	return rscript.Call{Script: moveScript, Keys: []string{j.Key(id)}, Args: MoveArgs{From: from, To: to, Retain: j.retain}.argv()}
+}
+
 func (j *Journal) cas(ctx context.Context, id string, from, to State) error {
-	v, err := moveScript.Run(ctx, j.rdb, []string{j.Key(id)}, MoveArgs{From: from, To: to, Retain: j.retain}.argv()...).Result()
+	c := j.moveCall(id, from, to)
+	v, err := c.Script.Run(ctx, j.rdb, c.Keys, c.Args...).Result()
+	return moved(id, from, to, v, err)
+}
+
+// moved reads the compare-and-set's answer.
+func moved(id string, from, to State, v any, err error) error {
 	if err != nil {
 		return fmt.Errorf("trade %s: %s -> %s: %w", id, from, to, err)
 	}

@@ -179,6 +179,19 @@ func Save(ctx context.Context, rdb redis.Scripter, key string, a SaveArgs) (Save
 	return ParseSave(v)
 }
 
+// SaveWait is Save, then WAIT for replicas replicas to acknowledge the write
+// on the same connection, within timeout (one pipeline). It also returns how
+// many did; the write stands either way.
+func SaveWait(ctx context.Context, rdb redis.UniversalClient, key string, a SaveArgs, replicas int,
+	timeout time.Duration) (SaveResult, int64, error) {
+	v, acked, err := rscript.RunWait(ctx, rdb, a.Call(key), replicas, timeout)
+	if err != nil {
+		return SaveResult{}, 0, err
+	}
+	res, err := ParseSave(v)
+	return res, acked, err
+}
+
 // ParseSave reads save.lua's answer.
 func ParseSave(v any) (SaveResult, error) {
 	arr, tag, err := tagged(v)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -146,4 +147,47 @@ func str(v any) string {
 		return string(b)
 	}
 	return fmt.Sprint(v)
+}
+
+// RunWait runs c, then WAIT replicas timeout on the same connection (WAIT
+// counts the replicas that acknowledged the writes of its own connection),
+// in one pipeline: one round trip, or two when Redis answered NOSCRIPT (the
+// second sends EVAL and WAIT again). It returns the script's answer and
+// error, and how many replicas acknowledged (0 when the script failed). On a
+// Redis Cluster the connection is one to the master of c's first key.
+func RunWait(ctx context.Context, rdb redis.UniversalClient, c Call, replicas int, timeout time.Duration) (any, int64, error) {
+	conn := redis.Cmdable(rdb)
+	if cc, ok := rdb.(*redis.ClusterClient); ok && len(c.Keys) > 0 {
+		master, err := cc.MasterForKey(ctx, c.Keys[0])
+		if err != nil {
+			return nil, 0, err
+		}
+		conn = master
+	}
+	run := func(eval bool) (*redis.Cmd, *redis.Cmd) {
+		var cmd, wait *redis.Cmd
+		_, _ = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if eval {
+				cmd = c.Script.s.Eval(ctx, p, c.Keys, c.Args...)
+			} else {
+				cmd = c.Script.s.EvalSha(ctx, p, c.Keys, c.Args...)
+			}
+			wait = p.Do(ctx, "WAIT", replicas, timeout.Milliseconds())
+			return nil
+		})
+		return cmd, wait
+	}
+	cmd, wait := run(false)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd, wait = run(true)
+	}
+	v, err := cmd.Result()
+	if err != nil {
+		return nil, 0, err
+	}
+	acked, werr := wait.Int64()
+	if werr != nil {
+		return v, 0, fmt.Errorf("wait for replicas: %w", werr)
+	}
+	return v, acked, nil
 }
