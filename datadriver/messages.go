@@ -66,7 +66,7 @@ func (d *Driver[T]) Send(ctx context.Context, key string, body any) (string, err
 		if res.Holder.Job == d.node.jobID {
 			d.onNotify(key)
 		} else {
-			d.node.handoff.Notify(d.cfg.Name, key, res.Holder.Job)
+			d.node.handoff.Notify(ctx, d.cfg.Name, key, res.Holder.Job)
 		}
 	}
 	d.log.Debug("message sent", "key", key, "id", res.ID, "holder", res.Holder.Job)

@@ -6,7 +6,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/telemetry"
+
 	"github.com/benbjohnson/clock"
+
 	"github.com/ckernel/playerdata/messaging"
 	"github.com/ckernel/playerdata/presence"
 )
@@ -63,6 +66,9 @@ type Config struct {
 	// Logger receives warnings and debug traces.
 	// default: slog.Default()
 	Logger *slog.Logger
+	// Telemetry records metrics and spans (the Node's).
+	// default: nil (none)
+	Telemetry *telemetry.Telemetry
 }
 
 func (c Config) withDefaults() (Config, error) {

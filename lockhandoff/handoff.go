@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/ckernel/playerdata/internal/telemetry"
+
 	"github.com/ckernel/playerdata/messaging"
 )
 
@@ -45,6 +47,7 @@ type Stats struct {
 type Handoff struct {
 	cfg Config
 	log *slog.Logger
+	tel *telemetry.Telemetry // nil: no telemetry
 
 	ctx    context.Context // cancelled by Close: stops async publishes
 	cancel context.CancelFunc
@@ -87,6 +90,7 @@ func New(cfg Config) (*Handoff, error) {
 	}
 	h := &Handoff{
 		cfg:     cfg,
+		tel:     cfg.Telemetry,
 		log:     cfg.Logger,
 		drivers: make(map[string]Handlers),
 		waits:   make(map[waitKey]map[*Wait]struct{}),
@@ -207,7 +211,9 @@ func (h *Handoff) onMessage(m messaging.Message) {
 		}
 		h.requestsReceived.Add(1)
 		h.log.Debug("handoff: release requested", "driver", m.Driver, "key", m.Key, "from", m.Requester)
-		h.replyWhenReleased(askKey{m.Driver, m.Key, m.Requester}, release(m.Key, m.Token))
+		pctx, ps := h.tel.StartProcess(h.ctx, telemetry.Message{Kind: telemetry.MsgRequest, Driver: m.Driver, Key: m.Key,
+			Peer: m.Requester, TraceParent: m.TraceParent, TraceState: m.TraceState})
+		h.replyWhenReleased(pctx, ps, askKey{m.Driver, m.Key, m.Requester}, release(m.Key, m.Token))
 	case messaging.TypeNotify:
 		h.mu.Lock()
 		notify := h.drivers[m.Driver].Notify
@@ -217,7 +223,10 @@ func (h *Handoff) onMessage(m messaging.Message) {
 			return
 		}
 		h.notifiesReceived.Add(1)
+		_, ps := h.tel.StartProcess(h.ctx, telemetry.Message{Kind: telemetry.MsgNotify, Driver: m.Driver, Key: m.Key,
+			Peer: m.Sender, TraceParent: m.TraceParent, TraceState: m.TraceState})
 		notify(m.Key)
+		ps.End()
 	case messaging.TypeReply:
 		h.mu.Lock()
 		_, known := h.drivers[m.Driver]
@@ -231,6 +240,9 @@ func (h *Handoff) onMessage(m messaging.Message) {
 			h.unknownDriver.Add(1)
 			return
 		}
+		_, ps := h.tel.StartProcess(h.ctx, telemetry.Message{Kind: telemetry.MsgReply, Driver: m.Driver, Key: m.Key,
+			Peer: m.Sender, TraceParent: m.TraceParent, TraceState: m.TraceState})
+		ps.End()
 		h.repliesReceived.Add(1)
 		h.log.Debug("handoff: reply received", "driver", m.Driver, "key", m.Key, "waiting", waiting)
 	}
@@ -238,26 +250,30 @@ func (h *Handoff) onMessage(m messaging.Message) {
 
 // replyWhenReleased replies to a request once released is closed: at once
 // when it already is, else from a goroutine that waits for it (one per
-// requester and key, however often the request repeats) until Close.
-func (h *Handoff) replyWhenReleased(a askKey, released <-chan struct{}) {
+// requester and key, however often the request repeats) until Close. The
+// request's processing span (ps, in pctx) ends with the reply.
+func (h *Handoff) replyWhenReleased(pctx context.Context, ps telemetry.ProcessSpan, a askKey, released <-chan struct{}) {
 	select {
 	case <-released:
-		h.reply(a)
+		h.reply(pctx, a)
+		ps.End()
 		return
 	default:
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.asked[a]; ok || h.closed {
+		ps.End() // a repeat: the release under way answers it
 		return
 	}
 	h.asked[a] = struct{}{}
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
+		defer ps.End()
 		select {
 		case <-released:
-			h.reply(a)
+			h.reply(pctx, a)
 		case <-h.releases.Done():
 		}
 		h.mu.Lock()
@@ -269,28 +285,31 @@ func (h *Handoff) replyWhenReleased(a askKey, released <-chan struct{}) {
 // Notify tells server to, fire and forget, that a message for key of driver
 // is in its inbox (to holds the key). Nothing is sent without a bus, or to
 // this server itself.
-func (h *Handoff) Notify(driver, key, to string) {
+func (h *Handoff) Notify(ctx context.Context, driver, key, to string) {
 	if to == h.cfg.JobID {
 		return
 	}
-	h.publish(to, messaging.Message{Type: messaging.TypeNotify, Driver: driver, Key: key}, &h.notifiesSent)
+	h.publish(ctx, telemetry.MsgNotify, to, messaging.Message{Type: messaging.TypeNotify, Driver: driver, Key: key}, &h.notifiesSent)
 }
 
 // reply tells the requester of a that this server no longer holds the key.
 // It is sent in the background; a failure is logged.
-func (h *Handoff) reply(a askKey) {
-	h.publish(a.from, messaging.Message{Type: messaging.TypeReply, Driver: a.driver, Key: a.key}, &h.repliesSent)
+func (h *Handoff) reply(ctx context.Context, a askKey) {
+	h.publish(ctx, telemetry.MsgReply, a.from, messaging.Message{Type: messaging.TypeReply, Driver: a.driver, Key: a.key},
+		&h.repliesSent)
 }
 
 // request asks holder to release key of driver, naming the lock token seen.
-func (h *Handoff) request(driver, key, holder, token string) {
-	h.publish(holder, messaging.Message{
+func (h *Handoff) request(ctx context.Context, driver, key, holder, token string) {
+	h.publish(ctx, telemetry.MsgRequest, holder, messaging.Message{
 		Type: messaging.TypeRequest, Driver: driver, Key: key, Requester: h.cfg.JobID, Token: token,
 	}, &h.requestsSent)
 }
 
-// publish sends m in the background (the bus retries once on its own).
-func (h *Handoff) publish(to string, m messaging.Message, counter *atomic.Uint64) {
+// publish sends m in the background (the bus retries once on its own),
+// under a producer span child of ctx's, whose trace context m carries.
+func (h *Handoff) publish(ctx context.Context, kind telemetry.HandoffMessage, to string, m messaging.Message,
+	counter *atomic.Uint64) {
 	if h.cfg.Bus == nil || h.cfg.Passive {
 		return
 	}
@@ -300,10 +319,14 @@ func (h *Handoff) publish(to string, m messaging.Message, counter *atomic.Uint64
 		return
 	}
 	m.Sender = h.cfg.JobID
+	send := h.tel.StartSend(ctx, telemetry.Message{Kind: kind, Driver: m.Driver, Key: m.Key, Peer: to})
+	m.TraceParent, m.TraceState = send.TraceContext()
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		if err := h.cfg.Bus.Publish(h.ctx, to, m); err != nil {
+		err := h.cfg.Bus.Publish(h.ctx, to, m)
+		send.End(err)
+		if err != nil {
 			if h.ctx.Err() == nil {
 				h.publishFailed.Add(1)
 				h.log.Warn("handoff: publish failed", "to", to, "type", string(m.Type), "key", m.Key, "err", err)

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/telemetry"
+
 	"github.com/ckernel/playerdata/presence"
 )
 
@@ -131,7 +133,9 @@ func (pv *prover) read(ctx context.Context, job, key string) (presence.Reading, 
 	pv.forgetLocked(pv.h.cfg.Clock.Now())
 	pv.mu.Unlock()
 
-	r := pv.h.cfg.Presence.Read(ctx, job)
+	rctx, span := pv.h.tel.StartPresenceRead(ctx, job)
+	r := pv.h.cfg.Presence.Read(rctx, job)
+	span.End(telemetry.PresenceStatus(r.Status), r.ExpiresIn, r.Err)
 	now := pv.h.cfg.Clock.Now()
 	pv.mu.Lock()
 	defer pv.mu.Unlock()

@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/telemetry"
+
 	"github.com/ckernel/playerdata/lockhandoff"
 	"github.com/ckernel/playerdata/presence"
 )
@@ -175,5 +177,15 @@ func TestProofBroken(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// telemetry.PresenceStatus is presence.Status, value for value (the
+// prover converts one into the other).
+func TestPresenceStatusMatchesTelemetry(t *testing.T) {
+	for _, s := range []presence.Status{presence.Unknown, presence.Alive, presence.Stopped} {
+		if got := telemetry.PresenceStatus(s).String(); got != s.String() {
+			t.Errorf("presence %s is telemetry %s", s, got)
+		}
 	}
 }

@@ -121,7 +121,7 @@ func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
 	}
 	if w.active && (w.requested.IsZero() || now.Sub(w.requested) >= h.cfg.RequestRepeat) {
 		// A new lock, or the repeat came due while we were not parked.
-		h.request(w.wk.driver, w.wk.key, l.Job, l.Token)
+		h.request(ctx, w.wk.driver, w.wk.key, l.Job, l.Token)
 		w.requested = now
 	}
 
@@ -185,7 +185,7 @@ parked:
 			}
 			proven = nil
 		case <-repeat:
-			h.request(w.wk.driver, w.wk.key, l.Job, l.Token)
+			h.request(ctx, w.wk.driver, w.wk.key, l.Job, l.Token)
 			w.requested = clk.Now()
 			repeat = nil // at most one repeat per park: parks are shorter than RequestRepeat
 		case <-t.C:
