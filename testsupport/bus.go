@@ -22,7 +22,8 @@ type Fault struct {
 // message goes through the real wire codec, then to the subscriber of its
 // subject on that subscriber's own goroutine, in order. Faults make a
 // message drop, arrive late or twice, or make a publish fail; Disconnect
-// cuts a server off in both directions.
+// cuts a server off in both directions; Pause holds a server's messages, in
+// both directions, until Resume.
 type MemBus struct {
 	clock clock.Clock
 
@@ -32,6 +33,7 @@ type MemBus struct {
 	publishError func(to string, m messaging.Message) error
 	onDeliver    func(to string, m messaging.Message)
 	cut          map[string]bool
+	paused       map[string][]heldMessage // job -> messages to or from it, held until Resume
 	wg           sync.WaitGroup
 	timers       map[*clock.Timer]struct{} // delayed deliveries not yet made
 	closed       bool
@@ -41,6 +43,16 @@ type MemBus struct {
 // MemBusStats counts what a MemBus did.
 type MemBusStats struct {
 	Published, Delivered, Dropped, Duplicated, Delayed, Failed, NoSubscriber int
+	Held                                                                     int // messages held while their sender or receiver was paused
+}
+
+// heldMessage is a message held while its sender or receiver is paused:
+// raw goes to to once after each of delays (0: at once), as Publish would
+// have sent it.
+type heldMessage struct {
+	to     string
+	raw    []byte
+	delays []time.Duration
 }
 
 var _ messaging.Bus = (*MemBusEndpoint)(nil)
@@ -52,7 +64,7 @@ func NewMemBus(c clock.Clock) *MemBus {
 		c = clock.New()
 	}
 	return &MemBus{clock: c, subs: make(map[string]*memSub), cut: make(map[string]bool),
-		timers: make(map[*clock.Timer]struct{})}
+		paused: make(map[string][]heldMessage), timers: make(map[*clock.Timer]struct{})}
 }
 
 // Endpoint is server job's view of the bus: what it publishes is marked as
@@ -94,6 +106,39 @@ func (b *MemBus) Reconnect(job string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.cut, job)
+}
+
+// Pause holds job's messages, as a paused process neither reads nor sends:
+// what it publishes and what reaches it is kept, in order, until Resume
+// (faults and Disconnect still apply). Pausing a paused job changes
+// nothing.
+func (b *MemBus) Pause(job string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.paused[job]; !ok {
+		b.paused[job] = nil
+	}
+}
+
+// Resume undoes Pause: the messages held go on in the order they were held,
+// a microsecond apart (so that on a virtual clock they have an order even at
+// one instant), each as it would have gone when it was published (its
+// delays start now).
+func (b *MemBus) Resume(job string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	held, ok := b.paused[job]
+	if !ok {
+		return
+	}
+	delete(b.paused, job)
+	for i, m := range held {
+		delays := make([]time.Duration, len(m.delays))
+		for j, d := range m.delays {
+			delays[j] = d + time.Duration(i+1)*time.Microsecond
+		}
+		b.sendLocked(m.to, m.raw, delays)
+	}
 }
 
 // Stats returns the bus counters.
@@ -167,6 +212,18 @@ func (e *MemBusEndpoint) Publish(ctx context.Context, to string, m messaging.Mes
 		delays = append(delays, f.Delay+f.Echo)
 		b.stats.Duplicated++
 	}
+	if held, ok := b.paused[e.from]; ok {
+		b.stats.Held++
+		b.paused[e.from] = append(held, heldMessage{to: to, raw: raw, delays: delays})
+		return nil
+	}
+	b.sendLocked(to, raw, delays)
+	return nil
+}
+
+// sendLocked sends raw to to once per delay (at once for a delay of zero).
+// b.mu must be held.
+func (b *MemBus) sendLocked(to string, raw []byte, delays []time.Duration) {
 	for _, d := range delays {
 		if d <= 0 {
 			b.deliverLocked(to, raw)
@@ -187,11 +244,15 @@ func (e *MemBusEndpoint) Publish(ctx context.Context, to string, m messaging.Mes
 		})
 		b.timers[t] = struct{}{}
 	}
-	return nil
 }
 
 // deliverLocked queues raw for the subscriber of to. b.mu must be held.
 func (b *MemBus) deliverLocked(to string, raw []byte) {
+	if held, ok := b.paused[to]; ok {
+		b.stats.Held++
+		b.paused[to] = append(held, heldMessage{to: to, raw: raw, delays: []time.Duration{0}})
+		return
+	}
 	s := b.subs[to]
 	if s == nil || b.cut[to] {
 		b.stats.NoSubscriber++

@@ -183,10 +183,31 @@ func (s *Server) Crash() {
 	s.crashed = true
 	s.cluster.mu.Unlock()
 	s.Faults.SetBefore(func(context.Context, redis.Cmder) error { return ErrInjected })
+	s.Faults.Abort() // calls held by a pause or a partition die with the process
 	s.cluster.Bus.Disconnect(s.JobID)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_ = s.Node.Close(ctx)
+}
+
+// Pause stops s answering as a paused process (SIGSTOP) would look from
+// outside: its Redis calls hang, unsent, until Resume (or until their own
+// context ends), and bus messages to and from it are held until Resume.
+//
+// Inside a synctest bubble this is a pause of everything s exchanges with
+// the world, not of s itself: its timers still fire and its goroutines
+// still run (a lease deadline is seen on time, not late as after a real
+// SIGCONT). faulttest stops a real process.
+func (s *Server) Pause() {
+	s.Faults.Hold()
+	s.cluster.Bus.Pause(s.JobID)
+}
+
+// Resume ends a Pause: the held Redis calls go out (those whose context has
+// not ended) and the held messages are delivered in order.
+func (s *Server) Resume() {
+	s.Faults.Release()
+	s.cluster.Bus.Resume(s.JobID)
 }
 
 // Crashed reports whether s was crashed.

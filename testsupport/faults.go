@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,11 +24,28 @@ var ErrInjected = errors.New("injected fault")
 //     non-nil error replaces its answer (the command landed but its answer
 //     was lost).
 //
-// Pipelines are passed through untouched.
+// Pipelines are passed through untouched by Before and After.
+//
+// Hold is the third kind of fault, a call that hangs: while the hook is
+// held, every command and pipeline waits, unsent, until Release or until its
+// context ends (then it fails with the context's error, never sent). It is a
+// process cut off from Redis by a partition that drops packets (a call under
+// way when the partition heals goes through then, as TCP's retransmission
+// would deliver it), or a paused process whose calls go out when it resumes.
 type FaultHook struct {
 	mu     sync.Mutex
 	before func(ctx context.Context, cmd redis.Cmder) error
 	after  func(ctx context.Context, cmd redis.Cmder, err error) error
+	held   *hold // non-nil while held
+}
+
+// hold is one Hold: done closes when it ends, and err (written before) is
+// what the calls it held answer: nil, they go on; else they fail with it.
+// waiting numbers the calls in the order they were held.
+type hold struct {
+	done    chan struct{}
+	err     error
+	waiting int
 }
 
 var _ redis.Hook = (*FaultHook)(nil)
@@ -46,10 +64,83 @@ func (h *FaultHook) SetAfter(f func(ctx context.Context, cmd redis.Cmder, err er
 	h.after = f
 }
 
-// Clear removes every fault.
+// Clear removes every fault (and releases a Hold).
 func (h *FaultHook) Clear() {
 	h.SetBefore(nil)
 	h.SetAfter(nil)
+	h.Release()
+}
+
+// Hold makes every command and pipeline from now on wait, unsent, until
+// Release or until its own context ends. Holding a held hook changes
+// nothing.
+func (h *FaultHook) Hold() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held == nil {
+		h.held = &hold{done: make(chan struct{})}
+	}
+}
+
+// Release lets the calls held by Hold go on, in the order they were held, a
+// microsecond apart (so that on a virtual clock they have an order even at
+// one instant), unless their context ended; it stops holding new ones.
+// Releasing a hook that is not held changes nothing.
+func (h *FaultHook) Release() { h.endHold(nil) }
+
+// Abort ends a Hold as the death of the process would: the calls held fail
+// with ErrInjected, never sent. Aborting a hook that is not held changes
+// nothing.
+func (h *FaultHook) Abort() { h.endHold(ErrInjected) }
+
+func (h *FaultHook) endHold(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held != nil {
+		h.held.err = err
+		close(h.held.done)
+		h.held = nil
+	}
+}
+
+// Held reports whether the hook holds calls.
+func (h *FaultHook) Held() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held != nil
+}
+
+// wait blocks while the hook is held: it returns nil once released (at
+// once when not held), ErrInjected once aborted, and the context's error if
+// ctx ends first.
+func (h *FaultHook) wait(ctx context.Context) error {
+	h.mu.Lock()
+	held := h.held
+	var n int
+	if held != nil {
+		n = held.waiting
+		held.waiting++
+	}
+	h.mu.Unlock()
+	if held == nil {
+		return nil
+	}
+	select {
+	case <-held.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if held.err != nil {
+		return held.err
+	}
+	t := time.NewTimer(time.Duration(n+1) * time.Microsecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (h *FaultHook) funcs() (before func(context.Context, redis.Cmder) error, after func(context.Context, redis.Cmder, error) error) {
@@ -64,6 +155,10 @@ func (h *FaultHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 // ProcessHook implements redis.Hook.
 func (h *FaultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		if err := h.wait(ctx); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
 		before, after := h.funcs()
 		if before != nil {
 			if err := before(ctx, cmd); err != nil {
@@ -82,9 +177,18 @@ func (h *FaultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// ProcessPipelineHook implements redis.Hook.
+// ProcessPipelineHook implements redis.Hook: a pipeline waits while the
+// hook is held; Before and After leave it alone.
 func (h *FaultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if err := h.wait(ctx); err != nil {
+			for _, c := range cmds {
+				c.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
+	}
 }
 
 // scriptArgs splits an EVAL or EVALSHA command into its keys and arguments;
