@@ -37,6 +37,7 @@ Usage:
   playerdata locks    --job ID [--driver NAME] [--limit N] [reader flags]
   playerdata unlock   [--driver NAME] [--dry-run] [reader flags] KEY
   playerdata version  [--json]
+  playerdata bench    [--redis URL] [--nats URL] [--quick] [--json] [--report DIR]
   playerdata help     [COMMAND]
 
 Reader flags (inspect, presence, locks, unlock):
@@ -85,6 +86,7 @@ var commands = map[string]subcommand{
 	"presence": {presenceUsage, runPresence},
 	"locks":    {locksUsage, runLocks},
 	"unlock":   {unlockUsage, runUnlock},
+	"bench":    {benchUsage, runBench},
 	"version":  {versionUsage, runVersion},
 }
 

@@ -1,0 +1,176 @@
+package bench
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// CheckJSON checks a Result's JSON (the command's --json output): every
+// field is present, counts and rates are positive, percentiles are in
+// order, ratios are the quotients of the throughputs they name, and the
+// Redis-side figures are positive when machine.redis_stats says the server
+// reported them. It checks no timing against a bound. It returns every
+// problem found, joined.
+func CheckJSON(data []byte) error {
+	var root map[string]any
+	if err := json.Unmarshal(data, &root); err != nil {
+		return fmt.Errorf("not a JSON object: %w", err)
+	}
+	c := &checker{root: root}
+	stats := c.bool("machine", "redis_stats")
+	osName, _ := c.get("machine", "os").(string)
+	linux := strings.HasPrefix(osName, "linux/") // getrusage: the Go CPU figures
+	for _, f := range []string{"cores", "go_version", "cpu_model", "redis_version", "nats_version", "load_before", "load_after"} {
+		c.present("machine", f)
+	}
+
+	cycle, _ := root["cycle"].(map[string]any)
+	if len(cycle) == 0 {
+		c.fail("cycle: no concurrency")
+	}
+	for players := range cycle {
+		ours, raw, rs := c.pos("cycle", players, "ours_ops_s"), c.pos("cycle", players, "raw_ops_s"), c.pos("cycle", players, "redsync_ops_s")
+		c.quotient(c.num("cycle", players, "ratio_raw"), ours, raw, "cycle."+players+".ratio_raw")
+		c.quotient(c.num("cycle", players, "ratio_redsync"), ours, rs, "cycle."+players+".ratio_redsync")
+		for _, f := range []string{"redis_cpu_us", "raw_redis_cpu_us", "redsync_redis_cpu_us"} {
+			c.posIf(stats, "cycle", players, f)
+		}
+		for _, f := range []string{"go_cpu_us", "raw_go_cpu_us", "redsync_go_cpu_us"} {
+			c.posIf(linux, "cycle", players, f)
+		}
+		for _, f := range []string{"ours_rounds_ops_s", "raw_rounds_ops_s", "redsync_rounds_ops_s"} {
+			if rounds, ok := c.get("cycle", players, f).([]any); !ok || len(rounds) == 0 {
+				c.fail("cycle.%s.%s: no rounds", players, f)
+			}
+		}
+	}
+	for _, sys := range systems {
+		c.present("cycle_commands", sys)
+	}
+	for _, f := range []string{"evalsha", "acquire", "save", "release", "send", "trivial"} {
+		c.posIf(stats, "scripts_us", f)
+	}
+
+	c.latency("handoff")
+	c.latency("handoff", "floor_evalsha")
+	c.latency("handoff", "floor_nats")
+	c.pos("handoff", "redis_calls_per_handoff")
+	c.pos("handoff", "floor_composed_p50_ms")
+
+	beat, ttl := c.pos("crash_takeover", "beat_ms"), c.pos("crash_takeover", "ttl_ms")
+	if floor := c.pos("crash_takeover", "floor_ms"); math.Abs(floor-(beat+ttl)) > 0.01 {
+		c.fail("crash_takeover.floor_ms %v is not beat_ms + ttl_ms (%v)", floor, beat+ttl)
+	}
+	lo, mean, hi := c.pos("crash_takeover", "min_ms"), c.pos("crash_takeover", "mean_ms"), c.pos("crash_takeover", "max_ms")
+	if lo > mean+0.1 || mean > hi+0.1 {
+		c.fail("crash_takeover: min %v, mean %v, max %v are not in order", lo, mean, hi)
+	}
+	c.pos("crash_takeover", "profiles")
+
+	c.pos("presence", "servers")
+	c.pos("presence", "beats")
+	for _, f := range []string{"cmds_per_beat", "round_trips_per_beat", "script_us_per_beat", "redis_cpu_us_per_beat"} {
+		c.posIf(stats, "presence", f)
+	}
+
+	dataBytes := c.pos("memory", "data_bytes")
+	if total := c.posIf(stats, "memory", "redis_bytes_per_record"); stats && total <= dataBytes {
+		c.fail("memory.redis_bytes_per_record %v is not more than the data (%v bytes)", total, dataBytes)
+	}
+	c.posIf(stats, "memory", "record_bytes")
+	c.posIf(stats, "memory", "redis_bytes_per_record_full_history")
+	c.present("memory", "history_versions")
+	c.pos("memory", "go_heap_per_profile")
+
+	c.latency("messages")
+	c.latency("messages", "send")
+	return errors.Join(c.errs...)
+}
+
+// checker walks a decoded JSON object and collects problems.
+type checker struct {
+	root map[string]any
+	errs []error
+}
+
+func (c *checker) fail(format string, a ...any) { c.errs = append(c.errs, fmt.Errorf(format, a...)) }
+
+// get is the value at path, nil when absent.
+func (c *checker) get(path ...string) any {
+	var v any = c.root
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[p]
+	}
+	return v
+}
+
+// present fails when path is absent.
+func (c *checker) present(path ...string) {
+	if c.get(path...) == nil {
+		c.fail("%s: missing", strings.Join(path, "."))
+	}
+}
+
+// num is the number at path; it fails when path is absent or not a number.
+func (c *checker) num(path ...string) float64 {
+	v, ok := c.get(path...).(float64)
+	if !ok {
+		c.fail("%s: missing or not a number", strings.Join(path, "."))
+	}
+	return v
+}
+
+// bool is the boolean at path.
+func (c *checker) bool(path ...string) bool {
+	v, ok := c.get(path...).(bool)
+	if !ok {
+		c.fail("%s: missing or not a boolean", strings.Join(path, "."))
+	}
+	return v
+}
+
+// pos is num, and fails when it is not positive.
+func (c *checker) pos(path ...string) float64 {
+	return c.posIf(true, path...)
+}
+
+// posIf is num, and fails when it is not positive and must be.
+func (c *checker) posIf(must bool, path ...string) float64 {
+	v := c.num(path...)
+	if must && !(v > 0) {
+		c.fail("%s: %v, want > 0", strings.Join(path, "."), v)
+	}
+	return v
+}
+
+// quotient fails when got is not a ÷ b (to the 3 decimals it is rounded to,
+// of the rounded throughputs).
+func (c *checker) quotient(got, a, b float64, name string) {
+	if b == 0 {
+		return
+	}
+	if want := a / b; math.Abs(got-want) > 0.0015+want*1e-3 {
+		c.fail("%s %v is not %v ÷ %v = %v", name, got, a, b, want)
+	}
+}
+
+// latency checks a Latency at path: n, and p50 ≤ p90 ≤ p99 ≤ max, all
+// positive.
+func (c *checker) latency(path ...string) {
+	at := func(f string) float64 { return c.pos(append(path, f)...) }
+	n, p50, p90, p99, hi := at("n"), at("p50_ms"), at("p90_ms"), at("p99_ms"), at("max_ms")
+	_ = at("mean_ms")
+	if !(p50 <= p90 && p90 <= p99 && p99 <= hi) {
+		c.fail("%s: p50 %v, p90 %v, p99 %v, max %v are not in order", strings.Join(path, "."), p50, p90, p99, hi)
+	}
+	if n < 1 {
+		c.fail("%s: n %v", strings.Join(path, "."), n)
+	}
+}

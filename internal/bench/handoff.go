@@ -1,0 +1,194 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/datadriver"
+)
+
+// Handoff is the stale-connection handoff: the key is live on one server
+// and the other joins it; the holder ends its session, releases (one save
+// that writes and clears the lock) and replies over NATS; the joiner loads.
+// The latency runs from the joiner's Join call to its return, holding the
+// profile. The floors were measured in the same run, interleaved with the
+// handoffs, on the same connections.
+type Handoff struct {
+	Latency
+	// FloorEvalSHA is one trivial EVALSHA round trip ("return 1"),
+	// FloorNATS one NATS request/reply round trip between the two servers'
+	// connections.
+	FloorEvalSHA Latency `json:"floor_evalsha"`
+	FloorNATS    Latency `json:"floor_nats"`
+	// RedisCallsPerHandoff is the round trips both servers sent to Redis
+	// per handoff (scripts, presence reads; their background beats too,
+	// a few in the whole run).
+	RedisCallsPerHandoff float64 `json:"redis_calls_per_handoff"`
+	// FloorComposedP50MS is what the handoff's round trips cost at least,
+	// in series: RedisCallsPerHandoff EVALSHA round trips and one NATS
+	// request/reply, at their medians (each script treated as trivial).
+	FloorComposedP50MS float64 `json:"floor_composed_p50_ms"`
+}
+
+// handoffWarmup handoffs run before the timed ones.
+const handoffWarmup = 50
+
+// handoffServer is one server of a two-server measurement: a Node with its
+// own Redis client and NATS connection, and the driver.
+type handoffServer struct {
+	rdb     *redis.Client
+	nc      *nats.Conn
+	node    *datadriver.Node
+	drv     *datadriver.Driver[profileData]
+	calls   *callCounter
+	crashed bool
+}
+
+// startServer starts a server named job under ns; node tunes its config,
+// drv its driver's.
+func (r *runner) startServer(ctx context.Context, ns, job string, node func(*datadriver.NodeConfig),
+	drv func(*datadriver.Config[profileData])) (*handoffServer, error) {
+	s := &handoffServer{rdb: r.client(0), calls: &callCounter{}}
+	s.rdb.AddHook(s.calls)
+	nc, err := nats.Connect(r.env.NATSURL, nats.Name("playerdata bench "+job))
+	if err != nil {
+		_ = s.rdb.Close()
+		return nil, fmt.Errorf("connect to NATS: %w", err)
+	}
+	s.nc = nc
+	cfg := datadriver.NodeConfig{JobID: job, Redis: s.rdb, NATS: nc, Namespace: ns, Logger: r.log}
+	if node != nil {
+		node(&cfg)
+	}
+	if s.node, err = datadriver.NewNode(ctx, cfg); err != nil {
+		s.close(ctx)
+		return nil, err
+	}
+	dc := datadriver.Config[profileData]{Name: driverName}
+	if drv != nil {
+		drv(&dc)
+	}
+	if s.drv, err = datadriver.NewDriver(s.node, dc); err != nil {
+		s.close(ctx)
+		return nil, err
+	}
+	return s, nil
+}
+
+// crash stops s as a crashed process stops: its Redis client and NATS
+// connection close, so it beats no more, answers nothing and releases
+// nothing.
+func (s *handoffServer) crash() {
+	s.crashed = true
+	_ = s.rdb.Close()
+	s.nc.Close()
+}
+
+// close closes the Node (releasing what it holds, unless it crashed), then
+// its connections.
+func (s *handoffServer) close(ctx context.Context) {
+	if s.node != nil {
+		wait := cleanupTimeout
+		if s.crashed {
+			wait = time.Second // its releases cannot land
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
+		_ = s.node.Close(cctx)
+		cancel()
+	}
+	if !s.crashed {
+		_ = s.rdb.Close()
+		s.nc.Close()
+	}
+}
+
+// runHandoff times Handoffs stale-connection handoffs, alternating the
+// joiner, each followed by one trivial EVALSHA and one NATS request/reply.
+func (r *runner) runHandoff(ctx context.Context) error {
+	ns := r.ns("handoff")
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_ = r.deleteNamespace(cctx, ns)
+	}()
+	var servers [2]*handoffServer
+	for i, job := range []string{"bench-a-" + randomID(), "bench-b-" + randomID()} {
+		s, err := r.startServer(ctx, ns, job, nil, nil)
+		if err != nil {
+			return err
+		}
+		defer s.close(ctx)
+		servers[i] = s
+	}
+	// The NATS floor: A's connection answers, B's asks.
+	echo := ns + ".echo"
+	sub, err := servers[0].nc.Subscribe(echo, func(m *nats.Msg) { _ = m.Respond(m.Data) })
+	if err != nil {
+		return fmt.Errorf("subscribe the NATS echo: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := servers[0].nc.Flush(); err != nil {
+		return fmt.Errorf("flush the NATS echo subscription: %w", err)
+	}
+
+	const key = "hot"
+	p, err := servers[0].drv.Join(ctx, key)
+	if err != nil {
+		return err
+	}
+	hand, evalsha, natsRTT := make([]float64, 0, r.cfg.Handoffs), make([]float64, 0, r.cfg.Handoffs), make([]float64, 0, r.cfg.Handoffs)
+	payload := []byte("ping")
+	var callsBefore int64
+	for i := 1; i <= handoffWarmup+r.cfg.Handoffs; i++ {
+		if i == handoffWarmup+1 {
+			callsBefore = servers[0].calls.n.Load() + servers[1].calls.n.Load()
+		}
+		joiner := servers[i%2]
+		start := time.Now()
+		q, err := joiner.drv.Join(ctx, key)
+		took := time.Since(start)
+		if err != nil {
+			return fmt.Errorf("handoff %d: %w", i, err)
+		}
+		callsMid := servers[0].calls.n.Load() + servers[1].calls.n.Load()
+		p = q
+		if err := p.Update(func(d *profileData) { d.Coins++ }); err != nil {
+			return err
+		}
+		start = time.Now()
+		if err := trivialScript.Run(ctx, servers[1].rdb, nil).Err(); err != nil {
+			return fmt.Errorf("EVALSHA floor: %w", err)
+		}
+		evalRTT := time.Since(start)
+		start = time.Now()
+		if _, err := servers[1].nc.RequestWithContext(ctx, echo, payload); err != nil {
+			return fmt.Errorf("NATS floor: %w", err)
+		}
+		natsTook := time.Since(start)
+		// The floor's own EVALSHA is not the handoff's.
+		callsBefore += servers[0].calls.n.Load() + servers[1].calls.n.Load() - callsMid
+		if i > handoffWarmup {
+			hand = append(hand, msOf(took))
+			evalsha = append(evalsha, msOf(evalRTT))
+			natsRTT = append(natsRTT, msOf(natsTook))
+		}
+	}
+	calls := servers[0].calls.n.Load() + servers[1].calls.n.Load() - callsBefore
+	if err := p.Release(ctx); err != nil {
+		return err
+	}
+	h := &r.res.Handoff
+	h.Latency = summarize(hand)
+	h.FloorEvalSHA = summarize(evalsha)
+	h.FloorNATS = summarize(natsRTT)
+	h.RedisCallsPerHandoff = round1(float64(calls) / float64(r.cfg.Handoffs))
+	h.FloorComposedP50MS = round3(h.RedisCallsPerHandoff*h.FloorEvalSHA.P50MS + h.FloorNATS.P50MS)
+	r.res.handoffSamples, r.res.evalshaSamples, r.res.natsSamples = hand, evalsha, natsRTT
+	r.progress("  %d handoffs: p50 %.2f ms, p90 %.2f, p99 %.2f, max %.2f; floors p50: EVALSHA %.3f ms, NATS request %.3f ms, composed %.3f ms",
+		h.N, h.P50MS, h.P90MS, h.P99MS, h.MaxMS, h.FloorEvalSHA.P50MS, h.FloorNATS.P50MS, h.FloorComposedP50MS)
+	return nil
+}

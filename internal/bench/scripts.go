@@ -1,0 +1,138 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/datadriver"
+)
+
+// Scripts are the average server-side times of our scripts, in µs: INFO
+// commandstats deltas (cmdstat_evalsha usec ÷ calls) over phases that each
+// run one script only, one call at a time, on records in their steady state
+// (created, saved and released once, so no history version is due).
+type Scripts struct {
+	// EvalSHA is the mean of every EVALSHA of ours' measured cycle rounds,
+	// at every concurrency.
+	EvalSHA float64 `json:"evalsha"`
+	// Acquire is acquire.lua (Driver.Load of a free record with 512 bytes of
+	// data), Save save.lua in save mode, Release save.lua in release mode
+	// (data written and lock cleared), Send send.lua.
+	Acquire float64 `json:"acquire"`
+	Save    float64 `json:"save"`
+	Release float64 `json:"release"`
+	Send    float64 `json:"send"`
+	// Trivial is "return 1": what any script call costs.
+	Trivial float64 `json:"trivial"`
+	// Calls is how many calls each phase made.
+	Calls int `json:"calls"`
+	// InnerUS is, per script, the time of the Redis commands it runs
+	// (their commandstats usec); the rest of the script's time is Lua and
+	// the call itself. Commands is how many commands it runs per call.
+	InnerUS  map[string]float64 `json:"inner_us"`
+	Commands map[string]float64 `json:"commands"`
+}
+
+// trivialScript is the floor of a script call.
+var trivialScript = redis.NewScript("return 1")
+
+// runScripts fills Result.Scripts (its EvalSHA is the cycle's).
+func (r *runner) runScripts(ctx context.Context) error {
+	s := &r.res.Scripts
+	s.Calls = r.cfg.ScriptCalls
+	s.InnerUS, s.Commands = map[string]float64{}, map[string]float64{}
+	if !r.stats {
+		return nil // nothing to read the times from
+	}
+	ns := r.ns("scripts")
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_ = r.deleteNamespace(cctx, ns)
+	}()
+	rdb := r.client(0)
+	defer func() { _ = rdb.Close() }()
+	node, err := datadriver.NewNode(ctx, datadriver.NodeConfig{JobID: "bench-" + randomID(), Redis: rdb, Namespace: ns, Logger: r.log})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_ = node.Close(cctx)
+	}()
+	drv, err := datadriver.NewDriver(node, datadriver.Config[profileData]{Name: driverName})
+	if err != nil {
+		return err
+	}
+	blob := newBlob(r.cfg.CycleDataBytes, rand.NewChaCha8([32]byte{2}))
+	n := r.cfg.ScriptCalls
+	setup := oursCycle(drv, blob)
+	for w := range n {
+		if err := setup(ctx, w, 0); err != nil {
+			return fmt.Errorf("set up: %w", err)
+		}
+	}
+
+	profiles := make([]*datadriver.Profile[profileData], n)
+	phases := []struct {
+		name string
+		call func(w int) error
+	}{
+		{"acquire", func(w int) (err error) {
+			profiles[w], err = drv.Load(ctx, playerKey(w), datadriver.LoadOptions{})
+			return err
+		}},
+		{"save", func(w int) error {
+			if err := profiles[w].Update(func(d *profileData) { d.Coins++ }); err != nil {
+				return err
+			}
+			return profiles[w].Save(ctx)
+		}},
+		{"release", func(w int) error {
+			if err := profiles[w].Update(func(d *profileData) { d.Coins++ }); err != nil {
+				return err
+			}
+			return profiles[w].Release(ctx)
+		}},
+		{"send", func(w int) error {
+			_, err := drv.Send(ctx, playerKey(w), map[string]int{"gems": 5})
+			return err
+		}},
+		{"trivial", func(int) error { return trivialScript.Run(ctx, rdb, nil).Err() }},
+	}
+	for _, ph := range phases {
+		before := r.snapIf(ctx)
+		for w := range n {
+			if err := ph.call(w); err != nil {
+				return fmt.Errorf("%s: %w", ph.name, err)
+			}
+		}
+		d := r.snapIf(ctx).since(before)
+		sc, in := d.scriptCalls(), d.innerCalls()
+		if sc.Calls == 0 {
+			continue
+		}
+		us := round3(float64(sc.Usec) / float64(sc.Calls))
+		switch ph.name {
+		case "acquire":
+			s.Acquire = us
+		case "save":
+			s.Save = us
+		case "release":
+			s.Release = us
+		case "send":
+			s.Send = us
+		case "trivial":
+			s.Trivial = us
+		}
+		s.InnerUS[ph.name] = round3(float64(in.Usec) / float64(sc.Calls))
+		s.Commands[ph.name] = round3(float64(in.Calls) / float64(sc.Calls))
+	}
+	r.progress("  scripts (µs, server side): acquire %.1f, save %.1f, release %.1f, send %.1f, trivial %.1f; cycle EVALSHA mean %.1f",
+		s.Acquire, s.Save, s.Release, s.Send, s.Trivial, s.EvalSHA)
+	return nil
+}

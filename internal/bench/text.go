@@ -1,0 +1,156 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// Warning is the line printed above figures measured on embedded servers.
+const Warning = "WARNING: embedded servers (in this process): these figures are NOT representative. " +
+	"Pass --redis and --nats (or REDIS_URL / NATS_URL) to measure a real Redis and NATS."
+
+// WriteText writes the result for people: the machine, then each
+// measurement, then the notes.
+func (r *Result) WriteText(w io.Writer) error {
+	ew := &errWriter{w: w}
+	m := r.Machine
+	kind := "full run"
+	if r.Quick {
+		kind = "quick run (fewer, shorter rounds)"
+	}
+	ew.printf("playerdata bench: %s, %s\n", kind, m.StartedAt.Format("2006-01-02 15:04 UTC"))
+	ew.printf("  machine  %d cores (%s), GOMAXPROCS %d, %s, %s\n", m.Cores, orUnknown(m.CPUModel), m.GOMAXPROCS, m.GoVersion, m.OS)
+	ew.printf("  servers  Redis %s%s, NATS %s%s\n", orUnknown(m.RedisVersion), embedded(m.EmbeddedRedis),
+		orUnknown(m.NATSVersion), embedded(m.EmbeddedNATS))
+	ew.printf("  load     %s at the start, %s at the end (1, 5, 15 min); %.0f s\n", orUnknown(m.LoadBefore), orUnknown(m.LoadAfter), m.DurationS)
+	if m.EmbeddedRedis || m.EmbeddedNATS {
+		ew.printf("\n%s\n", Warning)
+	}
+
+	s := r.Settings
+	ew.printf("\nSession cycle: load under the lock → save → save-and-release, %d-byte data, %d players each on its own key,\n",
+		s.CycleDataBytes, r.maxPlayers())
+	ew.printf("go-redis pool %d; cycles/s, median of %d interleaved rounds of %.0f ms after a warm-up\n", s.PoolSize, s.Rounds, s.RoundMS)
+	tw := tabwriter.NewWriter(ew, 2, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "  players\tours\traw\tredsync\tours/raw\tours/redsync\tRedis CPU µs/cycle: ours\traw\tredsync\tGo CPU µs/cycle: ours\traw\tredsync\t")
+	for _, p := range r.Players() {
+		c := r.Cycle[strconv.Itoa(p)]
+		fmt.Fprintf(tw, "  %d\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", p, c.OursOpsS, c.RawOpsS, c.RedsyncOpsS,
+			c.RatioRaw, c.RatioRedsync, c.RedisCPUUS, c.RawRedisCPUUS, c.RedsyncRedisCPUUS, c.GoCPUUS, c.RawGoCPUUS, c.RedsyncGoCPUUS)
+	}
+	_ = tw.Flush()
+	ew.printf("  ours: Driver.Load, Update, Save, Update, Release (3 round trips); raw: HGETALL, HSET, HSET (3, no lock);\n")
+	ew.printf("  redsync: Lock (SET NX PX), HGETALL, HSET, HSET, Unlock (EVALSHA) (5)\n")
+	ew.printf("  per cycle inside Redis (INFO commandstats; a script's commands count in its EVALSHA time too):\n")
+	for _, sys := range systems {
+		ew.printf("    %-8s %s\n", sys, commandLine(r.CycleCommands[sys]))
+	}
+
+	sc := r.Scripts
+	ew.printf("\nScripts (server-side µs per call, %d calls each): acquire %.1f, save %.1f, release %.1f, send %.1f; trivial script %.1f;\n",
+		sc.Calls, sc.Acquire, sc.Save, sc.Release, sc.Send, sc.Trivial)
+	ew.printf("  mean EVALSHA of the cycle rounds %.1f; time of the Redis commands inside: acquire %.1f, save %.1f, release %.1f\n",
+		sc.EvalSHA, sc.InnerUS["acquire"], sc.InnerUS["save"], sc.InnerUS["release"])
+
+	h := r.Handoff
+	ew.printf("\nHandoff (stale connection, %d handoffs, B's Join call → B holds the profile):\n", h.N)
+	ew.printf("  handoff         p50 %7.3f ms  p90 %7.3f  p99 %7.3f  max %7.3f  (%.1f Redis round trips per handoff)\n",
+		h.P50MS, h.P90MS, h.P99MS, h.MaxMS, h.RedisCallsPerHandoff)
+	ew.printf("  floor EVALSHA   p50 %7.3f ms  p90 %7.3f  p99 %7.3f  max %7.3f\n", h.FloorEvalSHA.P50MS, h.FloorEvalSHA.P90MS,
+		h.FloorEvalSHA.P99MS, h.FloorEvalSHA.MaxMS)
+	ew.printf("  floor NATS req  p50 %7.3f ms  p90 %7.3f  p99 %7.3f  max %7.3f\n", h.FloorNATS.P50MS, h.FloorNATS.P90MS,
+		h.FloorNATS.P99MS, h.FloorNATS.MaxMS)
+	ew.printf("  composed floor  p50 %7.3f ms  (%.1f EVALSHA + 1 NATS request/reply, in series)\n", h.FloorComposedP50MS, h.RedisCallsPerHandoff)
+
+	c := r.Crash
+	ew.printf("\nCrash takeover (beat %.0f ms, presence TTL %.0f ms, every timing ×%g; %d crashes, %d profiles):\n",
+		c.BeatMS, c.TTLMS, c.Scale, c.Trials, c.Profiles)
+	ew.printf("  crash → joiner holds: mean %.0f ms, min %.0f, max %.0f; floor TTL + beat = %.0f ms; mean at the default timings %.2f s\n",
+		c.MeanMS, c.MinMS, c.MaxMS, c.FloorMS, c.MeanAtDefaultMS/1000)
+
+	p := r.Presence
+	ew.printf("\nPresence (%d servers beating every %.0f ms for %.1f s, %d beats, %d full checks), per server per beat:\n",
+		p.Servers, p.BeatMS, p.WindowS, p.Beats, p.FullChecks)
+	ew.printf("  %.2f Redis commands, %.2f round trips, %.1f µs of script, %.1f µs of Redis CPU; at the default 3 s beat these %d servers take %.2f%% of one Redis core\n",
+		p.CmdsPerBeat, p.RoundTripsPerBeat, p.ScriptUSPerBeat, p.RedisCPUUSPerBeat, p.Servers, p.RedisCPUPctAtDefaultBeat)
+
+	mm := r.Memory
+	ew.printf("\nMemory (%d records of %d data bytes, %d saves each):\n", mm.Records, mm.DataBytes, mm.Saves)
+	ew.printf("  Redis %.0f bytes per record: record %.0f, history %.0f (%.1f versions), inbox %.0f; with a full history (%.0f versions) %.0f\n",
+		mm.RedisBytesPerRecord, mm.RecordBytes, mm.HistoryBytes, mm.HistoryVersions, mm.InboxBytes, mm.FullHistoryVersions, mm.RedisBytesPerRecordFullHis)
+	ew.printf("  Go heap %.0f bytes per resident profile (%d held at once)\n", mm.GoHeapPerProfile, mm.HeapProfiles)
+
+	g := r.Messages
+	ew.printf("\nMessages (%d, Send on B → OnMessage ran on A): p50 %.3f ms, p90 %.3f, p99 %.3f, max %.3f; Send itself p50 %.3f ms\n",
+		g.N, g.P50MS, g.P90MS, g.P99MS, g.MaxMS, g.SendMS.P50MS)
+
+	if len(r.Notes) > 0 {
+		ew.printf("\nNotes:\n")
+		for _, n := range r.Notes {
+			ew.printf("  - %s\n", n)
+		}
+	}
+	return ew.err
+}
+
+// maxPlayers is the highest concurrency of the cycle.
+func (r *Result) maxPlayers() int {
+	ps := r.Players()
+	if len(ps) == 0 {
+		return 0
+	}
+	return ps[len(ps)-1]
+}
+
+// commandLine lists a system's commands per cycle, costliest first:
+// "evalsha 3.00 calls 95.1 µs; hset 3.00 calls 12.0 µs; ...".
+func commandLine(m map[string]CommandCost) string {
+	if len(m) == 0 {
+		return "(not reported by this Redis)"
+	}
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return m[names[i]].USPerCycle > m[names[j]].USPerCycle })
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %.2f calls %.1f µs", n, m[n].CallsPerCycle, m[n].USPerCycle)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+func embedded(e bool) string {
+	if e {
+		return " (EMBEDDED)"
+	}
+	return ""
+}
+
+// errWriter keeps the first write error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}
+
+func (e *errWriter) printf(format string, a ...any) { fmt.Fprintf(e, format, a...) }
