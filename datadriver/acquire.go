@@ -8,6 +8,7 @@ import (
 
 	"github.com/ckernel/playerdata/internal/datacodec"
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/telemetry"
 	"github.com/ckernel/playerdata/lockhandoff"
 )
 
@@ -17,7 +18,8 @@ import (
 
 // acquire takes key's lock for a new profile, waiting on another server's
 // lock until deadline when wait is true.
-func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time, wait, restoring bool) (*Profile[T], error) {
+func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time, spec loadSpec, note *joinNote) (*Profile[T], error) {
+	wait, restoring := spec.remoteWait > 0, spec.restoring
 	token, err := d.node.newToken()
 	if err != nil {
 		return nil, err
@@ -41,7 +43,9 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 			return nil, err
 		}
 		sentAt := d.node.clock.Now()
-		res, err := record.Acquire(ctx, d.node.rdb, d.recordKey(key), args)
+		actx, span := d.tel.StartAcquire(ctx)
+		res, err := record.Acquire(actx, d.node.rdb, d.recordKey(key), args)
+		span.End(acquireOutcome(res.Outcome), res.Lock.Job, err)
 		if err != nil {
 			return nil, fmt.Errorf("acquire %q: %w", key, err)
 		}
@@ -60,6 +64,7 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 				d.giveBack(key, token, nil)
 				return nil, fmt.Errorf("load %q: %w: the presence lease lapsed while the lock was taken", key, ErrFenced)
 			}
+			note.how = res.How
 			return d.newProfile(ctx, key, token, &res, gen, sentAt, restoring)
 		}
 		l := res.Lock
@@ -67,6 +72,7 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 			// Our own JobID, but no session of ours holds it: an earlier run of
 			// this server (a restarted process that kept its JobID) left it.
 			args.StealJob, args.OwnToken = l.Job, l.Token
+			d.tel.TakeoverDecision(ctx, telemetry.TakeoverOwnRun, l.Job)
 			continue
 		}
 		if !wait {
@@ -74,6 +80,10 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 		}
 		if w == nil {
 			w = d.node.handoff.NewWait(d.cfg.Name, key, deadline, d.presenceFlag())
+			note.waitedRemote = true
+			ctx = d.tel.StartWait(ctx, telemetry.WaitOtherServer)
+			d.log.Debug("load waits for another server's lock", "key", key, "holder", l.Job, "presence", l.Presence,
+				"age", l.Age)
 		}
 		at, err := w.Next(ctx, l)
 		if err != nil {
@@ -83,6 +93,12 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 			return nil, err
 		}
 		args.StealJob, args.OwnToken, args.ProvenBefore, args.NotAliveToken = at.StealJob, "", at.ProvenBefore, at.NotAliveToken
+		switch {
+		case at.StealJob != "":
+			d.tel.TakeoverDecision(ctx, telemetry.TakeoverStopped, at.StealJob)
+		case at.NotAliveToken != "":
+			d.tel.TakeoverDecision(ctx, telemetry.TakeoverAged, l.Job)
+		}
 	}
 }
 
@@ -94,11 +110,14 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 	sentAt time.Time, restoring bool) (*Profile[T], error) {
 	switch a.How {
 	case record.TakenStolen:
+		d.tel.Takeover(ctx, telemetry.TakeoverStopped)
 		d.log.Warn(fmt.Sprintf("took the lock of %s from server %s, which stopped beating presence", key, a.PrevJob),
 			"key", key, "from", a.PrevJob)
 	case record.TakenOwn:
+		d.tel.Takeover(ctx, telemetry.TakeoverOwnRun)
 		d.log.Warn("took over a lock left by an earlier run of this JobID", "key", key)
 	case record.TakenExpired:
+		d.tel.Takeover(ctx, telemetry.TakeoverAged)
 		d.log.Warn("took a stale lock", "key", key, "from", a.PrevJob)
 	}
 	var derr error
@@ -164,4 +183,17 @@ func (p *Profile[T]) abandon() {
 	p.d.mu.Lock()
 	defer p.d.mu.Unlock()
 	p.finishLocked(ErrClosed)
+}
+
+// acquireOutcome classes an acquire's answer for its span.
+func acquireOutcome(o record.AcquireOutcome) telemetry.AcquireOutcome {
+	switch o {
+	case record.Acquired:
+		return telemetry.AcquireTaken
+	case record.Locked:
+		return telemetry.AcquireLocked
+	case record.FormatTooNew, record.SchemaTooNew:
+		return telemetry.AcquireTooNew
+	}
+	return telemetry.AcquireError
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"runtime/debug"
+
+	"github.com/ckernel/playerdata/internal/telemetry"
 )
 
 // The game's callbacks (Kick, OnLockLost, OnSaveError, Update's function,
@@ -14,7 +16,7 @@ import (
 // presenceFlag reports whether this driver's locks carry presence=1: the
 // Node beats presence and the driver has handoff on.
 func (d *Driver[T]) presenceFlag() bool {
-	return d.node.handoff.Active() && !d.cfg.DisableHandoff
+	return d.node.handoffOn && !d.cfg.DisableHandoff
 }
 
 // protect runs fn, the game callback name, and returns a *PanicError when it
@@ -67,6 +69,14 @@ func (d *Driver[T]) lockLost(key string, err error) {
 // lockLostLocked tells the game that a profile lost its lock: Kick with
 // reason, then OnLockLost, each on a goroutine of its own. d.mu held.
 func (d *Driver[T]) lockLostLocked(key string, err error, reason string) {
+	loss := telemetry.LossTaken
+	switch {
+	case errors.Is(err, errLeaseLapsed):
+		loss = telemetry.LossLeaseLapsed
+	case errors.Is(err, errLockAged):
+		loss = telemetry.LossAged
+	}
+	d.tel.LockLost(d.ctx, loss)
 	d.kickLocked(key, reason)
 	if lost := d.cfg.OnLockLost; lost != nil {
 		d.callbackLocked(key, "OnLockLost", func() { lost(key, err) })

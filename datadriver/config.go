@@ -8,6 +8,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/benbjohnson/clock"
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
@@ -76,6 +79,10 @@ const (
 	// handler) panicked on the profile; the session ended without the half
 	// made change, and the profile keeps its last landed save.
 	ReasonCallbackFailed = "The server hit an error with your data."
+	// ReasonShutdown: this server is shutting down (Node.Close); the game
+	// can send the player to another server, where the profile loads at
+	// once.
+	ReasonShutdown = "This server is shutting down."
 )
 
 // NodeConfig configures a Node: one per game-server process.
@@ -179,6 +186,31 @@ type NodeConfig struct {
 	// ReplicaTimeout bounds that wait.
 	// default: DefaultReplicaTimeout (1 s) when MinReplicas is set
 	ReplicaTimeout time.Duration
+
+	// MeterProvider and TracerProvider receive the Node's metrics and spans
+	// (OpenTelemetry; see the README's Operations section).
+	// default: nil (the global providers: no-ops until the application
+	// installs an SDK)
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
+
+	// RequestKey authenticates the messages between servers (HMAC-SHA256
+	// over every field, the sender, the destination and a timestamp): a
+	// message without a good MAC, or older than the replay window, is
+	// dropped and counted. At least 16 bytes; every server of a deployment
+	// uses the same key. Only with NATS (a Bus given instead carries no
+	// MAC).
+	// default: nil (messages are not authenticated)
+	RequestKey []byte
+	// RequestKeyOptional also accepts messages without a MAC (still
+	// dropping those with a bad one): the first step of turning RequestKey
+	// on across a running deployment, or off; see the README.
+	// default: false
+	RequestKeyOptional bool
+	// RequestKeysAccepted are further keys a MAC may be made with (key
+	// rotation: accept the new key everywhere, then sign with it).
+	// default: none
+	RequestKeysAccepted [][]byte
 }
 
 // Config configures a Driver: one per kind of profile on a Node.

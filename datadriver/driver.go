@@ -10,6 +10,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/ckernel/playerdata/internal/datacodec"
+	"github.com/ckernel/playerdata/internal/telemetry"
 	"github.com/ckernel/playerdata/lockhandoff"
 )
 
@@ -22,7 +23,11 @@ type Driver[T any] struct {
 	// zenc and zdec compress kept versions (safe for concurrent use).
 	zenc *zstd.Encoder
 	zdec *zstd.Decoder
-	log  *slog.Logger
+	// tel records the driver's metrics and spans; unregTel stops its
+	// profile gauge.
+	tel      *telemetry.Driver
+	unregTel func()
+	log      *slog.Logger
 
 	ctx    context.Context // cancelled when the driver shuts down
 	cancel context.CancelFunc
@@ -62,6 +67,7 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 		codec:        c,
 		zenc:         zenc,
 		zdec:         zdec,
+		tel:          node.tel.Driver(cfg.Name),
 		log:          node.log.With("driver", cfg.Name),
 		loading:      make(map[string]bool),
 		profiles:     make(map[string]*Profile[T]),
@@ -69,6 +75,7 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 		loadRequests: make(map[string][]loadRequest),
 	}
 	d.ctx, d.cancel = context.WithCancel(node.ctx)
+	d.unregTel = d.tel.RegisterProfiles(d.profileCounts)
 	if err := node.register(cfg.Name, d); err != nil {
 		d.stop()
 		return nil, fmt.Errorf("new driver: %w", err)
@@ -83,9 +90,11 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 	return d, nil
 }
 
-// stop cancels the driver's context and frees its compressors.
+// stop cancels the driver's context and frees its compressors and its
+// gauge.
 func (d *Driver[T]) stop() {
 	d.cancel()
+	d.unregTel()
 	_ = d.zenc.Close()
 	d.zdec.Close()
 }
@@ -149,11 +158,14 @@ func (d *Driver[T]) track() bool {
 // shutdown releases every profile and waits for the driver's goroutines.
 func (d *Driver[T]) shutdown(ctx context.Context) error {
 	d.mu.Lock()
-	d.closed = true
 	profiles := make([]*Profile[T], 0, len(d.profiles))
 	for _, p := range d.profiles {
 		profiles = append(profiles, p)
+		if p.state == stateActive {
+			d.kickLocked(p.key, ReasonShutdown) // the game can send the player elsewhere
+		}
 	}
+	d.closed = true
 	d.mu.Unlock()
 	d.cancel() // loads waiting on locks give up
 
@@ -163,6 +175,8 @@ func (d *Driver[T]) shutdown(ctx context.Context) error {
 		wg.Go(func() {
 			if err := p.Release(ctx); err != nil && !errors.Is(err, ErrLockLost) {
 				errs[i] = err
+				d.log.Error("shutdown: could not save and release a profile in time; its lock stays until this "+
+					"server's presence expires", "key", p.key, "err", err)
 			}
 		})
 	}
@@ -177,4 +191,20 @@ func (d *Driver[T]) shutdown(ctx context.Context) error {
 	d.mu.Unlock()
 	d.stop()
 	return errors.Join(errs...)
+}
+
+// profileCounts counts the live and the retained profiles (the gauge of
+// telemetry).
+func (d *Driver[T]) profileCounts() (live, retained int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range d.profiles {
+		switch p.state {
+		case stateActive, stateLeaving, stateAdopting:
+			live++
+		case stateRetained:
+			retained++
+		}
+	}
+	return live, retained
 }

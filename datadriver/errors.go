@@ -42,6 +42,17 @@ var (
 	// ErrClosed: the Node (or driver) is closed.
 	ErrClosed = errors.New("playerdata node closed")
 
+	// ErrClosing: the Node is shutting down (Close began; see
+	// Node.Closing): it starts no session.
+	ErrClosing = errors.New("playerdata node shutting down")
+
+	// ErrBusDown: the Node's NATS connection is down (Node.Healthy).
+	ErrBusDown = errors.New("playerdata node's bus is down")
+
+	// errClosing is what a load answers once Close began: it matches
+	// ErrClosing and ErrClosed.
+	errClosing = fmt.Errorf("%w (%w)", ErrClosing, ErrClosed)
+
 	// ErrDuplicateDriver: a Node already has a driver with that name.
 	ErrDuplicateDriver = errors.New("duplicate driver name")
 

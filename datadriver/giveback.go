@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/telemetry"
 )
 
 // giveBack releases a lock this Node holds but no live profile uses any
@@ -44,7 +45,10 @@ func (d *Driver[T]) giveBack(key, token string, earlier []string) {
 // ours to give back. earlier are tokens the lock may still carry (an
 // adoption that never landed).
 func (d *Driver[T]) giveBackOnce(key, token string, earlier []string) bool {
-	_, err := d.write(context.WithoutCancel(d.ctx), key, record.SaveArgs{Mode: record.ModeRelease, Token: token, Earlier: earlier})
+	wctx, span := d.tel.StartWrite(context.WithoutCancel(d.ctx), telemetry.WriteGiveBack, key)
+	started := d.node.clock.Now()
+	_, err := d.write(wctx, key, record.SaveArgs{Mode: record.ModeRelease, Token: token, Earlier: earlier})
+	span.End(writeOutcome(err), d.node.clock.Since(started), err)
 	switch {
 	case err == nil, errors.Is(err, ErrLockLost):
 		return true

@@ -699,14 +699,14 @@ func TestHandoffOneSubscriptionPerServer(t *testing.T) {
 	}
 }
 
-// Without a JobID (or with DisableHandoff) a Node writes no presence flag,
-// beats nothing and subscribes to nothing.
+// With DisableHandoff a Node writes no presence flag, beats nothing and
+// subscribes to nothing. (Without a JobID it gets a random one, with
+// handoff on: see TestEmptyJobID.)
 func TestHandoffOff(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cfg  func(*datadriver.NodeConfig)
 	}{
-		{"no JobID", func(c *datadriver.NodeConfig) { c.JobID = "" }},
 		{"DisableHandoff", func(c *datadriver.NodeConfig) { c.DisableHandoff = true }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -47,7 +47,7 @@ func TestHistoryMemoryPerRecord(t *testing.T) {
 	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:1")
 	var total int64
 	for _, k := range []string{rk, record.HistoryKey(rk), record.InboxKey(rk)} {
-		n, err := c.MemoryUsage(ctx, k).Result()
+		n, err := c.MemoryUsage(ctx, k, 0).Result() // SAMPLES 0: every field, no estimate
 		if err == nil {
 			total += n
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/telemetry"
 )
 
 // A session may change its data only while nobody else can take its lock.
@@ -31,21 +32,26 @@ import (
 // they pass, whatever its Redis calls are doing: ending a session never waits
 // on I/O. The lock of a fenced session is given back in the background.
 
+// The two causes of a fence, told apart by errors.Is (for metrics).
+var (
+	errLeaseLapsed = errors.New("this server's presence lease lapsed (no beat acknowledged for " +
+		"PresenceTTL - FenceMargin), so another server may take the lock")
+	errLockAged = errors.New("the lock was not refreshed for LockTTL, so another server may take it by age")
+)
+
 // errFenced says why a session ended or a change was refused: it matches
-// ErrLockLost and ErrFenced.
-func errFenced(key, why string) error {
-	return fmt.Errorf("%q: %w: %w: %s", key, ErrLockLost, ErrFenced, why)
+// ErrLockLost, ErrFenced and cause.
+func errFenced(key string, cause error) error {
+	return fmt.Errorf("%q: %w: %w: %w", key, ErrLockLost, ErrFenced, cause)
 }
 
 // leaseErrLocked is nil while p may change its data at now. d.mu held.
 func (p *Profile[T]) leaseErrLocked(now time.Time) error {
 	if p.leaseGen != 0 && !p.d.node.presence.Holds(p.leaseGen) {
-		return errFenced(p.key, "this server's presence lease lapsed (no beat acknowledged for "+
-			"PresenceTTL - FenceMargin), so another server may take the lock")
+		return errFenced(p.key, errLeaseLapsed)
 	}
 	if !now.Before(p.ageUntil) {
-		return errFenced(p.key, fmt.Sprintf("the lock was not refreshed for LockTTL (%s), "+
-			"so another server may take it by age", p.d.cfg.LockTTL))
+		return errFenced(p.key, errLockAged)
 	}
 	return nil
 }
@@ -165,7 +171,10 @@ func (p *Profile[T]) refresh() {
 	}
 	req := record.SaveArgs{Mode: record.ModeSave, Token: p.token, Earlier: p.earlier}
 	d.mu.Unlock()
-	res, err := d.write(p.ctx, p.key, req)
+	wctx, span := d.tel.StartWrite(p.ctx, telemetry.WriteRefresh, p.key)
+	started := d.node.clock.Now()
+	res, err := d.write(wctx, p.key, req)
+	span.End(writeOutcome(err), d.node.clock.Since(started), err)
 	switch {
 	case err == nil:
 		ok = true

@@ -2,8 +2,12 @@ package datadriver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/telemetry"
 )
 
 // LoadOptions tune one Load or RestoreAt call.
@@ -27,7 +31,52 @@ func (d *Driver[T]) Join(ctx context.Context, key string) (*Profile[T], error) {
 	if local == 0 {
 		local = d.cfg.LockWait
 	}
-	return d.load(ctx, key, loadSpec{localWait: local, remoteWait: d.cfg.LockWait})
+	start := d.node.clock.Now()
+	ctx = d.tel.StartJoin(ctx, key)
+	note := &joinNote{}
+	p, err := d.load(ctx, key, loadSpec{localWait: local, remoteWait: d.cfg.LockWait, note: note})
+	took := d.node.clock.Since(start)
+	d.tel.JoinDone(ctx, took, note.path(), joinOutcome(ctx, err), err)
+	if err != nil {
+		d.log.Debug("join refused", "key", key, "took", took, "path", note.path().String(), "err", err)
+	} else {
+		d.log.Debug("join", "key", key, "took", took, "path", note.path().String(), "epoch", p.Epoch())
+	}
+	return p, err
+}
+
+// joinNote is what a load did, for the join's metrics and logs.
+type joinNote struct {
+	waitedLocal, waitedRemote, adopted bool
+	how                                record.Taken
+}
+
+// path is the join's path (telemetry.JoinPath).
+func (n *joinNote) path() telemetry.JoinPath {
+	switch {
+	case n.adopted:
+		return telemetry.JoinAdopted
+	case n.how == record.TakenStolen || n.how == record.TakenExpired || n.how == record.TakenOwn:
+		return telemetry.JoinTakeover
+	case n.waitedRemote:
+		return telemetry.JoinHandoff
+	case n.waitedLocal:
+		return telemetry.JoinSameServer
+	}
+	return telemetry.JoinFree
+}
+
+// joinOutcome classes a join's error for its metric.
+func joinOutcome(ctx context.Context, err error) telemetry.JoinOutcome {
+	switch {
+	case err == nil:
+		return telemetry.JoinLoaded
+	case errors.Is(err, ErrWaitTimeout), errors.Is(err, ErrLocked):
+		return telemetry.JoinRefused
+	case ctx.Err() != nil, errors.Is(err, ErrClosed):
+		return telemetry.JoinCancelled
+	}
+	return telemetry.JoinFailed
 }
 
 // Load loads key for manual use (an admin tool, a job). It waits
@@ -59,6 +108,8 @@ type loadSpec struct {
 	// replaces it with a kept version): the profile is marked corrupt and
 	// never writes its own data.
 	restoring bool
+	// note, when set, records what the load did (Join's path).
+	note *joinNote
 }
 
 func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profile[T], error) {
@@ -68,8 +119,13 @@ func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profi
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	select {
+	case <-d.node.closing:
+		return nil, errClosing
+	default:
+	}
 	if !d.track() { // count the load, so shutdown waits for it
-		return nil, ErrClosed
+		return nil, errClosing
 	}
 	defer d.wg.Done()
 
@@ -79,9 +135,12 @@ func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profi
 	stop := context.AfterFunc(d.ctx, cancel)
 	defer stop()
 
+	if spec.note == nil {
+		spec.note = &joinNote{}
+	}
 	start := d.node.clock.Now()
 	for {
-		p, adopt, err := d.reserve(ctx, key, start.Add(spec.localWait))
+		p, adopt, err := d.reserve(ctx, key, start.Add(spec.localWait), spec.note)
 		if err != nil {
 			return nil, d.loadErr(ctx, err)
 		}
@@ -91,11 +150,12 @@ func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profi
 				return nil, d.loadErr(ctx, err)
 			}
 			if ok {
+				spec.note.adopted = true
 				return p, nil
 			}
 			continue // the lock was gone: load the record normally
 		}
-		p, err = d.acquire(ctx, key, start.Add(spec.remoteWait), spec.remoteWait > 0, spec.restoring)
+		p, err = d.acquire(ctx, key, start.Add(spec.remoteWait), spec, spec.note)
 		d.mu.Lock()
 		delete(d.loading, key)
 		if err == nil {
@@ -126,10 +186,11 @@ func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profi
 }
 
 // loadErr turns a cancelled context into ctx.Err() (never a contention
-// error) and a shut-down driver into ErrClosed.
+// error) and a shut-down driver into ErrClosing (which also matches
+// ErrClosed).
 func (d *Driver[T]) loadErr(ctx context.Context, err error) error {
 	if d.ctx.Err() != nil {
-		return ErrClosed
+		return errClosing
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()

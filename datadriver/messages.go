@@ -9,6 +9,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/telemetry"
 )
 
 // Offline messages. A message for a profile (a gift, a grant, a refund) is
@@ -58,10 +59,13 @@ func (d *Driver[T]) Send(ctx context.Context, key string, body any) (string, err
 	res, err := record.Send(ctx, d.node.rdb, d.recordKey(key), b, d.cfg.MaxInbox)
 	switch {
 	case err != nil:
+		d.tel.MessageSent(ctx, telemetry.SendFailed)
 		return "", fmt.Errorf("send %q: %w", key, err)
 	case res.Outcome == record.InboxFull:
+		d.tel.MessageSent(ctx, telemetry.SendInboxFull)
 		return "", fmt.Errorf("send %q: %w (%d messages wait)", key, ErrInboxFull, res.Count)
 	}
+	d.tel.MessageSent(ctx, telemetry.SendOK)
 	if res.Holder.Token != "" {
 		if res.Holder.Job == d.node.jobID {
 			d.onNotify(key)
@@ -186,6 +190,7 @@ func (p *Profile[T]) applyMessages(msgs []record.Message) int {
 		n++
 	}
 	if n > 0 {
+		d.tel.MessagesApplied(p.ctx, n)
 		d.log.Debug("messages applied", "key", p.key, "count", n)
 	}
 	return n

@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/internal/telemetry"
 	"github.com/ckernel/playerdata/lockhandoff"
 	"github.com/ckernel/playerdata/messaging"
 	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/transactions"
-	"github.com/redis/go-redis/v9"
 )
 
 // Node is one game-server process: its JobID, its Redis client, its clock
@@ -37,8 +39,16 @@ type Node struct {
 	// handoff is on, read to tell live holders from stopped ones either way.
 	// The Node owns its lifecycle: it starts, closes and removes it.
 	presence *presence.Presence
-	handoff  *lockhandoff.Handoff // always set; passive when handoff is off
+	handoff  *lockhandoff.Handoff // always set; without a bus when handoff is off
 	journal  *transactions.Journal
+	// handoffOn is the one place that says whether cross-server handoff is
+	// on: the Node beats presence, subscribes, and its locks carry the
+	// presence flag (a driver may still turn it off for its own locks).
+	handoffOn bool
+	bus       *messaging.NATSBus // the NATS bus the Node made, if any
+	prefix    string             // its subject prefix
+	tel       *telemetry.Telemetry
+	unregBus  func()
 
 	wg sync.WaitGroup // background writes of the Node (trade settle marks)
 
@@ -46,6 +56,9 @@ type Node struct {
 	cancel context.CancelFunc
 
 	entropyMu sync.Mutex
+
+	// closing is closed when Close begins (Closing).
+	closing chan struct{}
 
 	mu      sync.Mutex
 	drivers map[string]driverHandle
@@ -113,12 +126,14 @@ func NewNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		cfg.Entropy = mrand.NewChaCha8(seed)
 	}
 	n := &Node{
-		rdb:     cfg.Redis,
-		ns:      cfg.Namespace,
-		clock:   cfg.Clock,
-		cfg:     cfg,
-		saveSem: make(chan struct{}, cfg.MaxConcurrentSaves),
-		drivers: make(map[string]driverHandle),
+		rdb:       cfg.Redis,
+		ns:        cfg.Namespace,
+		clock:     cfg.Clock,
+		cfg:       cfg,
+		saveSem:   make(chan struct{}, cfg.MaxConcurrentSaves),
+		drivers:   make(map[string]driverHandle),
+		closing:   make(chan struct{}),
+		handoffOn: !cfg.DisableHandoff,
 	}
 	n.journal = transactions.New(cfg.Redis, cfg.Namespace, cfg.TradeRetain)
 	n.jobID = cfg.JobID
@@ -133,10 +148,11 @@ func NewNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if err := n.startHandoff(); err != nil {
 		return nil, err
 	}
+	n.startTelemetry()
 	if err := n.ping(ctx); err != nil {
 		return nil, err
 	}
-	if n.handoff.Active() {
+	if n.handoffOn {
 		// The first beat claims the JobID, before the first Join so that it
 		// finds a lease. Another live process with this JobID is refused;
 		// any other failure is logged and the loop keeps trying (its beats
@@ -157,7 +173,7 @@ func NewNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		}
 	}
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	if n.handoff.Active() {
+	if n.handoffOn {
 		n.presence.Start()
 	}
 	n.handoff.Start()
@@ -192,59 +208,6 @@ func (n *Node) ping(ctx context.Context) error {
 	return nil
 }
 
-// startHandoff builds the presence hash client and the handoff. Handoff is
-// on unless the config turns it off; when off, the handoff is passive: it
-// still reads presence, to keep a live holder's lock from being taken by
-// age.
-func (n *Node) startHandoff() error {
-	cfg := n.cfg
-	active := !cfg.DisableHandoff
-	if active {
-		if err := messaging.ValidJobID(n.jobID); err != nil {
-			return fmt.Errorf("%w: JobID: %w", ErrInvalidConfig, err)
-		}
-	}
-	name := cfg.PresenceKey
-	if name == "" {
-		name = presence.DefaultKeyName
-	}
-	key := name
-	if n.ns != "" {
-		key = n.ns + ":" + name
-	}
-	pres, err := presence.New(n.rdb, presence.Config{
-		Key: key, JobID: n.jobID, Beat: cfg.Beat, TTL: cfg.PresenceTTL, FenceMargin: cfg.FenceMargin,
-		Shards: cfg.PresenceShards, Clock: n.clock, Logger: n.log, OnLapse: n.onLapse,
-	})
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	n.presence = pres
-	bus := cfg.Bus
-	if bus == nil && cfg.NATS != nil && active {
-		prefix := cfg.SubjectPrefix
-		if prefix == "" {
-			prefix = messaging.DefaultPrefix
-		}
-		if n.ns != "" {
-			prefix = n.ns + "." + prefix
-		}
-		if bus, err = messaging.NewNATSBus(cfg.NATS, messaging.WithPrefix(prefix),
-			messaging.WithClock(n.clock), messaging.WithLogger(n.log)); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-		}
-	}
-	n.handoff, err = lockhandoff.New(lockhandoff.Config{
-		JobID: n.jobID, Bus: bus, Presence: pres, Passive: !active,
-		Beat: pres.Config().Beat, RequestRepeat: cfg.RequestRepeat, ParkMin: cfg.ParkMin, ParkMax: cfg.ParkMax,
-		Clock: n.clock, Logger: n.log,
-	})
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	return nil
-}
-
 // onLapse runs on the presence lease's own goroutine when lease generation
 // gen lapses: other servers may soon read this one as stopped and take its
 // locks, so every session held under it ends now, before that can happen.
@@ -257,6 +220,7 @@ func (n *Node) onLapse(gen uint64) {
 	for _, d := range drivers {
 		ended += d.fenceLapsed()
 	}
+	n.tel.Fenced(n.ctx, ended)
 	n.log.Warn("presence lease lapsed; sessions held under it ended", "generation", gen, "sessions", ended)
 }
 
@@ -264,7 +228,7 @@ func (n *Node) onLapse(gen uint64) {
 func (n *Node) HandoffStats() lockhandoff.Stats { return n.handoff.Stats() }
 
 // HandoffActive reports whether cross-server handoff is on for this Node.
-func (n *Node) HandoffActive() bool { return n.handoff.Active() }
+func (n *Node) HandoffActive() bool { return n.handoffOn }
 
 // JobID is the name of this server in lock records.
 func (n *Node) JobID() string { return n.jobID }
@@ -273,56 +237,6 @@ func (n *Node) JobID() string { return n.jobID }
 // this process from an earlier or another one with the same JobID (see
 // JobIDInUseError).
 func (n *Node) Instance() string { return n.presence.Instance() }
-
-// Close saves and releases every profile the Node holds (running their
-// leave cleanups), then stops every goroutine it started. ctx bounds the
-// releases; a profile whose release fails keeps its lock in Redis until its
-// presence expires or the lock ages out. Close returns the releases' errors
-// joined; later calls return nil.
-func (n *Node) Close(ctx context.Context) error {
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		return nil
-	}
-	n.closed = true
-	drivers := n.driversLocked()
-	n.mu.Unlock()
-
-	var wg sync.WaitGroup
-	errs := make([]error, len(drivers))
-	for i, d := range drivers {
-		wg.Go(func() { errs[i] = d.shutdown(ctx) })
-	}
-	wg.Wait()
-	clean := errors.Join(errs...) == nil
-	// No background write starts now (markSettled checks closed): wait for
-	// those under way.
-	done := make(chan struct{})
-	go func() { n.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		n.cancel()
-		<-done
-	}
-	// Stop beating only now: a server still releasing must not look stopped.
-	if err := n.handoff.Close(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	if n.handoff.Active() {
-		if err := n.presence.Close(ctx); err != nil {
-			errs = append(errs, err)
-		}
-		if clean {
-			if err := n.presence.Remove(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("remove presence: %w", err))
-			}
-		}
-	}
-	n.cancel()
-	return errors.Join(errs...)
-}
 
 // register adds a driver under name.
 func (n *Node) register(name string, d driverHandle) error {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/telemetry"
 )
 
 // The same-server side of a load: it waits while the key is still loading
@@ -16,7 +17,7 @@ import (
 // with a retained profile to adopt (adopt true, the profile marked adopting).
 // A live session of the key on this Node is asked to end, as another server
 // would ask it, when there is time to wait for it.
-func (d *Driver[T]) reserve(ctx context.Context, key string, deadline time.Time) (*Profile[T], bool, error) {
+func (d *Driver[T]) reserve(ctx context.Context, key string, deadline time.Time, note *joinNote) (*Profile[T], bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for {
@@ -45,6 +46,11 @@ func (d *Driver[T]) reserve(ctx context.Context, key string, deadline time.Time)
 		}
 		ch := d.waitCh(key)
 		d.mu.Unlock()
+		if !note.waitedLocal {
+			note.waitedLocal = true
+			d.tel.StartWait(ctx, telemetry.WaitSameServer)
+			d.log.Debug("load waits for the key on this server", "key", key)
+		}
 		t := d.node.clock.Timer(left)
 		select {
 		case <-ch:

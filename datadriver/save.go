@@ -9,6 +9,7 @@ import (
 
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/internal/rscript"
+	"github.com/ckernel/playerdata/internal/telemetry"
 )
 
 // writeRes is the answer of a save.lua call that was accepted, and when the
@@ -228,13 +229,24 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode record.WriteMode, dura
 	}
 	req.Applied = snap.applied
 
+	kind := telemetry.WriteAutosave
+	switch {
+	case mode == record.ModeRelease:
+		kind = telemetry.WriteRelease
+	case durable:
+		kind = telemetry.WriteSave
+	}
+	wctx, span := d.tel.StartWrite(ctx, kind, p.key)
+	started := d.node.clock.Now()
 	var res writeRes
 	var acked int64
 	if durable && d.node.cfg.MinReplicas > 0 {
-		res, acked, err = d.writeWait(ctx, p.key, req)
+		res, acked, err = d.writeWait(wctx, p.key, req)
 	} else {
-		res, err = d.write(ctx, p.key, req)
+		res, err = d.write(wctx, p.key, req)
 	}
+	span.End(writeOutcome(err), d.node.clock.Since(started), err)
+	d.log.Debug("write", "key", p.key, "mode", string(mode), "data_bytes", len(req.Data), "err", err)
 	if err != nil {
 		if errors.Is(err, ErrLockLost) {
 			p.finish(err)
@@ -285,3 +297,20 @@ type landedButErr struct{ err error }
 
 func (e *landedButErr) Error() string { return e.err.Error() }
 func (e *landedButErr) Unwrap() error { return e.err }
+
+// writeOutcome classes a write's error for its metric.
+func writeOutcome(err error) telemetry.WriteOutcome {
+	switch {
+	case err == nil:
+		return telemetry.WriteOK
+	case errors.Is(err, ErrLockLost):
+		return telemetry.WriteLockLost
+	case errors.Is(err, ErrTooLarge):
+		return telemetry.WriteTooLarge
+	case errors.Is(err, ErrTradePending):
+		return telemetry.WriteTradePending
+	case errors.Is(err, context.DeadlineExceeded):
+		return telemetry.WriteTimeout
+	}
+	return telemetry.WriteError
+}

@@ -45,11 +45,6 @@ type Config struct {
 	// Presence reads the presence hash, to tell live holders from stopped
 	// ones (required).
 	Presence Presence
-	// Passive: the server does not subscribe (handoff off): it answers no
-	// requests and sends none. Its waits poll, and read presence only to keep
-	// a live holder's lock from being taken by age.
-	// default: false
-	Passive bool
 	// Beat is the presence beat: two stopped reads at least this far apart
 	// prove a holder stopped.
 	// default: presence.DefaultBeat (3 s)

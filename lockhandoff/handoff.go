@@ -102,16 +102,13 @@ func New(cfg Config) (*Handoff, error) {
 	return h, nil
 }
 
-// Active reports whether this server beats presence and answers requests.
-func (h *Handoff) Active() bool { return !h.cfg.Passive }
-
 // Start subscribes to this server's subject. A failed subscribe is logged
 // and the handoff falls back to polling: joiners elsewhere still wait on
-// their own schedule. A passive Handoff starts nothing. Start is idempotent.
+// their own schedule. Without a Bus it starts nothing. Start is idempotent.
 func (h *Handoff) Start() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.started || h.closed || h.cfg.Passive {
+	if h.started || h.closed {
 		return
 	}
 	h.started = true
@@ -310,7 +307,7 @@ func (h *Handoff) request(ctx context.Context, driver, key, holder, token string
 // under a producer span child of ctx's, whose trace context m carries.
 func (h *Handoff) publish(ctx context.Context, kind telemetry.HandoffMessage, to string, m messaging.Message,
 	counter *atomic.Uint64) {
-	if h.cfg.Bus == nil || h.cfg.Passive {
+	if h.cfg.Bus == nil {
 		return
 	}
 	h.mu.Lock()

@@ -26,7 +26,6 @@ func TestNew(t *testing.T) {
 		{name: "every timing set", cfg: lockhandoff.Config{JobID: jobA, Presence: p, Beat: time.Second,
 			RequestRepeat: time.Second, ParkMin: time.Second, ParkMax: 3 * time.Second}},
 		{name: "ParkMin equals ParkMax", cfg: lockhandoff.Config{JobID: jobA, Presence: p, ParkMin: time.Second, ParkMax: time.Second}},
-		{name: "passive", cfg: lockhandoff.Config{JobID: jobA, Presence: p, Passive: true}},
 		{name: "no JobID", cfg: lockhandoff.Config{Presence: p}, wantErr: true},
 		{name: "no Presence", cfg: lockhandoff.Config{JobID: jobA}, wantErr: true},
 		{name: "negative Beat", cfg: lockhandoff.Config{JobID: jobA, Presence: p, Beat: -time.Second}, wantErr: true},
@@ -49,9 +48,6 @@ func TestNew(t *testing.T) {
 			}
 			if err != nil || h == nil {
 				t.Fatalf("New = %v, %v; want a Handoff", h, err)
-			}
-			if h.Active() == tc.cfg.Passive {
-				t.Errorf("Active() = %v with Passive %v", h.Active(), tc.cfg.Passive)
 			}
 			if err := h.Close(context.Background()); err != nil {
 				t.Errorf("Close: %v", err)
@@ -288,13 +284,10 @@ func TestHandoffLifecycle(t *testing.T) {
 			want:   lifecycle{Subscribes: 1, Published: 2, HolderRequests: 1},
 		},
 		{
-			name:    "passive: no subscription; Close leaves all alone",
+			name:    "no bus (handoff off): no subscription; Close leaves all alone",
 			passive: true,
 			atOnce:  true,
 			ops: func(t *testing.T, h *lockhandoff.Handoff) {
-				if h.Active() {
-					t.Error("passive Handoff is Active")
-				}
 				h.Start()
 				if err := h.Close(ctx); err != nil {
 					t.Errorf("Close: %v", err)
@@ -309,7 +302,11 @@ func TestHandoffLifecycle(t *testing.T) {
 				wd := newWorld(t)
 				bus := countingBus(wd.bus.Endpoint(jobA))
 				p := newFakePresence(wd.clk)
-				h := wd.handoff(t, lockhandoff.Config{JobID: jobA, Bus: bus, Presence: p, Passive: tc.passive})
+				cfg := lockhandoff.Config{JobID: jobA, Bus: bus, Presence: p}
+				if tc.passive { // handoff off: the Node gives it no bus
+					cfg.Bus = nil
+				}
+				h := wd.handoff(t, cfg)
 				holder := &fakeHolder{AtOnce: tc.atOnce}
 				if err := h.Register(driverName, lockhandoff.Handlers{Release: holder.release}); err != nil {
 					t.Fatal(err)

@@ -55,7 +55,7 @@ func (h *Handoff) NewWait(driver, key string, deadline time.Time, active bool) *
 		h:        h,
 		wk:       waitKey{driver, key},
 		deadline: deadline,
-		active:   active && !h.cfg.Passive,
+		active:   active,
 		wake:     make(chan struct{}, 1),
 		park:     h.cfg.ParkMin,
 	}

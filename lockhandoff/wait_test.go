@@ -162,7 +162,7 @@ func TestWaitSendsRequests(t *testing.T) {
 func TestWaitParks(t *testing.T) {
 	tests := []struct {
 		name      string
-		cfg       lockhandoff.Config // timings and Passive
+		cfg       lockhandoff.Config // timings
 		flagged   bool               // the lock carries the presence flag
 		reading   presence.Reading
 		active    bool
@@ -183,12 +183,6 @@ func TestWaitParks(t *testing.T) {
 		{
 			name:    "passive wait",
 			flagged: true, reading: stopped,
-			want: grid(7),
-		},
-		{
-			name:    "passive handoff",
-			cfg:     lockhandoff.Config{Passive: true},
-			flagged: true, active: true, reading: stopped,
 			want: grid(7),
 		},
 		{
@@ -337,7 +331,7 @@ func TestWaitProvesStopped(t *testing.T) {
 	steal := lockhandoff.Attempt{StealJob: jobA}
 	tests := []struct {
 		name         string
-		cfg          lockhandoff.Config // timings and Passive
+		cfg          lockhandoff.Config // timings
 		read         func(context.Context, string, int, time.Duration) presence.Reading
 		flagged      bool // the lock carries the presence flag
 		active       bool
@@ -395,13 +389,6 @@ func TestWaitProvesStopped(t *testing.T) {
 			read:    script(stopped),
 			flagged: true,
 			want:    quietSteps(12),
-		},
-		{
-			name:    "passive handoff: no request, never proven",
-			cfg:     lockhandoff.Config{Passive: true},
-			read:    script(stopped),
-			flagged: true, active: true,
-			want: quietSteps(12),
 		},
 	}
 	for _, tc := range tests {
@@ -511,7 +498,7 @@ func TestWaitAgeRule(t *testing.T) {
 	restarted := presence.Reading{Status: presence.Unknown, ExpiresIn: 5 * time.Second}
 	tests := []struct {
 		name      string
-		cfg       lockhandoff.Config // Passive
+		cfg       lockhandoff.Config // (unused)
 		reading   presence.Reading
 		flagged   bool
 		age       time.Duration
@@ -551,12 +538,6 @@ func TestWaitAgeRule(t *testing.T) {
 		{
 			name: "old, holder stopped, passive wait: NotAliveToken at once", reading: stopped,
 			flagged: true, age: time.Hour,
-			want: []step{{At: 0, Attempt: notAlive}}, wantReads: []time.Duration{0},
-		},
-		{
-			name: "old, holder stopped, passive handoff: NotAliveToken at once", reading: stopped,
-			cfg:     lockhandoff.Config{Passive: true},
-			flagged: true, age: time.Hour, active: true,
 			want: []step{{At: 0, Attempt: notAlive}}, wantReads: []time.Duration{0},
 		},
 		{

@@ -1,0 +1,100 @@
+package datadriver
+
+import (
+	"fmt"
+
+	"github.com/ckernel/playerdata/internal/telemetry"
+	"github.com/ckernel/playerdata/lockhandoff"
+	"github.com/ckernel/playerdata/messaging"
+	"github.com/ckernel/playerdata/presence"
+)
+
+// startHandoff builds the presence hash client, the bus and the handoff.
+// With handoff off there is no bus, and the handoff still reads presence, to
+// keep a live holder's lock from being taken by age.
+func (n *Node) startHandoff() error {
+	cfg := n.cfg
+	active := n.handoffOn
+	if active {
+		if err := messaging.ValidJobID(n.jobID); err != nil {
+			return fmt.Errorf("%w: JobID: %w", ErrInvalidConfig, err)
+		}
+	}
+	name := cfg.PresenceKey
+	if name == "" {
+		name = presence.DefaultKeyName
+	}
+	key := name
+	if n.ns != "" {
+		key = n.ns + ":" + name
+	}
+	pres, err := presence.New(n.rdb, presence.Config{
+		Key: key, JobID: n.jobID, Beat: cfg.Beat, TTL: cfg.PresenceTTL, FenceMargin: cfg.FenceMargin,
+		Shards: cfg.PresenceShards, Clock: n.clock, Logger: n.log, OnLapse: n.onLapse,
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	n.presence = pres
+	bus := cfg.Bus
+	if bus == nil && cfg.NATS != nil && active {
+		prefix := cfg.SubjectPrefix
+		if prefix == "" {
+			prefix = messaging.DefaultPrefix
+		}
+		if n.ns != "" {
+			prefix = n.ns + "." + prefix
+		}
+		opts := []messaging.Option{messaging.WithPrefix(prefix), messaging.WithClock(n.clock), messaging.WithLogger(n.log)}
+		if len(cfg.RequestKey) > 0 {
+			opts = append(opts, messaging.WithKey(cfg.RequestKey))
+			if cfg.RequestKeyOptional {
+				opts = append(opts, messaging.WithAcceptUnauthenticated())
+			}
+			if len(cfg.RequestKeysAccepted) > 0 {
+				opts = append(opts, messaging.WithAcceptedKeys(cfg.RequestKeysAccepted...))
+			}
+		}
+		nb, err := messaging.NewNATSBus(cfg.NATS, opts...)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		n.bus, n.prefix, bus = nb, prefix, nb
+	} else if len(cfg.RequestKey) > 0 {
+		return fmt.Errorf("%w: RequestKey needs NATS (a Bus given instead carries no MAC), and handoff on", ErrInvalidConfig)
+	}
+	if !active {
+		bus = nil
+	}
+	n.tel = telemetry.New(telemetry.Config{MeterProvider: cfg.MeterProvider, TracerProvider: cfg.TracerProvider,
+		JobID: n.jobID, NATSPrefix: n.prefix})
+	n.handoff, err = lockhandoff.New(lockhandoff.Config{
+		JobID: n.jobID, Bus: bus, Presence: pres,
+		Beat: pres.Config().Beat, RequestRepeat: cfg.RequestRepeat, ParkMin: cfg.ParkMin, ParkMax: cfg.ParkMax,
+		Clock: n.clock, Logger: n.log, Telemetry: n.tel,
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// startTelemetry registers the bus's counters (drops, connection events)
+// with the Node's telemetry, read at each scrape.
+func (n *Node) startTelemetry() {
+	n.unregBus = n.tel.RegisterBus(func() telemetry.BusStats {
+		var s telemetry.BusStats
+		s.Dropped[telemetry.DropUnknownDriver] = n.handoff.Stats().DroppedUnknownDriver
+		if n.bus != nil {
+			b := n.bus.Stats()
+			s.Dropped[telemetry.DropMalformed] = b.DroppedMalformed
+			s.Dropped[telemetry.DropTooLarge] = b.DroppedTooLarge
+			s.Dropped[telemetry.DropUnknownType] = b.DroppedUnknownType
+			s.Dropped[telemetry.DropUnauthenticated] = b.DroppedUnauthenticated
+			s.Events[telemetry.BusDisconnect] = b.Disconnects
+			s.Events[telemetry.BusReconnect] = b.Reconnects
+			s.Events[telemetry.BusClose] = b.Closes
+		}
+		return s
+	})
+}

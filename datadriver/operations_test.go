@@ -1,0 +1,213 @@
+package datadriver_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/testsupport"
+)
+
+// Close: Closing closes at once, joins answer ErrClosing, live sessions are
+// kicked for the shutdown, and every profile is saved and released.
+func TestShutdown(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	s := newServer(t, r, "server-a")
+	var mu sync.Mutex
+	kicked := map[string]string{}
+	d := players(t, s, func(c *datadriver.Config[player]) {
+		c.Kick = func(key, reason string) { mu.Lock(); kicked[key] = reason; mu.Unlock() }
+	})
+	ctx := ctxT(t)
+	var ps []*datadriver.Profile[player]
+	for _, key := range []string{"user:1", "user:2", "user:3"} {
+		p, err := d.Join(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = p.Update(func(d *player) { d.Coins = 77 })
+		ps = append(ps, p)
+	}
+	select {
+	case <-s.node.Closing():
+		t.Fatal("Closing closed before Close")
+	default:
+	}
+	if err := s.node.Healthy(); err != nil || !s.node.Ready() {
+		t.Fatalf("Healthy = %v before Close", err)
+	}
+	if err := s.node.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case <-s.node.Closing():
+	default:
+		t.Fatal("Closing not closed after Close")
+	}
+	if err := s.node.Healthy(); !errors.Is(err, datadriver.ErrClosing) {
+		t.Fatalf("Healthy after Close = %v, want ErrClosing", err)
+	}
+	if _, err := d.Join(ctx, "user:4"); !errors.Is(err, datadriver.ErrClosing) || !errors.Is(err, datadriver.ErrClosed) {
+		t.Fatalf("Join after Close = %v, want ErrClosing (and ErrClosed)", err)
+	}
+	for _, p := range ps {
+		if !errors.Is(p.Err(), datadriver.ErrReleased) {
+			t.Errorf("%s: Err = %v, want ErrReleased", p.Key(), p.Err())
+		}
+		if rec := recordFields(t, r, "PlayerData", p.Key()); rec["lock.token"] != "" {
+			t.Errorf("%s still locked after Close", p.Key())
+		}
+		if got := storedPlayer(t, r, p.Key()); got.Coins != 77 {
+			t.Errorf("%s: stored coins %d, want 77 (saved by Close)", p.Key(), got.Coins)
+		}
+		mu.Lock()
+		reason := kicked[p.Key()]
+		mu.Unlock()
+		if reason != datadriver.ReasonShutdown {
+			t.Errorf("%s kicked with %q, want ReasonShutdown", p.Key(), reason)
+		}
+	}
+}
+
+// storedPlayer decodes key's stored data.
+func storedPlayer(tb testing.TB, r *testsupport.Redis, key string) player {
+	tb.Helper()
+	var p player
+	if raw := recordFields(tb, r, "PlayerData", key)["data"]; raw != "" {
+		if err := msgpackUnmarshal([]byte(raw), &p); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return p
+}
+
+// Healthy says when a Node cannot take players: its presence lease lapsed
+// (Redis does not answer its beats).
+func TestHealthyWithoutALease(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	s := newServer(t, r, "server-a", fast)
+	if err := s.node.Healthy(); err != nil {
+		t.Fatalf("Healthy = %v", err)
+	}
+	s.faults.SetBefore(func(context.Context, redis.Cmder) error { return testsupport.ErrInjected })
+	eventually(t, 5*time.Second, "the lease lapses", func() bool { return errors.Is(s.node.Healthy(), datadriver.ErrFenced) })
+	if s.node.Ready() {
+		t.Fatal("Ready without a lease")
+	}
+	s.faults.Clear()
+	eventually(t, 5*time.Second, "a new lease", func() bool { return s.node.Healthy() == nil })
+}
+
+// With RequestKey the servers hand profiles over as before; a server with
+// another key can no longer end a session.
+func TestRequestKey(t *testing.T) {
+	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
+	key := []byte("0123456789abcdef0123456789abcdef")
+	withKey := func(k []byte) func(*datadriver.NodeConfig) {
+		return func(c *datadriver.NodeConfig) { c.RequestKey = k }
+	}
+	a := newServer(t, r, "server-a", fast, withNATS(t, n), withKey(key))
+	b := newServer(t, r, "server-b", fast, withNATS(t, n), withKey(key))
+	c := newServer(t, r, "server-c", fast, withNATS(t, n), withKey([]byte("another key, 32 bytes long......")))
+	da := players(t, a)
+	db := players(t, b)
+	dc := players(t, c, func(cfg *datadriver.Config[player]) { cfg.LockWait = 300 * time.Millisecond })
+	ctx := ctxT(t)
+	pa, err := da.Join(ctx, "user:5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dc.Join(ctx, "user:5"); !errors.Is(err, datadriver.ErrWaitTimeout) {
+		t.Fatalf("a join from a server with another key = %v, want ErrWaitTimeout (its requests are dropped)", err)
+	}
+	if pa.Err() != nil {
+		t.Fatalf("A's session ended on a request it could not authenticate: %v", pa.Err())
+	}
+	if _, err := db.Join(ctx, "user:5"); err != nil {
+		t.Fatalf("a join from a server with the key: %v", err)
+	}
+	if !errors.Is(pa.Err(), datadriver.ErrReleased) {
+		t.Fatalf("A's session after B asked: %v, want ErrReleased", pa.Err())
+	}
+	if _, err := datadriver.NewNode(ctx, datadriver.NodeConfig{JobID: "x", Redis: r.Client(t), NATS: n.Connect(t),
+		RequestKey: []byte("short")}); !errors.Is(err, datadriver.ErrInvalidConfig) {
+		t.Fatalf("a 5-byte RequestKey: %v, want ErrInvalidConfig", err)
+	}
+}
+
+// The Node reports metrics and spans to the providers it is given: a
+// handoff across two servers is one trace.
+func TestTelemetry(t *testing.T) {
+	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	otel := func(c *datadriver.NodeConfig) { c.MeterProvider, c.TracerProvider = mp, tp }
+	a := newServer(t, r, "server-a", fast, withNATS(t, n), otel)
+	b := newServer(t, r, "server-b", fast, withNATS(t, n), otel)
+	da, db := players(t, a), players(t, b)
+	ctx := ctxT(t)
+	if _, err := da.Join(ctx, "user:6"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Join(ctx, "user:6"); err != nil { // a handoff
+		t.Fatal(err)
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			seen[m.Name] = true
+		}
+	}
+	for _, name := range []string{"playerdata.join.duration", "playerdata.write.duration", "playerdata.profiles",
+		"playerdata.handoff.sent", "playerdata.handoff.received"} {
+		if !seen[name] {
+			t.Errorf("no %s among %v", name, seen)
+		}
+	}
+
+	var joinTrace, releaseTrace string
+	eventually(t, 5*time.Second, "the spans end", func() bool {
+		joinTrace, releaseTrace = "", ""
+		for _, s := range spans.GetSpans() {
+			switch {
+			case s.Name == "join PlayerData" && joinTrace == "" && hasAttr(s, "playerdata.join.path", "handoff"):
+				joinTrace = s.SpanContext.TraceID().String()
+			case s.SpanKind.String() == "consumer" && s.Name != "":
+				if releaseTrace == "" {
+					releaseTrace = s.SpanContext.TraceID().String()
+				}
+			}
+		}
+		return joinTrace != "" && releaseTrace != ""
+	})
+	if joinTrace != releaseTrace {
+		t.Errorf("the holder's processing of the request is in trace %s, the join in %s: want one trace", releaseTrace, joinTrace)
+	}
+}
+
+// hasAttr reports whether span s has attribute key = value.
+func hasAttr(s tracetest.SpanStub, key, value string) bool {
+	for _, kv := range s.Attributes {
+		if string(kv.Key) == key && kv.Value.Emit() == value {
+			return true
+		}
+	}
+	return false
+}
