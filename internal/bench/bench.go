@@ -52,7 +52,7 @@ type Config struct {
 	// default: false
 	Quick bool
 	// Players are the concurrencies of the session cycle.
-	// default: DefaultPlayers (1, 8, 64)
+	// default: 1, 8 and 64
 	Players []int
 	// Rounds is how many measured rounds each system runs at each
 	// concurrency (medians are reported).
@@ -106,9 +106,6 @@ type Config struct {
 	Messages int
 }
 
-// DefaultPlayers are the concurrencies of the session cycle.
-var DefaultPlayers = []int{1, 8, 64}
-
 // QuickConfig is a run that ends within a minute on a small machine: fewer
 // and shorter rounds, the least samples the figures stand on.
 func QuickConfig() Config {
@@ -140,7 +137,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if len(c.Players) == 0 {
-		c.Players = DefaultPlayers
+		c.Players = []int{1, 8, 64}
 	}
 	setInt := func(v *int, def int) {
 		if *v == 0 {
@@ -282,6 +279,9 @@ func Run(ctx context.Context, env Env, cfg Config) (*Result, error) {
 		Rounds: cfg.Rounds, RoundMS: ms(cfg.RoundTime), WarmupMS: ms(cfg.Warmup), CycleDataBytes: cfg.CycleDataBytes,
 		PoolSize: cfg.PoolSize, PresenceBeatMS: ms(cfg.PresenceBeat), PresenceWindowS: cfg.PresenceWindow.Seconds(),
 	}}
+	if env.EmbeddedRedis || env.EmbeddedNATS {
+		r.note(Warning)
+	}
 	r.probe(ctx)
 	r.res.Machine = r.machine(ctx)
 	start := time.Now()

@@ -20,7 +20,7 @@ func CheckJSON(data []byte) error {
 		return fmt.Errorf("not a JSON object: %w", err)
 	}
 	c := &checker{root: root}
-	stats := c.bool("machine", "redis_stats")
+	stats := c.boolean("machine", "redis_stats")
 	osName, _ := c.get("machine", "os").(string)
 	linux := strings.HasPrefix(osName, "linux/") // getrusage: the Go CPU figures
 	for _, f := range []string{"cores", "go_version", "cpu_model", "redis_version", "nats_version", "load_before", "load_after"} {
@@ -127,8 +127,8 @@ func (c *checker) num(path ...string) float64 {
 	return v
 }
 
-// bool is the boolean at path.
-func (c *checker) bool(path ...string) bool {
+// boolean is the boolean at path.
+func (c *checker) boolean(path ...string) bool {
 	v, ok := c.get(path...).(bool)
 	if !ok {
 		c.fail("%s: missing or not a boolean", strings.Join(path, "."))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -77,11 +78,15 @@ func (r *runner) runCrash(ctx context.Context) error {
 		}
 		took = append(took, d...)
 	}
+	if len(took) == 0 {
+		return fmt.Errorf("no profile was taken over")
+	}
+	lowest := slices.Min(took)
 	l := summarize(took)
 	k := float64(ttl) / float64(presence.DefaultTTL)
 	r.res.Crash = Crash{BeatMS: ms(beat), TTLMS: ms(ttl), FloorMS: ms(beat + ttl), Scale: round3(k),
 		MeanAtDefaultMS: round1(l.MeanMS / k), Trials: r.cfg.CrashTrials,
-		Profiles: l.N, MeanMS: round1(l.MeanMS), MinMS: round1(took[0]), MaxMS: round1(l.MaxMS)}
+		Profiles: l.N, MeanMS: round1(l.MeanMS), MinMS: round1(lowest), MaxMS: round1(l.MaxMS)}
 	c := r.res.Crash
 	r.progress("  %d crashes, %d profiles: taken over after %.0f ms on average (min %.0f, max %.0f); floor TTL + beat = %.0f ms; at the default timings %.1f s",
 		c.Trials, c.Profiles, c.MeanMS, c.MinMS, c.MaxMS, c.FloorMS, c.MeanAtDefaultMS/1000)

@@ -142,19 +142,18 @@ func (r *runner) runHandoff(ctx context.Context) error {
 	}
 	hand, evalsha, natsRTT := make([]float64, 0, r.cfg.Handoffs), make([]float64, 0, r.cfg.Handoffs), make([]float64, 0, r.cfg.Handoffs)
 	payload := []byte("ping")
-	var callsBefore int64
+	redisCalls := func() int64 { return servers[0].calls.n.Load() + servers[1].calls.n.Load() }
+	var calls int64 // Redis round trips during the timed Joins
 	for i := 1; i <= handoffWarmup+r.cfg.Handoffs; i++ {
-		if i == handoffWarmup+1 {
-			callsBefore = servers[0].calls.n.Load() + servers[1].calls.n.Load()
-		}
 		joiner := servers[i%2]
+		before := redisCalls()
 		start := time.Now()
 		q, err := joiner.drv.Join(ctx, key)
 		took := time.Since(start)
 		if err != nil {
 			return fmt.Errorf("handoff %d: %w", i, err)
 		}
-		callsMid := servers[0].calls.n.Load() + servers[1].calls.n.Load()
+		during := redisCalls() - before
 		p = q
 		if err := p.Update(func(d *profileData) { d.Coins++ }); err != nil {
 			return err
@@ -169,15 +168,13 @@ func (r *runner) runHandoff(ctx context.Context) error {
 			return fmt.Errorf("NATS floor: %w", err)
 		}
 		natsTook := time.Since(start)
-		// The floor's own EVALSHA is not the handoff's.
-		callsBefore += servers[0].calls.n.Load() + servers[1].calls.n.Load() - callsMid
 		if i > handoffWarmup {
 			hand = append(hand, msOf(took))
 			evalsha = append(evalsha, msOf(evalRTT))
 			natsRTT = append(natsRTT, msOf(natsTook))
+			calls += during
 		}
 	}
-	calls := servers[0].calls.n.Load() + servers[1].calls.n.Load() - callsBefore
 	if err := p.Release(ctx); err != nil {
 		return err
 	}

@@ -19,15 +19,19 @@ import (
 
 // The files WriteReport writes.
 const (
-	ReportHTML       = "index.html"
-	ReportJSON       = "result.json"
-	ChartThroughput  = "throughput.svg"
-	ChartRedisCPU    = "redis_cpu.svg"
-	ChartHandoff     = "handoff.svg"
-	ChartHandoffCDF  = "handoff_cdf.svg"
+	ReportHTML      = "index.html"
+	ReportJSON      = "result.json"
+	ChartThroughput = "throughput.svg"
+	ChartRedisCPU   = "redis_cpu.svg"
+	ChartHandoff    = "handoff.svg"
+	ChartHandoffCDF = "handoff_cdf.svg"
+)
+
+// Chart shapes.
+const (
 	chartW, chartH   = 16 * vg.Centimeter, 9 * vg.Centimeter
 	handoffHistBins  = 60
-	maxCDFPointCount = 2000
+	maxCDFPointCount = 2000 // points of a distribution line
 )
 
 //go:embed report.html

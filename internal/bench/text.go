@@ -32,8 +32,8 @@ func (r *Result) WriteText(w io.Writer) error {
 	}
 
 	s := r.Settings
-	ew.printf("\nSession cycle: load under the lock → save → save-and-release, %d-byte data, %d players each on its own key,\n",
-		s.CycleDataBytes, r.maxPlayers())
+	ew.printf("\nSession cycle: load under the lock → save → save-and-release, %d-byte data, %s players each on its own key,\n",
+		s.CycleDataBytes, r.playersList())
 	ew.printf("go-redis pool %d; cycles/s, median of %d interleaved rounds of %.0f ms after a warm-up\n", s.PoolSize, s.Rounds, s.RoundMS)
 	tw := tabwriter.NewWriter(ew, 2, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "  players\tours\traw\tredsync\tours/raw\tours/redsync\tRedis CPU µs/cycle: ours\traw\tredsync\tGo CPU µs/cycle: ours\traw\tredsync\t")
@@ -97,13 +97,16 @@ func (r *Result) WriteText(w io.Writer) error {
 	return ew.err
 }
 
-// maxPlayers is the highest concurrency of the cycle.
-func (r *Result) maxPlayers() int {
-	ps := r.Players()
-	if len(ps) == 0 {
-		return 0
+// playersList lists the concurrencies of the cycle: "1, 8 and 64".
+func (r *Result) playersList() string {
+	var names []string
+	for _, p := range r.Players() {
+		names = append(names, strconv.Itoa(p))
 	}
-	return ps[len(ps)-1]
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // commandLine lists a system's commands per cycle, costliest first:
