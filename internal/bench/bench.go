@@ -284,6 +284,10 @@ func Run(ctx context.Context, env Env, cfg Config) (*Result, error) {
 	}
 	r.probe(ctx)
 	r.res.Machine = r.machine(ctx)
+	if load, ok := busy(r.res.Machine.LoadBefore, r.res.Machine.Cores); ok {
+		r.note(fmt.Sprintf("The load average was %.2f on %d cores at the start: other processes compete with the "+
+			"servers and the bench, and the figures are noisy. Measure on a quiet machine.", load, r.res.Machine.Cores))
+	}
 	start := time.Now()
 	steps := []struct {
 		name string

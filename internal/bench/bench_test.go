@@ -156,3 +156,22 @@ func TestNewBlobSize(t *testing.T) {
 		}
 	}
 }
+
+func TestBusy(t *testing.T) {
+	for _, tc := range []struct {
+		loadavg string
+		cores   int
+		busy    bool
+	}{
+		{"0.42 0.60 0.71", 2, false},
+		{"1.00 0.60 0.71", 2, false},
+		{"1.01 0.60 0.71", 2, true},
+		{"7.5 7 7", 16, false},
+		{"", 2, false},
+		{"x y z", 2, false},
+	} {
+		if _, got := busy(tc.loadavg, tc.cores); got != tc.busy {
+			t.Errorf("busy(%q, %d) = %v, want %v", tc.loadavg, tc.cores, got, tc.busy)
+		}
+	}
+}

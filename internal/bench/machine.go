@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -88,4 +89,15 @@ func loadAverage() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// busy reports the 1-minute load average of loadavg (loadAverage's form)
+// and whether it is over half the cores: a machine busy with other work.
+func busy(loadavg string, cores int) (float64, bool) {
+	f := strings.Fields(loadavg)
+	if len(f) == 0 {
+		return 0, false
+	}
+	load, err := strconv.ParseFloat(f[0], 64)
+	return load, err == nil && load > float64(cores)/2
 }
