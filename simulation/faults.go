@@ -13,35 +13,82 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The faults: what the servers' Redis calls suffer (before and after), and
-// the fault drawn at a step.
+// The faults: what the servers' Redis calls suffer (before and after they
+// reach Redis), the fault drawn at a step, and the end of the faults that
+// last (partitions and pauses end at the first step after their time).
+//
+// A call that hangs waits, unsent (or landed, its answer held), until its
+// own context ends: the Node's deadlines (a beat's, SaveTimeout) or the
+// caller's context (a join's: the game gives up after joinGiveUp). Nothing
+// else ends it but the death of its server.
 
-// isSave reports whether cmd is the record's save.lua call.
-func isSave(cmd redis.Cmder) bool {
-	in, ok := testsupport.Identify(cmd)
-	return ok && in.Script == record.ScriptSave
+// callKind is a kind of Redis call a hang fault picks.
+type callKind int
+
+const (
+	callBeat    callKind = iota // the server's own presence beat
+	callSave                    // save.lua: saves, releases, give-backs, lock refreshes, adoptions
+	callRead                    // presence.lua's read: a joiner reading a holder's presence
+	callAcquire                 // acquire.lua
+	numCallKinds
+)
+
+func (k callKind) String() string {
+	switch k {
+	case callBeat:
+		return "presence beats"
+	case callSave:
+		return "saves"
+	case callRead:
+		return "presence reads"
+	case callAcquire:
+		return "acquires"
+	}
+	return fmt.Sprintf("callKind(%d)", int(k))
 }
 
-// isBeat reports whether cmd is srv's own presence beat.
-func isBeat(srv *server, cmd redis.Cmder) bool {
+// kindOf tells which kind of call cmd is, for srv; false for a call of no
+// kind a fault picks (another server's beat never comes from srv).
+func kindOf(srv *server, cmd redis.Cmder) (callKind, bool) {
 	in, ok := testsupport.Identify(cmd)
-	if !ok || in.Script != presence.ScriptBeat {
-		return false
+	if !ok {
+		return 0, false
 	}
-	a, err := presence.ParseBeatArgs(in.Args)
-	return err == nil && a.JobID == srv.s.JobID
+	return kindOfCall(srv, in)
+}
+
+func kindOfCall(srv *server, in testsupport.Invocation) (callKind, bool) {
+	switch in.Script {
+	case presence.ScriptBeat:
+		a, err := presence.ParseBeatArgs(in.Args)
+		return callBeat, err == nil && a.JobID == srv.s.JobID
+	case record.ScriptSave:
+		return callSave, true
+	case presence.ScriptRead:
+		return callRead, true
+	case record.ScriptAcquire:
+		return callAcquire, true
+	}
+	return 0, false
 }
 
 // before injects the faults that act before a command reaches Redis.
 func (s *sim) before(srv *server, ctx context.Context, cmd redis.Cmder) error {
 	now := time.Now()
+	kind, known := kindOf(srv, cmd)
 	s.mu.Lock()
 	failTo, stallTo, deafTo := srv.failTo, srv.stallTo, srv.deafTo
+	hang := known && now.Before(srv.hangTo[kind]) && !srv.hangLanded[kind]
+	stopped := s.stopped
 	s.mu.Unlock()
-	switch {
-	case isSave(cmd) && now.Before(failTo):
+	if stopped {
 		return testsupport.ErrInjected
-	case isSave(cmd) && now.Before(stallTo):
+	}
+	isSave, isBeat := known && kind == callSave, known && kind == callBeat
+	switch {
+	case isSave && now.Before(failTo):
+		return testsupport.ErrInjected
+	case isSave && now.Before(stallTo):
 		// Stalled saves come out in the order they went in, a microsecond
 		// apart, rather than all at one instant in the scheduler's order.
 		s.mu.Lock()
@@ -55,15 +102,40 @@ func (s *sim) before(srv *server, ctx context.Context, cmd redis.Cmder) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	case isBeat(srv, cmd) && now.Before(deafTo):
+	case isBeat && now.Before(deafTo):
 		return testsupport.ErrInjected
+	case hang:
+		return s.hang(srv, ctx)
 	}
 	return nil
 }
 
-// after loses answers of saves that landed.
-func (s *sim) after(srv *server, cmd redis.Cmder, err error) error {
-	if err != nil || !isSave(cmd) {
+// after loses answers of saves that landed, and holds the answers of calls
+// that hang after landing.
+func (s *sim) after(srv *server, ctx context.Context, cmd redis.Cmder, err error) error {
+	if err != nil {
+		return nil
+	}
+	in, ok := testsupport.Identify(cmd)
+	if !ok {
+		return nil
+	}
+	kind, known := kindOfCall(srv, in)
+	if !known {
+		return nil
+	}
+	s.mu.Lock()
+	hang := time.Now().Before(srv.hangTo[kind]) && srv.hangLanded[kind]
+	if hang && kind == callAcquire {
+		if a, err := record.ParseAcquireArgs(in.Args); err == nil {
+			s.lostAcquires[a.Token] = true // it may have taken the lock (BugLostAcquire)
+		}
+	}
+	s.mu.Unlock()
+	if hang {
+		return s.hang(srv, ctx)
+	}
+	if kind != callSave {
 		return nil
 	}
 	s.mu.Lock()
@@ -75,6 +147,27 @@ func (s *sim) after(srv *server, cmd redis.Cmder, err error) error {
 	return nil
 }
 
+// hang blocks a call of srv until its context ends (its deadline) and
+// answers the context's error; a call of a server that crashes dies with
+// it.
+func (s *sim) hang(srv *server, ctx context.Context) error {
+	s.mu.Lock()
+	srv.hanging++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		srv.hanging--
+		srv.hungAt = time.Now()
+		s.mu.Unlock()
+	}()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-srv.dead:
+		return testsupport.ErrInjected
+	}
+}
+
 // fault injects one fault, chosen from the seed.
 func (s *sim) fault(alive []*server) {
 	s.mu.Lock()
@@ -83,7 +176,11 @@ func (s *sim) fault(alive []*server) {
 	srv := alive[s.rng.IntN(len(alive))]
 	now := time.Now()
 	dur := time.Duration(1+s.rng.IntN(20)) * time.Second
-	switch k := s.rng.IntN(10); k {
+	kinds := 10
+	if s.cfg.Hangs {
+		kinds = 17
+	}
+	switch k := s.rng.IntN(kinds); k {
 	case 0:
 		s.logf("FAULT saves of %s fail for %s", srv.s.JobID, dur)
 		s.mu.Lock()
@@ -136,7 +233,7 @@ func (s *sim) fault(alive []*server) {
 		s.mu.Lock()
 		s.result.Crashes++
 		s.mu.Unlock()
-		srv.s.Crash()
+		s.crash(srv)
 		s.startServer()
 	case 6:
 		s.logf("FAULT Redis restarts: the presence hash and the script cache are gone")
@@ -146,6 +243,37 @@ func (s *sim) fault(alive []*server) {
 		if err := s.c.RedisRestart(context.Background()); err != nil {
 			s.fail("redis restart: %v", err)
 		}
+	case 10, 11, 12, 13:
+		kind := callKind(k - 10)
+		landed := s.rng.IntN(2) == 0
+		how := "unsent"
+		if landed {
+			how = "landed, answer held"
+		}
+		s.logf("FAULT %s of %s hang until their deadline (%s) for %s", kind, srv.s.JobID, how, dur)
+		s.mu.Lock()
+		s.result.Hangs++
+		srv.hangTo[kind], srv.hangLanded[kind] = now.Add(dur), landed
+		s.mu.Unlock()
+	case 14:
+		s.logf("FAULT %s is cut from Redis for %s: every call of it hangs", srv.s.JobID, dur)
+		s.mu.Lock()
+		s.result.Hangs++
+		if !srv.cut {
+			srv.cuts = append(srv.cuts, span{from: now})
+		}
+		srv.cut, srv.cutTo = true, maxTime(srv.cutTo, now.Add(dur))
+		s.mu.Unlock()
+		srv.s.Faults.Hold()
+	case 15:
+		s.logf("FAULT %s is cut from the bus for %s", srv.s.JobID, dur)
+		s.mu.Lock()
+		s.result.Hangs++
+		srv.busCut, srv.busCutTo = true, maxTime(srv.busCutTo, now.Add(dur))
+		s.mu.Unlock()
+		s.c.Bus.Disconnect(srv.s.JobID)
+	case 16:
+		s.pause(srv, now.Add(dur))
 	default:
 		// A forged request (a random token) to a server, for a random key.
 		pl := s.players[s.rng.IntN(len(s.players))]
@@ -155,5 +283,99 @@ func (s *sim) fault(alive []*server) {
 		_ = bus.Publish(context.Background(), srv.s.JobID, messaging.Message{
 			Type: messaging.TypeRequest, Driver: driverName, Key: pl.key, Requester: "forger", Token: token,
 		})
+	}
+}
+
+// crash kills srv: its hanging calls die with it, and its pause and
+// partitions end with it.
+func (s *sim) crash(srv *server) {
+	s.mu.Lock()
+	close(srv.dead)
+	if srv.paused {
+		srv.pauses[len(srv.pauses)-1].to = time.Now()
+	}
+	if srv.cut {
+		srv.cuts[len(srv.cuts)-1].to = time.Now()
+	}
+	srv.paused, srv.believed, srv.cut, srv.busCut = false, nil, false, false
+	s.mu.Unlock()
+	srv.s.Crash()
+}
+
+// pause stops srv answering until (at least) until: its Redis calls and bus
+// messages are held (testsupport.Server.Pause) and its game makes no moves.
+// What its game holds now is what it will believe live when it resumes.
+func (s *sim) pause(srv *server, until time.Time) {
+	now := time.Now()
+	s.mu.Lock()
+	s.result.Pauses++
+	again := srv.paused
+	srv.pausedTo = maxTime(srv.pausedTo, until)
+	if !again {
+		srv.paused = true
+		srv.pauses = append(srv.pauses, span{from: now})
+		srv.believed = nil
+		for _, pl := range s.players {
+			if pl.srv == srv && pl.p != nil {
+				srv.believed = append(srv.believed, session{pl, pl.p})
+			}
+		}
+	}
+	n := len(srv.believed)
+	s.mu.Unlock()
+	s.logf("FAULT %s pauses for %s (%d sessions live in its game)", srv.s.JobID, until.Sub(now), n)
+	if !again {
+		// The Redis half of testsupport.Server.Pause: a partition holds the
+		// same hook, and whichever ends first must not release the other.
+		srv.s.Faults.Hold()
+		s.c.Bus.Pause(srv.s.JobID)
+	}
+}
+
+// endFaults ends the partitions and pauses whose time has come (all of them
+// when all is true). A server that resumes has its game try Update at once
+// on every profile it believed live when it paused: each must be refused if
+// another server took the profile meanwhile (invariant 9).
+func (s *sim) endFaults(all bool) {
+	now := time.Now()
+	for _, srv := range s.aliveServers() {
+		s.mu.Lock()
+		heal := srv.cut && (all || !now.Before(srv.cutTo))
+		rejoin := srv.busCut && (all || !now.Before(srv.busCutTo))
+		resume := srv.paused && (all || !now.Before(srv.pausedTo))
+		var believed []session
+		if heal {
+			srv.cut = false
+			srv.cuts[len(srv.cuts)-1].to = now
+		}
+		if rejoin {
+			srv.busCut = false
+		}
+		if resume {
+			srv.paused = false
+			srv.pauses[len(srv.pauses)-1].to = now
+			believed, srv.believed = srv.believed, nil
+		}
+		release := (heal || resume) && !srv.cut && !srv.paused
+		s.mu.Unlock()
+		if resume {
+			// The game runs first, before any answer held during the pause
+			// comes in: what a resumed process does before it hears anything.
+			s.logf("RESUME %s: its game tries Update on the %d sessions it believes live", srv.s.JobID, len(believed))
+			for _, ss := range believed {
+				s.spawn(func() { s.resumeUpdate(srv, ss) })
+			}
+			s.c.Bus.Resume(srv.s.JobID)
+		}
+		if heal {
+			s.logf("HEAL %s reaches Redis again", srv.s.JobID)
+		}
+		if release {
+			srv.s.Faults.Release()
+		}
+		if rejoin {
+			s.logf("HEAL %s is back on the bus", srv.s.JobID)
+			s.c.Bus.Reconnect(srv.s.JobID)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing/synctest"
@@ -11,36 +12,138 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// The invariants checked outside the script observer: kicks (6), gems (4)
-// and liveness at the end of a run (8).
+// The invariants checked outside the script observer: kicks (6), gems (4),
+// liveness at the end of a run (8) and no profile live on two servers (9).
 
 // kicked checks invariant 6: a session is ended for another server only
-// after a request naming its lock reached this server.
+// after a request naming its lock reached this server; a session fenced off
+// (its server's presence lease lapsed, or its lock went unrefreshed) is
+// kicked with ReasonFenced, without any request, and only once it ended so.
 func (s *sim) kicked(srv *server, key, reason string) {
-	if reason != datadriver.ReasonJoinedElsewhere {
+	switch reason {
+	case datadriver.ReasonFenced:
+		s.kickedFenced(srv, key)
+		return
+	case datadriver.ReasonJoinedElsewhere:
+	default:
 		return
 	}
-	s.mu.Lock()
-	var pl *player
-	for _, p := range s.players {
-		if p.key == key {
-			pl = p
-		}
-	}
 	// The session's lock is the newest this server got to land for the key
-	// (the profile may not know yet: an adoption whose answer was lost).
-	var epoch int64 = -1
+	// (the profile may not know yet: an adoption whose answer was lost). It
+	// is read from what the scripts did, not from the players' model: the
+	// kick runs on its own goroutine, at the very instant the joiner's load
+	// may return and move the model on.
 	rk := recordKey(key)
+	s.mu.Lock()
 	held := s.latest[rk+"\x00"+srv.s.JobID]
-	if pl != nil && pl.srv == srv && pl.p != nil {
-		epoch = held.epoch
-	}
 	named := s.delivered[srv.s.JobID][rk+"\x00"+held.token]
 	s.mu.Unlock()
-	s.logf("kick %s on %s (epoch %d)", key, srv.s.JobID, epoch)
-	if epoch >= 0 && !named {
-		s.fail("invariant 6: %s ended the session of %s (epoch %d) without a request naming its lock", srv.s.JobID, key, epoch)
+	s.logf("kick %s on %s (epoch %d)", key, srv.s.JobID, held.epoch)
+	if !named {
+		s.fail("invariant 6: %s ended the session of %s (epoch %d) without a request naming its lock", srv.s.JobID, key, held.epoch)
 	}
+}
+
+// kickedFenced checks a Kick with ReasonFenced: the session the game holds
+// on srv for key (if any) has ended with an error matching both
+// ErrFenced and ErrLockLost.
+func (s *sim) kickedFenced(srv *server, key string) {
+	s.mu.Lock()
+	s.result.Fenced++
+	s.fencedKicks[srv.s.JobID+"\x00"+key] = time.Now()
+	var p *datadriver.Profile[Wallet]
+	for _, pl := range s.players {
+		if pl.key == key && pl.srv == srv {
+			p = pl.p
+		}
+	}
+	s.mu.Unlock()
+	s.logf("kick %s on %s (fenced off)", key, srv.s.JobID)
+	if p == nil {
+		return
+	}
+	if err := p.Err(); !errors.Is(err, datadriver.ErrFenced) || !errors.Is(err, datadriver.ErrLockLost) {
+		s.fail("invariant 6: %s kicked %s as fenced off, but its session's error is %v", srv.s.JobID, key, err)
+	}
+}
+
+// landing is an acquisition of a key that landed: job took its lock at
+// virtual time at, the seq-th event the simulation saw.
+type landing struct {
+	job string
+	at  time.Time
+	seq uint64
+}
+
+// stamp numbers the moment a change is asked for, in the order of the
+// events the simulation sees (acquisitions that landed and changes asked
+// for), which orders them even at one virtual instant.
+func (s *sim) stamp() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	return s.seq
+}
+
+// checkLive checks invariant 9, no profile live on two servers at once, for
+// a change of key (what: an Update or a trade) that job's game asked for at
+// stamp asked and that was accepted (returned nil) at virtual time done
+// (zero: the change was accepted before it returned, at an unknown
+// moment).
+//
+// The change broke the invariant when another server's acquisition of key
+// landed before it and job has not acquired key again since. "Before" is
+// the delicate part, because many things happen at one virtual instant
+// (the bus and miniredis answer in no time): an acquisition landed before
+// the change when it landed at an earlier virtual instant than the one the
+// change was accepted at (an Update checks its lease last, just before it
+// returns, and nothing between that check and its return waits on time),
+// or when the simulation saw it land before the change was even asked for
+// (then every check the change made ran after it, even at one instant). An
+// acquisition that lands at the very instant an Update returns, seen after
+// the Update was asked for, is not counted: the Update's last check may have
+// run first, and then the profile was live on one server only at every
+// moment (as when a release lands and another server's acquire follows at
+// once).
+func (s *sim) checkLive(what, job, key string, asked uint64, done time.Time) {
+	if by := s.takenFrom(job, key, asked, done); by != nil {
+		s.fail("invariant 9: %s of %s succeeded on %s at %s, after %s's acquisition landed at %s (and %s has not acquired it since)",
+			what, key, job, time.Since(s.bornAt).Round(time.Millisecond), by.job, by.at.Sub(s.bornAt).Round(time.Millisecond), job)
+	}
+}
+
+// tolerated logs a violation that a tolerated known bug explains.
+func (s *sim) tolerated(b Bug, format string, args ...any) {
+	s.logf("KNOWN BUG (%s): "+format, append([]any{b}, args...)...)
+	s.mu.Lock()
+	s.result.Tolerated++
+	s.mu.Unlock()
+}
+
+// takenFrom returns the acquisition of key by another server that landed
+// before a change job's game asked for at stamp asked and that was accepted
+// at done (see checkLive), when job has not acquired key since; else nil.
+func (s *sim) takenFrom(job, key string, asked uint64, done time.Time) *landing {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return lastOther(s.acquisitions[key], job, asked, done)
+}
+
+// lastOther is the newest of ls (acquisitions of one key, in the order they
+// landed) that landed before a change asked for at stamp asked and accepted
+// at done, when it is another server's than job; else nil.
+func lastOther(ls []landing, job string, asked uint64, done time.Time) *landing {
+	for i := len(ls) - 1; i >= 0; i-- {
+		l := &ls[i]
+		if l.seq > asked && !l.at.Before(done) {
+			continue // not before the change
+		}
+		if l.job != job {
+			return l
+		}
+		return nil // job took it again since
+	}
+	return nil
 }
 
 // drain ends the run: the faults stop, every player leaves, and after two
@@ -49,9 +152,11 @@ func (s *sim) kicked(srv *server, key, reason string) {
 // player out for as long as the server lives).
 func (s *sim) drain() {
 	s.logf("DRAIN faults stop, every player leaves")
+	s.endFaults(true)
 	s.mu.Lock()
 	for _, srv := range s.servers {
 		srv.failTo, srv.stallTo, srv.deafTo, srv.lose = time.Time{}, time.Time{}, time.Time{}, 0
+		srv.hangTo = [numCallKinds]time.Time{}
 	}
 	s.mu.Unlock()
 	s.c.Bus.SetFault(nil)
@@ -80,6 +185,13 @@ func (s *sim) drain() {
 		}
 		token, _ := f[0].(string)
 		job, _ := f[1].(string)
+		s.mu.Lock()
+		lost := s.lostAcquires[token]
+		s.mu.Unlock()
+		if token != "" && !crashed[job] && lost && s.cfg.tolerates(BugLostAcquire) {
+			s.tolerated(BugLostAcquire, "%s is still locked by live server %s, by an acquire whose answer was lost", pl.key, job)
+			continue
+		}
 		if token != "" && !crashed[job] {
 			s.fail("liveness: %s is still locked by live server %s two quiet minutes after every player left", pl.key, job)
 			s.mu.Lock()

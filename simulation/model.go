@@ -13,7 +13,8 @@ import (
 // The model: the servers, the players and the session each player believes
 // in, and the ledger of what each player earned and what is durable.
 
-// server is one simulated game server.
+// server is one simulated game server and the faults it suffers now (see
+// faults.go).
 type server struct {
 	s       *testsupport.Server
 	d       *datadriver.Driver[Wallet]
@@ -22,6 +23,30 @@ type server struct {
 	lose    int       // answers of the next saves to lose
 	deafTo  time.Time // presence writes fail until then
 	stalled int       // saves stalled so far (orders their way out)
+
+	hangTo     [numCallKinds]time.Time // calls of a kind sent before then hang until their deadline
+	hangLanded [numCallKinds]bool      // ... after they landed (the answer is lost), else before
+	cut        bool                    // cut from Redis: every call hangs (Faults.Hold)
+	cutTo      time.Time               // until then
+	busCut     bool                    // cut from the bus (MemBus.Disconnect)
+	busCutTo   time.Time               // until then
+	paused     bool                    // paused: nothing of it answers, its game makes no moves
+	pausedTo   time.Time               // until then
+	pauses     []span                  // every pause (they stretch the bound of its joins)
+	cuts       []span                  // every cut from Redis
+	hanging    int                     // calls hanging now (see hang)
+	hungAt     time.Time               // when the last call that hung ended
+	believed   []session               // at its pause: the sessions its game believed live
+	dead       chan struct{}           // closed when it crashes: its hanging calls die with it
+}
+
+// span is a stretch of virtual time; an open one has a zero end.
+type span struct{ from, to time.Time }
+
+// session is a profile a server's game holds for a player.
+type session struct {
+	pl *player
+	p  *datadriver.Profile[Wallet]
 }
 
 // player is one simulated player and the session the player believes in.
@@ -30,6 +55,7 @@ type player struct {
 	busy  bool
 	srv   *server
 	p     *datadriver.Profile[Wallet]
+	since time.Time                   // when the session p started
 	acked int64                       // coins earned and acknowledged (Update returned nil)
 	floor int64                       // coins known durable (a Save or clean release returned nil)
 	last  *datadriver.Profile[Wallet] // the session the player left (a rejoin may adopt it)
@@ -38,12 +64,12 @@ type player struct {
 // startServer starts a server with the reference timings and this run's
 // fault switches.
 func (s *sim) startServer() *server {
-	srv := &server{}
+	srv := &server{dead: make(chan struct{})}
 	srv.s = s.c.Start(func(c *datadriver.NodeConfig) {
 		c.SaveTimeout = saveTimeout
 	})
 	srv.s.Faults.SetBefore(func(ctx context.Context, cmd redis.Cmder) error { return s.before(srv, ctx, cmd) })
-	srv.s.Faults.SetAfter(func(ctx context.Context, cmd redis.Cmder, err error) error { return s.after(srv, cmd, err) })
+	srv.s.Faults.SetAfter(func(ctx context.Context, cmd redis.Cmder, err error) error { return s.after(srv, ctx, cmd, err) })
 	d, err := datadriver.NewDriver(srv.s.Node, datadriver.Config[Wallet]{
 		Name:     driverName,
 		Defaults: Wallet{Gems: initialGems},
@@ -74,6 +100,58 @@ func (s *sim) aliveServers() []*server {
 		}
 	}
 	return out
+}
+
+// activeServers lists the servers of alive that are not paused: a player
+// joins only a server that answers.
+func (s *sim) activeServers(alive []*server) []*server {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*server
+	for _, srv := range alive {
+		if !srv.paused {
+			out = append(out, srv)
+		}
+	}
+	return out
+}
+
+// pausedFor is how long srv was paused since from.
+func (s *sim) pausedFor(srv *server, from time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return overlap(srv.pauses, from, time.Now())
+}
+
+// hungSince reports whether a Redis call of srv hung since from, or srv was
+// cut from Redis.
+func (s *sim) hungSince(srv *server, from time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return srv.hanging > 0 || !srv.hungAt.Before(from) || overlap(srv.cuts, from, time.Now()) > 0
+}
+
+// overlap is how much of spans falls between from and now (an open span
+// ends now).
+func overlap(spans []span, from, now time.Time) time.Duration {
+	var d time.Duration
+	for _, sp := range spans {
+		to := sp.to
+		if to.IsZero() {
+			to = now
+		}
+		if lo := maxTime(sp.from, from); to.After(lo) {
+			d += to.Sub(lo)
+		}
+	}
+	return d
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // otherServer picks an alive server other than pl's, or nil.
@@ -121,7 +199,8 @@ func (s *sim) endSession(pl *player, p *datadriver.Profile[Wallet]) {
 }
 
 // checkSessions notices sessions that ended on their own (kicked, lost,
-// fenced, crashed) and takes the players offline.
+// fenced, crashed) and takes the players offline; a session that ended
+// fenced must have been kicked with ReasonFenced (invariant 6).
 func (s *sim) checkSessions() {
 	s.mu.Lock()
 	var ended []*player
@@ -138,9 +217,18 @@ func (s *sim) checkSessions() {
 		s.endSession(pl, p)
 		s.logf("session of %s ended: %v", pl.key, p.Err())
 		s.mu.Lock()
+		srv, since := pl.srv, pl.since
 		if pl.p == p {
 			pl.p, pl.srv = nil, nil
 		}
+		var kickedAt time.Time
+		if srv != nil {
+			kickedAt = s.fencedKicks[srv.s.JobID+"\x00"+pl.key]
+		}
 		s.mu.Unlock()
+		if srv != nil && errors.Is(p.Err(), datadriver.ErrFenced) && !srv.s.Crashed() && kickedAt.Before(since) {
+			s.fail("invariant 6: the session of %s on %s ended fenced off (%v), but the game was never kicked with ReasonFenced",
+				pl.key, srv.s.JobID, p.Err())
+		}
 	}
 }

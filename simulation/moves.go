@@ -13,24 +13,40 @@ import (
 
 // The moves: what the players do at each step, each on its own goroutine.
 
-// step picks this step's moves and faults from the seed.
+// step ends the faults whose time has come, then picks this step's moves
+// and faults from the seed.
 func (s *sim) step() {
+	s.endFaults(false)
 	alive := s.aliveServers()
 	if s.rng.Float64() < s.cfg.Faults {
 		s.fault(alive)
 		alive = s.aliveServers()
 	}
+	targets := s.activeServers(alive) // a player joins only a server that answers
 	for _, pl := range s.players {
 		r := s.rng.Float64()
 		s.mu.Lock()
-		busy, online := pl.busy, pl.p != nil
+		busy, online, frozen := pl.busy, pl.p != nil, pl.srv != nil && pl.srv.paused
 		s.mu.Unlock()
 		if busy {
 			continue
 		}
+		if frozen {
+			// The game of a paused server makes no moves; a player may give
+			// up on it and join another server.
+			if r < 0.05 {
+				if to := s.otherServer(pl, targets); to != nil {
+					s.do(pl, "hop", func() { s.join(pl, to) })
+				}
+			}
+			continue
+		}
 		switch {
 		case !online && r < 0.03:
-			to := alive[s.rng.IntN(len(alive))] // drawn here: the goroutines run in no fixed order
+			if len(targets) == 0 {
+				continue
+			}
+			to := targets[s.rng.IntN(len(targets))] // drawn here: the goroutines run in no fixed order
 			s.do(pl, "join", func() { s.join(pl, to) })
 		case online && r < 0.30:
 			s.do(pl, "earn", func() { s.earn(pl) })
@@ -39,7 +55,7 @@ func (s *sim) step() {
 		case online && r < 0.32:
 			s.do(pl, "leave", func() { s.leave(pl) })
 		case online && r < 0.327:
-			if to := s.otherServer(pl, alive); to != nil {
+			if to := s.otherServer(pl, targets); to != nil {
 				s.do(pl, "hop", func() { s.join(pl, to) })
 			}
 		case online && r < 0.34:
@@ -76,21 +92,43 @@ func (s *sim) do(pl *player, what string, f func()) {
 	synctest.Wait()
 }
 
+// spawn runs f on its own goroutine, as do does, for what the game does
+// beside a player's move.
+func (s *sim) spawn(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+	synctest.Wait()
+}
+
 // join loads pl on srv: a first join, a rejoin, or a hop from another server.
 func (s *sim) join(pl *player, srv *server) {
 	start := time.Now()
-	p, err := srv.d.Join(s.ctx, pl.key)
+	ctx, cancel := context.WithTimeout(s.ctx, joinGiveUp)
+	p, err := srv.d.Join(ctx, pl.key)
+	cancel()
 	took := time.Since(start)
 	s.mu.Lock()
 	s.result.Joins++
 	s.mu.Unlock()
-	if took > lockWait+saveTimeout {
-		s.fail("invariant 5: a join of %s on %s took %s (LockWait %s, SaveTimeout %s)", pl.key, srv.s.JobID, took, lockWait, saveTimeout)
+	// A paused process cannot answer in time: its pause adds to the bound.
+	if paused := s.pausedFor(srv, start); took > lockWait+saveTimeout+paused {
+		// A call of its server hung meanwhile (the join's own, or one it
+		// waits on: the same key's leave, a presence read another join of the
+		// server shares), or its server was cut from Redis.
+		if s.hungSince(srv, start) && s.cfg.tolerates(BugUnboundedJoin) {
+			s.tolerated(BugUnboundedJoin, "a join of %s on %s took %s", pl.key, srv.s.JobID, took)
+		} else {
+			s.fail("invariant 5: a join of %s on %s took %s (LockWait %s, SaveTimeout %s, paused %s)",
+				pl.key, srv.s.JobID, took, lockWait, saveTimeout, paused)
+		}
 	}
 	if err != nil {
 		s.logf("join %s @%s -> %v (after %s)", pl.key, srv.s.JobID, err, took)
 		switch {
-		case errors.Is(err, datadriver.ErrWaitTimeout), errors.Is(err, datadriver.ErrClosed),
+		case errors.Is(err, datadriver.ErrWaitTimeout), errors.Is(err, datadriver.ErrClosed), errors.Is(err, datadriver.ErrFenced),
 			errors.Is(err, context.Canceled), errors.Is(err, testsupport.ErrInjected):
 			s.mu.Lock()
 			s.result.Refused++
@@ -116,7 +154,7 @@ func (s *sim) join(pl *player, srv *server) {
 		s.result.Hops++
 	}
 	adopted := p == pl.last // the retained profile of a failed leave: its data is the newest, not yet durable
-	pl.srv, pl.p, pl.last = srv, p, nil
+	pl.srv, pl.p, pl.last, pl.since = srv, p, nil, start
 	pl.acked = coins
 	if !adopted {
 		pl.floor = coins // read from Redis: durable
@@ -129,20 +167,51 @@ func (s *sim) join(pl *player, srv *server) {
 	}
 }
 
+// earn adds a coin to pl's session.
 func (s *sim) earn(pl *player) {
 	s.mu.Lock()
-	p := pl.p
+	p, srv := pl.p, pl.srv
 	s.mu.Unlock()
 	if p == nil {
 		return
 	}
-	if err := p.Update(func(w *Wallet) { w.Coins++ }); err == nil {
-		s.mu.Lock()
-		if pl.p == p {
-			pl.acked++
+	_ = s.update(session{pl, p}, srv)
+}
+
+// update adds a coin to the session ss on srv, as the game does, and keeps
+// the ledger. An Update that succeeds is checked against invariant 9.
+func (s *sim) update(ss session, srv *server) error {
+	asked := s.stamp()
+	err := ss.p.Update(func(w *Wallet) { w.Coins++ })
+	if err != nil {
+		if s.takenFrom(srv.s.JobID, recordKey(ss.pl.key), asked, time.Now()) != nil {
+			s.mu.Lock()
+			s.result.Guarded++ // accepted, it would have broken invariant 9
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
+		return err
 	}
+	s.checkLive("an Update", srv.s.JobID, recordKey(ss.pl.key), asked, time.Now())
+	s.mu.Lock()
+	if ss.pl.p == ss.p {
+		ss.pl.acked++
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// resumeUpdate is the first thing the game of a resumed server does with a
+// session it believed live: an Update. It must be refused if the session
+// was fenced off or taken while the server was paused.
+func (s *sim) resumeUpdate(srv *server, ss session) {
+	err := s.update(ss, srv)
+	s.logf("resumed %s: Update of %s -> %v", srv.s.JobID, ss.pl.key, err)
+	s.mu.Lock()
+	s.result.ResumeUpdates++
+	if err != nil {
+		s.result.ResumeRefused++
+	}
+	s.mu.Unlock()
 }
 
 func (s *sim) save(pl *player) {
@@ -183,11 +252,12 @@ func (s *sim) leave(pl *player) {
 // trade moves amount gems from a to b, if a has them.
 func (s *sim) trade(a, b *player, amount int64) {
 	s.mu.Lock()
-	pa, pb := a.p, b.p
+	pa, pb, srv := a.p, b.p, a.srv // a and b are on one server
 	s.mu.Unlock()
 	if pa == nil || pb == nil {
 		return
 	}
+	asked := s.stamp()
 	err := datadriver.Trade(s.ctx, func(tx *datadriver.Tx) error {
 		x, y := datadriver.TradeData(tx, pa), datadriver.TradeData(tx, pb)
 		if x.Gems < amount {
@@ -202,6 +272,10 @@ func (s *sim) trade(a, b *player, amount int64) {
 		s.mu.Lock()
 		s.result.Trades++
 		s.mu.Unlock()
+		// A trade commits before it returns: only one asked for after
+		// another server's acquire landed is sure to break invariant 9.
+		s.checkLive("a trade", srv.s.JobID, recordKey(a.key), asked, time.Time{})
+		s.checkLive("a trade", srv.s.JobID, recordKey(b.key), asked, time.Time{})
 	}
 }
 

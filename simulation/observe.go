@@ -1,6 +1,7 @@
 package simulation
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/ckernel/playerdata/internal/record"
@@ -17,7 +18,18 @@ import (
 func (s *sim) observe(job string, call testsupport.ScriptCall) {
 	s.mu.Lock()
 	s.result.Scripts++
+	if now := time.Now(); !now.Equal(s.instant) {
+		s.instant, s.instantCalls, s.instantAcquires = now, 0, 0
+	}
+	s.instantCalls++
+	if call.Script == record.ScriptAcquire {
+		s.instantAcquires++
+	}
+	hot, acquires := s.instantCalls == hotLoopCalls, s.instantAcquires
 	s.mu.Unlock()
+	if hot {
+		s.hotLoop(acquires)
+	}
 	if call.Err != nil {
 		return
 	}
@@ -47,6 +59,7 @@ func (s *sim) observe(job string, call testsupport.ScriptCall) {
 		if res.Outcome != record.Acquired {
 			return
 		}
+		s.noteAcquisition(job, key)
 		s.noteToken(job, key, res.Epoch, a.Token)
 		if res.How == record.TakenStolen || res.How == record.TakenExpired {
 			s.mu.Lock()
@@ -77,7 +90,8 @@ func (s *sim) observe(job string, call testsupport.ScriptCall) {
 		if res.Outcome != record.Written {
 			return
 		}
-		if res.Moved {
+		if res.Moved { // an adoption's save took the lock again
+			s.noteAcquisition(job, key)
 			s.noteToken(job, key, res.Epoch, a.Token)
 		}
 		s.mu.Lock()
@@ -112,6 +126,37 @@ func (s *sim) noteToken(job, key string, epoch int64, token string) {
 	if cur, ok := s.latest[key+"\x00"+job]; !ok || epoch > cur.epoch {
 		s.latest[key+"\x00"+job] = heldToken{epoch, token}
 	}
+}
+
+// hotLoopCalls is how many script calls at one virtual instant make a hot
+// loop: a loop that never waits on time, which would keep the bubble busy
+// forever. A crash or the drain of a long run makes a few hundred.
+const hotLoopCalls = 20000
+
+// hotLoop reports a hot loop and stops the run: the context of every move
+// ends and every Redis call of every server fails from now on.
+func (s *sim) hotLoop(acquires int) {
+	what := fmt.Sprintf("%d script calls at one virtual instant, %d of them acquires: a loop that never waits",
+		hotLoopCalls, acquires)
+	if acquires > hotLoopCalls*9/10 && s.cfg.tolerates(BugHotWait) {
+		s.tolerated(BugHotWait, "%s; the run stops here", what)
+	} else {
+		s.fail("livelock: %s", what)
+	}
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.cancel()
+}
+
+// noteAcquisition records that job's acquisition of key landed now
+// (invariant 9). The observer runs as the script's answer comes back, at the
+// virtual instant the script ran: nothing in between waits on time.
+func (s *sim) noteAcquisition(job, key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	s.acquisitions[key] = append(s.acquisitions[key], landing{job: job, at: time.Now(), seq: s.seq})
 }
 
 // heldToken is the newest lock token of a key a server got to land.
