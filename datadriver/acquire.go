@@ -71,7 +71,7 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 		if l.Job == d.node.jobID && args.StealJob == "" {
 			// Our own JobID, but no session of ours holds it: an earlier run of
 			// this server (a restarted process that kept its JobID) left it.
-			args.StealJob, args.OwnToken = l.Job, l.Token
+			args.StealJob, args.StealToken = l.Job, l.Token
 			d.tel.TakeoverDecision(ctx, telemetry.TakeoverOwnRun, l.Job)
 			continue
 		}
@@ -92,7 +92,7 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 			}
 			return nil, err
 		}
-		args.StealJob, args.OwnToken, args.ProvenBefore, args.NotAliveToken = at.StealJob, "", at.ProvenBefore, at.NotAliveToken
+		args.StealJob, args.StealToken, args.NotAliveToken = at.StealJob, at.StealToken, at.NotAliveToken
 		switch {
 		case at.StealJob != "":
 			d.tel.TakeoverDecision(ctx, telemetry.TakeoverStopped, at.StealJob)

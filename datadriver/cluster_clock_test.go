@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"reflect"
 	"testing"
 	"time"
 
@@ -58,15 +56,6 @@ func isStealOf(job string) func(redis.Cmder) bool {
 	}
 }
 
-// stealBoundIsATime reports whether a steal still carries the Redis time of
-// the presence read that proved the holder stopped (AcquireArgs.ProvenBefore),
-// which acquire.lua compares with lock.at: two masters' clocks on a Redis
-// Cluster. It is read by reflection so that this test builds before and
-// after the steal changes to naming the lock's token.
-func stealBoundIsATime() bool {
-	return reflect.ValueOf(record.AcquireArgs{}).FieldByName("ProvenBefore").IsValid()
-}
-
 // A steal of a crashed holder's lock takes only a lock the joiner saw was
 // written before the presence read that proved the holder stopped (judged on
 // the joiner's own clock: when it saw the lock, less the lock's age) and
@@ -82,15 +71,11 @@ func TestClusterStealBoundAcrossMasterClocks(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		skew time.Duration
-		bug  string
 	}{
-		{"masters agree", 0, ""},
-		{"presence master 5 s ahead of the record master", 5 * time.Second, ""},
+		{"masters agree", 0},
+		{"presence master 5 s ahead of the record master", 5 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.bug != "" && stealBoundIsATime() && os.Getenv("PLAYERDATA_PRODUCT_BUGS") == "" {
-				t.Skip(tc.bug + " (PLAYERDATA_PRODUCT_BUGS=1 runs it)")
-			}
 			sc := env.scope(map[bool]string{true: "skew", false: "noskew"}[tc.skew != 0])
 			// A answers no release request (no bus): its lock changes hands
 			// only by its release or by a proof that it stopped.

@@ -28,14 +28,16 @@ const readShare = 10 * time.Millisecond
 // soon as the proof stands, including joins that start later.
 //
 // A proof is two stopped reads at least one Beat apart with nothing else in
-// between. A steal based on it is bounded by the Redis time of the latest
-// stopped read (Attempt.ProvenBefore): the acquire takes only a lock the
-// holder last wrote before then. A live server writes only under its
-// presence lease, which ends before its beat expires, so a lock written
-// before a read that found no live beat belongs to a session that has ended;
-// a server that came back and wrote since is not touched. A proof is used
-// while its latest stopped read is younger than one Beat; an older one is
-// refreshed by one more read (reads in flight for one holder are shared).
+// between; it stands until a read finds the holder alive again or presence
+// unknown (a Redis restart). It covers the locks the holder wrote before the
+// proving read was sent: a live server writes only under its presence lease,
+// which ends before its beat expires, so a lock written before a read that
+// found no live beat belongs to a session that fenced itself, and its token
+// is dead whatever the holder does later. A wait knows when a lock it saw
+// was last written on its own clock (when it saw it, less the lock's age,
+// both differences on one clock each), so no two machines' clocks are ever
+// compared; the steal then names that lock's token (Attempt.StealToken), so
+// it takes exactly that lock, never one the holder wrote since.
 type prover struct {
 	h *Handoff
 
@@ -45,11 +47,10 @@ type prover struct {
 
 // holderState is what the Node knows of one holder's presence.
 type holderState struct {
-	// firstStopped and lastStopped are the local times of the first and the
-	// latest of consecutive stopped reads (zero: none); lastStoppedAt is the
-	// Redis time of the latest.
-	firstStopped, lastStopped time.Time
-	lastStoppedAt             time.Time
+	// firstStopped is the local time of the first of consecutive stopped
+	// reads (zero: none); provenSent is when the latest read that proved it
+	// stopped was sent (zero: not proven).
+	firstStopped, provenSent time.Time
 	// expiresAt is when its presence can first read stopped (local time,
 	// from an alive read or a Redis restart's grace); zero: unknown.
 	expiresAt time.Time
@@ -77,26 +78,16 @@ func (pv *prover) stateLocked(job string) *holderState {
 	return s
 }
 
-// provenLocked reports whether job is proven stopped with a proof fresh at
-// now, and the Redis time a steal is bounded by. pv.mu held.
-func (pv *prover) provenLocked(s *holderState, now time.Time) (time.Time, bool) {
-	beat := pv.h.cfg.Beat
-	if s.provenOpen || s.lastStopped.IsZero() || now.Sub(s.lastStopped) >= beat {
-		return time.Time{}, false
-	}
-	return s.lastStoppedAt, true
-}
-
-// proof returns the steal bound when job is proven stopped and the proof is
-// fresh; else, what a wait needs to park: when job's presence can first
-// expire, when its silence will have lasted a beat, and a channel closed
-// when a proof stands.
-func (pv *prover) proof(job string, now time.Time) (before time.Time, ok bool, expiresAt, provesAt time.Time, proven <-chan struct{}) {
+// proof returns when the read that proved job stopped was sent (ok when
+// it is proven); else what a wait needs to park: when job's presence can
+// first expire, when its silence will have lasted a beat, and a channel
+// closed when a proof stands.
+func (pv *prover) proof(job string) (sent time.Time, ok bool, expiresAt, provesAt time.Time, proven <-chan struct{}) {
 	pv.mu.Lock()
 	defer pv.mu.Unlock()
 	s := pv.stateLocked(job)
-	if before, ok := pv.provenLocked(s, now); ok {
-		return before, true, time.Time{}, time.Time{}, nil
+	if !s.provenOpen {
+		return s.provenSent, true, time.Time{}, time.Time{}, nil
 	}
 	if !s.firstStopped.IsZero() {
 		provesAt = s.firstStopped.Add(pv.h.cfg.Beat)
@@ -105,9 +96,9 @@ func (pv *prover) proof(job string, now time.Time) (before time.Time, ok bool, e
 }
 
 // read reads job's presence, or waits for a read of it already in flight,
-// and folds the answer into what the Node knows. It returns the reading and
-// the steal bound when the holder is now proven stopped. A cancelled ctx
-// leaves the state as it was.
+// and folds the answer into what the Node knows. It returns the reading and,
+// when the holder is proven stopped, when the proving read was sent. A
+// cancelled ctx leaves the state as it was.
 func (pv *prover) read(ctx context.Context, job, key string) (presence.Reading, time.Time, bool, error) {
 	pv.mu.Lock()
 	s := pv.stateLocked(job)
@@ -120,19 +111,18 @@ func (pv *prover) read(ctx context.Context, job, key string) (presence.Reading, 
 		}
 		pv.mu.Lock()
 		defer pv.mu.Unlock()
-		before, ok := pv.provenLocked(s, pv.h.cfg.Clock.Now())
-		return s.last, before, ok, nil
+		return s.last, s.provenSent, !s.provenOpen, nil
 	}
 	if now := pv.h.cfg.Clock.Now(); !s.lastRead.IsZero() && now.Sub(s.lastRead) < readShare {
 		defer pv.mu.Unlock()
-		before, ok := pv.provenLocked(s, now)
-		return s.last, before, ok, nil
+		return s.last, s.provenSent, !s.provenOpen, nil
 	}
 	done := make(chan struct{})
 	s.reading = done
 	pv.forgetLocked(pv.h.cfg.Clock.Now())
 	pv.mu.Unlock()
 
+	sent := pv.h.cfg.Clock.Now()
 	rctx, span := pv.h.tel.StartPresenceRead(ctx, job)
 	r := pv.h.cfg.Presence.Read(rctx, job)
 	span.End(telemetry.PresenceStatus(r.Status), r.ExpiresIn, r.Err)
@@ -144,19 +134,19 @@ func (pv *prover) read(ctx context.Context, job, key string) (presence.Reading, 
 	if err := ctx.Err(); err != nil {
 		return presence.Reading{}, time.Time{}, false, err
 	}
-	pv.foldLocked(s, job, key, r, now)
-	before, ok := pv.provenLocked(s, now)
-	return r, before, ok, nil
+	pv.foldLocked(s, job, key, r, sent, now)
+	return r, s.provenSent, !s.provenOpen, nil
 }
 
-// foldLocked records reading r of job, made at now. pv.mu held.
-func (pv *prover) foldLocked(s *holderState, job, key string, r presence.Reading, now time.Time) {
+// foldLocked records reading r of job, sent at sent and answered at now.
+// pv.mu held.
+func (pv *prover) foldLocked(s *holderState, job, key string, r presence.Reading, sent, now time.Time) {
 	h := pv.h
 	s.last, s.lastRead = r, now
 	h.log.Debug("handoff: presence read", "key", key, "holder", job, "presence", r.Status.String(),
 		"expires_in", r.ExpiresIn)
 	if r.Status != presence.Stopped {
-		s.firstStopped, s.lastStopped, s.lastStoppedAt = time.Time{}, time.Time{}, time.Time{}
+		s.firstStopped, s.provenSent = time.Time{}, time.Time{}
 		if !s.provenOpen { // the proof is broken: the holder beats again, or Redis restarted
 			s.proven, s.provenOpen = make(chan struct{}), true
 		}
@@ -170,28 +160,17 @@ func (pv *prover) foldLocked(s *holderState, job, key string, r presence.Reading
 	if s.firstStopped.IsZero() {
 		s.firstStopped = now
 	}
-	s.lastStopped, s.lastStoppedAt = now, r.At
-	if s.provenOpen && now.Sub(s.firstStopped) >= h.cfg.Beat {
+	if !s.provenOpen {
+		s.provenSent = sent // every later stopped read proves it again, for locks written since
+		return
+	}
+	if now.Sub(s.firstStopped) >= h.cfg.Beat {
 		close(s.proven)
 		s.provenOpen = false
+		s.provenSent = sent
 		h.provenStopped.Add(1)
 		h.log.Info(fmt.Sprintf("handoff: server %s stopped beating presence", job), "key", key,
 			"holder", job, "silent_for", now.Sub(s.firstStopped))
-	}
-}
-
-// broken forgets the proof of job whose steal bound was before: a steal on
-// it found a lock the holder wrote later, so the holder came back.
-func (pv *prover) broken(job string, before time.Time) {
-	pv.mu.Lock()
-	defer pv.mu.Unlock()
-	s := pv.holders[job]
-	if s == nil || !s.lastStoppedAt.Equal(before) {
-		return // a newer read already changed what is known
-	}
-	s.firstStopped, s.lastStopped, s.lastStoppedAt = time.Time{}, time.Time{}, time.Time{}
-	if !s.provenOpen {
-		s.proven, s.provenOpen = make(chan struct{}), true
 	}
 }
 

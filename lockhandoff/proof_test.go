@@ -93,8 +93,8 @@ func TestProofSharedByEveryWait(t *testing.T) {
 		if s.At != want || s.Attempt.StealJob != jobA {
 			t.Errorf("a later join: %+v, want a steal at once at %v", s, want)
 		}
-		if got := s.Attempt.ProvenBefore; !got.Equal(time.UnixMilli(0).Add(want)) {
-			t.Errorf("ProvenBefore = %v, want the Redis time of the proving read", got)
+		if s.Attempt.StealToken != "tok-late" {
+			t.Errorf("StealToken = %q, want the token of the lock this join saw", s.Attempt.StealToken)
 		}
 		if n := len(p.readTimes(jobA)); n != reads {
 			t.Errorf("a fresh proof was read again (%d reads, want %d)", n, reads)
@@ -102,8 +102,15 @@ func TestProofSharedByEveryWait(t *testing.T) {
 	})
 }
 
-// An old proof is refreshed by one stopped read, not proven over again.
-func TestProofRefreshedByOneRead(t *testing.T) {
+// lockAged is job's presence-flagged lock under token, last written age ago.
+func lockAged(job, token string, age time.Duration) lockhandoff.Lock {
+	return lockhandoff.Lock{Job: job, Token: token, Presence: true, Age: age}
+}
+
+// A proof covers the locks written before it, however old it is; a lock
+// written after it is stolen only once a later read finds the holder still
+// stopped.
+func TestProofCoversOlderLocks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		wd := newWorld(t)
 		p := newFakePresence(wd.clk)
@@ -114,70 +121,77 @@ func TestProofRefreshedByOneRead(t *testing.T) {
 		w := h.NewWait(driverName, playerKey, deadline, true)
 		defer w.Close()
 		for {
-			if s := next(t.Context(), wd, w, lockOf(jobA, "tok-1", true)); s.Attempt.StealJob != "" {
+			if s := next(t.Context(), wd, w, lockAged(jobA, "tok-1", time.Minute)); s.Attempt.StealJob != "" {
 				break
 			}
 		}
-		time.Sleep(10 * time.Second) // the proof is no longer fresh
+		proven := wd.elapsed() // the proving read went out then (the fake answers at once)
+		time.Sleep(10 * time.Second)
+
+		// A lock A wrote before the proof: stolen at once, with no read.
 		reads := len(p.readTimes(jobA))
-		w2 := h.NewWait(driverName, "user:7", deadline, true)
-		defer w2.Close()
+		old := h.NewWait(driverName, "user:7", deadline, true)
+		defer old.Close()
 		start := wd.elapsed()
-		s := next(t.Context(), wd, w2, lockOf(jobA, "tok-7", true))
-		if s.At != start || s.Attempt.StealJob != jobA || !s.Attempt.ProvenBefore.Equal(time.UnixMilli(0).Add(start)) {
-			t.Errorf("after 10 s: %+v, want a steal at once bounded by a new read at %v", s, start)
+		s := next(t.Context(), wd, old, lockAged(jobA, "tok-7", wd.elapsed()-proven+time.Second))
+		if s.At != start || s.Attempt != (lockhandoff.Attempt{StealJob: jobA, StealToken: "tok-7"}) {
+			t.Errorf("a lock older than the proof: %+v, want its steal at once", s)
 		}
-		if n := len(p.readTimes(jobA)); n != reads+1 {
-			t.Errorf("%d reads to refresh the proof, want 1", n-reads)
+		if n := len(p.readTimes(jobA)); n != reads {
+			t.Errorf("%d reads for a lock the proof covers, want none", n-reads)
+		}
+
+		// A lock A wrote after the proof (it came back and went again): not
+		// stolen on the old proof, only after a park and a read sent after
+		// the lock was written that still finds A stopped.
+		young := h.NewWait(driverName, "user:8", deadline, true)
+		defer young.Close()
+		reads = len(p.readTimes(jobA))
+		start = wd.elapsed()
+		s = next(t.Context(), wd, young, lockAged(jobA, "tok-8", time.Second))
+		if s.Attempt != (lockhandoff.Attempt{StealJob: jobA, StealToken: "tok-8"}) {
+			t.Fatalf("a lock written after the proof, A still stopped: %+v, want its steal", s)
+		}
+		if s.At <= start {
+			t.Errorf("the young lock was stolen at once (%v), on the old proof; want a park and a read first", s.At)
+		}
+		if n := len(p.readTimes(jobA)); n == reads {
+			t.Errorf("the young lock was stolen with no read after it was written")
 		}
 	})
 }
 
-// A proof is broken by a read that finds the holder alive again, and by a
-// steal the acquire refused (the holder wrote after the proof: it came back).
-func TestProofBroken(t *testing.T) {
-	tests := []struct {
-		name   string
-		break_ func(t *testing.T, wd *world, p *fakePresence, w *lockhandoff.Wait)
-	}{
-		{"the holder beats again", func(t *testing.T, wd *world, p *fakePresence, w *lockhandoff.Wait) {
-			p.ReadFn = nil
-			p.set(jobA, alive10s)
-			time.Sleep(5 * time.Second) // stale proof: the next Next reads
-		}},
-		{"a refused steal", func(t *testing.T, wd *world, p *fakePresence, w *lockhandoff.Wait) {
-			// The acquire found A's lock again after the steal: Next with the
-			// same holder tells the prover.
-			p.ReadFn = nil
-			p.set(jobA, alive10s)
-			_ = next(t.Context(), wd, w, lockOf(jobA, "tok-new", true))
-		}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				wd := newWorld(t)
-				p := newFakePresence(wd.clk)
-				p.ReadFn = stoppedFrom(0)
-				h := wd.handoff(t, lockhandoff.Config{JobID: jobB, Presence: p})
-				h.Start()
-				deadline := wd.clk.Now().Add(time.Minute)
-				w := h.NewWait(driverName, playerKey, deadline, true)
-				defer w.Close()
-				for {
-					if s := next(t.Context(), wd, w, lockOf(jobA, "tok-1", true)); s.Attempt.StealJob != "" {
-						break
-					}
-				}
-				tc.break_(t, wd, p, w)
-				w2 := h.NewWait(driverName, "user:9", deadline, true)
-				defer w2.Close()
-				if s := next(t.Context(), wd, w2, lockOf(jobA, "tok-9", true)); s.Attempt.StealJob != "" {
-					t.Errorf("after the proof broke: %+v, want no steal", s)
-				}
-			})
-		})
-	}
+// A read that finds the holder alive again breaks the proof.
+func TestProofBrokenByAnAliveRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld(t)
+		p := newFakePresence(wd.clk)
+		p.ReadFn = stoppedFrom(0)
+		h := wd.handoff(t, lockhandoff.Config{JobID: jobB, Presence: p})
+		h.Start()
+		deadline := wd.clk.Now().Add(time.Minute)
+		w := h.NewWait(driverName, playerKey, deadline, true)
+		defer w.Close()
+		for {
+			if s := next(t.Context(), wd, w, lockAged(jobA, "tok-1", time.Minute)); s.Attempt.StealJob != "" {
+				break
+			}
+		}
+		p.ReadFn = nil
+		p.set(jobA, alive10s)
+		w2 := h.NewWait(driverName, "user:9", deadline, true)
+		defer w2.Close()
+		// A lock written just now: not covered; the wait reads, finds A alive.
+		if s := next(t.Context(), wd, w2, lockAged(jobA, "tok-9", 0)); s.Attempt.StealJob != "" {
+			t.Fatalf("a young lock: %+v, want no steal", s)
+		}
+		// Now even an old lock is not stolen: the proof is gone.
+		w3 := h.NewWait(driverName, "user:10", deadline, true)
+		defer w3.Close()
+		if s := next(t.Context(), wd, w3, lockAged(jobA, "tok-10", time.Hour)); s.Attempt.StealJob != "" {
+			t.Errorf("after A read alive: %+v, want no steal", s)
+		}
+	})
 }
 
 // telemetry.PresenceStatus is presence.Status, value for value (the

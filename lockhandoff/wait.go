@@ -18,12 +18,10 @@ type Lock = record.Lock
 
 // Attempt is what the next acquire may claim about the holder.
 type Attempt struct {
-	// StealJob names a holder proven stopped, and ProvenBefore the Redis
-	// time of the read that proved it: a presence-flagged lock of that
-	// holder last written before then may be taken (a live server writes
-	// only under its presence lease, which ends before its beat expires).
-	StealJob     string
-	ProvenBefore time.Time
+	// StealJob and StealToken name a lock of a holder proven stopped after
+	// the lock was written: it may be taken if it still names that token
+	// and carries the presence flag (see prover).
+	StealJob, StealToken string
 	// NotAliveToken names a stale lock whose holder's presence read stopped
 	// or unknown: it may be taken by age.
 	NotAliveToken string
@@ -41,10 +39,9 @@ type Wait struct {
 	job, token string    // the holder being waited on
 	requested  time.Time // when the last request went out (zero: none yet)
 	park       time.Duration
-	// stole is the steal bound of the Attempt Next returned last (zero:
-	// none): when the next lock is still the same holder's, the steal was
-	// refused because the holder wrote after the proof, so it came back.
-	stole time.Time
+	// writtenBy is when the lock being waited on was last written at the
+	// latest, on this server's clock: when Next first saw it, less its age.
+	writtenBy time.Time
 }
 
 // NewWait starts waiting on key of driver until deadline. An active wait
@@ -105,10 +102,6 @@ func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
 	if err := ctx.Err(); err != nil {
 		return Attempt{}, err
 	}
-	if !w.stole.IsZero() && l.Job == w.job {
-		h.prover.broken(w.job, w.stole)
-	}
-	w.stole = time.Time{}
 	now := clk.Now()
 	if !now.Before(w.deadline) {
 		return Attempt{}, ErrDeadline
@@ -118,6 +111,7 @@ func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
 		w.job, w.token = l.Job, l.Token
 		w.requested = time.Time{}
 		w.park = h.cfg.ParkMin
+		w.writtenBy = now.Add(-l.Age)
 	}
 	if w.active && (w.requested.IsZero() || now.Sub(w.requested) >= h.cfg.RequestRepeat) {
 		// A new lock, or the repeat came due while we were not parked.
@@ -143,14 +137,9 @@ func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
 	d := min(w.park, w.deadline.Sub(now))
 	var proven <-chan struct{}
 	if proving {
-		before, ok, expiresAt, provesAt, ch := h.prover.proof(l.Job, now)
-		if ok {
-			return w.steal(l.Job, before), nil
-		}
-		if !provesAt.IsZero() && !now.Before(provesAt) {
-			// Proven once, but no stopped read is younger than a beat: one
-			// more read refreshes it.
-			return w.readPresence(ctx, l)
+		sent, ok, expiresAt, provesAt, ch := h.prover.proof(l.Job)
+		if ok && w.writtenBy.Before(sent) {
+			return w.steal(l), nil
 		}
 		if !expiresAt.IsZero() {
 			d = min(d, max(expiresAt.Sub(now)+expiryMargin, 0))
@@ -180,8 +169,8 @@ parked:
 		case <-w.wake:
 			return Attempt{}, nil // the holder replied: try again at once
 		case <-proven:
-			if before, ok, _, _, _ := h.prover.proof(l.Job, clk.Now()); ok {
-				return w.steal(l.Job, before), nil
+			if sent, ok, _, _, _ := h.prover.proof(l.Job); ok && w.writtenBy.Before(sent) {
+				return w.steal(l), nil
 			}
 			proven = nil
 		case <-repeat:
@@ -199,20 +188,20 @@ parked:
 }
 
 // readPresence reads the holder's presence after a park (sharing a read in
-// flight for it) and says whether it is now proven stopped.
+// flight for it) and says whether it is now proven stopped after the lock
+// was written.
 func (w *Wait) readPresence(ctx context.Context, l Lock) (Attempt, error) {
-	_, before, ok, err := w.h.prover.read(ctx, l.Job, w.wk.key)
+	_, sent, ok, err := w.h.prover.read(ctx, l.Job, w.wk.key)
 	switch {
 	case err != nil:
 		return Attempt{}, err
-	case ok:
-		return w.steal(l.Job, before), nil
+	case ok && w.writtenBy.Before(sent):
+		return w.steal(l), nil
 	}
 	return Attempt{}, nil
 }
 
-// steal is the Attempt that takes job's lock on the proof bounded by before.
-func (w *Wait) steal(job string, before time.Time) Attempt {
-	w.stole = before
-	return Attempt{StealJob: job, ProvenBefore: before}
+// steal is the Attempt that takes lock l of a holder proven stopped.
+func (w *Wait) steal(l Lock) Attempt {
+	return Attempt{StealJob: l.Job, StealToken: l.Token}
 }

@@ -328,7 +328,7 @@ func TestWaitWakesOnReply(t *testing.T) {
 }
 
 func TestWaitProvesStopped(t *testing.T) {
-	steal := lockhandoff.Attempt{StealJob: jobA}
+	steal := lockhandoff.Attempt{StealJob: jobA, StealToken: "tok-1"}
 	tests := []struct {
 		name         string
 		cfg          lockhandoff.Config // timings
@@ -434,7 +434,7 @@ func TestWaitProvesStopped(t *testing.T) {
 }
 
 func TestWaitWakesAtPresenceExpiry(t *testing.T) {
-	steal := lockhandoff.Attempt{StealJob: jobA}
+	steal := lockhandoff.Attempt{StealJob: jobA, StealToken: "tok-1"}
 	tests := []struct {
 		name string
 		read func(context.Context, string, int, time.Duration) presence.Reading

@@ -17,17 +17,10 @@ type AcquireArgs struct {
 	Presence bool
 	// MaxAge is LockTTL + LockSkew: the age past which a lock is stale.
 	MaxAge time.Duration
-	// StealJob names a holder proven stopped (with ProvenBefore), or the
-	// caller's own JobID for a lock an earlier run of it left (with
-	// OwnToken).
-	StealJob string
-	// OwnToken is the token of the lock an earlier run of the caller's JobID
-	// left.
-	OwnToken string
-	// ProvenBefore is the Redis time of the presence read that proved
-	// StealJob stopped: a presence-flagged lock of it last written before
-	// then may be taken.
-	ProvenBefore time.Time
+	// StealJob and StealToken name a lock that may be taken: of a holder
+	// proven stopped (the lock carries the presence flag and was written
+	// before the proof), or of an earlier run of the caller's own JobID.
+	StealJob, StealToken string
 	// NotAliveToken names a lock whose holder's presence read stopped or
 	// unknown: a stale one goes by age.
 	NotAliveToken string
@@ -42,29 +35,22 @@ type AcquireArgs struct {
 
 // argv is ARGV of acquire.lua.
 func (a AcquireArgs) argv() []any {
-	before := ""
-	if !a.ProvenBefore.IsZero() {
-		before = strconv.FormatInt(a.ProvenBefore.UnixMilli(), 10)
-	}
-	return []any{a.Job, a.Token, flag(a.Presence), a.MaxAge.Milliseconds(), a.StealJob, a.OwnToken,
-		before, a.NotAliveToken, a.Format, a.Schema, a.MaxMessages}
+	return []any{a.Job, a.Token, flag(a.Presence), a.MaxAge.Milliseconds(), a.StealJob, a.StealToken,
+		a.NotAliveToken, a.Format, a.Schema, a.MaxMessages}
 }
 
 // ParseAcquireArgs reads the ARGV of an observed acquire.lua call.
 func ParseAcquireArgs(argv []string) (AcquireArgs, error) {
-	if err := wantArgs(ScriptAcquire, argv, 11); err != nil {
+	if err := wantArgs(ScriptAcquire, argv, 10); err != nil {
 		return AcquireArgs{}, err
 	}
 	a := AcquireArgs{Job: arg(argv, 1), Token: arg(argv, 2), Presence: arg(argv, 3) == "1",
-		StealJob: arg(argv, 5), OwnToken: arg(argv, 6), NotAliveToken: arg(argv, 8)}
+		StealJob: arg(argv, 5), StealToken: arg(argv, 6), NotAliveToken: arg(argv, 7)}
 	ms, _ := strconv.ParseInt(arg(argv, 4), 10, 64)
 	a.MaxAge = time.Duration(ms) * time.Millisecond
-	if b, err := strconv.ParseInt(arg(argv, 7), 10, 64); err == nil {
-		a.ProvenBefore = time.UnixMilli(b)
-	}
-	a.Format, _ = strconv.Atoi(arg(argv, 9))
-	a.Schema, _ = strconv.Atoi(arg(argv, 10))
-	a.MaxMessages, _ = strconv.Atoi(arg(argv, 11))
+	a.Format, _ = strconv.Atoi(arg(argv, 8))
+	a.Schema, _ = strconv.Atoi(arg(argv, 9))
+	a.MaxMessages, _ = strconv.Atoi(arg(argv, 10))
 	return a, nil
 }
 

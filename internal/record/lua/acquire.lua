@@ -9,23 +9,22 @@
 -- ARGV[4]  max age in ms (LockTTL + LockSkew) after which a lock is stale by age
 -- ARGV[5]  steal job: a holder the caller proved stopped, or the caller's own job id for
 --          a lock an earlier run of the same JobID left, or ''
--- ARGV[6]  own token: with ARGV[5] = ARGV[1], the token of the lock the earlier run left
--- ARGV[7]  proven before (ms, Redis clock): ARGV[5] was read stopped at this time, after
---          a silence of at least one beat; a presence-flagged lock of ARGV[5] last written
---          before it belongs to a server that has stopped (a live server writes only under
---          its presence lease, which ends before its beat expires), or ''
--- ARGV[8]  not-alive token: the token of a lock whose holder's presence the caller read as
+-- ARGV[6]  steal token: the token of that holder's lock the caller saw and found older
+--          than the proof (a session of a server that stopped: it fenced itself before its
+--          presence expired, so that token is dead), or of the earlier run's lock
+-- ARGV[7]  not-alive token: the token of a lock whose holder's presence the caller read as
 --          stopped or unknown (lets a stale presence-flagged lock go by age), or ''
--- ARGV[9]  highest record format this build reads
--- ARGV[10] the caller's schema version: a record whose schema.min is higher must not be
+-- ARGV[8]  highest record format this build reads
+-- ARGV[9]  the caller's schema version: a record whose schema.min is higher must not be
 --          read by it
--- ARGV[11] at most how many inbox messages to return with the record
+-- ARGV[10] at most how many inbox messages to return with the record
 --
--- The lock is taken when it is free ('free', or 'new' without a record); from an earlier
--- run of the caller's own JobID when ARGV[6] names its token ('own'); from a holder
--- proven stopped when the lock carries presence=1 and lock.at < ARGV[7] ('stolen'); or
--- when it is older than ARGV[4] and either carries no presence flag or ARGV[8] names its
--- token ('expired'). A LOCKED answer says whether the lock is stale: past ARGV[4] with the
+-- The lock is taken when it is free ('free', or 'new' without a record); when ARGV[5] and
+-- ARGV[6] name its holder and token, and it carries presence=1 ('stolen': the caller
+-- proved the holder stopped after this lock was written) or the holder is the caller's
+-- own JobID ('own': an earlier run of it left the lock); or when it is older than ARGV[4]
+-- and either carries no presence flag or ARGV[7] names its token ('expired'). A token
+-- match takes exactly the lock the caller judged, never one written since. A LOCKED answer says whether the lock is stale: past ARGV[4] with the
 -- presence flag, so that it goes by age once its holder reads not alive. Timestamps come
 -- from Redis TIME. epoch is incremented on every acquisition. Three Redis calls: TIME,
 -- HMGET, HSET.
@@ -37,9 +36,9 @@
 --       kept (ms); inboxSeq: how many messages were ever sent; now: Redis time (ms); then the
 --       oldest inbox messages (none unless inboxSeq > 0)
 --   {'LOCKED', job, token, presence ('1'|'0'), ageMs, stale ('1'|'0')}
---   {'FORMAT', fmt}        the record has a format newer than ARGV[9]; nothing was changed
+--   {'FORMAT', fmt}        the record has a format newer than ARGV[8]; nothing was changed
 --   {'SCHEMA', schemaMin}  the record may not be read below schema version schemaMin, higher
---                          than ARGV[10]; nothing was changed (checked before the lock, so
+--                          than ARGV[9]; nothing was changed (checked before the lock, so
 --                          an older server refuses at once whoever holds it)
 local rec = KEYS[1]
 local t = redis.call('TIME')
@@ -48,10 +47,10 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local f = redis.call('HMGET', rec, 'fmt', 'lock.token', 'lock.job', 'lock.at', 'lock.presence', 'epoch',
   'ver', 'data', 'at', 'trade', 'uids', 'meta', 'schema', 'schema.min', 'hist.at', 'inbox.seq')
 local fmt, token, job, at, presence, epoch = f[1], f[2], f[3], f[4], f[5], f[6]
-if fmt and tonumber(fmt) and tonumber(fmt) > tonumber(ARGV[9]) then
+if fmt and tonumber(fmt) and tonumber(fmt) > tonumber(ARGV[8]) then
   return {'FORMAT', fmt}
 end
-if f[14] and (tonumber(f[14]) or 0) > tonumber(ARGV[10]) then
+if f[14] and (tonumber(f[14]) or 0) > tonumber(ARGV[9]) then
   return {'SCHEMA', f[14]}
 end
 
@@ -61,15 +60,11 @@ if not epoch and not f[8] then -- never acquired (a record Send made holds only 
 elseif not token or token == '' then
   how = 'free'
 else
-  local lockAt = tonumber(at) or 0
-  local age = now - lockAt
+  local age = now - (tonumber(at) or 0)
   local stale = age > tonumber(ARGV[4])
-  local before = tonumber(ARGV[7])
-  if ARGV[5] ~= '' and ARGV[5] == job and job == ARGV[1] and ARGV[6] == token then
-    how = 'own'
-  elseif ARGV[5] ~= '' and ARGV[5] == job and presence == '1' and before and lockAt < before then
-    how = 'stolen'
-  elseif stale and (presence ~= '1' or (ARGV[8] ~= '' and ARGV[8] == token)) then
+  if ARGV[5] ~= '' and ARGV[5] == job and ARGV[6] == token and (presence == '1' or job == ARGV[1]) then
+    how = (job == ARGV[1]) and 'own' or 'stolen'
+  elseif stale and (presence ~= '1' or (ARGV[7] ~= '' and ARGV[7] == token)) then
     how = 'expired'
   else
     return {'LOCKED', job or '', token, presence or '0', tostring(age), stale and '1' or '0'}
@@ -79,14 +74,14 @@ end
 epoch = (tonumber(epoch) or 0) + 1
 if how == 'new' then
   redis.call('HSET', rec, 'epoch', epoch, 'lock.job', ARGV[1], 'lock.token', ARGV[2], 'lock.at', now,
-    'lock.presence', ARGV[3], 'ver', 0, 'fmt', ARGV[9])
+    'lock.presence', ARGV[3], 'ver', 0, 'fmt', ARGV[8])
 else
   redis.call('HSET', rec, 'epoch', epoch, 'lock.job', ARGV[1], 'lock.token', ARGV[2], 'lock.at', now,
     'lock.presence', ARGV[3])
 end
 local inbox = {}
-if (tonumber(f[16]) or 0) > 0 and tonumber(ARGV[11]) > 0 then
-  for _, e in ipairs(redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', ARGV[11])) do
+if (tonumber(f[16]) or 0) > 0 and tonumber(ARGV[10]) > 0 then
+  for _, e in ipairs(redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', ARGV[10])) do
     local body = ''
     for i = 1, #e[2], 2 do
       if e[2][i] == 'b' then
