@@ -577,6 +577,9 @@ func clusterHistory(t *testing.T, sc *clusterScope) {
 	if err := p.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// ReadVersion finds a version by its write time, in ms: the restore's
+	// must come after the release's to read the latter back below.
+	time.Sleep(2 * time.Millisecond)
 
 	r, err := rd.RestoreAt(ctx, key, vs[2].At, datadriver.LoadOptions{})
 	if err != nil {
