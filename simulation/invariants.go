@@ -114,9 +114,12 @@ func (s *sim) checkLive(what, job, key string, asked uint64, done time.Time) {
 
 // tolerated logs a violation that a tolerated known bug explains.
 func (s *sim) tolerated(b Bug, format string, args ...any) {
-	s.logf("KNOWN BUG (%s): "+format, append([]any{b}, args...)...)
+	s.logf("KNOWN BUG %s (%s): "+format, append([]any{b, b.Describe()}, args...)...)
 	s.mu.Lock()
-	s.result.Tolerated++
+	if s.result.Tolerated == nil {
+		s.result.Tolerated = make(map[Bug]int)
+	}
+	s.result.Tolerated[b]++
 	s.mu.Unlock()
 }
 

@@ -101,12 +101,12 @@ const (
 	// BugUnboundedJoin: Join bounds its Redis calls (acquire, presence
 	// reads) by nothing but its caller's context, so one call that hangs
 	// keeps the join waiting past LockWait + SaveTimeout (invariant 5).
-	BugUnboundedJoin Bug = "a join's acquire and presence reads have no deadline of their own"
+	BugUnboundedJoin Bug = "unbounded-join"
 	// BugLostAcquire: an acquire that landed but whose answer was lost (its
 	// call ended at its deadline) leaves the lock with a live server that no
 	// session uses: nobody gives it back, and the player is locked out for as
 	// long as that server lives (invariant 8).
-	BugLostAcquire Bug = "an acquire whose answer is lost orphans the lock"
+	BugLostAcquire Bug = "lost-acquire"
 	// BugHotWait: a join waiting on a holder whose presence read alive with
 	// less than expiryMargin left wakes within lockhandoff's readShare of
 	// that read, is served the same shared reading again, parks for zero
@@ -114,8 +114,21 @@ const (
 	// virtual instant forever; in real time, until the shared reading ages).
 	// Recognised as: hotLoopCalls script calls at one virtual instant, most
 	// of them acquires.
-	BugHotWait Bug = "a join waiting on an expiring holder spins on a shared presence reading"
+	BugHotWait Bug = "hot-wait"
 )
+
+// Describe says what b is, in one line.
+func (b Bug) Describe() string {
+	switch b {
+	case BugUnboundedJoin:
+		return "a join's acquire and presence reads have no deadline of their own"
+	case BugLostAcquire:
+		return "an acquire whose answer is lost orphans the lock"
+	case BugHotWait:
+		return "a join waiting on an expiring holder spins on a shared presence reading"
+	}
+	return string(b)
+}
 
 // KnownBugs lists the product bugs not fixed yet: the default configs
 // tolerate them.
@@ -165,13 +178,13 @@ const (
 // Result is what a run did, for the report.
 type Result struct {
 	Steps, Joins, Refused, Hops, Trades, Crashes, Faults int
-	Hangs, Pauses                                        int // hang, partition and pause faults (counted in Faults too)
-	Fenced                                               int // sessions fenced off (Kick with ReasonFenced)
-	ResumeUpdates                                        int // Updates tried by a resumed server, and of those
-	ResumeRefused                                        int // refused
-	Tolerated                                            int // violations of a tolerated known bug
-	Guarded                                              int // Updates refused that, accepted, would have broken invariant 9
-	Scripts                                              int // Lua script calls the servers made
+	Hangs, Pauses                                        int         // hang, partition and pause faults (counted in Faults too)
+	Fenced                                               int         // sessions fenced off (Kick with ReasonFenced)
+	ResumeUpdates                                        int         // Updates tried by a resumed server, and of those
+	ResumeRefused                                        int         // refused
+	Tolerated                                            map[Bug]int // violations of each tolerated known bug
+	Guarded                                              int         // Updates refused that, accepted, would have broken invariant 9
+	Scripts                                              int         // Lua script calls the servers made
 	Failure                                              error
 	Trace                                                []string
 }

@@ -21,6 +21,8 @@ var (
 	long     = flag.Bool("sim.long", false, "use the long config (4 servers, 200 players, 2 h) instead of the short one")
 	duration = flag.Duration("sim.duration", 0, "virtual time per run (overrides the config)")
 	bugs     = flag.Bool("sim.bugs", false, "run the regression seeds of product bugs not fixed yet (they fail until fixed)")
+	classic  = flag.Bool("sim.classic", false, "draw only the faults the simulation had before the ones that hang (Config.Hangs off)")
+	strict   = flag.Bool("sim.strict", false, "tolerate no known product bug (Config.Tolerate empty)")
 )
 
 // regression is a seed that found a bug, run on every go test (see the
@@ -48,6 +50,8 @@ var regressions = []regression{
 		what: "an acquire landed, its answer was lost at the join's deadline: p003 stays locked by live server-5 for good"},
 	{seed: 5036, bug: simulation.BugHotWait,
 		what: "a wait woke 9 ms after an alive reading (4 ms left), was served it again and parked for 0 s: acquires forever at one instant"},
+	{seed: 7015, classic: true, bug: simulation.BugHotWait,
+		what: "the same hot loop with the faults of before (the simulation without its watchdog never ended)"},
 }
 
 // run is one seed to run and how.
@@ -56,6 +60,7 @@ type run struct {
 	long    bool
 	classic bool           // without the faults that hang
 	bug     simulation.Bug // a product bug not tolerated (a regression seed of it)
+	strict  bool           // no known bug tolerated
 }
 
 func (r run) config() simulation.Config {
@@ -71,6 +76,9 @@ func (r run) config() simulation.Config {
 	}
 	if r.bug != "" {
 		cfg.Tolerate = slices.DeleteFunc(cfg.Tolerate, func(b simulation.Bug) bool { return b == r.bug })
+	}
+	if r.strict {
+		cfg.Tolerate = nil
 	}
 	return cfg
 }
@@ -91,10 +99,10 @@ func TestSimulation(t *testing.T) {
 		list = append(list, run{seed: r.seed, classic: r.classic, bug: r.bug})
 	}
 	if *oneSeed != 0 {
-		list = []run{{seed: *oneSeed, long: longRuns}}
+		list = []run{{seed: *oneSeed, long: longRuns, classic: *classic, strict: *strict}}
 	} else {
 		for i := range n {
-			list = append(list, run{seed: *first + uint64(i), long: longRuns})
+			list = append(list, run{seed: *first + uint64(i), long: longRuns, classic: *classic, strict: *strict})
 		}
 	}
 	start := time.Now()
@@ -107,7 +115,7 @@ func TestSimulation(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			if r.bug != "" && !*bugs && *oneSeed == 0 && simulation.Known(r.bug) {
-				t.Skipf("product bug: %s (run it with -sim.bugs)", r.bug)
+				t.Skipf("product bug %s: %s (run it with -sim.bugs)", r.bug, r.bug.Describe())
 			}
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
@@ -120,6 +128,12 @@ func TestSimulation(t *testing.T) {
 					if r.long {
 						replay += " -sim.long"
 					}
+					if r.classic {
+						replay += " -sim.classic"
+					}
+					if r.bug != "" || r.strict {
+						replay += " -sim.strict"
+					}
 					t.Fatalf("seed %d: %v\nreplay: %s\ntrace (last 60 steps):\n%s",
 						seed, res.Failure, replay, simulation.Tail(res.Trace, 60))
 				}
@@ -127,7 +141,7 @@ func TestSimulation(t *testing.T) {
 					t.Logf("trace:\n%s", simulation.Tail(res.Trace, len(res.Trace)))
 				}
 				t.Logf("seed %d: %d steps, %d joins (%d refused, %d hops), %d trades, %d faults (%d hangs, %d pauses), %d crashes, "+
-					"%d fenced, %d updates at resume (%d refused), %d refused after another's acquire, %d tolerated, %d script calls",
+					"%d fenced, %d updates at resume (%d refused), %d refused after another's acquire, tolerated %v, %d script calls",
 					seed, res.Steps, res.Joins, res.Refused, res.Hops, res.Trades, res.Faults, res.Hangs, res.Pauses, res.Crashes,
 					res.Fenced, res.ResumeUpdates, res.ResumeRefused, res.Guarded, res.Tolerated, res.Scripts)
 			})
