@@ -43,11 +43,9 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 			return nil, err
 		}
 		sentAt := d.node.clock.Now()
-		actx, span := d.tel.StartAcquire(ctx)
-		res, err := record.Acquire(actx, d.node.rdb, d.recordKey(key), args)
-		span.End(acquireOutcome(res.Outcome), res.Lock.Job, err)
+		res, err := d.acquireOnce(ctx, key, args)
 		if err != nil {
-			return nil, fmt.Errorf("acquire %q: %w", key, err)
+			return nil, err
 		}
 		switch res.Outcome {
 		case record.FormatTooNew:
@@ -100,6 +98,30 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 			d.tel.TakeoverDecision(ctx, telemetry.TakeoverAged, l.Job)
 		}
 	}
+}
+
+// acquireOnce makes one acquire call, bounded by SaveTimeout so a call that
+// hangs keeps a join at most that long past its wait. A call that fails
+// without an answer may still have taken the lock (it landed and its answer
+// was lost, or it lands later): the lock is given back in the background,
+// fenced by the token, and a release request naming it later gives it back
+// again (releaseOrphanLocked), so no lock is left that no session uses.
+func (d *Driver[T]) acquireOnce(ctx context.Context, key string, args record.AcquireArgs) (record.AcquireResult, error) {
+	cctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout)
+	defer cancel()
+	actx, span := d.tel.StartAcquire(cctx)
+	res, err := record.Acquire(actx, d.node.rdb, d.recordKey(key), args)
+	span.End(acquireOutcome(res.Outcome), res.Lock.Job, err)
+	if err == nil {
+		return res, nil
+	}
+	d.mu.Lock()
+	d.goTracked(func() { d.giveBack(key, args.Token, nil) })
+	d.mu.Unlock()
+	if ctx.Err() == nil && cctx.Err() != nil {
+		err = fmt.Errorf("%w (no answer within SaveTimeout %s)", err, d.node.cfg.SaveTimeout)
+	}
+	return res, fmt.Errorf("acquire %q: %w", key, err)
 }
 
 // newProfile builds the profile for a record whose lock was just taken. A

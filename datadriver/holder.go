@@ -17,10 +17,12 @@ type loadRequest struct {
 	released chan struct{}
 }
 
-// releaseFor is the driver's lockhandoff.ReleaseFunc. A request naming a
-// lock this driver does not hold now (a late one, after the player came back
-// here under a new lock, or a forged one) changes nothing and is answered at
-// once. Otherwise the lock is let go: a live session is ended (Kick with
+// releaseFor is the driver's lockhandoff.ReleaseFunc. A request naming
+// another lock than the live session's of the key (a late one, after the
+// player came back here under a new lock, or a forged one) changes nothing
+// and is answered at once. A request for a key no session or load of this
+// driver has names a lock nobody here answers for (see releaseOrphanLocked):
+// it is given back. Otherwise the lock is let go: a live session is ended (Kick with
 // ReasonJoinedElsewhere, leave cleanups, release save), a retained profile
 // retries its release now, and a load still in flight is answered when it
 // settles. The channel closes when the profile ends.
@@ -38,7 +40,10 @@ func (d *Driver[T]) releaseFor(key, token string) <-chan struct{} {
 // releaseLocked lets key's lock go if it is token's; d.mu held.
 func (d *Driver[T]) releaseLocked(key, token string) <-chan struct{} {
 	p := d.profiles[key]
-	if p == nil || p.token != token || p.state == stateClosed {
+	if p == nil {
+		return d.releaseOrphanLocked(key, token)
+	}
+	if p.token != token || p.state == stateClosed {
 		return closed
 	}
 	switch p.state {
@@ -78,4 +83,24 @@ func (d *Driver[T]) answerLoadRequestsLocked(key string) {
 			close(r.released)
 		}
 	}
+}
+
+// releaseOrphanLocked gives back key's lock if it still carries token, for
+// a request naming a lock of this server that no session or load of this
+// driver uses: an acquire that landed but whose answer was lost (its call
+// ended at its deadline), or one that was still in flight when the load gave
+// up and landed after its give-back, or a lock left by an earlier run of
+// this JobID. The release is fenced by token and writes no data, so a late
+// or forged request costs one script call and changes nothing else. The
+// channel closes once the attempt settles. d.mu held.
+func (d *Driver[T]) releaseOrphanLocked(key, token string) <-chan struct{} {
+	done := make(chan struct{})
+	if !d.goTracked(func() {
+		defer close(done)
+		d.log.Info("a release request names a lock of this server no session uses; giving it back", "key", key)
+		d.giveBackOnce(key, token, nil)
+	}) {
+		close(done)
+	}
+	return done
 }

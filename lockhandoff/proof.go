@@ -14,13 +14,6 @@ import (
 // proofForget is how long a holder nobody read is remembered.
 const proofForget = time.Minute
 
-// readShare is how old a reading may be and still answer a wait that wants
-// one: the waits of many joins on one holder wake at the same moment (its
-// beat's expiry), and one read serves them all. An older Stopped reading
-// never makes a proof stronger (its time is what counts), and an older
-// Alive one only makes a wait park again.
-const readShare = 10 * time.Millisecond
-
 // prover is a Handoff's memory of the holders its joins wait on, shared by
 // every Wait: what their presence read last and since when they have read
 // stopped. A server that stopped is therefore proven stopped once per Node,
@@ -59,9 +52,10 @@ type holderState struct {
 	proven     chan struct{}
 	provenOpen bool // proven is not closed
 	// reading is closed when the read in flight ends; nil when none is.
-	reading  chan struct{}
-	last     presence.Reading // the latest reading
-	lastRead time.Time
+	reading chan struct{}
+	// last is the latest reading, sent at lastSent and answered at lastRead.
+	last               presence.Reading
+	lastSent, lastRead time.Time
 }
 
 func newProver(h *Handoff) *prover {
@@ -96,10 +90,16 @@ func (pv *prover) proof(job string) (sent time.Time, ok bool, expiresAt, provesA
 }
 
 // read reads job's presence, or waits for a read of it already in flight,
-// and folds the answer into what the Node knows. It returns the reading and,
-// when the holder is proven stopped, when the proving read was sent. A
-// cancelled ctx leaves the state as it was.
-func (pv *prover) read(ctx context.Context, job, key string) (presence.Reading, time.Time, bool, error) {
+// and folds the answer into what the Node knows. A reading sent after since
+// serves without a new read: the waits of many joins on one holder
+// wake at the same moment (its beat's expiry), and the first one's read
+// serves them all. A wait passes since as when it began to park, so a
+// reading it already had never serves it again: served the same one, a wait
+// whose park ended on it (an expiry, a beat of silence) would park for
+// nothing and try again at once, forever. It returns the reading and, when
+// the holder is proven stopped, when the proving read was sent. A cancelled
+// ctx leaves the state as it was.
+func (pv *prover) read(ctx context.Context, job, key string, since time.Time) (presence.Reading, time.Time, bool, error) {
 	pv.mu.Lock()
 	s := pv.stateLocked(job)
 	if wait := s.reading; wait != nil {
@@ -113,7 +113,7 @@ func (pv *prover) read(ctx context.Context, job, key string) (presence.Reading, 
 		defer pv.mu.Unlock()
 		return s.last, s.provenSent, !s.provenOpen, nil
 	}
-	if now := pv.h.cfg.Clock.Now(); !s.lastRead.IsZero() && now.Sub(s.lastRead) < readShare {
+	if !s.lastRead.IsZero() && s.lastSent.After(since) {
 		defer pv.mu.Unlock()
 		return s.last, s.provenSent, !s.provenOpen, nil
 	}
@@ -142,7 +142,7 @@ func (pv *prover) read(ctx context.Context, job, key string) (presence.Reading, 
 // pv.mu held.
 func (pv *prover) foldLocked(s *holderState, job, key string, r presence.Reading, sent, now time.Time) {
 	h := pv.h
-	s.last, s.lastRead = r, now
+	s.last, s.lastSent, s.lastRead = r, sent, now
 	h.log.Debug("handoff: presence read", "key", key, "holder", job, "presence", r.Status.String(),
 		"expires_in", r.ExpiresIn)
 	if r.Status != presence.Stopped {

@@ -97,15 +97,28 @@ func (w *Wait) notify() {
 // returns ErrDeadline once the deadline has passed and ctx.Err() when ctx
 // ends.
 func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
-	h := w.h
-	clk := h.cfg.Clock
 	if err := ctx.Err(); err != nil {
 		return Attempt{}, err
 	}
-	now := clk.Now()
-	if !now.Before(w.deadline) {
+	if !w.h.cfg.Clock.Now().Before(w.deadline) {
 		return Attempt{}, ErrDeadline
 	}
+	// Nothing Next does outlives the deadline: a presence read that hangs
+	// ends with it.
+	dctx, cancel := w.h.cfg.Clock.WithDeadline(ctx, w.deadline)
+	defer cancel()
+	at, err := w.next(dctx, l)
+	if err != nil && ctx.Err() == nil && dctx.Err() != nil {
+		return Attempt{}, ErrDeadline
+	}
+	return at, err
+}
+
+// next is Next under a context that ends at the deadline.
+func (w *Wait) next(ctx context.Context, l Lock) (Attempt, error) {
+	h := w.h
+	clk := h.cfg.Clock
+	now := clk.Now()
 	if l.Job != w.job || l.Token != w.token {
 		// A new holder or a new lock: start over with it.
 		w.job, w.token = l.Job, l.Token
@@ -122,7 +135,9 @@ func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
 	// A stale lock (past the age limit, with the presence flag) goes by age
 	// once its holder reads not alive: read it first.
 	if l.Stale {
-		r, _, _, err := h.prover.read(ctx, l.Job, w.wk.key)
+		// A reading sent at this instant serves (the last park's, in virtual
+		// time): the wait parks after an alive one, so it cannot spin on it.
+		r, _, _, err := h.prover.read(ctx, l.Job, w.wk.key, now.Add(-time.Nanosecond))
 		if err != nil {
 			return Attempt{}, err
 		}
@@ -181,17 +196,17 @@ parked:
 			break parked
 		}
 	}
-	if !proving {
-		return Attempt{}, nil
+	if !proving || !clk.Now().Before(w.deadline) {
+		return Attempt{}, nil // at the deadline: one last try, no read
 	}
-	return w.readPresence(ctx, l)
+	return w.readPresence(ctx, l, now)
 }
 
-// readPresence reads the holder's presence after a park (sharing a read in
-// flight for it) and says whether it is now proven stopped after the lock
-// was written.
-func (w *Wait) readPresence(ctx context.Context, l Lock) (Attempt, error) {
-	_, sent, ok, err := w.h.prover.read(ctx, l.Job, w.wk.key)
+// readPresence reads the holder's presence after a park that began at since
+// (sharing a read in flight for it, or one sent since) and says whether it
+// is now proven stopped after the lock was written.
+func (w *Wait) readPresence(ctx context.Context, l Lock, since time.Time) (Attempt, error) {
+	_, sent, ok, err := w.h.prover.read(ctx, l.Job, w.wk.key, since)
 	switch {
 	case err != nil:
 		return Attempt{}, err
