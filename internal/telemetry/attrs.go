@@ -22,8 +22,8 @@ const (
 	// one a sent message goes to, or the one a received message came from.
 	PeerKey = attribute.Key("playerdata.peer")
 	// WaitKey marks a join that waited. It is true from the start on the
-	// span that KeepWaits (package sampling) always samples, and set on a
-	// sampled join span once it waits.
+	// span that KeepWaits (package playerdata/sampling) always samples, and
+	// set on a sampled join span once it waits.
 	WaitKey = attribute.Key("playerdata.wait")
 	// WaitOnKey says what a join waited on (WaitOn).
 	WaitOnKey = attribute.Key("playerdata.wait.on")

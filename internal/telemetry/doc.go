@@ -54,10 +54,11 @@
 // new root span of the same name, backdated to the join's start, linked to
 // the join span, with playerdata.wait=true from its start, under which the
 // latest acquire attempt is replayed and every later span of the join is
-// started. The sampler sampling.KeepWaits (a sub-package, so that this one
-// does not import the SDK) always samples a span that starts with that
-// attribute, whatever its parent decided, so every join that waited is
-// traced whole at any base sampling rate.
+// started. The sampler KeepWaits of the public package
+// github.com/ckernel/playerdata/sampling (apart, so that this one does not
+// import the SDK) always samples a span that starts with that attribute,
+// whatever its parent decided, so every join that waited is traced whole at
+// any base sampling rate.
 //
 // # Trace context on the bus
 //

@@ -106,7 +106,7 @@ func (d *Driver) StartJoin(ctx context.Context, key string) context.Context {
 // When it is not, StartWait starts a stand-in: a span of the same name, a
 // new root backdated to the join's start, linked to the join span, and
 // carrying playerdata.wait=true from its start, which the KeepWaits sampler
-// (package sampling) always samples. The latest acquire attempt is replayed
+// (package github.com/ckernel/playerdata/sampling) always samples. The latest acquire attempt is replayed
 // under it, every later span of the join is its child (parentCtx), and
 // JoinDone ends it with the join's outcome. A trace of a join that waited
 // therefore looks the same whether or not the join was sampled, and is whole

@@ -5,13 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ckernel/playerdata/internal/telemetry"
-	"github.com/ckernel/playerdata/internal/telemetry/sampling"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/ckernel/playerdata/internal/telemetry"
+	"github.com/ckernel/playerdata/sampling"
 )
 
 // neverBase is a production-like base sampler at its limit: 0 % of new
@@ -198,15 +199,4 @@ func TestNoopTracerMakesNoStandIn(t *testing.T) {
 	if got := d.StartWait(ctx, telemetry.WaitOtherServer); got != ctx {
 		t.Error("StartWait made a context with a no-op tracer")
 	}
-}
-
-// ExampleKeepWaits installs the sampler: 1 % of traces, and every join that
-// waited.
-func ExampleKeepWaits() {
-	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithSampler(sampling.KeepWaits(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01)))),
-		// sdktrace.WithBatcher(exporter),
-	)
-	defer func() { _ = tp.Shutdown(context.Background()) }()
-	_ = telemetry.New(telemetry.Config{TracerProvider: tp}) // NodeConfig.TracerProvider: tp
 }
