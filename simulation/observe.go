@@ -45,6 +45,9 @@ func (s *sim) observe(job string, call testsupport.ScriptCall) {
 			return
 		}
 		s.mu.Lock()
+		if !time.Now().Before(s.expiresAt[job]) {
+			s.revivedAt[job] = time.Now() // its presence had expired (or never was)
+		}
 		if ans.ExpiresAt.After(s.expiresAt[job]) {
 			s.expiresAt[job] = ans.ExpiresAt
 		}
@@ -61,16 +64,24 @@ func (s *sim) observe(job string, call testsupport.ScriptCall) {
 		}
 		s.noteAcquisition(job, key)
 		s.noteToken(job, key, res.Epoch, a.Token)
+		now := time.Now()
+		s.mu.Lock()
+		written := s.lockAt[key] // the lock just taken was last written then
+		s.lockAt[key] = now
+		s.mu.Unlock()
 		if res.How == record.TakenStolen || res.How == record.TakenExpired {
 			s.mu.Lock()
-			exp, restart := s.expiresAt[res.PrevJob], s.redisRestart
+			exp, revived, restart := s.expiresAt[res.PrevJob], s.revivedAt[res.PrevJob], s.redisRestart
 			s.mu.Unlock()
 			// By design an unknown presence answer (the first TTL after a Redis
 			// restart) does not protect a lock past LockTTL+LockSkew.
 			graceAfterRestart := res.How == record.TakenExpired && time.Since(restart) < presenceTTL+presenceBeat
-			if now := time.Now(); now.Before(exp) && !graceAfterRestart {
-				s.fail("invariant 2: %s took %s %s from %s, whose presence lives until %s", job, key, res.How, res.PrevJob,
-					exp.Sub(s.bornAt))
+			// The holder's presence expired after the lock was last written if
+			// it is expired now, or if a beat revived it since.
+			expiredSince := !now.Before(exp) || revived.After(written)
+			if !expiredSince && !graceAfterRestart {
+				s.fail("invariant 2: %s took %s %s from %s, whose presence lives until %s and has not expired since the lock was written at %s",
+					job, key, res.How, res.PrevJob, exp.Sub(s.bornAt), written.Sub(s.bornAt))
 			}
 		}
 		s.mu.Lock()
@@ -93,6 +104,11 @@ func (s *sim) observe(job string, call testsupport.ScriptCall) {
 		if res.Moved { // an adoption's save took the lock again
 			s.noteAcquisition(job, key)
 			s.noteToken(job, key, res.Epoch, a.Token)
+		}
+		if res.Moved || res.How == record.HowSaved || res.How == record.HowReleased {
+			s.mu.Lock()
+			s.lockAt[key] = time.Now() // every accepted write refreshes lock.at
+			s.mu.Unlock()
 		}
 		s.mu.Lock()
 		want, known := s.tokenEpoch[a.Token]
