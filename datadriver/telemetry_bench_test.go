@@ -40,11 +40,12 @@ import (
 // cycle of each per iteration, in rotating order, so that machine noise
 // falls on all three alike; it reports each one's median (µs) and the
 // medians of the rounds' ratios global/noop and sdk/noop (medians, so that
-// a stall of the machine or of Redis in one round does not decide them). The noop variant still calls the
-// instrumentation, so "interleaved" also times the telemetry calls of one
-// cycle by themselves (StartJoin, an acquire span, JoinDone, two writes) on
-// the global providers and reports them as a share of the noop cycle
-// (calls-%): the overhead against no instrumentation at all.
+// a stall of the machine or of Redis in one round does not decide them).
+// The noop variant still calls the instrumentation, so "interleaved" also
+// times the telemetry calls of one cycle by themselves (StartJoin, an
+// acquire span, JoinDone, two writes) on the global providers and reports
+// them per cycle (calls-ns) and as a share of the noop cycle (calls-%): the
+// overhead against no instrumentation at all.
 //
 //	go test -run '^$' -bench TelemetryOverhead -count 10 ./datadriver/ | tee new.txt
 //	benchstat new.txt
