@@ -16,11 +16,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/transactions"
-	"github.com/redis/go-redis/v9"
 )
 
 const inspectUsage = `Usage: playerdata inspect --driver NAME [flags] KEY
@@ -28,7 +29,9 @@ const inspectUsage = `Usage: playerdata inspect --driver NAME [flags] KEY
 Shows the record of profile KEY of driver NAME: the lock holder, the first 8
 characters of its token, the lock's age (Redis clock), its presence flag,
 whether the holder beats presence now, epoch, ver, a pending trade and its
-journal state, the kept versions, and what a join of the key would meet now.
+journal state, the inbox (how many messages sent with playerdata send or
+Driver.Send wait to be applied, the oldest one's id and age), the kept
+versions, and what a join of the key would meet now.
 The stored data is always checked: data that does not decode as msgpack
 makes the record corrupt, and the verdict says so. Reads only.
 
@@ -136,11 +139,15 @@ type inspectReport struct {
 	// something odd about it (bytes after the value, not a map).
 	DataNote string `json:"data_note,omitempty"`
 	// Corrupt says why a load of the record fails (ErrCorruptRecord).
-	Corrupt     *corruptReport  `json:"corrupt,omitempty"`
-	LastRelease *releaseReport  `json:"last_release,omitempty"`
-	Trade       *tradeReport    `json:"trade,omitempty"`
-	Versions    []versionReport `json:"versions"`
-	Verdict     string          `json:"verdict"`
+	Corrupt     *corruptReport `json:"corrupt,omitempty"`
+	LastRelease *releaseReport `json:"last_release,omitempty"`
+	Trade       *tradeReport   `json:"trade,omitempty"`
+	// Inbox is the messages sent to the profile that wait to be applied
+	// (there may be some for a key with no record: a send to a profile
+	// never loaded).
+	Inbox    *inboxReport    `json:"inbox"`
+	Versions []versionReport `json:"versions"`
+	Verdict  string          `json:"verdict"`
 
 	now time.Time // Redis TIME when read
 }
@@ -226,6 +233,11 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 		return nil, err
 	}
 	rep.now = clock.Val()
+	inbox, err := readInbox(ctx, rdb, rk, rep.now)
+	if err != nil {
+		return nil, err
+	}
+	rep.Inbox = inbox
 	if size.Val() == 0 {
 		rep.Verdict = "no record: the key was never loaded (or was wiped); a join creates it"
 		return rep, nil
@@ -379,7 +391,7 @@ func verdict(r *inspectReport) string {
 	var s string
 	if c := r.Corrupt; c != nil {
 		s = fmt.Sprintf("the record is corrupt: %s. Every load of it fails with ErrCorruptRecord and leaves it as it is "+
-			"(restore a kept version with RestoreAt, or wipe it)", c)
+			"(restore a kept version with playerdata restore --at TIME, or Driver.RestoreAt; or wipe it)", c)
 		if l.Held {
 			s += fmt.Sprintf("; its lock is held by %s (%s)", l.Holder, cmp.Or(l.HolderPresence, "presence not read"))
 		}

@@ -16,6 +16,9 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 	fmt.Fprintf(w, "%s %s\n", st.bold("record"), r.RecordKey)
 	if !r.Exists {
 		fmt.Fprintf(w, "  no record for key %q of driver %s in namespace %q\n", r.Key, r.Driver, r.Namespace)
+		if r.Inbox != nil && r.Inbox.Count > 0 {
+			row("inbox", r.Inbox.String()+": the profile's first load applies them")
+		}
 		return
 	}
 	when := func(t time.Time) string {
@@ -89,6 +92,9 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 		row("trade", s)
 	} else {
 		row("trade", "none pending")
+	}
+	if r.Inbox != nil {
+		row("inbox", r.Inbox.String())
 	}
 	if len(r.Versions) == 0 {
 		row("versions", "none (no data saved yet)")
