@@ -1,11 +1,14 @@
 // Command playerdata shows the library at work and lets an operator look at
-// what it stores, and free a crashed server's lock.
+// what it stores, free a crashed server's lock, send a profile a message and
+// restore a profile's kept version.
 //
 //	playerdata demo      the four handoff cases, on embedded or real Redis and NATS
 //	playerdata inspect   one profile record: lock holder, lock age, presence, versions, data
 //	playerdata presence  every server in the presence hash: last beat, alive or stopped
 //	playerdata locks     the locks one server holds (a bounded SCAN)
 //	playerdata unlock    free one lock whose holder reads stopped or unknown
+//	playerdata send      send a message to a profile (Driver.Send)
+//	playerdata restore   put back a kept version of a profile (Driver.RestoreAt)
 //	playerdata version   the build: module version, VCS revision, Go version
 //	playerdata help      the general help, or one command's
 //
@@ -36,11 +39,13 @@ Usage:
   playerdata presence [reader flags]
   playerdata locks    --job ID [--driver NAME] [--limit N] [reader flags]
   playerdata unlock   [--driver NAME] [--dry-run] [reader flags] KEY
+  playerdata send     --driver NAME [--nats URL] [--max-inbox N] [--allow-new] [reader flags] KEY BODY_JSON
+  playerdata restore  --driver NAME --at TIME [--dry-run] [--nats URL] [--wait D] [reader flags] KEY
   playerdata version  [--json]
   playerdata bench    [--redis URL] [--nats URL] [--quick] [--json] [--report DIR]
   playerdata help     [COMMAND]
 
-Reader flags (inspect, presence, locks, unlock):
+Reader flags (inspect, presence, locks, unlock, send, restore):
   --redis URL  --namespace NS  --presence-key NAME  --presence-shards N
   --presence-ttl D  --json
 
@@ -50,18 +55,27 @@ Commands:
             unless --redis / --nats (or REDIS_URL / NATS_URL) name real ones
   inspect   show one profile record: lock holder, token prefix, lock age,
             presence flag, whether the holder is alive now, epoch, ver,
-            pending trade, kept versions; --data prints the data as JSON
+            pending trade, inbox, kept versions; --data prints the data as
+            JSON
   presence  list every server in the presence hash: last beat, alive/stopped
   locks     list the locks one server holds: key, driver, lock age,
             presence flag, epoch (a bounded SCAN of the records)
   unlock    free one lock, only when its holder reads stopped or unknown in
             presence: one fenced release that changes nothing if the lock
             changed hands meanwhile
+  send      send a message to a profile (a gift, a grant): BODY_JSON encoded
+            with msgpack into its inbox; the server holding it applies it at
+            once when told over --nats, else at its next autosave or pull
+  restore   put back the data a profile had at TIME (RFC 3339, or -2h) from
+            its kept versions, under its lock like any load; repairs a
+            record whose data does not decode; --dry-run shows the version
   version   print the module version, VCS revision and Go version
   help      print this help, or a command's: playerdata help COMMAND
 
 Exit status: 0 done (or nothing to do), 1 failed or refused, 2 usage (a wrong
-command line, or a namespace with no records and no servers at all).
+command line, or a namespace with no records and no servers at all) or
+nothing found (send and restore: no record of KEY; restore: no kept version
+at or before TIME).
 
 Run "playerdata help COMMAND" or "playerdata COMMAND --help" for a command's flags.
 `
@@ -70,7 +84,7 @@ Run "playerdata help COMMAND" or "playerdata COMMAND --help" for a command's fla
 const helpUsage = `Usage: playerdata help [COMMAND]
 
 Prints the general help, or the help of COMMAND (demo, inspect, presence,
-locks, unlock, version, help) with its flags.
+locks, unlock, send, restore, bench, version, help) with its flags.
 `
 
 // subcommand is one entry of the command table.
@@ -86,6 +100,8 @@ var commands = map[string]subcommand{
 	"presence": {presenceUsage, runPresence},
 	"locks":    {locksUsage, runLocks},
 	"unlock":   {unlockUsage, runUnlock},
+	"send":     {sendUsage, runSend},
+	"restore":  {restoreUsage, runRestore},
 	"bench":    {benchUsage, runBench},
 	"version":  {versionUsage, runVersion},
 }

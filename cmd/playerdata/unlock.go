@@ -1,7 +1,8 @@
 package main
 
 // playerdata unlock: free the lock a crashed server left on one profile,
-// and never a live server's. The only write an operator command makes.
+// and never a live server's. The one write an operator command makes
+// outside the library (send and restore act through datadriver).
 
 import (
 	"context"
