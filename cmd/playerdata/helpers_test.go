@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
-	"github.com/redis/go-redis/v9"
 )
 
 // Fast presence timings for servers a test crashes: a crash reads stopped
@@ -57,6 +59,13 @@ func (e testEnv) rk(driver, key string) string { return datadriver.RecordKey(e.n
 type serverOpts struct {
 	presenceKey string // NodeConfig.PresenceKey ("" for the default)
 	fast        bool   // fastBeat / fastTTL presence
+	natsURL     string // NATS for handoff requests and notifications ("" for none)
+	// historyEvery is Config.HistoryEvery (0 for the default, 1 h).
+	historyEvery time.Duration
+	// onMessage is Config.OnMessage (nil: messages wait in the inbox).
+	onMessage func(d *profile, m datadriver.Message) error
+	// migrations are Config.Migrations.
+	migrations []datadriver.Migration
 }
 
 // testServer is one game server: a real Node with its own Redis client,
@@ -77,6 +86,14 @@ func (e testEnv) startServer(t *testing.T, job string, o serverOpts) *testServer
 	if o.fast {
 		cfg.Beat, cfg.PresenceTTL = fastBeat, fastTTL
 	}
+	if o.natsURL != "" {
+		nc, err := nats.Connect(o.natsURL, nats.Name(job))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close) // after the node's Close (cleanups run last first)
+		cfg.NATS = nc
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	node, err := datadriver.NewNode(ctx, cfg)
@@ -88,7 +105,8 @@ func (e testEnv) startServer(t *testing.T, job string, o serverOpts) *testServer
 		defer cancel()
 		_ = node.Close(ctx) // after a crash it fails: its client is closed
 	})
-	players, err := datadriver.NewDriver(node, datadriver.Config[profile]{Name: "PlayerData", Autosave: -1, LockWait: time.Second})
+	players, err := datadriver.NewDriver(node, datadriver.Config[profile]{Name: "PlayerData", Autosave: -1, LockWait: time.Second,
+		HistoryEvery: o.historyEvery, OnMessage: o.onMessage, Migrations: o.migrations})
 	if err != nil {
 		t.Fatal(err)
 	}
