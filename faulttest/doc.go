@@ -5,11 +5,11 @@
 // NATS are killed, shut down and restarted under them.
 //
 // The package itself only holds what the gameserver and the tests share: the
-// Player it plays and the JSON Event lines it prints. The scenarios are its
-// tests; TestMain builds the gameserver once (set PLAYERDATA_GAMESERVER to a
-// built binary to skip that). They need redis-server and nats-server on PATH
-// and skip without them; they never use REDIS_URL or NATS_URL, nor the
-// machine's usual ports.
+// Player it plays, the Gift messages it applies (with -messages), and the
+// JSON Event lines it prints. The scenarios are its tests; TestMain builds
+// the gameserver once (set PLAYERDATA_GAMESERVER to a built binary to skip
+// that). They need redis-server and nats-server on PATH and skip without
+// them; they never use REDIS_URL or NATS_URL, nor the machine's usual ports.
 //
 //	go test ./faulttest/                    # every scenario, four at a time (about a minute, plus the build)
 //	go test ./faulttest/ -run TestKill -v   # one scenario, with its figures

@@ -2,11 +2,34 @@ package faulttest
 
 // Player is the profile the gameserver plays: a coin counter and who last
 // changed it. Every accepted Update adds one coin and stamps Writer and
-// Epoch, so a record's data names the session that wrote it.
+// Epoch, so a record's data names the session that wrote it. With
+// -messages every applied Gift adds to Gifts and counts its message id in
+// Got, so the data itself shows how often each message was applied.
 type Player struct {
 	Coins  int
 	Writer string // JobID of the server whose session last changed the data
 	Epoch  int64  // lock epoch of that session
+
+	Gifts int            // the Amounts of every applied Gift
+	Got   map[string]int // message id → times applied (exactly once: 1)
+}
+
+// Gift is the body of a message the message scenario sends to a profile.
+type Gift struct {
+	Key    string // the profile it was sent to (OnMessage is not told)
+	Seq    int64  // the sender's sequence number
+	Amount int    // coins for Player.Gifts
+}
+
+// ApplyGift applies the gift of message id to the data. It counts, and
+// never skips, an id applied before: a second application shows as 2 in
+// Got, as a library that applied a message twice would leave it.
+func (p *Player) ApplyGift(id string, g Gift) {
+	if p.Got == nil {
+		p.Got = make(map[string]int)
+	}
+	p.Got[id]++
+	p.Gifts += g.Amount
 }
 
 // The kinds of Event a gameserver prints (Event.Ev).
@@ -43,6 +66,10 @@ const (
 	EvDump = "dump"
 	// EvClosed: Node.Close returned Err on SIGTERM; the process exits next.
 	EvClosed = "closed"
+	// EvApplied: OnMessage applied the Gift of message Msg (Seq) to Key's
+	// data (only with -messages). The change is saved, and the message
+	// leaves the inbox, with the session's next save.
+	EvApplied = "applied"
 )
 
 // Event is one JSON line a gameserver prints on stdout. Times are Unix
@@ -54,11 +81,13 @@ type Event struct {
 	Key string `json:"key,omitempty"`
 	Err string `json:"err,omitempty"`
 
-	Epoch    int64 `json:"epoch,omitempty"`
-	Coins    int   `json:"coins,omitempty"`
-	Sent     int64 `json:"sent,omitempty"`
-	JoinNS   int64 `json:"join_ns,omitempty"`
-	LockAtMS int64 `json:"lock_at_ms,omitempty"`
+	Epoch    int64  `json:"epoch,omitempty"`
+	Coins    int    `json:"coins,omitempty"`
+	Sent     int64  `json:"sent,omitempty"`
+	JoinNS   int64  `json:"join_ns,omitempty"`
+	LockAtMS int64  `json:"lock_at_ms,omitempty"`
+	Msg      string `json:"msg,omitempty"` // EvApplied: the message id
+	Seq      int64  `json:"seq,omitempty"` // EvApplied: the Gift's Seq
 
 	// The last accepted Update of the session (EvEnded, EvRefused): when the
 	// call began and returned, and how many the session accepted.

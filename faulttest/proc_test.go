@@ -17,8 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ckernel/playerdata/testsupport"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/testsupport"
 )
 
 const (
@@ -128,6 +129,7 @@ type gsOpts struct {
 	rejoin       time.Duration
 	releaseDelay time.Duration
 	logUpdates   bool
+	messages     bool // -messages: OnMessage applies Gift messages
 }
 
 func (o gsOpts) args(c *cluster) []string {
@@ -145,6 +147,9 @@ func (o gsOpts) args(c *cluster) []string {
 	}
 	if o.logUpdates {
 		a = append(a, "-log-updates")
+	}
+	if o.messages {
+		a = append(a, "-messages")
 	}
 	for _, d := range []struct {
 		flag string

@@ -23,6 +23,7 @@ type config struct {
 	rejoin       time.Duration // 0: a session that ended or a join that failed is not retried
 	releaseDelay time.Duration
 	logUpdates   bool
+	messages     bool // OnMessage applies faulttest.Gift messages
 	logLevel     slog.Level
 
 	beat, ttl, fenceMargin     time.Duration
@@ -59,6 +60,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.rejoin, "rejoin", 0, "join again this long after a session ended or a join failed (0: never)")
 	fs.DurationVar(&c.releaseDelay, "release-delay", 0, "time the leave cleanup (OnRelease) takes")
 	fs.BoolVar(&c.logUpdates, "log-updates", false, "print an event for every accepted Update")
+	fs.BoolVar(&c.messages, "messages", false, "apply messages (faulttest.Gift) with OnMessage, printing an event for each")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "level of the library's log on stderr")
 	fs.DurationVar(&c.beat, "beat", 0, "NodeConfig.Beat")
 	fs.DurationVar(&c.ttl, "ttl", 0, "NodeConfig.PresenceTTL")

@@ -11,10 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ckernel/playerdata/datadriver"
-	"github.com/ckernel/playerdata/faulttest"
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/faulttest"
 )
 
 const (
@@ -72,11 +73,15 @@ func newGame(ctx context.Context, cfg config, stdout, stderr io.Writer) (*game, 
 		return nil, fmt.Errorf("new node: %w", err)
 	}
 	g.node = node
-	g.players, err = datadriver.NewDriver(node, datadriver.Config[faulttest.Player]{
+	dcfg := datadriver.Config[faulttest.Player]{
 		Name:     cfg.driver,
 		LockWait: cfg.lockWait,
 		Autosave: -1, // the play loop saves, so every saved value is known exactly
-	})
+	}
+	if cfg.messages {
+		dcfg.OnMessage = g.onMessage
+	}
+	g.players, err = datadriver.NewDriver(node, dcfg)
 	if err != nil {
 		_ = node.Close(ctx)
 		g.closeConns()
@@ -351,6 +356,19 @@ func (g *game) save(ctx context.Context, key string, epoch int64, coins int, p *
 	case ctx.Err() == nil:
 		g.out.emit(faulttest.Event{Ev: faulttest.EvSaveFailed, Key: key, Epoch: epoch, Err: err.Error(), Sent: sent.UnixNano()})
 	}
+}
+
+// onMessage is the driver's OnMessage with -messages: it applies a Gift
+// and reports it. A body that is not a Gift is refused (it stays in the
+// inbox).
+func (g *game) onMessage(d *faulttest.Player, m datadriver.Message) error {
+	var gift faulttest.Gift
+	if err := m.Decode(&gift); err != nil {
+		return fmt.Errorf("decode gift %s: %w", m.ID, err)
+	}
+	d.ApplyGift(m.ID, gift)
+	g.out.emit(faulttest.Event{Ev: faulttest.EvApplied, Key: gift.Key, Msg: m.ID, Seq: gift.Seq})
+	return nil
 }
 
 // dump prints every key's state, sorted by key.

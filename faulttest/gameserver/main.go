@@ -5,6 +5,9 @@
 //
 //	gameserver -redis 127.0.0.1:6379 -job a -ns t1 -count 100 -beat 250ms -ttl 1s
 //
+// With -messages the driver's OnMessage applies faulttest.Gift messages
+// (Driver.Send) to the data, one "applied" event each.
+//
 // Stdin line "dump" (or SIGUSR1) prints every key's state. SIGTERM or
 // SIGINT closes the Node (saving and releasing every profile) and exits: 0
 // when Close succeeded, 1 otherwise. The library's log goes to stderr.
