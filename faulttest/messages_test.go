@@ -161,6 +161,7 @@ type msgScenario struct {
 	servers []*server // every holder so far; the last holds the profiles now
 }
 
+// holder is the server that holds the profiles now (or last did).
 func (m *msgScenario) holder() *server { return m.servers[len(m.servers)-1] }
 
 // split splits the messages s applied (as far as its events are read) into

@@ -35,6 +35,7 @@ const (
 // (a stream id, "<ms>-<seq>"), so two profiles can have one id.
 type msgRef struct{ key, id string }
 
+// String is "key/id".
 func (r msgRef) String() string { return r.key + "/" + r.id }
 
 // sentMsg is one message whose Send answered an id.
