@@ -222,7 +222,9 @@ func (m *msgScenario) kill(kp killPoint, job string) killFigures {
 	h.kill()
 	burst.Wait() // the rest of the burst went to a dead holder
 	// Every event h printed is read now, and it applied nothing after the
-	// pause: the split against the inboxes at the kill is exact.
+	// pause: the split against the inboxes read at the pause is exact, but
+	// for a save already on its way to Redis then (it lands after the read;
+	// "applied again by" the next holder counts what was truly unsaved).
 	kf.saved, kf.unsaved = m.split(h, inbox)
 
 	next := m.c.start(m.opts(job))
