@@ -107,8 +107,15 @@ func (s *sim) spawn(f func()) {
 func (s *sim) join(pl *player, srv *server) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(s.ctx, joinGiveUp)
+	joining := srv.s.JobID + "\x00" + pl.key
+	s.mu.Lock()
+	s.joining[joining]++
+	s.mu.Unlock()
 	p, err := srv.d.Join(ctx, pl.key)
 	cancel()
+	s.mu.Lock()
+	s.joining[joining]--
+	s.mu.Unlock()
 	took := time.Since(start)
 	s.mu.Lock()
 	s.result.Joins++

@@ -246,6 +246,7 @@ type sim struct {
 	seq          uint64               // the last sequence number handed out
 	acquisitions map[string][]landing // key -> its acquisitions that landed, in order
 	fencedKicks  map[string]time.Time // job+"\x00"+key -> the last Kick(ReasonFenced)
+	joining      map[string]int       // job+"\x00"+key -> joins of key on job under way
 }
 
 func newSim(tb testing.TB, cfg Config) *sim {
@@ -265,6 +266,7 @@ func newSim(tb testing.TB, cfg Config) *sim {
 		acquisitions: make(map[string][]landing),
 		lostAcquires: make(map[string]bool),
 		fencedKicks:  make(map[string]time.Time),
+		joining:      make(map[string]int),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	tb.Cleanup(s.cancel)
