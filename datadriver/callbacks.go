@@ -53,22 +53,31 @@ func (d *Driver[T]) callbackLocked(key, name string, fn func()) {
 
 // kickLocked tells the game the driver ended key's session itself. d.mu
 // held.
-func (d *Driver[T]) kickLocked(key, reason string) {
+func (d *Driver[T]) kickLocked(key string, reason KickReason) {
 	if kick := d.cfg.Kick; kick != nil {
 		d.callbackLocked(key, "Kick", func() { kick(key, reason) })
 	}
 }
 
-// lockLost tells the game a profile lost its lock.
+// lockLost tells the game a profile lost its lock: to another server
+// (ReasonLockLost), to its own fence (ReasonFenced) or to a wipe
+// (ReasonWiped).
 func (d *Driver[T]) lockLost(key string, err error) {
+	reason := ReasonLockLost
+	switch {
+	case errors.Is(err, errWiped):
+		reason = ReasonWiped
+	case errors.Is(err, errLeaseLapsed), errors.Is(err, errLockAged):
+		reason = ReasonFenced
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.lockLostLocked(key, err, ReasonLockLost)
+	d.lockLostLocked(key, err, reason)
 }
 
 // lockLostLocked tells the game that a profile lost its lock: Kick with
 // reason, then OnLockLost, each on a goroutine of its own. d.mu held.
-func (d *Driver[T]) lockLostLocked(key string, err error, reason string) {
+func (d *Driver[T]) lockLostLocked(key string, err error, reason KickReason) {
 	loss := telemetry.LossTaken
 	switch {
 	case errors.Is(err, errLeaseLapsed):
@@ -101,7 +110,7 @@ func (d *Driver[T]) saveFailed(key string, err error) {
 // back in the background: the record stays as its last landed save. The
 // game hears of it through Kick (reason) and, for a lost lock, OnLockLost.
 // It never waits on I/O. d.mu held.
-func (d *Driver[T]) dropLocked(p *Profile[T], err error, reason string) {
+func (d *Driver[T]) dropLocked(p *Profile[T], err error, reason KickReason) {
 	if p.state == stateClosed {
 		return
 	}

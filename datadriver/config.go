@@ -62,29 +62,6 @@ const (
 	DefaultMaxConcurrentSaves = 16
 )
 
-// Kick reasons passed to Config.Kick.
-const (
-	// ReasonJoinedElsewhere: the player joined another server (or another
-	// session on this one), which asked for the profile.
-	ReasonJoinedElsewhere = "You joined another server."
-	// ReasonLockLost: another server took the profile's lock; progress after
-	// the last landed save cannot be kept.
-	ReasonLockLost = "Your data was loaded on another server."
-	// ReasonFenced: this server lost contact with its data store (its
-	// presence lease lapsed, or the lock went unrefreshed for LockTTL) and
-	// ended the session before another server could take the lock; progress
-	// after the last landed save is lost.
-	ReasonFenced = "This server lost contact with its data store."
-	// ReasonCallbackFailed: a game callback (Update's function, a message
-	// handler) panicked on the profile; the session ended without the half
-	// made change, and the profile keeps its last landed save.
-	ReasonCallbackFailed = "The server hit an error with your data."
-	// ReasonShutdown: this server is shutting down (Node.Close); the game
-	// can send the player to another server, where the profile loads at
-	// once.
-	ReasonShutdown = "This server is shutting down."
-)
-
 // NodeConfig configures a Node: one per game-server process.
 type NodeConfig struct {
 	// JobID names this server in lock records and on the bus; it must be
@@ -292,12 +269,11 @@ type Config[T any] struct {
 	// default: DefaultMaxDataBytes (4 MiB)
 	MaxDataBytes int
 	// Kick is called (on its own goroutine) when the driver ends a live
-	// session by itself: the player joined another server
-	// (ReasonJoinedElsewhere), the lock was lost (ReasonLockLost), or this
-	// server fenced itself off (ReasonFenced). The game
-	// disconnects the player; the driver saves and releases on its own.
+	// session by itself, with the reason (one per cause: see KickReason).
+	// The game disconnects the player (reason.Message() says why in a
+	// sentence); the driver saves and releases on its own.
 	// default: nil
-	Kick func(key, reason string)
+	Kick func(key string, reason KickReason)
 	// OnLockLost is called (on its own goroutine) when a profile loses its
 	// lock, with an error matching ErrLockLost.
 	// default: nil

@@ -278,8 +278,8 @@ func TestCallbackPanicsAreContained(t *testing.T) {
 	t.Run("Update: the session ends without the half made change", func(t *testing.T) {
 		r := testsupport.StartRedis(t)
 		s := newServer(t, r, "server-a")
-		kicks := make(chan string, 4)
-		d := newDriver(t, s, datadriver.Config[bag]{Kick: func(_, reason string) { kicks <- reason }})
+		kicks := make(chan datadriver.KickReason, 4)
+		d := newDriver(t, s, datadriver.Config[bag]{Kick: func(_ string, reason datadriver.KickReason) { kicks <- reason }})
 		ctx := ctxT(t)
 		p, err := d.Join(ctx, "user:5")
 		if err != nil {
@@ -301,7 +301,7 @@ func TestCallbackPanicsAreContained(t *testing.T) {
 			t.Fatalf("Update with a panicking fn = %v, want ErrCallbackPanic", err)
 		}
 		if reason := <-kicks; reason != datadriver.ReasonCallbackFailed {
-			t.Errorf("Kick reason %q, want ReasonCallbackFailed", reason)
+			t.Errorf("Kick reason %v, want ReasonCallbackFailed", reason)
 		}
 		eventually(t, 5*time.Second, "the lock is given back", func() bool {
 			return recordFields(t, r, "PlayerData", "user:5")["lock.token"] == ""
@@ -344,7 +344,7 @@ func TestCallbackPanicsAreContained(t *testing.T) {
 		pr := newPair(t)
 		ctx := ctxT(t)
 		cfg := datadriver.Config[bag]{
-			Kick:       func(string, string) { panic("kick bug") },
+			Kick:       func(string, datadriver.KickReason) { panic("kick bug") },
 			OnLockLost: func(string, error) { panic("lock-lost bug") },
 		}
 		da, db := newDriver(t, pr.a, cfg), newDriver(t, pr.b, datadriver.Config[bag]{})

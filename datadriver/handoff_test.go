@@ -47,7 +47,7 @@ func crash(tb testing.TB, s *server) {
 // kicks counts Kick calls by reason.
 type kicks struct{ joined, lost, fenced atomic.Int32 }
 
-func (k *kicks) kick(_ string, reason string) {
+func (k *kicks) kick(_ string, reason datadriver.KickReason) {
 	switch reason {
 	case datadriver.ReasonJoinedElsewhere:
 		k.joined.Add(1)

@@ -24,9 +24,9 @@ func TestShutdown(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	s := newServer(t, r, "server-a")
 	var mu sync.Mutex
-	kicked := map[string]string{}
+	kicked := map[string]datadriver.KickReason{}
 	d := players(t, s, func(c *datadriver.Config[player]) {
-		c.Kick = func(key, reason string) { mu.Lock(); kicked[key] = reason; mu.Unlock() }
+		c.Kick = func(key string, reason datadriver.KickReason) { mu.Lock(); kicked[key] = reason; mu.Unlock() }
 	})
 	ctx := ctxT(t)
 	var ps []*datadriver.Profile[player]
@@ -74,7 +74,7 @@ func TestShutdown(t *testing.T) {
 		reason := kicked[p.Key()]
 		mu.Unlock()
 		if reason != datadriver.ReasonShutdown {
-			t.Errorf("%s kicked with %q, want ReasonShutdown", p.Key(), reason)
+			t.Errorf("%s kicked with %v, want ReasonShutdown", p.Key(), reason)
 		}
 	}
 }

@@ -215,7 +215,11 @@ func TestWipe(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	a := newServer(t, r, "server-a")
 	b := newServer(t, r, "server-b")
-	da, db := players(t, a), players(t, b)
+	kicked := make(chan datadriver.KickReason, 1)
+	da := players(t, a)
+	db := players(t, b, func(c *datadriver.Config[player]) {
+		c.Kick = func(_ string, reason datadriver.KickReason) { kicked <- reason }
+	})
 	ctx := ctxT(t)
 	pa, err := da.Join(ctx, "user:30")
 	if err != nil {
@@ -248,6 +252,9 @@ func TestWipe(t *testing.T) {
 	}
 	if !errors.Is(pb.Err(), datadriver.ErrLockLost) {
 		t.Fatalf("local session after Wipe: Err = %v", pb.Err())
+	}
+	if reason := <-kicked; reason != datadriver.ReasonWiped {
+		t.Errorf("the local session was kicked with %v, want %v", reason, datadriver.ReasonWiped)
 	}
 }
 

@@ -147,7 +147,7 @@ func TestReferenceCases(t *testing.T) {
 			a, b := c.Start(nil), c.Start(nil)
 			var kicked sync.Map
 			da := refDriver(t, a, func(cfg *datadriver.Config[player]) {
-				cfg.Kick = func(key, reason string) { kicked.Store(time.Now(), reason) }
+				cfg.Kick = func(key string, reason datadriver.KickReason) { kicked.Store(time.Now(), reason) }
 			})
 			db := refDriver(t, b)
 			if _, err := da.Join(ctx, "user:4"); err != nil {

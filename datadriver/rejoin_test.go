@@ -236,7 +236,7 @@ func TestJoinEndsLocalSession(t *testing.T) {
 	a := newServer(t, r, "server-a")
 	var kicks atomic.Int32
 	d := players(t, a, func(c *datadriver.Config[player]) {
-		c.Kick = func(key, reason string) {
+		c.Kick = func(key string, reason datadriver.KickReason) {
 			if reason == datadriver.ReasonJoinedElsewhere {
 				kicks.Add(1)
 			}

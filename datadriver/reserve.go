@@ -73,7 +73,7 @@ func (d *Driver[T]) localLocked(key string) *LockedError {
 // endSessionLocked ends a live session on its own: the game hears it through
 // Kick, and the driver runs the leave cleanups and the release save. d.mu
 // must be held.
-func (d *Driver[T]) endSessionLocked(p *Profile[T], reason string) {
+func (d *Driver[T]) endSessionLocked(p *Profile[T], reason KickReason) {
 	if p.state != stateActive {
 		return
 	}

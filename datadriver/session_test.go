@@ -235,10 +235,10 @@ func TestStaleLockWithoutPresenceTakenByAge(t *testing.T) {
 func TestLockLostSignals(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	a := newServer(t, r, "server-a")
-	kicked := make(chan string, 1)
+	kicked := make(chan datadriver.KickReason, 1)
 	lost := make(chan error, 1)
 	da := players(t, a, func(c *datadriver.Config[player]) {
-		c.Kick = func(key, reason string) { kicked <- reason }
+		c.Kick = func(key string, reason datadriver.KickReason) { kicked <- reason }
 		c.OnLockLost = func(key string, err error) { lost <- err }
 	})
 	ctx := ctxT(t)
@@ -254,7 +254,7 @@ func TestLockLostSignals(t *testing.T) {
 		t.Fatalf("Save = %v, want ErrLockLost", err)
 	}
 	if reason := <-kicked; reason != datadriver.ReasonLockLost {
-		t.Fatalf("kick reason %q", reason)
+		t.Fatalf("kick reason %v", reason)
 	}
 	if err := <-lost; !errors.Is(err, datadriver.ErrLockLost) {
 		t.Fatalf("OnLockLost got %v", err)

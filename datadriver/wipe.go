@@ -2,14 +2,19 @@ package datadriver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/ckernel/playerdata/internal/record"
 )
 
+// errWiped marks the end of a session whose record Wipe erased.
+var errWiped = errors.New("the record was erased")
+
 // Wipe erases key's record and its history, for an erasure request. It does
 // not wait for the lock: a session of the key on this Node ends at once with
-// ErrLockLost (the game hears it through Kick and OnLockLost), and a session
+// ErrLockLost (the game hears it through Kick with ReasonWiped and
+// OnLockLost), and a session
 // on another server ends at its next save, which finds the lock gone and
 // cannot write the record back.
 func (d *Driver[T]) Wipe(ctx context.Context, key string) error {
@@ -24,7 +29,7 @@ func (d *Driver[T]) Wipe(ctx context.Context, key string) error {
 	p := d.profiles[key]
 	d.mu.Unlock()
 	if p != nil {
-		p.finish(fmt.Errorf("wipe %q: %w (the record was erased)", key, ErrLockLost))
+		p.finish(fmt.Errorf("wipe %q: %w: %w", key, ErrLockLost, errWiped))
 	}
 	d.log.Info("wiped a profile", "key", key)
 	return nil

@@ -19,7 +19,7 @@ import (
 // after a request naming its lock reached this server; a session fenced off
 // (its server's presence lease lapsed, or its lock went unrefreshed) is
 // kicked with ReasonFenced, without any request, and only once it ended so.
-func (s *sim) kicked(srv *server, key, reason string) {
+func (s *sim) kicked(srv *server, key string, reason datadriver.KickReason) {
 	switch reason {
 	case datadriver.ReasonFenced:
 		s.kickedFenced(srv, key)

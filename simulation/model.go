@@ -74,7 +74,7 @@ func (s *sim) startServer() *server {
 		Name:     driverName,
 		Defaults: Wallet{Gems: initialGems},
 		LockWait: lockWait,
-		Kick:     func(key, reason string) { s.kicked(srv, key, reason) },
+		Kick:     func(key string, reason datadriver.KickReason) { s.kicked(srv, key, reason) },
 	})
 	if err != nil {
 		s.tb.Fatalf("simulation: driver: %v", err)

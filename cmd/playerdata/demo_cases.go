@@ -255,8 +255,8 @@ func (c *caseRun) newServer(ctx context.Context, name string, tweak func(*datadr
 		Defaults: player{Coins: 100},
 		LockWait: t.lockWait,
 		Autosave: -1, // only the saves the case makes land
-		Kick: func(key, reason string) {
-			c.tl.add(name, kindBad, fmt.Sprintf("Kick(%s, %q): the game disconnects the player", key, reason))
+		Kick: func(key string, reason datadriver.KickReason) {
+			c.tl.add(name, kindBad, fmt.Sprintf("Kick(%s, %s): the game disconnects the player: %q", key, reason, reason.Message()))
 		},
 	}
 	if tweak != nil {

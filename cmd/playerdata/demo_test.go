@@ -44,7 +44,7 @@ func TestDemoJSON(t *testing.T) {
 		minScaled, maxScaled   time.Duration
 		event                  string // a line the timeline must hold
 	}{
-		{"stale-connection", "loaded", "about one save", 1, 0, time.Second, `Kick(user:101, "You joined another server.")`},
+		{"stale-connection", "loaded", "about one save", 1, 0, time.Second, `Kick(user:101, joined_elsewhere): the game disconnects the player: "You joined another server."`},
 		{"failed-leave-save", "loaded", "about one save", 1, 0, time.Second, "retrying its release at once"},
 		// Crash: 10 to 15 s at real timings, a second of slack for measuring.
 		{"crash", "loaded", "10 to 15 s", 10, 9 * time.Second, 16 * time.Second,
