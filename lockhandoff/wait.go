@@ -103,18 +103,12 @@ func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
 	if !w.h.cfg.Clock.Now().Before(w.deadline) {
 		return Attempt{}, ErrDeadline
 	}
-	// Nothing Next does outlives the deadline: a presence read that hangs
-	// ends with it.
-	dctx, cancel := w.h.cfg.Clock.WithDeadline(ctx, w.deadline)
-	defer cancel()
-	at, err := w.next(dctx, l)
-	if err != nil && ctx.Err() == nil && dctx.Err() != nil {
-		return Attempt{}, ErrDeadline
-	}
-	return at, err
+	return w.next(ctx, l)
 }
 
-// next is Next under a context that ends at the deadline.
+// next is Next once the deadline is checked. Its parks end at the deadline
+// on their own timer; its presence reads get a context that ends then
+// (readBounded).
 func (w *Wait) next(ctx context.Context, l Lock) (Attempt, error) {
 	h := w.h
 	clk := h.cfg.Clock
@@ -137,7 +131,7 @@ func (w *Wait) next(ctx context.Context, l Lock) (Attempt, error) {
 	if l.Stale {
 		// A reading sent at this instant serves (the last park's, in virtual
 		// time): the wait parks after an alive one, so it cannot spin on it.
-		r, _, _, err := h.prover.read(ctx, l.Job, w.wk.key, now.Add(-time.Nanosecond))
+		r, _, _, err := w.readBounded(ctx, l, now.Add(-time.Nanosecond))
 		if err != nil {
 			return Attempt{}, err
 		}
@@ -206,7 +200,7 @@ parked:
 // (sharing a read in flight for it, or one sent since) and says whether it
 // is now proven stopped after the lock was written.
 func (w *Wait) readPresence(ctx context.Context, l Lock, since time.Time) (Attempt, error) {
-	_, sent, ok, err := w.h.prover.read(ctx, l.Job, w.wk.key, since)
+	_, sent, ok, err := w.readBounded(ctx, l, since)
 	switch {
 	case err != nil:
 		return Attempt{}, err
@@ -219,4 +213,16 @@ func (w *Wait) readPresence(ctx context.Context, l Lock, since time.Time) (Attem
 // steal is the Attempt that takes lock l of a holder proven stopped.
 func (w *Wait) steal(l Lock) Attempt {
 	return Attempt{StealJob: l.Job, StealToken: l.Token}
+}
+
+// readBounded is prover.read of l's holder under a context that ends at the
+// wait's deadline: a read that hangs ends then, with ErrDeadline.
+func (w *Wait) readBounded(ctx context.Context, l Lock, since time.Time) (presence.Reading, time.Time, bool, error) {
+	rctx, cancel := w.h.cfg.Clock.WithDeadline(ctx, w.deadline)
+	defer cancel()
+	r, sent, ok, err := w.h.prover.read(rctx, l.Job, w.wk.key, since)
+	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
+		return r, sent, ok, ErrDeadline
+	}
+	return r, sent, ok, err
 }

@@ -41,11 +41,43 @@ type FaultHook struct {
 
 // hold is one Hold: done closes when it ends, and err (written before) is
 // what the calls it held answer: nil, they go on; else they fail with it.
-// waiting numbers the calls in the order they were held.
+// calls are the calls it held, in the order they came.
 type hold struct {
-	done    chan struct{}
-	err     error
-	waiting int
+	done  chan struct{}
+	err   error
+	calls []heldCall
+}
+
+// heldCall is one call a Hold held: when it came, what it sends, and its
+// place in the order of arrival.
+type heldCall struct {
+	at    time.Time
+	label string
+	seq   int
+}
+
+// before orders held calls by when they came, then (for calls that came at
+// one instant, whose order of arrival is the scheduler's choice) by what
+// they send, so that a run on virtual time replays the same.
+func (c heldCall) before(o heldCall) bool {
+	switch {
+	case !c.at.Equal(o.at):
+		return c.at.Before(o.at)
+	case c.label != o.label:
+		return c.label < o.label
+	}
+	return c.seq < o.seq
+}
+
+// rank is c's place among the calls h held (h has ended: no call joins it).
+func (h *hold) rank(c heldCall) int {
+	n := 0
+	for _, o := range h.calls {
+		if o.before(c) {
+			n++
+		}
+	}
+	return n
 }
 
 var _ redis.Hook = (*FaultHook)(nil)
@@ -82,9 +114,11 @@ func (h *FaultHook) Hold() {
 	}
 }
 
-// Release lets the calls held by Hold go on, in the order they were held, a
-// microsecond apart (so that on a virtual clock they have an order even at
-// one instant), unless their context ended; it stops holding new ones.
+// Release lets the calls held by Hold go on, in the order they were held
+// (calls held at one instant, whose order is the scheduler's choice, in the
+// order of what they send), a microsecond apart (so that on a virtual clock
+// they have an order even at one instant, the same in every replay), unless
+// their context ended; it stops holding new ones.
 // Releasing a hook that is not held changes nothing.
 func (h *FaultHook) Release() { h.endHold(nil) }
 
@@ -112,14 +146,15 @@ func (h *FaultHook) Held() bool {
 
 // wait blocks while the hook is held: it returns nil once released (at
 // once when not held), ErrInjected once aborted, and the context's error if
-// ctx ends first.
-func (h *FaultHook) wait(ctx context.Context) error {
+// ctx ends first. label is what the call sends (it orders calls held at one
+// instant).
+func (h *FaultHook) wait(ctx context.Context, label func() string) error {
 	h.mu.Lock()
 	held := h.held
-	var n int
+	var me heldCall
 	if held != nil {
-		n = held.waiting
-		held.waiting++
+		me = heldCall{at: time.Now(), label: label(), seq: len(held.calls)}
+		held.calls = append(held.calls, me)
 	}
 	h.mu.Unlock()
 	if held == nil {
@@ -133,7 +168,7 @@ func (h *FaultHook) wait(ctx context.Context) error {
 	if held.err != nil {
 		return held.err
 	}
-	t := time.NewTimer(time.Duration(n+1) * time.Microsecond)
+	t := time.NewTimer(time.Duration(held.rank(me)+1) * time.Microsecond)
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -155,7 +190,7 @@ func (h *FaultHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 // ProcessHook implements redis.Hook.
 func (h *FaultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if err := h.wait(ctx); err != nil {
+		if err := h.wait(ctx, func() string { return fmt.Sprint(cmd.Args()...) }); err != nil {
 			cmd.SetErr(err)
 			return err
 		}
@@ -181,7 +216,14 @@ func (h *FaultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // hook is held; Before and After leave it alone.
 func (h *FaultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if err := h.wait(ctx); err != nil {
+		label := func() string {
+			var b strings.Builder
+			for _, c := range cmds {
+				fmt.Fprintln(&b, c.Args()...)
+			}
+			return b.String()
+		}
+		if err := h.wait(ctx, label); err != nil {
 			for _, c := range cmds {
 				c.SetErr(err)
 			}
