@@ -25,7 +25,9 @@ import (
 
 // Message is one message sent to a profile with Driver.Send.
 type Message struct {
-	// ID names the message: its inbox entry id, "<ms>-<seq>".
+	// ID names the message within its profile: its inbox entry id,
+	// "<ms>-<seq>". Two profiles' messages may have the same ID: a game
+	// that records the messages it applied keys them by profile and ID.
 	ID string
 	// At is when it was stored, on the Redis clock.
 	At time.Time

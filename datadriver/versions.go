@@ -187,14 +187,23 @@ func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) err
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	if err := p.lockSave(ctx); err != nil {
+		return fmt.Errorf("restore %q: %w", p.key, err)
+	}
+	defer p.unlockSave()
 	p.dataMu.Lock()
 	p.data, p.unknown = data, unknown
 	p.dataMu.Unlock()
+	// The data is at the kept version's schema (or this driver's, which
+	// migrated it): the save stamps the larger of the two, never the
+	// replaced data's, so a newer server migrates it again on load. The
+	// replaced data's min-reader stays: it never lets an older server in.
+	p.schema = target.schema
 	p.d.mu.Lock()
 	p.corrupt = false
 	p.keepNext = true // the data before the restore is kept (even corrupt: nothing stored is lost)
 	p.d.mu.Unlock()
-	if err := p.Save(ctx); err != nil {
+	if err := p.saveLocked(ctx, record.ModeSave, true); err != nil {
 		return fmt.Errorf("restore %q: %w", p.key, err)
 	}
 	d.log.Info("restored a version", "key", p.key, "ver", target.Ver, "at", target.At)
