@@ -205,7 +205,7 @@ func TestTelemetry(t *testing.T) {
 // hasAttr reports whether span s has attribute key = value.
 func hasAttr(s tracetest.SpanStub, key, value string) bool {
 	for _, kv := range s.Attributes {
-		if string(kv.Key) == key && kv.Value.Emit() == value {
+		if string(kv.Key) == key && kv.Value.String() == value {
 			return true
 		}
 	}

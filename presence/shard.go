@@ -68,10 +68,10 @@ func checkKey(key string, shards int) error {
 		return nil
 	}
 	if shards > 1 {
-		return fmt.Errorf("Key %q has braces: with %d shards each shard needs a hash tag of its own", key, shards)
+		return fmt.Errorf("the Key %q has braces: with %d shards each shard needs a hash tag of its own", key, shards)
 	}
 	if _, ok := hashTag(key); !ok {
-		return fmt.Errorf("Key %q has braces that are not a Redis Cluster hash tag", key)
+		return fmt.Errorf("the Key %q has braces that are not a Redis Cluster hash tag", key)
 	}
 	return nil
 }

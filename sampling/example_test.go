@@ -71,7 +71,7 @@ func ExampleKeepWaits() {
 		for _, kv := range s.Attributes {
 			switch kv.Key {
 			case sampling.WaitKey, "playerdata.join.path", "playerdata.join.outcome":
-				fmt.Printf("  %s=%s\n", kv.Key, kv.Value.Emit())
+				fmt.Printf("  %s=%s\n", kv.Key, kv.Value.String())
 			}
 		}
 	}

@@ -64,7 +64,7 @@ func byName(t *testing.T, spans tracetest.SpanStubs) map[string][]tracetest.Span
 func attr(s tracetest.SpanStub, key attribute.Key) string {
 	for _, kv := range s.Attributes {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

@@ -178,7 +178,7 @@ func playCase(ctx context.Context, env *demoEnv, def *caseDef, speed float64, ra
 		return caseResult{}, err
 	}
 	if c.outcome == "" {
-		return caseResult{}, errors.New("B's join did not run")
+		return caseResult{}, errors.New("server B's join did not run")
 	}
 	settings := "speed 1: real timings (nothing in this case waits on a timer)"
 	if def.timed {
@@ -310,7 +310,7 @@ func (c *caseRun) closeServers(ctx context.Context) {
 func (c *caseRun) joinA(ctx context.Context, a *demoServer) (*datadriver.Profile[player], error) {
 	p, err := a.players.Join(ctx, c.def.key)
 	if err != nil {
-		return nil, fmt.Errorf("A's join: %w", err)
+		return nil, fmt.Errorf("server A's join: %w", err)
 	}
 	c.tl.add("A", kindAction, fmt.Sprintf("player joins: Join(%q) loaded %s, lock epoch %d", c.def.key, snapshot(p), p.Epoch()))
 	return p, nil
@@ -369,7 +369,7 @@ func waitDone(ctx context.Context, p *datadriver.Profile[player]) error {
 	case <-p.Done():
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("A's profile did not end: %w", ctx.Err())
+		return fmt.Errorf("server A's profile did not end: %w", ctx.Err())
 	}
 }
 
@@ -438,7 +438,7 @@ func playFailedLeaveSave(ctx context.Context, c *caseRun) error {
 	})
 	c.tl.add("A", kindAction, "player leaves A: Release called (the demo's hook makes A's release saves fail until the player joins B)")
 	if err := pa.Release(ctx); err == nil {
-		return errors.New("A's leave save landed; the injected failure did not happen")
+		return errors.New("server A's leave save landed; the injected failure did not happen")
 	}
 	refusing.Store(false)
 
@@ -476,7 +476,7 @@ func playCrash(ctx context.Context, c *caseRun) error {
 	}
 	_ = pa.Update(func(d *player) { d.Coins += 80 })
 	if err := pa.Save(ctx); err != nil {
-		return fmt.Errorf("A's save: %w", err)
+		return fmt.Errorf("server A's save: %w", err)
 	}
 	landed := snapshot(pa)
 	c.tl.add("A", kindAction, fmt.Sprintf("save lands: %s (A's last landed save)", landed))
@@ -525,7 +525,7 @@ func playStallingHolder(ctx context.Context, c *caseRun) error {
 	}
 	_ = pa.Update(func(d *player) { d.Coins += 20 })
 	if err := pa.Save(ctx); err != nil {
-		return fmt.Errorf("A's save: %w", err)
+		return fmt.Errorf("server A's save: %w", err)
 	}
 	c.tl.add("A", kindAction, fmt.Sprintf("save lands: %s (A's last landed save)", snapshot(pa)))
 	before, err := c.readRecord(ctx)

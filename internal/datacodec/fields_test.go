@@ -48,6 +48,7 @@ type Aliased struct {
 }
 
 type StructOmitEmpty struct {
+	//lint:ignore U1000 msgpack reads the struct's options from this field
 	_msgpack struct{} `msgpack:",omitempty"`
 	A        int
 	B        string

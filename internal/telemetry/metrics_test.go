@@ -202,8 +202,8 @@ func TestNoPlayerIDInMetrics(t *testing.T) {
 	for name, m := range s.collect(t) {
 		for _, set := range attrSets(t, m) {
 			for _, kv := range set.ToSlice() {
-				if strings.Contains(kv.Value.Emit(), "SECRET") {
-					t.Errorf("%s carries the player key: %s=%s", name, kv.Key, kv.Value.Emit())
+				if strings.Contains(kv.Value.String(), "SECRET") {
+					t.Errorf("%s carries the player key: %s=%s", name, kv.Key, kv.Value.String())
 				}
 			}
 		}
