@@ -11,14 +11,18 @@
 //
 // # The record
 //
-// Each profile is one Redis hash, "<ns>:{<driver>:<key>}", whose data field
-// is an opaque msgpack blob and whose lock lives in plain fields beside it:
-// lock.job, lock.token, lock.at (Redis TIME), lock.presence, plus ver (+1 per
-// data write), epoch (+1 per acquisition: a fencing token), released and
-// released.ver (recognise a release whose answer was lost), trade and fmt.
-// Past versions live in "<ns>:{<driver>:<key>}:h". Every state change is one
-// Lua script and one round trip, fenced by the lock token: a write from a
-// server that no longer holds the lock never lands.
+// Each profile is one Redis hash, "<ns>:{<driver>:<key>}", whose data field is an
+// opaque msgpack blob and whose lock lives in plain fields beside it: lock.job,
+// lock.token, lock.at (Redis TIME), lock.presence, plus ver (+1 per data write),
+// epoch (+1 per acquisition: a fencing token), released and released.ver
+// (recognise a release whose answer was lost), schema and schema.min (see
+// Migration), trade and fmt. Two more keys share its hash tag, so a Redis
+// Cluster keeps all three in one slot: the inbox stream
+// "<ns>:{<driver>:<key>}:inbox" (Driver.Send, Config.OnMessage) and the
+// history hash "<ns>:{<driver>:<key>}:hist" (kept versions, compressed: see
+// Config.History and HistoryEvery). Every state change is one Lua script and
+// one round trip, fenced by the lock token: a write from a server that no
+// longer holds the lock never lands.
 //
 // # Taking a lock
 //
