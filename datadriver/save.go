@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/ckernel/playerdata/internal/record"
@@ -246,7 +247,9 @@ func (p *Profile[T]) saveLocked(ctx context.Context, mode record.WriteMode, dura
 		res, err = d.write(wctx, p.key, req)
 	}
 	span.End(writeOutcome(err), d.node.clock.Since(started), err)
-	d.log.Debug("write", "key", p.key, "mode", string(mode), "data_bytes", len(req.Data), "err", err)
+	if d.log.Enabled(ctx, slog.LevelDebug) { // the arguments would cost allocations even when not logged
+		d.log.Debug("write", "key", p.key, "mode", string(mode), "data_bytes", len(req.Data), "err", err)
+	}
 	if err != nil {
 		if errors.Is(err, ErrLockLost) {
 			p.finish(err)

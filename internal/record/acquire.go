@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/internal/rscript"
 )
 
 // AcquireArgs are the arguments of acquire.lua.
@@ -33,24 +35,45 @@ type AcquireArgs struct {
 	MaxMessages int
 }
 
-// argv is ARGV of acquire.lua.
+// argv is ARGV of acquire.lua: 7 arguments, 10 when a steal or not-alive
+// token is given.
 func (a AcquireArgs) argv() []any {
-	return []any{a.Job, a.Token, flag(a.Presence), a.MaxAge.Milliseconds(), a.StealJob, a.StealToken,
-		a.NotAliveToken, a.Format, a.Schema, a.MaxMessages}
+	argv := make([]any, 7, 10)
+	argv[0], argv[1], argv[2], argv[3] = a.Job, a.Token, flag(a.Presence), a.MaxAge.Milliseconds()
+	argv[4], argv[5], argv[6] = a.Format, a.Schema, a.MaxMessages
+	if a.StealJob != "" || a.StealToken != "" || a.NotAliveToken != "" {
+		argv = append(argv, a.StealJob, a.StealToken, a.NotAliveToken)
+	}
+	return argv
+}
+
+// keys are KEYS of acquire.lua for the record at key: its inbox only when
+// messages are to come back with it.
+func (a AcquireArgs) keys(key string) []string {
+	if a.MaxMessages > 0 {
+		return []string{key, InboxKey(key)}
+	}
+	return []string{key}
+}
+
+// Call is the acquire.lua call for the record at key, to run in a pipeline
+// (see ParseAcquire for its answer).
+func (a AcquireArgs) Call(key string) rscript.Call {
+	return rscript.Call{Script: acquireScript, Keys: a.keys(key), Args: a.argv()}
 }
 
 // ParseAcquireArgs reads the ARGV of an observed acquire.lua call.
 func ParseAcquireArgs(argv []string) (AcquireArgs, error) {
-	if err := wantArgs(ScriptAcquire, argv, 10); err != nil {
-		return AcquireArgs{}, err
+	if len(argv) != 7 && len(argv) != 10 {
+		return AcquireArgs{}, fmt.Errorf("record: %s call with %d arguments, want 7 or 10", ScriptAcquire, len(argv))
 	}
 	a := AcquireArgs{Job: arg(argv, 1), Token: arg(argv, 2), Presence: arg(argv, 3) == "1",
-		StealJob: arg(argv, 5), StealToken: arg(argv, 6), NotAliveToken: arg(argv, 7)}
+		StealJob: arg(argv, 8), StealToken: arg(argv, 9), NotAliveToken: arg(argv, 10)}
 	ms, _ := strconv.ParseInt(arg(argv, 4), 10, 64)
 	a.MaxAge = time.Duration(ms) * time.Millisecond
-	a.Format, _ = strconv.Atoi(arg(argv, 8))
-	a.Schema, _ = strconv.Atoi(arg(argv, 9))
-	a.MaxMessages, _ = strconv.Atoi(arg(argv, 10))
+	a.Format, _ = strconv.Atoi(arg(argv, 5))
+	a.Schema, _ = strconv.Atoi(arg(argv, 6))
+	a.MaxMessages, _ = strconv.Atoi(arg(argv, 7))
 	return a, nil
 }
 
@@ -116,7 +139,7 @@ type AcquireResult struct {
 
 // Acquire runs acquire.lua on the record at key: one round trip.
 func Acquire(ctx context.Context, rdb redis.Scripter, key string, a AcquireArgs) (AcquireResult, error) {
-	v, err := acquireScript.Run(ctx, rdb, []string{key, InboxKey(key)}, a.argv()...).Result()
+	v, err := acquireScript.Run(ctx, rdb, a.keys(key), a.argv()...).Result()
 	if err != nil {
 		return AcquireResult{}, err
 	}
@@ -155,7 +178,7 @@ func ParseAcquire(v any) (AcquireResult, error) {
 			Token:    str(elem(arr, 2)),
 			Presence: str(elem(arr, 3)) == "1",
 			Age:      time.Duration(num(elem(arr, 4))) * time.Millisecond,
-			Stale:    str(elem(arr, 5)) == "1",
+			Stale:    num(elem(arr, 5)) == 1,
 		}}, nil
 	case "FORMAT":
 		return AcquireResult{Outcome: FormatTooNew, Format: str(elem(arr, 1))}, nil

@@ -54,11 +54,10 @@ const Format = 1
 // Key is the Redis hash of one profile: "<namespace>:{<driver>:<key>}"
 // ("{<driver>:<key>}" without a namespace).
 func Key(ns, driver, key string) string {
-	k := "{" + driver + ":" + key + "}"
 	if ns == "" {
-		return k
+		return "{" + driver + ":" + key + "}"
 	}
-	return ns + ":" + k
+	return ns + ":{" + driver + ":" + key + "}" // one concatenation: one allocation
 }
 
 // InboxKey is the inbox of the record at recordKey: a stream of messages

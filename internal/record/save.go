@@ -65,62 +65,159 @@ type SaveArgs struct {
 	Applied []string
 }
 
-// argv is ARGV of save.lua.
+// The names of save.lua's options (ARGV[6..]).
+const (
+	saveOptMeta    = "meta"
+	saveOptTrade   = "trade"
+	saveOptKeep    = "keep"
+	saveOptEarlier = "earlier"
+	saveOptApplied = "applied"
+)
+
+// saveFixedArgs is how many arguments every save.lua call has; the options
+// follow.
+const saveFixedArgs = 5
+
+// argv is ARGV of save.lua: mode, token, schema, min schema and data, then
+// only the options the call uses.
 func (a SaveArgs) argv() []any {
-	var uids, meta []byte
+	n := saveFixedArgs
 	if a.Meta != nil {
-		uids, meta = a.Meta.UserIDs, a.Meta.Meta
+		n += 3
 	}
-	argv := make([]any, 0, 18+len(a.Earlier)+len(a.Applied))
-	argv = append(argv, string(a.Mode), a.Token, a.Job, flag(a.Presence), a.Data, flag(a.Data != nil),
-		flag(a.Meta != nil), uids, meta, a.Trade, a.Schema, a.SchemaMin,
-		a.History, a.HistoryEvery.Milliseconds(), a.Keep, a.KeepVer, flag(a.KeepAlways), len(a.Earlier))
-	for _, e := range a.Earlier {
-		argv = append(argv, e)
+	if a.Trade != "" {
+		n += 2
 	}
-	for _, id := range a.Applied {
-		argv = append(argv, id)
+	if a.keeps() {
+		n += 6
+	}
+	if len(a.Earlier) > 0 {
+		n += 4 + len(a.Earlier)
+	}
+	if len(a.Applied) > 0 {
+		n += 1 + len(a.Applied)
+	}
+	argv := make([]any, saveFixedArgs, n)
+	argv[0], argv[1] = a.Mode.arg(), a.Token
+	if a.Data != nil {
+		argv[2], argv[3], argv[4] = a.Schema, a.SchemaMin, a.Data
+	} else {
+		argv[2], argv[3], argv[4] = "", "", ""
+	}
+	if a.Meta != nil {
+		argv = append(argv, saveOptMeta, a.Meta.UserIDs, a.Meta.Meta)
+	}
+	if a.Trade != "" {
+		argv = append(argv, saveOptTrade, a.Trade)
+	}
+	if a.keeps() {
+		argv = append(argv, saveOptKeep, a.History, a.HistoryEvery.Milliseconds(), a.Keep, a.KeepVer, flag(a.KeepAlways))
+	}
+	if len(a.Earlier) > 0 {
+		argv = append(argv, saveOptEarlier, a.Job, flag(a.Presence), len(a.Earlier))
+		for _, e := range a.Earlier {
+			argv = append(argv, e)
+		}
+	}
+	if len(a.Applied) > 0 {
+		argv = append(argv, saveOptApplied)
+		for _, id := range a.Applied {
+			argv = append(argv, id)
+		}
 	}
 	return argv
 }
 
-// keys are KEYS of save.lua for the record at key.
-func keysOf(key string) []string { return []string{key, InboxKey(key), HistoryKey(key)} }
+// keeps reports whether the call may keep a version: it carries new data,
+// the data it replaces, and a history to keep it in.
+func (a SaveArgs) keeps() bool { return a.Data != nil && len(a.Keep) > 0 && a.History > 0 }
+
+// arg is the mode as save.lua takes it (a constant: no allocation).
+func (m WriteMode) arg() any {
+	switch m {
+	case ModeSave:
+		return string(ModeSave)
+	case ModeRelease:
+		return string(ModeRelease)
+	case ModeSettle:
+		return string(ModeSettle)
+	}
+	return string(m)
+}
+
+// keys are KEYS of save.lua for the record at key: the inbox and the
+// history only when the call may touch them.
+func (a SaveArgs) keys(key string) []string {
+	if a.keeps() || len(a.Applied) > 0 {
+		return []string{key, InboxKey(key), HistoryKey(key)}
+	}
+	return []string{key}
+}
 
 // Call is the save.lua call for the record at key, to run in a pipeline.
 func (a SaveArgs) Call(key string) rscript.Call {
-	return rscript.Call{Script: saveScript, Keys: keysOf(key), Args: a.argv()}
+	return rscript.Call{Script: saveScript, Keys: a.keys(key), Args: a.argv()}
 }
 
-// ParseSaveArgs reads the ARGV of an observed save.lua call.
+// ParseSaveArgs reads the ARGV of an observed save.lua call. Job and
+// Presence are known only when the call carries earlier tokens (only then
+// can the lock move to it), History and HistoryEvery only when it carries
+// data to keep.
 func ParseSaveArgs(argv []string) (SaveArgs, error) {
-	if len(argv) < 18 {
-		return SaveArgs{}, fmt.Errorf("record: %s call with %d arguments, want 18 or more", ScriptSave, len(argv))
+	if len(argv) < saveFixedArgs {
+		return SaveArgs{}, fmt.Errorf("record: %s call with %d arguments, want %d or more", ScriptSave, len(argv), saveFixedArgs)
 	}
-	n, err := strconv.Atoi(arg(argv, 18))
-	if err != nil || n < 0 || 18+n > len(argv) {
-		return SaveArgs{}, fmt.Errorf("record: %s call with %q earlier tokens in %d arguments", ScriptSave, arg(argv, 18), len(argv))
-	}
-	a := SaveArgs{Mode: WriteMode(arg(argv, 1)), Token: arg(argv, 2), Job: arg(argv, 3), Presence: arg(argv, 4) == "1",
-		Trade: arg(argv, 10), Keep: []byte(arg(argv, 15)), KeepAlways: arg(argv, 17) == "1"}
-	if arg(argv, 6) == "1" {
+	a := SaveArgs{Mode: WriteMode(arg(argv, 1)), Token: arg(argv, 2)}
+	if arg(argv, 3) != "" {
+		a.Schema, _ = strconv.Atoi(arg(argv, 3))
+		a.SchemaMin, _ = strconv.Atoi(arg(argv, 4))
 		a.Data = []byte(arg(argv, 5))
 	}
-	if arg(argv, 7) == "1" {
-		a.Meta = &Meta{UserIDs: []byte(arg(argv, 8)), Meta: []byte(arg(argv, 9))}
+	bad := func(what string) error {
+		return fmt.Errorf("record: %s call with a short %q option in %d arguments", ScriptSave, what, len(argv))
 	}
-	if len(a.Keep) == 0 {
-		a.Keep = nil
+	i := saveFixedArgs + 1 // 1-based, as in Lua
+	if arg(argv, i) == saveOptMeta {
+		if i+2 > len(argv) {
+			return SaveArgs{}, bad(saveOptMeta)
+		}
+		a.Meta = &Meta{UserIDs: []byte(arg(argv, i+1)), Meta: []byte(arg(argv, i+2))}
+		i += 3
 	}
-	a.Schema, _ = strconv.Atoi(arg(argv, 11))
-	a.SchemaMin, _ = strconv.Atoi(arg(argv, 12))
-	a.History, _ = strconv.Atoi(arg(argv, 13))
-	every, _ := strconv.ParseInt(arg(argv, 14), 10, 64)
-	a.HistoryEvery = time.Duration(every) * time.Millisecond
-	a.KeepVer, _ = strconv.ParseInt(arg(argv, 16), 10, 64)
-	a.Earlier = append([]string(nil), argv[18:18+n]...)
-	if rest := argv[18+n:]; len(rest) > 0 {
-		a.Applied = append([]string(nil), rest...)
+	if arg(argv, i) == saveOptTrade {
+		if i+1 > len(argv) {
+			return SaveArgs{}, bad(saveOptTrade)
+		}
+		a.Trade = arg(argv, i+1)
+		i += 2
+	}
+	if arg(argv, i) == saveOptKeep {
+		if i+5 > len(argv) {
+			return SaveArgs{}, bad(saveOptKeep)
+		}
+		a.History, _ = strconv.Atoi(arg(argv, i+1))
+		every, _ := strconv.ParseInt(arg(argv, i+2), 10, 64)
+		a.HistoryEvery = time.Duration(every) * time.Millisecond
+		a.Keep = []byte(arg(argv, i+3))
+		a.KeepVer, _ = strconv.ParseInt(arg(argv, i+4), 10, 64)
+		a.KeepAlways = arg(argv, i+5) == "1"
+		i += 6
+	}
+	if arg(argv, i) == saveOptEarlier {
+		n, err := strconv.Atoi(arg(argv, i+3))
+		if err != nil || n < 0 || i+3+n > len(argv) {
+			return SaveArgs{}, bad(saveOptEarlier)
+		}
+		a.Job, a.Presence = arg(argv, i+1), arg(argv, i+2) == "1"
+		a.Earlier = append([]string(nil), argv[i+3:i+3+n]...)
+		i += 4 + n
+	}
+	if arg(argv, i) == saveOptApplied {
+		a.Applied = append([]string(nil), argv[i:]...)
+		i = len(argv) + 1
+	}
+	if i <= len(argv) {
+		return SaveArgs{}, fmt.Errorf("record: %s call with an unknown option %q", ScriptSave, arg(argv, i))
 	}
 	return a, nil
 }
@@ -159,8 +256,9 @@ type SaveResult struct {
 	Epoch int64
 	Moved bool // the lock moved to the call's token (an adoption landed)
 	How   WriteHow
-	// HistAt is when a version was last kept (zero: never); InboxSeq counts
-	// the messages ever sent to the profile.
+	// HistAt is when this write kept a version (Redis clock; zero: it kept
+	// none, and the record's last one stands); InboxSeq counts the messages
+	// ever sent to the profile.
 	HistAt   time.Time
 	InboxSeq int64
 
@@ -172,7 +270,7 @@ type SaveResult struct {
 
 // Save runs save.lua on the record at key: one round trip.
 func Save(ctx context.Context, rdb redis.Scripter, key string, a SaveArgs) (SaveResult, error) {
-	v, err := saveScript.Run(ctx, rdb, keysOf(key), a.argv()...).Result()
+	v, err := saveScript.Run(ctx, rdb, a.keys(key), a.argv()...).Result()
 	if err != nil {
 		return SaveResult{}, err
 	}
@@ -192,27 +290,47 @@ func SaveWait(ctx context.Context, rdb redis.UniversalClient, key string, a Save
 	return res, acked, err
 }
 
+// The codes of save.lua's answers.
+const (
+	saveSaved           = 1
+	saveReleased        = 2
+	saveAlreadyReleased = 3
+	saveAlreadySettled  = 4
+	saveLost            = 5
+	saveTrade           = 6
+)
+
 // ParseSave reads save.lua's answer.
 func ParseSave(v any) (SaveResult, error) {
-	arr, tag, err := tagged(v)
-	if err != nil {
-		return SaveResult{}, err
+	arr, ok := v.([]any)
+	if !ok || len(arr) == 0 {
+		return SaveResult{}, fmt.Errorf("%w: save answered %T", ErrUnexpectedAnswer, v)
 	}
-	switch tag {
-	case "OK":
-		return SaveResult{
-			Outcome:  Written,
-			Ver:      num(elem(arr, 1)),
-			Epoch:    num(elem(arr, 2)),
-			Moved:    str(elem(arr, 3)) == "1",
-			How:      WriteHow(str(elem(arr, 4))),
-			HistAt:   msTime(elem(arr, 5)),
-			InboxSeq: num(elem(arr, 6)),
-		}, nil
-	case "LOST":
+	code, _ := arr[0].(int64)
+	var how WriteHow
+	switch code {
+	case saveSaved:
+		how = HowSaved
+	case saveReleased:
+		how = HowReleased
+	case saveAlreadyReleased:
+		how = HowAlreadyReleased
+	case saveAlreadySettled:
+		how = HowAlreadySettled
+	case saveLost:
 		return SaveResult{Outcome: LockLost, Holder: Lock{Job: str(elem(arr, 1)), Token: str(elem(arr, 2))}}, nil
-	case "TRADE":
+	case saveTrade:
 		return SaveResult{Outcome: TradeHeld, Trade: str(elem(arr, 1))}, nil
+	default:
+		return SaveResult{}, fmt.Errorf("%w: save answered %v", ErrUnexpectedAnswer, arr[0])
 	}
-	return SaveResult{}, fmt.Errorf("%w: save answered %q", ErrUnexpectedAnswer, tag)
+	return SaveResult{
+		Outcome:  Written,
+		How:      how,
+		Ver:      num(elem(arr, 1)),
+		Epoch:    num(elem(arr, 2)),
+		Moved:    num(elem(arr, 3)) == 1,
+		HistAt:   msTime(elem(arr, 4)),
+		InboxSeq: num(elem(arr, 5)),
+	}, nil
 }

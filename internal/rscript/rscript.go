@@ -20,11 +20,15 @@ import (
 type Script struct {
 	name string
 	s    *redis.Script
+	// hash and src are the SHA and the source as command arguments, boxed
+	// once: a call does not allocate them again.
+	hash, src any
 }
 
 // New returns the script src under name (a short word, unique in a Catalog).
 func New(name, src string) *Script {
-	return &Script{name: name, s: redis.NewScript(src)}
+	s := redis.NewScript(src)
+	return &Script{name: name, s: s, hash: s.Hash(), src: src}
 }
 
 // Name is the script's name.
@@ -33,9 +37,56 @@ func (s *Script) Name() string { return s.name }
 // Hash is the SHA1 of the script's source, as EVALSHA names it.
 func (s *Script) Hash() string { return s.s.Hash() }
 
+// The command names, boxed once.
+var (
+	evalSHAName any = "evalsha"
+	evalName    any = "eval"
+)
+
+// processor is what runs a command: every go-redis client, pipeline and
+// transaction.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// cmd is the EVALSHA (or, with eval, EVAL) command of a call, built in one
+// allocation of its arguments (go-redis's Script copies them twice).
+func (s *Script) cmd(ctx context.Context, eval bool, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 3, 3+len(keys)+len(args))
+	a[0], a[1], a[2] = evalSHAName, s.hash, len(keys)
+	if eval {
+		a[0], a[1] = evalName, s.src
+	}
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	a = append(a, args...)
+	cmd := redis.NewCmd(ctx, a...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3) // where a Redis Cluster client finds the slot
+	}
+	return cmd
+}
+
+// noScript reports whether Redis answered that it does not know the script.
+func noScript(err error) bool {
+	return err != nil && (err == redis.ErrNoScript || redis.HasErrorPrefix(err, "NOSCRIPT"))
+}
+
 // Run runs the script once: EVALSHA, then EVAL when Redis answers NOSCRIPT.
 func (s *Script) Run(ctx context.Context, rdb redis.Scripter, keys []string, args ...any) *redis.Cmd {
-	return s.s.Run(ctx, rdb, keys, args...)
+	p, ok := rdb.(processor)
+	if !ok {
+		// Copies, so that keys and args do not escape on the common path.
+		return s.s.Run(ctx, rdb, append([]string(nil), keys...), append([]any(nil), args...)...)
+	}
+	cmd := s.cmd(ctx, false, keys, args)
+	_ = p.Process(ctx, cmd)
+	if noScript(cmd.Err()) {
+		cmd = s.cmd(ctx, true, keys, args)
+		_ = p.Process(ctx, cmd)
+	}
+	return cmd
 }
 
 // Call is one script call, to run alone or in a pipeline.
@@ -57,14 +108,15 @@ func Run(ctx context.Context, rdb redis.UniversalClient, calls []Call) ([]any, [
 	cmds := make([]*redis.Cmd, len(calls))
 	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, c := range calls {
-			cmds[i] = c.Script.s.EvalSha(ctx, p, c.Keys, c.Args...)
+			cmds[i] = c.Script.cmd(ctx, false, c.Keys, c.Args)
+			_ = p.Process(ctx, cmds[i])
 		}
 		return nil
 	})
 	var retry []int
 	for i, cmd := range cmds {
 		vals[i], errs[i] = cmd.Result()
-		if redis.HasErrorPrefix(errs[i], "NOSCRIPT") {
+		if noScript(errs[i]) {
 			retry = append(retry, i)
 		}
 	}
@@ -74,7 +126,8 @@ func Run(ctx context.Context, rdb redis.UniversalClient, calls []Call) ([]any, [
 	again := make([]*redis.Cmd, len(retry))
 	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for j, i := range retry {
-			again[j] = calls[i].Script.s.Eval(ctx, p, calls[i].Keys, calls[i].Args...)
+			again[j] = calls[i].Script.cmd(ctx, true, calls[i].Keys, calls[i].Args)
+			_ = p.Process(ctx, again[j])
 		}
 		return nil
 	})
@@ -167,18 +220,15 @@ func RunWait(ctx context.Context, rdb redis.UniversalClient, c Call, replicas in
 	run := func(eval bool) (*redis.Cmd, *redis.Cmd) {
 		var cmd, wait *redis.Cmd
 		_, _ = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
-			if eval {
-				cmd = c.Script.s.Eval(ctx, p, c.Keys, c.Args...)
-			} else {
-				cmd = c.Script.s.EvalSha(ctx, p, c.Keys, c.Args...)
-			}
+			cmd = c.Script.cmd(ctx, eval, c.Keys, c.Args)
+			_ = p.Process(ctx, cmd)
 			wait = p.Do(ctx, "WAIT", replicas, timeout.Milliseconds())
 			return nil
 		})
 		return cmd, wait
 	}
 	cmd, wait := run(false)
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+	if noScript(cmd.Err()) {
 		cmd, wait = run(true)
 	}
 	v, err := cmd.Result()

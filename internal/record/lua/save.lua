@@ -5,158 +5,225 @@
 -- KEYS[2]  its inbox, a stream <record>:inbox (same slot)
 -- KEYS[3]  its history, a hash <record>:hist (same slot): d<ver> = a kept version's data
 --          (compressed by the caller), t<ver> = "<at>,<schema>,<schemaMin>"
+--          KEYS[2] and KEYS[3] are given only with the 'keep' or 'applied' option.
 -- ARGV[1]  mode: 'save', 'release', or 'settle' (a save that lands only while the
---          record is marked with trade ARGV[9]: a trade's idempotent image write)
+--          record is marked with the 'trade' option's trade: a trade's idempotent image
+--          write)
 -- ARGV[2]  lock token of the profile
--- ARGV[3]  job id (written when the lock moves to ARGV[2])
--- ARGV[4]  presence flag '1'/'0' (written when the lock moves to ARGV[2])
--- ARGV[5]  new data (opaque), or '' to keep the stored data (see ARGV[6])
--- ARGV[6]  '1' when ARGV[5] carries new data
--- ARGV[7]  '1' when ARGV[8], ARGV[9] carry new user ids and metadata
--- ARGV[8]  user ids (opaque), ARGV[9] metadata (opaque)
--- ARGV[10] trade id this write settles (the mark is cleared), or ''. While the record is
---          marked with another trade every write is refused, but a bare release (no
---          data), which gives the lock back and leaves the mark for the next loader
--- ARGV[11] schema version of the new data, ARGV[12] the lowest that may read it
--- ARGV[13] history: how many versions to keep (0: none)
--- ARGV[14] history interval (ms): the first data write at least this long after the last
---          kept version keeps the data it replaces
--- ARGV[15] the data this write replaces, compressed by the caller, or '' (the caller
---          sends it when it reckons a version is due)
--- ARGV[16] the record version ARGV[15] is (kept only if it is the stored ver)
--- ARGV[17] '1' to keep ARGV[15] whatever the interval (the data before a restore)
--- ARGV[18] n: how many earlier tokens follow
--- ARGV[19 .. 18+n]  earlier tokens of the same profile (set after an adoption whose save
---          has not landed). The lock is the profile's when it names ARGV[2] or one of
---          these, or when it is free and its last release was under one of these with
---          nobody writing since (released.ver == ver: a release whose answer was lost,
---          then an adoption). A write that finds it so moves the lock to ARGV[2] and
---          increments epoch (a new session). A release that finds its own release (under
---          ARGV[2] or an earlier token) already landed answers 'already-released' without
---          writing, unless it carries newer data, which it writes (the player went on
---          after an adoption); a save under the very token that was released is late and
---          refused (LOST).
--- ARGV[19+n ..]  ids of inbox messages the new data has applied: deleted from the inbox
---          by this same write, so a message is applied exactly once
+-- ARGV[3]  schema version of the new data, or '' when the call carries no new data (the
+--          stored data stays)
+-- ARGV[4]  the lowest schema version that may read the new data ('' without data)
+-- ARGV[5]  the new data (opaque; '' without data)
+-- ARGV[6..] options, each a name then its values, in this order, each only when used:
+--   'meta', uids, meta      new user ids and metadata (opaque)
+--   'trade', id             the trade this write settles (its mark is cleared). While the
+--                           record is marked with another trade every write is refused,
+--                           but a bare release (no data), which gives the lock back and
+--                           leaves the mark for the next loader
+--   'keep', n, every, old, oldVer, always
+--                           history: keep n versions (0: none); the first data write at
+--                           least `every` ms after the last kept version keeps the data
+--                           it replaces, `old` (compressed by the caller, sent when the
+--                           caller reckons a version is due), if it is version oldVer (the
+--                           stored ver); always = '1' keeps it whatever the interval (the
+--                           data before a restore)
+--   'earlier', job, presence, n, token1 .. tokenN
+--                           earlier tokens of the same profile (set after an adoption
+--                           whose save has not landed), and the job id and presence flag
+--                           ('1'|'0') written when the lock moves to ARGV[2]. The lock is
+--                           the profile's when it names ARGV[2] or one of these, or when
+--                           it is free and its last release was under one of these with
+--                           nobody writing since (released.ver == ver: a release whose
+--                           answer was lost, then an adoption). A write that finds it so
+--                           moves the lock to ARGV[2] and increments epoch (a new
+--                           session). A release that finds its own release (under ARGV[2]
+--                           or an earlier token) already landed answers already-released
+--                           without writing, unless it carries newer data, which it
+--                           writes (the player went on after an adoption); a save under
+--                           the very token that was released is late and refused (lost).
+--   'applied', id1, id2 ..  (to the end) ids of inbox messages the new data has applied:
+--                           deleted from the inbox by this same write, so a message is
+--                           applied exactly once
 --
 -- Every accepted call refreshes lock.at from Redis TIME. A data write increments ver.
 -- Three Redis calls in the common case: TIME, HMGET, HSET (plus XDEL for applied
 -- messages, HDEL of trade on a settle, and the history writes when a version is kept).
+-- Cost: a call's Redis time grows with every argument, field and number turned into a
+-- string, so the common call carries 5 arguments and reads 5 fields; what only the rare
+-- cases need (the release state, the history time) is read only by them.
 --
--- Answers:
---   {'OK', ver, epoch, moved ('1'|'0'), how, histAt, inboxSeq}  how: 'saved', 'released',
---       'already-released' or 'already-settled' (settle mode, the record no longer
---       carries the trade); histAt: when the last version was kept (ms, 0: never);
---       inboxSeq: how many messages were ever sent to the profile
---   {'LOST', job|'', token|''}   the lock is not the profile's; nothing written
---   {'TRADE', tradeId}          another trade is pending on the record; nothing written
+-- Answers {code, ...}:
+--   {1|2|3|4, ver, epoch, moved (1|0), histAt, inboxSeq}  accepted. 1: saved. 2: released.
+--       3: already released (a retried release found its own release landed). 4: already
+--       settled (settle mode, the record no longer carries the trade). histAt: when this
+--       write kept a version (ms; 0: it kept none); inboxSeq: how many messages were ever
+--       sent to the profile. ver and inboxSeq are integers or decimal strings (a value
+--       read from the record and not changed goes back as it was read: converting costs
+--       Redis time)
+--   {5, job|'', token|''}   lost: the lock is not the profile's; nothing written
+--   {6, tradeId}            trade: another trade is pending on the record; nothing written
 local rec = KEYS[1]
 local mode, tok = ARGV[1], ARGV[2]
-local hasData = ARGV[6] == '1'
+local hasData = ARGV[3] ~= ''
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local f = redis.call('HMGET', rec, 'lock.token', 'ver', 'epoch', 'trade', 'inbox.seq')
+local token, ver, epoch, trade, seq = f[1], f[2] or '0', f[3] or '0', f[4], f[5] or 0
 
-local f = redis.call('HMGET', rec, 'lock.token', 'lock.job', 'released', 'released.ver', 'ver', 'trade', 'epoch',
-  'hist.at', 'inbox.seq')
-local token, job, released, relver, ver, trade, epoch = f[1], f[2], f[3], f[4], f[5], f[6], f[7]
-ver = tonumber(ver) or 0
-local histAt = tonumber(f[8]) or 0
-local nEarlier = tonumber(ARGV[18])
-
-local function earlierToken(x)
-  if not x or x == '' then
-    return false
-  end
-  for i = 19, 18 + nEarlier do
-    if ARGV[i] == x then
-      return true
-    end
-  end
-  return false
+-- The options (none in the common call).
+local uids, meta, tradeID, keep, earlier0, earlier1, eJob, ePresence, applied
+local i = 6
+if ARGV[i] == 'meta' then
+  uids, meta, i = ARGV[i + 1], ARGV[i + 2], i + 3
+end
+if ARGV[i] == 'trade' then
+  tradeID, i = ARGV[i + 1], i + 2
+end
+if ARGV[i] == 'keep' then
+  keep, i = i + 1, i + 6
+end
+if ARGV[i] == 'earlier' then
+  eJob, ePresence = ARGV[i + 1], ARGV[i + 2]
+  earlier0, earlier1 = i + 4, i + 3 + tonumber(ARGV[i + 3])
+  i = earlier1 + 1
+end
+if ARGV[i] == 'applied' then
+  applied = i + 1
 end
 
-local moved = '0'
+local moved = 0
 if token ~= tok then
+  -- Not the profile's token: the rare cases, which read the release state.
+  local g = redis.call('HMGET', rec, 'lock.job', 'released', 'released.ver')
+  local released = g[2]
+  local heldEarlier, releasedEarlier = false, false
+  if earlier0 then
+    for j = earlier0, earlier1 do
+      if token and token ~= '' and ARGV[j] == token then
+        heldEarlier = true
+      end
+      if released and released ~= '' and ARGV[j] == released then
+        releasedEarlier = true
+      end
+    end
+  end
   local free = (not token) or token == ''
-  local relOK = free and tonumber(relver) == ver -- released, and nobody wrote since
-  local ownRelease = relOK and (released == tok or earlierToken(released))
-  if ownRelease and mode == 'release' and not hasData and ARGV[7] ~= '1' then
+  local relOK = free and tonumber(g[3]) == tonumber(ver) -- released, and nobody wrote since
+  local ownRelease = relOK and (released == tok or releasedEarlier)
+  if ownRelease and mode == 'release' and not hasData and not uids then
     -- the retried release has nothing newer to write: the landed one stands
-    return {'OK', ver, epoch or '0', '0', 'already-released', histAt, f[9] or '0'}
+    return {3, ver, epoch, 0, 0, seq}
   end
   -- The lock may move to ARGV[2] when it still carries an earlier token (an
   -- adoption whose save has not landed), when the release that freed it was
   -- under an earlier token (an adoption of a release whose answer was lost), or
   -- for a release that carries newer data. A save under the very token that
   -- was released is late (it was in flight when the profile let go): refused.
-  local allowed = earlierToken(token) or (relOK and earlierToken(released)) or (ownRelease and mode == 'release')
-  if not allowed then
-    return {'LOST', job or '', token or ''}
+  if not (heldEarlier or (relOK and releasedEarlier) or (ownRelease and mode == 'release')) then
+    return {5, g[1] or '', token or ''}
   end
-  moved = '1'
+  moved = 1
 end
 
-if mode == 'settle' and trade ~= ARGV[10] then
-  return {'OK', ver, epoch or '0', '0', 'already-settled', histAt, f[9] or '0'}
+if mode == 'settle' and trade ~= tradeID then
+  return {4, ver, epoch, 0, 0, seq}
 end
-if trade and trade ~= '' and trade ~= ARGV[10] and (hasData or mode ~= 'release') then
-  return {'TRADE', trade}
+if trade and trade ~= '' and trade ~= tradeID and (hasData or mode ~= 'release') then
+  return {6, trade}
 end
 
-local set = {} -- field/value pairs written to the record in one HSET
+-- now in ms as a string, without formatting a number: seconds, then the first three
+-- of the six microsecond digits
+local us = t[2]
+local n = #us
+local now
+if n == 6 then
+  now = t[1] .. string.sub(us, 1, 3)
+elseif n == 5 then
+  now = t[1] .. '0' .. string.sub(us, 1, 2)
+elseif n == 4 then
+  now = t[1] .. '00' .. string.sub(us, 1, 1)
+else
+  now = t[1] .. '000'
+end
+
+-- A version kept in the history (rare: at most once an interval, and before a restore).
+local histAt = 0
+if hasData and keep and tonumber(ARGV[keep]) > 0 and ARGV[keep + 2] ~= '' and tonumber(ARGV[keep + 3]) == tonumber(ver) then
+  local old = redis.call('HMGET', rec, 'at', 'schema', 'schema.min', 'hist.at')
+  local nowMS = t[1] * 1000 + math.floor(t[2] / 1000)
+  if ARGV[keep + 4] == '1' or nowMS - (tonumber(old[4]) or 0) >= tonumber(ARGV[keep + 1]) then
+    -- Keep the data this write replaces as a version, then trim to the newest n.
+    redis.call('HSET', KEYS[3], 'd' .. ver, ARGV[keep + 2],
+      't' .. ver, (old[1] or '0') .. ',' .. (old[2] or '0') .. ',' .. (old[3] or '0'))
+    histAt = nowMS
+    local vers = {}
+    for _, name in ipairs(redis.call('HKEYS', KEYS[3])) do
+      if string.sub(name, 1, 1) == 't' then
+        vers[#vers + 1] = tonumber(string.sub(name, 2))
+      end
+    end
+    local max = tonumber(ARGV[keep])
+    if #vers > max then
+      table.sort(vers)
+      for j = 1, #vers - max do
+        redis.call('HDEL', KEYS[3], 'd' .. vers[j], 't' .. vers[j])
+      end
+    end
+  end
+end
+if tradeID and trade == tradeID then
+  redis.call('HDEL', rec, 'trade')
+end
+if applied and applied <= #ARGV then
+  redis.call('XDEL', KEYS[2], unpack(ARGV, applied))
+end
+local vn = ver -- the answer's ver: a number once it changed
+if hasData then
+  vn = tonumber(ver) + 1
+  ver = tostring(vn) -- written twice by a release: formatted once
+end
+
+local code = (mode == 'release') and 2 or 1
+if moved == 0 and not uids and histAt == 0 then
+  -- The common writes, each one HSET with its fields spelled out (building a table
+  -- of them costs more than the HSET).
+  if hasData and code == 2 then
+    redis.call('HSET', rec, 'data', ARGV[5], 'ver', ver, 'at', now, 'schema', ARGV[3], 'schema.min', ARGV[4],
+      'lock.at', now, 'released', tok, 'released.ver', ver, 'lock.token', '', 'lock.job', '')
+  elseif hasData then
+    redis.call('HSET', rec, 'data', ARGV[5], 'ver', ver, 'at', now, 'schema', ARGV[3], 'schema.min', ARGV[4],
+      'lock.at', now)
+  elseif code == 2 then
+    redis.call('HSET', rec, 'lock.at', now, 'released', tok, 'released.ver', ver, 'lock.token', '', 'lock.job', '')
+  else
+    redis.call('HSET', rec, 'lock.at', now)
+  end
+  return {code, vn, tonumber(epoch), 0, 0, seq}
+end
+
+-- Any other write: the fields gathered in a table, written by one HSET.
+local set = {'HSET', rec, 'lock.at', now}
 local function put(k, v)
   set[#set + 1] = k
   set[#set + 1] = v
 end
 if hasData then
-  local keep = tonumber(ARGV[13])
-  if keep > 0 and ARGV[15] ~= '' and tonumber(ARGV[16]) == ver and
-      (ARGV[17] == '1' or now - histAt >= tonumber(ARGV[14])) then
-    -- Keep the data this write replaces as a version, then trim to the newest
-    -- `keep` (rare: at most once an interval, and before a restore).
-    local old = redis.call('HMGET', rec, 'at', 'schema', 'schema.min')
-    redis.call('HSET', KEYS[3], 'd' .. ver, ARGV[15],
-      't' .. ver, (old[1] or '0') .. ',' .. (old[2] or '0') .. ',' .. (old[3] or '0'))
-    histAt = now
-    put('hist.at', now)
-    local names = redis.call('HKEYS', KEYS[3])
-    local vers = {}
-    for _, name in ipairs(names) do
-      if string.sub(name, 1, 1) == 't' then
-        vers[#vers + 1] = tonumber(string.sub(name, 2))
-      end
-    end
-    if #vers > keep then
-      table.sort(vers)
-      for i = 1, #vers - keep do
-        redis.call('HDEL', KEYS[3], 'd' .. vers[i], 't' .. vers[i])
-      end
-    end
-  end
-  ver = ver + 1
-  put('data', ARGV[5]); put('ver', ver); put('at', now); put('schema', ARGV[11]); put('schema.min', ARGV[12])
+  put('data', ARGV[5]); put('ver', ver); put('at', now); put('schema', ARGV[3]); put('schema.min', ARGV[4])
 end
-if ARGV[7] == '1' then
-  put('uids', ARGV[8]); put('meta', ARGV[9])
+if histAt > 0 then
+  put('hist.at', now)
 end
-if ARGV[10] ~= '' and trade == ARGV[10] then
-  redis.call('HDEL', rec, 'trade')
+if uids then
+  put('uids', uids); put('meta', meta)
 end
-if moved == '1' then
+if moved == 1 then
   epoch = (tonumber(epoch) or 0) + 1
   put('epoch', epoch)
 end
-if #ARGV > 18 + nEarlier then
-  redis.call('XDEL', KEYS[2], unpack(ARGV, 19 + nEarlier))
-end
-
-local how = 'saved'
-if mode == 'release' then
-  how = 'released'
+if code == 2 then
   put('released', tok); put('released.ver', ver); put('lock.token', ''); put('lock.job', '')
-elseif moved == '1' then
-  put('lock.token', tok); put('lock.job', ARGV[3]); put('lock.presence', ARGV[4])
+elseif moved == 1 then
+  put('lock.token', tok); put('lock.job', eJob); put('lock.presence', ePresence)
 end
-put('lock.at', now)
-redis.call('HSET', rec, unpack(set))
-return {'OK', ver, epoch or '0', moved, how, histAt, f[9] or '0'}
+redis.call(unpack(set))
+return {code, vn, tonumber(epoch), moved, histAt, seq}
