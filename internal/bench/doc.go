@@ -52,7 +52,7 @@
 // its history and its inbox) for 1 KiB of data after some saves, and Go heap
 // per resident profile.
 //
-// Messages (messages.go). Live delivery: from Driver.Send's return on one
+// Messages (messages.go). Live delivery: from the call of Driver.Send on one
 // Node to OnMessage running on the holder on another.
 //
 // Redis-side figures need a real Redis (INFO cpu, INFO commandstats, MEMORY
