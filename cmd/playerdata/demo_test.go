@@ -93,7 +93,7 @@ func TestDemoHuman(t *testing.T) {
 		"embedded miniredis", "embedded nats-server",
 		"[1/4] stale-connection", "[2/4] failed-leave-save", "[3/4] crash", "[4/4] stalling-holder",
 		"speed 1: real timings", "speed 10: beat 300 ms, presence TTL 1.00 s",
-		"release save of user:101 landed", "reply received: user:101 is free",
+		"release save of user:101 landed", "reply received: user:101 is no longer played there",
 		"took the lock of user:103 from server A, which stopped beating presence",
 		"presence of A read: stopped",
 		"the record still holds A's lock",

@@ -140,11 +140,15 @@ func (h *captureHandler) Handle(_ context.Context, r slog.Record) error {
 		h.tl.mu.Unlock()
 	}
 	text, kind, group := describe(r.Level, r.Message, a)
+	if text == "" {
+		return nil
+	}
 	h.tl.addAt(r.Time, h.server, kind, text, group)
 	return nil
 }
 
-// describe turns one library log record into a timeline line.
+// describe turns one library log record into a timeline line; "" for a
+// debug record the timeline does not tell (it is in the raw log).
 func describe(level slog.Level, msg string, a map[string]string) (text string, kind eventKind, group string) {
 	switch {
 	case msg == "handoff: request sent":
@@ -152,17 +156,17 @@ func describe(level slog.Level, msg string, a map[string]string) (text string, k
 	case msg == "handoff: release requested":
 		return fmt.Sprintf("release of %s requested by %s", a["key"], a["from"]), kindAction, "requested"
 	case msg == "another server asked for a live session; ending it":
-		return fmt.Sprintf("the player is still connected here: ending that session for %s", a["from"]), kindAction, ""
+		return "the player is still connected here: ending that session", kindAction, ""
 	case msg == "profile released":
 		return fmt.Sprintf("release save of %s landed: data written, lock cleared (one round trip)", a["key"]), kindGood, ""
 	case msg == "release failed; profile retained under its lock":
 		return fmt.Sprintf("leave save of %s failed (%s): profile retained here under its lock", a["key"], a["err"]), kindBad, ""
 	case msg == "another server asked for a retained profile; retrying its release":
-		return fmt.Sprintf("%s asks for the retained profile: retrying its release at once", a["from"]), kindAction, ""
+		return "another server asks for the retained profile: retrying its release at once", kindAction, ""
 	case msg == "handoff: reply sent":
-		return fmt.Sprintf("reply sent to %s: %s is free", a["to"], a["key"]), kindAction, ""
+		return fmt.Sprintf("reply sent to %s: %s is no longer played here", a["to"], a["key"]), kindAction, ""
 	case msg == "handoff: reply received":
-		return fmt.Sprintf("reply received: %s is free, taking its lock", a["key"]), kindAction, ""
+		return fmt.Sprintf("reply received: %s is no longer played there, taking its lock", a["key"]), kindAction, ""
 	case msg == "handoff: presence read":
 		st := a["presence"]
 		text = fmt.Sprintf("presence of %s read: %s", a["holder"], st)
@@ -181,7 +185,11 @@ func describe(level slog.Level, msg string, a map[string]string) (text string, k
 	case strings.HasPrefix(msg, "took the lock of "):
 		return msg, kindGood, ""
 	}
-	// Anything else, as the library says it.
+	// Anything else, as the library says it; the library's other debug
+	// records (every join, every write) would drown the story.
+	if level < slog.LevelInfo {
+		return "", kindNote, ""
+	}
 	text = msg
 	for _, k := range []string{"key", "from", "to", "err"} {
 		if v := a[k]; v != "" {
