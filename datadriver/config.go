@@ -110,8 +110,9 @@ type NodeConfig struct {
 	// release or by age only), and no check that the JobID is free.
 	// default: false
 	DisableHandoff bool
-	// PingTimeout bounds NewNode's first PING: a Redis that does not answer
-	// within it fails NewNode with ErrRedisUnavailable.
+	// PingTimeout bounds NewNode's first PING of Redis (a Redis that does
+	// not answer within it fails NewNode with ErrRedisUnavailable) and of
+	// NATS when it is given (ErrBusDown).
 	// default: DefaultPingTimeout (2 s)
 	PingTimeout time.Duration
 	// Beat is the presence beat period (the spec's 3 s beat).

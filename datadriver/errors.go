@@ -35,8 +35,10 @@ var (
 	// overwritten.
 	ErrCorruptRecord = errors.New("corrupt profile record")
 
-	// ErrTooLarge: the encoded profile is larger than MaxDataBytes. Nothing
-	// was written.
+	// ErrTooLarge: the encoded profile is larger than MaxDataBytes (or a
+	// message larger than MaxMessageBytes). A save or Send writes nothing; a
+	// release frees the lock and keeps the last data that fit (see
+	// Profile.Release).
 	ErrTooLarge = errors.New("profile data too large")
 
 	// ErrClosed: the Node (or driver) is closed.
@@ -46,7 +48,8 @@ var (
 	// Node.Closing): it starts no session.
 	ErrClosing = errors.New("playerdata node shutting down")
 
-	// ErrBusDown: the Node's NATS connection is down (Node.Healthy).
+	// ErrBusDown: the Node's NATS connection is down (Node.Healthy), or did
+	// not answer NewNode's PING.
 	ErrBusDown = errors.New("playerdata node's bus is down")
 
 	// errClosing is what a load answers once Close began: it matches

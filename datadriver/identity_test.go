@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/benbjohnson/clock"
 	"github.com/redis/go-redis/v9"
 
@@ -152,6 +154,11 @@ func TestJobIDIdentity(t *testing.T) {
 				t.Errorf("session ended with %v, want ErrFenced", p.Err())
 			}
 			logs := first.logs.String()
+			for line := range strings.Lines(logs) {
+				if strings.Count(line, " job=") > 1 {
+					t.Errorf("a log line names the job twice: %s", line)
+				}
+			}
 			for _, want := range []string{"level=ERROR", "other_instance=intruder", "instance=" + first.node.Instance()} {
 				if !strings.Contains(logs, want) {
 					t.Errorf("logs lack %q:\n%s", want, logs)
@@ -233,6 +240,53 @@ func TestNewNodeChecksRedis(t *testing.T) {
 		_, err := datadriver.NewNode(context.Background(), datadriver.NodeConfig{Redis: r.Client(t), PingTimeout: -time.Second})
 		if !errors.Is(err, datadriver.ErrInvalidConfig) {
 			t.Fatalf("NewNode = %v, want ErrInvalidConfig", err)
+		}
+	})
+}
+
+// TestNewNodeChecksNATS: NewNode fails within PingTimeout, with
+// ErrBusDown, when the NATS connection it is given is closed or its server
+// does not answer.
+func TestNewNodeChecksNATS(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	ns := testsupport.StartNATS(t)
+	const bound = 300 * time.Millisecond
+	start := func(t *testing.T, nc *nats.Conn) error {
+		begin := time.Now()
+		n, err := datadriver.NewNode(context.Background(), datadriver.NodeConfig{
+			JobID: "server-a", Redis: r.Client(t), NATS: nc, Namespace: r.Namespace, PingTimeout: bound,
+		})
+		if err == nil {
+			_ = n.Close(context.Background())
+		}
+		if d := time.Since(begin); d > bound+time.Second {
+			t.Errorf("NewNode answered after %v, want about PingTimeout (%v)", d, bound)
+		}
+		return err
+	}
+	t.Run("closed", func(t *testing.T) {
+		nc := ns.Connect(t)
+		nc.Close()
+		if err := start(t, nc); !errors.Is(err, datadriver.ErrBusDown) {
+			t.Fatalf("NewNode = %v, want ErrBusDown", err)
+		}
+	})
+	t.Run("no answer", func(t *testing.T) {
+		host := strings.TrimPrefix(ns.URL, "nats://")
+		p := testsupport.StartProxy(t, host)
+		nc, err := nats.Connect("nats://"+p.Addr, nats.Name(t.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		p.Blackhole()
+		if err := start(t, nc); !errors.Is(err, datadriver.ErrBusDown) {
+			t.Fatalf("NewNode = %v, want ErrBusDown", err)
+		}
+	})
+	t.Run("answers", func(t *testing.T) {
+		if err := start(t, ns.Connect(t)); err != nil {
+			t.Fatalf("NewNode = %v", err)
 		}
 	})
 }

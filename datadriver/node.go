@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	mrand "math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,7 +84,8 @@ const DefaultPingTimeout = 2 * time.Second
 // NewNode creates a Node. ctx bounds the start-up work only.
 //
 // It first checks that Redis answers a PING within NodeConfig.PingTimeout
-// (else an error matching ErrRedisUnavailable). Then, unless handoff is
+// (else an error matching ErrRedisUnavailable), and so does NATS when it is
+// given (else an error matching ErrBusDown). Then, unless handoff is
 // disabled, it claims the JobID in the presence hash (presence.Claim): a
 // JobID whose presence is alive under another process is refused with a
 // *JobIDInUseError (ErrJobIDInUse), after waiting at most one PresenceTTL
@@ -152,6 +154,9 @@ func NewNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if err := n.ping(ctx); err != nil {
 		return nil, err
 	}
+	if err := n.pingNATS(ctx); err != nil {
+		return nil, err
+	}
 	if n.handoffOn {
 		// The first beat claims the JobID, before the first Join so that it
 		// finds a lease. Another live process with this JobID is refused;
@@ -204,6 +209,25 @@ func (n *Node) ping(ctx context.Context) error {
 			return fmt.Errorf("start node %s: ping Redis: %w", n.jobID, ctx.Err())
 		}
 		return fmt.Errorf("start node %s: %w: no answer to PING within %s: %w", n.jobID, ErrRedisUnavailable, n.cfg.PingTimeout, err)
+	}
+	return nil
+}
+
+// pingNATS checks that the NATS server answers a PING (a flush) within
+// PingTimeout, when the Node has a NATS connection and handoff is on.
+func (n *Node) pingNATS(ctx context.Context) error {
+	nc := n.cfg.NATS
+	if nc == nil || !n.handoffOn {
+		return nil
+	}
+	pctx, cancel := n.clock.WithTimeout(ctx, n.cfg.PingTimeout)
+	defer cancel()
+	if err := nc.FlushWithContext(pctx); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("start node %s: ping NATS: %w", n.jobID, ctx.Err())
+		}
+		return fmt.Errorf("start node %s: %w: NATS (%s) did not answer a PING within %s: %w",
+			n.jobID, ErrBusDown, strings.ToLower(nc.Status().String()), n.cfg.PingTimeout, err)
 	}
 	return nil
 }

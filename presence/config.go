@@ -91,7 +91,9 @@ type Config struct {
 	// Clock drives the beat loop, the lease and each beat's deadline.
 	// default: clock.New() (the real, monotonic clock)
 	Clock clock.Clock
-	// Logger receives the beat loop's warnings and recoveries.
+	// Logger receives the beat loop's warnings and recoveries. Its lines
+	// carry "component" and "instance"; give a logger that names the job
+	// (datadriver's Node gives its own, With("job", JobID)).
 	// default: slog.Default()
 	Logger *slog.Logger
 	// OnLapse is called when the lease of generation gen lapses (see

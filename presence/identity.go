@@ -44,7 +44,7 @@ func (p *Presence) Claim(ctx context.Context) error {
 			first = ans
 			p.log.Info("presence: the JobID's beat is alive under another instance; "+
 				"waiting for it to lapse (a restarted process) or be renewed (a live one)",
-				"job", p.cfg.JobID, "other_instance", ans.Other, "expires_in", ans.OtherExpiresAt.Sub(ans.At))
+				"other_instance", ans.Other, "expires_in", ans.OtherExpiresAt.Sub(ans.At))
 		} else if ans.Other != first.Other || ans.OtherExpiresAt.After(first.OtherExpiresAt) {
 			return fmt.Errorf("presence claim: %w", inUse)
 		}
@@ -92,7 +92,7 @@ func (p *Presence) beatAnswered(sentAt, ackAt time.Time, checked bool, ans BeatA
 		return fmt.Errorf("presence beat: %w", inUse)
 	case ans.Outcome == BeatTakenOver:
 		p.log.Info("presence: took the JobID over from an earlier instance whose beat had expired",
-			"job", p.cfg.JobID, "other_instance", ans.Other)
+			"other_instance", ans.Other)
 	}
 	p.mu.Lock()
 	p.conflicted = false
@@ -121,7 +121,7 @@ func (p *Presence) conflict(e *InUseError, msg string) {
 	if !first {
 		return
 	}
-	attrs := []any{"job", e.JobID, "other_instance", e.Other, "key", p.own.key}
+	attrs := []any{"other_instance", e.Other, "key", p.own.key}
 	if !e.ExpiresAt.IsZero() {
 		attrs = append(attrs, "other_expires_at", e.ExpiresAt.UTC().Format(time.RFC3339Nano))
 	}

@@ -235,7 +235,7 @@ func (p *Presence) Remove(ctx context.Context) error {
 		return fmt.Errorf("presence remove: %w", err)
 	}
 	if ours == 0 {
-		p.log.Info("presence: left the JobID's beat in place: another instance owns it", "job", p.cfg.JobID)
+		p.log.Info("presence: left the JobID's beat in place: another instance owns it")
 	}
 	return nil
 }
