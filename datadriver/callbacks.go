@@ -84,6 +84,8 @@ func (d *Driver[T]) lockLostLocked(key string, err error, reason KickReason) {
 		loss = telemetry.LossLeaseLapsed
 	case errors.Is(err, errLockAged):
 		loss = telemetry.LossAged
+	case errors.Is(err, errWiped):
+		loss = telemetry.LossWiped
 	}
 	d.tel.LockLost(d.ctx, loss)
 	d.kickLocked(key, reason)

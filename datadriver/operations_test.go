@@ -165,9 +165,19 @@ func TestTelemetry(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(ctx, &rm); err != nil {
+	if err := db.Wipe(ctx, "user:6"); err != nil { // a lock loss, reason wiped
 		t.Fatal(err)
+	}
+
+	var rm metricdata.ResourceMetrics
+	eventually(t, 5*time.Second, "a lock loss counted as wiped", func() bool {
+		if err := reader.Collect(ctx, &rm); err != nil {
+			t.Fatal(err)
+		}
+		return lossCount(rm, "wiped") == 1
+	})
+	if n := lossCount(rm, "taken"); n != 0 {
+		t.Errorf("%d lock losses counted as taken, want 0 (the only loss was a wipe)", n)
 	}
 	seen := map[string]bool{}
 	for _, sm := range rm.ScopeMetrics {
@@ -200,6 +210,25 @@ func TestTelemetry(t *testing.T) {
 	if joinTrace != releaseTrace {
 		t.Errorf("the holder's processing of the request is in trace %s, the join in %s: want one trace", releaseTrace, joinTrace)
 	}
+}
+
+// lossCount is the playerdata.lock.losses count with reason in rm.
+func lossCount(rm metricdata.ResourceMetrics, reason string) int64 {
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if m.Name != "playerdata.lock.losses" || !ok {
+				continue
+			}
+			for _, dp := range sum.DataPoints {
+				if v, ok := dp.Attributes.Value("playerdata.loss.reason"); ok && v.AsString() == reason {
+					n += dp.Value
+				}
+			}
+		}
+	}
+	return n
 }
 
 // hasAttr reports whether span s has attribute key = value.

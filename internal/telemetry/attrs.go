@@ -231,10 +231,12 @@ const (
 	// LossAged: the lock was not refreshed for LockTTL, so the session was
 	// fenced off before another server could take it by age (ReasonFenced).
 	LossAged
+	// LossWiped: the record was erased (Driver.Wipe; ReasonWiped).
+	LossWiped
 	lossReasons
 )
 
-// String returns "taken", "lease_lapsed" or "aged".
+// String returns "taken", "lease_lapsed", "aged" or "wiped".
 func (r LossReason) String() string {
 	switch r {
 	case LossTaken:
@@ -243,6 +245,8 @@ func (r LossReason) String() string {
 		return "lease_lapsed"
 	case LossAged:
 		return "aged"
+	case LossWiped:
+		return "wiped"
 	}
 	return "invalid"
 }
