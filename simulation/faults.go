@@ -6,11 +6,12 @@ import (
 	"hash/fnv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/messaging"
 	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
-	"github.com/redis/go-redis/v9"
 )
 
 // The faults: what the servers' Redis calls suffer (before and after they
@@ -19,8 +20,8 @@ import (
 //
 // A call that hangs waits, unsent (or landed, its answer held), until its
 // own context ends: the Node's deadlines (a beat's, SaveTimeout) or the
-// caller's context (a join's: the game gives up after joinGiveUp). Nothing
-// else ends it but the death of its server.
+// caller's context (a join's: the game gives up after joinGiveUp; a
+// send's: sendTimeout). Nothing else ends it but the death of its server.
 
 // callKind is a kind of Redis call a hang fault picks.
 type callKind int
@@ -30,6 +31,7 @@ const (
 	callSave                    // save.lua: saves, releases, give-backs, lock refreshes, adoptions
 	callRead                    // presence.lua's read: a joiner reading a holder's presence
 	callAcquire                 // acquire.lua
+	callSend                    // send.lua: Driver.Send
 	numCallKinds
 )
 
@@ -43,6 +45,8 @@ func (k callKind) String() string {
 		return "presence reads"
 	case callAcquire:
 		return "acquires"
+	case callSend:
+		return "sends"
 	}
 	return fmt.Sprintf("callKind(%d)", int(k))
 }
@@ -68,6 +72,8 @@ func kindOfCall(srv *server, in testsupport.Invocation) (callKind, bool) {
 		return callRead, true
 	case record.ScriptAcquire:
 		return callAcquire, true
+	case record.ScriptSend:
+		return callSend, true
 	}
 	return 0, false
 }
@@ -178,7 +184,7 @@ func (s *sim) fault(alive []*server) {
 	dur := time.Duration(1+s.rng.IntN(20)) * time.Second
 	kinds := 10
 	if s.cfg.Hangs {
-		kinds = 17
+		kinds = 18
 	}
 	switch k := s.rng.IntN(kinds); k {
 	case 0:
@@ -243,7 +249,7 @@ func (s *sim) fault(alive []*server) {
 		if err := s.c.RedisRestart(context.Background()); err != nil {
 			s.fail("redis restart: %v", err)
 		}
-	case 10, 11, 12, 13:
+	case 10, 11, 12, 13, 14:
 		kind := callKind(k - 10)
 		landed := s.rng.IntN(2) == 0
 		how := "unsent"
@@ -255,7 +261,7 @@ func (s *sim) fault(alive []*server) {
 		s.result.Hangs++
 		srv.hangTo[kind], srv.hangLanded[kind] = now.Add(dur), landed
 		s.mu.Unlock()
-	case 14:
+	case 15:
 		s.logf("FAULT %s is cut from Redis for %s: every call of it hangs", srv.s.JobID, dur)
 		s.mu.Lock()
 		s.result.Hangs++
@@ -265,14 +271,14 @@ func (s *sim) fault(alive []*server) {
 		srv.cut, srv.cutTo = true, maxTime(srv.cutTo, now.Add(dur))
 		s.mu.Unlock()
 		srv.s.Faults.Hold()
-	case 15:
+	case 16:
 		s.logf("FAULT %s is cut from the bus for %s", srv.s.JobID, dur)
 		s.mu.Lock()
 		s.result.Hangs++
 		srv.busCut, srv.busCutTo = true, maxTime(srv.busCutTo, now.Add(dur))
 		s.mu.Unlock()
 		s.c.Bus.Disconnect(srv.s.JobID)
-	case 16:
+	case 17:
 		s.pause(srv, now.Add(dur))
 	default:
 		// A forged request (a random token) to a server, for a random key.
