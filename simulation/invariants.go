@@ -4,16 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing/synctest"
 	"time"
 
-	"github.com/ckernel/playerdata/datadriver"
+	"github.com/redis/go-redis/v9"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
 )
 
 // The invariants checked outside the script observer: kicks (6), gems (4),
-// liveness at the end of a run (8) and no profile live on two servers (9).
+// liveness at the end of a run (8), no profile live on two servers (9) and
+// messages applied exactly once (10; the observer checks it too, on what a
+// script loads or writes).
 
 // kicked checks invariant 6: a session is ended for another server only
 // after a request naming its lock reached this server; a session fenced off
@@ -162,7 +168,8 @@ func lastOther(ls []landing, job string, asked uint64, done time.Time) *landing 
 // drain ends the run: the faults stop, every player leaves, and after two
 // quiet minutes no lock may be held by a live server (a server may keep a
 // lock only while one of its profiles uses it: an orphan would lock the
-// player out for as long as the server lives).
+// player out for as long as the server lives). Then the messages still
+// waiting are delivered, and every message is counted (invariant 10).
 func (s *sim) drain() {
 	s.logf("DRAIN faults stop, every player leaves")
 	s.endFaults(true)
@@ -179,7 +186,7 @@ func (s *sim) drain() {
 		online := pl.p != nil
 		s.mu.Unlock()
 		if online {
-			s.leave(pl)
+			_ = s.leave(pl)
 		}
 	}
 	time.Sleep(2 * time.Minute)
@@ -221,54 +228,314 @@ func (s *sim) drain() {
 			s.mu.Unlock()
 		}
 	}
+	if s.failure() == nil {
+		s.deliverRest()
+		s.checkDelivered()
+	}
 }
 
-// checkGems checks invariant 4 on what Redis holds: every record's gems,
-// or, where a trade's mark is pending on a committed trade, its image.
-func (s *sim) checkGems() {
+// checkRecords checks invariants 4 and 10 on what Redis holds: the gems
+// of all records, counting where a trade's mark is pending on a committed
+// trade its image; the messages of every record (and image) and inbox.
+func (s *sim) checkRecords() {
 	ctx := context.Background()
 	total := int64(0)
 	for _, pl := range s.players {
-		rk := recordKey(pl.key)
-		f, err := s.checkRedis.HMGet(ctx, rk, "data", "trade").Result()
+		h, err := s.readRecord(ctx, pl)
 		if err != nil {
-			s.fail("check: %v", err)
+			s.fail("check: %s: %v", pl.key, err)
 			return
 		}
-		data, _ := f[0].(string)
-		trade, _ := f[1].(string)
-		if trade != "" {
-			m, err := s.checkRedis.HGetAll(ctx, "sim:trade:{"+trade+"}").Result()
-			if err != nil {
-				s.fail("check: %v", err)
-				return
-			}
-			if m["state"] == "COMMITTED" {
-				for i := 0; ; i++ {
-					desc, ok := m[fmt.Sprintf("p%d", i)]
-					if !ok {
-						break
-					}
-					var d struct {
-						K string `msgpack:"k"`
-					}
-					_ = msgpack.Unmarshal([]byte(desc), &d)
-					if d.K == pl.key {
-						data = m[fmt.Sprintf("img%d", i)]
-					}
-				}
-			}
-		}
-		w := Wallet{Gems: initialGems}
-		if data != "" {
-			if err := msgpack.Unmarshal([]byte(data), &w); err != nil {
-				s.fail("check: %s: %v", pl.key, err)
-				return
-			}
+		rk := recordKey(pl.key)
+		s.checkMsgs("the record", rk, h.data, h.inbox)
+		w := h.data
+		if h.image != nil {
+			w = *h.image
+			s.checkMsgs("a pending trade's image", rk, w, h.inbox)
 		}
 		total += w.Gems
 	}
 	if want := int64(len(s.players)) * initialGems; total != want {
 		s.fail("invariant 4: %d gems in all, want %d", total, want)
+	}
+}
+
+// held is what Redis holds for a player at one moment.
+type held struct {
+	data  Wallet
+	image *Wallet  // the image of a committed trade whose mark is pending on the record
+	inbox []uint64 // the numbers of the messages in its inbox, oldest first
+}
+
+// readRecord reads what Redis holds for pl: its record's data and inbox in
+// one transaction, then the image of a trade whose mark is on it.
+func (s *sim) readRecord(ctx context.Context, pl *player) (held, error) {
+	rk := recordKey(pl.key)
+	var fields *redis.SliceCmd
+	var entries *redis.XMessageSliceCmd
+	if _, err := s.checkRedis.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		fields = p.HMGet(ctx, rk, "data", "trade")
+		entries = p.XRange(ctx, record.InboxKey(rk), "-", "+")
+		return nil
+	}); err != nil {
+		return held{}, err
+	}
+	var h held
+	f := fields.Val()
+	data, _ := f[0].(string)
+	trade, _ := f[1].(string)
+	var err error
+	if h.data, err = decodeWallet(data); err != nil {
+		return held{}, err
+	}
+	for _, e := range entries.Val() {
+		b, _ := e.Values["b"].(string)
+		var g gift
+		if err := msgpack.Unmarshal([]byte(b), &g); err != nil {
+			return held{}, fmt.Errorf("inbox entry %s: %w", e.ID, err)
+		}
+		h.inbox = append(h.inbox, g.N)
+	}
+	if trade == "" {
+		return h, nil
+	}
+	m, err := s.checkRedis.HGetAll(ctx, "sim:trade:{"+trade+"}").Result()
+	if err != nil || m["state"] != "COMMITTED" {
+		return h, err
+	}
+	for i := 0; ; i++ {
+		desc, ok := m[fmt.Sprintf("p%d", i)]
+		if !ok {
+			break
+		}
+		var d struct {
+			K string `msgpack:"k"`
+		}
+		_ = msgpack.Unmarshal([]byte(desc), &d)
+		if d.K == pl.key {
+			img, err := decodeWallet(m[fmt.Sprintf("img%d", i)])
+			if err != nil {
+				return held{}, fmt.Errorf("trade %s's image: %w", trade, err)
+			}
+			h.image = &img
+		}
+	}
+	return h, nil
+}
+
+// decodeWallet decodes a record's data ("": the defaults).
+func decodeWallet(data string) (Wallet, error) {
+	w := Wallet{Gems: initialGems}
+	if data == "" {
+		return w, nil
+	}
+	err := msgpack.Unmarshal([]byte(data), &w)
+	return w, err
+}
+
+// checkMsgs checks invariant 10 on w, data of the record rk that where
+// says (loaded, written, in Redis), and on inbox, the numbers of the
+// messages its inbox held at the same moment (nil: unknown): no message
+// twice, none sent to another player, none whose Send was refused, gifts
+// that are the sum of its messages' amounts, and none that its inbox still
+// holds.
+func (s *sim) checkMsgs(where, rk string, w Wallet, inbox []uint64) {
+	s.mu.Lock()
+	problem := ""
+	bad := func(n uint64, held []uint64, seen map[uint64]bool) string {
+		m := s.msgs[n]
+		switch {
+		case seen[n]:
+			return fmt.Sprintf("message #%d twice", n)
+		case m == nil:
+			return fmt.Sprintf("message #%d, which was never sent", n)
+		case recordKey(m.to.key) != rk:
+			return fmt.Sprintf("message #%d, sent to %s", n, m.to.key)
+		case m.refused() || m.full:
+			return fmt.Sprintf("message #%d, whose Send was %s", n, m.state)
+		case slices.Contains(held, n):
+			return fmt.Sprintf("message #%d, which its inbox %v still holds", n, inbox)
+		}
+		seen[n] = true
+		return ""
+	}
+	seen := make(map[uint64]bool, len(w.Msgs))
+	var sum int64
+	for _, n := range w.Msgs {
+		if problem = bad(n, inbox, seen); problem != "" {
+			break
+		}
+		sum += s.msgs[n].amount
+	}
+	if problem == "" && sum != w.Gifts {
+		problem = fmt.Sprintf("%d gifts, but its messages bring %d", w.Gifts, sum)
+	}
+	where += " of " + rk
+	if queued := make(map[uint64]bool, len(inbox)); problem == "" {
+		for _, n := range inbox {
+			if problem = bad(n, nil, queued); problem != "" {
+				where = "the inbox of " + rk + " beside " + where
+				break
+			}
+		}
+	}
+	s.mu.Unlock()
+	if problem != "" {
+		s.fail("invariant 10: %s holds %s (messages %v)", where, problem, w.Msgs)
+	}
+}
+
+// checkLoaded checks invariant 10 on what an acquire of job loaded: the
+// record's data and the inbox messages it read in the same script.
+func (s *sim) checkLoaded(job, rk string, data []byte, msgs []record.Message) {
+	w, err := decodeWallet(string(data))
+	if err != nil {
+		s.fail("%s loaded %s: %v", job, rk, err)
+		return
+	}
+	inbox := make([]uint64, 0, len(msgs))
+	for _, rm := range msgs {
+		var g gift
+		if err := msgpack.Unmarshal(rm.Body, &g); err != nil {
+			s.fail("%s loaded %s with inbox entry %s unreadable: %v", job, rk, rm.ID, err)
+			return
+		}
+		inbox = append(inbox, g.N)
+	}
+	s.checkMsgs("the data "+job+" loaded", rk, w, inbox)
+}
+
+// checkWritten checks invariant 10 on a save of job that landed at ver:
+// the data it wrote, and that every message it deleted from the inbox is
+// in the data the record holds now (what it wrote, or what it kept).
+func (s *sim) checkWritten(job, rk string, a record.SaveArgs, ver int64) {
+	data := string(a.Data)
+	if a.Data == nil {
+		s.mu.Lock()
+		stored, known := s.landed[rk][ver]
+		s.mu.Unlock()
+		if !known {
+			return
+		}
+		data = stored
+	}
+	w, err := decodeWallet(data)
+	if err != nil {
+		s.fail("%s wrote %s: %v", job, rk, err)
+		return
+	}
+	if a.Data != nil {
+		s.checkMsgs("the data "+job+" wrote", rk, w, nil)
+	}
+	for _, id := range a.Applied {
+		s.mu.Lock()
+		n, known := s.msgIDs[rk+"\x00"+id]
+		s.mu.Unlock()
+		if known && !slices.Contains(w.Msgs, n) {
+			s.fail("invariant 10: a save of %s deleted message #%d (%s) from the inbox of %s, but the data it leaves holds only %v",
+				job, n, id, rk, w.Msgs)
+		}
+	}
+}
+
+// deliverRest is the end of invariant 10's run, after the quiet period:
+// every player whose inbox holds messages joins once more and leaves (the
+// load applies the inbox, the release saves what it applied), and again a
+// second later while a fussy gift keeps one waiting.
+func (s *sim) deliverRest() {
+	ctx := context.Background()
+	servers := s.activeServers(s.aliveServers())
+	for range 4 {
+		var waiting []*player
+		for _, pl := range s.players {
+			n, err := s.checkRedis.XLen(ctx, record.InboxKey(recordKey(pl.key))).Result()
+			if err != nil {
+				s.fail("deliver: %v", err)
+				return
+			}
+			if n > 0 {
+				waiting = append(waiting, pl)
+			}
+		}
+		if len(waiting) == 0 {
+			return
+		}
+		s.logf("DELIVER %d players with messages waiting join once more and leave", len(waiting))
+		for i, pl := range waiting {
+			srv := servers[i%len(servers)]
+			s.join(pl, srv)
+			s.mu.Lock()
+			online := pl.p != nil
+			s.mu.Unlock()
+			if !online {
+				s.fail("liveness: %s cannot join %s after the quiet period", pl.key, srv.s.JobID)
+				return
+			}
+			if err := s.leave(pl); err != nil {
+				s.fail("liveness: %s cannot leave %s after the quiet period: %v", pl.key, srv.s.JobID, err)
+				return
+			}
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+	}
+}
+
+// checkDelivered checks invariant 10 at the very end: every inbox is
+// empty, and every message whose Send was acknowledged, or that the
+// simulation saw stored, is in its player's record exactly once; one whose
+// Send failed otherwise at most once; one refused never.
+func (s *sim) checkDelivered() {
+	ctx := context.Background()
+	count := make(map[uint64]int)
+	for _, pl := range s.players {
+		h, err := s.readRecord(ctx, pl)
+		if err != nil {
+			s.fail("check: %s: %v", pl.key, err)
+			return
+		}
+		rk := recordKey(pl.key)
+		if len(h.inbox) > 0 {
+			s.fail("invariant 10: the inbox of %s still holds %v after its player joined once more", rk, h.inbox)
+		}
+		if h.image != nil {
+			s.fail("invariant 10: %s still carries a committed trade's mark after its player joined once more", rk)
+		}
+		s.checkMsgs("the final record", rk, h.data, h.inbox)
+		for _, n := range h.data.Msgs {
+			count[n]++
+		}
+	}
+	s.mu.Lock()
+	ns := make([]uint64, 0, len(s.msgs))
+	for n := range s.msgs {
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	var problems []string
+	st := &s.result.Messages
+	for _, n := range ns {
+		m, c := s.msgs[n], count[n]
+		if m.state == msgFailed && m.landed {
+			st.Landed++
+		}
+		if c == 1 {
+			st.Applied++
+		}
+		switch {
+		case m.state == msgSending:
+			problems = append(problems, fmt.Sprintf("the Send of #%d to %s never returned", n, m.to.key))
+		case c > 1 || m.refused() && c > 0 || (m.state == msgAcked || m.landed) && c != 1:
+			stored := ""
+			if m.landed {
+				stored = ", seen stored"
+			}
+			problems = append(problems, fmt.Sprintf("message #%d (%s%s) is in the final record of %s %d times",
+				n, m.state, stored, m.to.key, c))
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range problems[:min(len(problems), 10)] {
+		s.fail("invariant 10: %s", p)
 	}
 }

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/testsupport"
-	"github.com/redis/go-redis/v9"
 )
 
 // The model: the servers, the players and the session each player believes
@@ -71,10 +72,13 @@ func (s *sim) startServer() *server {
 	srv.s.Faults.SetBefore(func(ctx context.Context, cmd redis.Cmder) error { return s.before(srv, ctx, cmd) })
 	srv.s.Faults.SetAfter(func(ctx context.Context, cmd redis.Cmder, err error) error { return s.after(srv, ctx, cmd, err) })
 	d, err := datadriver.NewDriver(srv.s.Node, datadriver.Config[Wallet]{
-		Name:     driverName,
-		Defaults: Wallet{Gems: initialGems},
-		LockWait: lockWait,
-		Kick:     func(key string, reason datadriver.KickReason) { s.kicked(srv, key, reason) },
+		Name:            driverName,
+		Defaults:        Wallet{Gems: initialGems},
+		LockWait:        lockWait,
+		Kick:            func(key string, reason datadriver.KickReason) { s.kicked(srv, key, reason) },
+		OnMessage:       func(w *Wallet, m datadriver.Message) error { return s.onMessage(srv, w, m) },
+		MaxInbox:        maxInbox,
+		MaxMessageBytes: maxMessageBytes,
 	})
 	if err != nil {
 		s.tb.Fatalf("simulation: driver: %v", err)

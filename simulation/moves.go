@@ -14,7 +14,8 @@ import (
 // The moves: what the players do at each step, each on its own goroutine.
 
 // step ends the faults whose time has come, then picks this step's moves
-// and faults from the seed.
+// and faults from the seed: the players' moves, then a server's sends
+// (messages.go).
 func (s *sim) step() {
 	s.endFaults(false)
 	alive := s.aliveServers()
@@ -53,7 +54,7 @@ func (s *sim) step() {
 		case online && r < 0.31:
 			s.do(pl, "save", func() { s.save(pl) })
 		case online && r < 0.32:
-			s.do(pl, "leave", func() { s.leave(pl) })
+			s.do(pl, "leave", func() { _ = s.leave(pl) })
 		case online && r < 0.327:
 			if to := s.otherServer(pl, targets); to != nil {
 				s.do(pl, "hop", func() { s.join(pl, to) })
@@ -70,6 +71,9 @@ func (s *sim) step() {
 				})
 			}
 		}
+	}
+	if len(targets) > 0 && s.rng.Float64() < sendRate {
+		s.sendMove(targets)
 	}
 }
 
@@ -237,12 +241,13 @@ func (s *sim) save(pl *player) {
 	}
 }
 
-func (s *sim) leave(pl *player) {
+// leave releases pl's session, and returns what Release did.
+func (s *sim) leave(pl *player) error {
 	s.mu.Lock()
 	p, acked, srv := pl.p, pl.acked, pl.srv
 	s.mu.Unlock()
 	if p == nil {
-		return
+		return nil
 	}
 	err := p.Release(s.ctx)
 	s.logf("leave %s @%s -> %v", pl.key, srv.s.JobID, err)
@@ -254,6 +259,7 @@ func (s *sim) leave(pl *player) {
 		}
 		pl.p, pl.srv, pl.last = nil, nil, p
 	}
+	return err
 }
 
 // trade moves amount gems from a to b, if a has them.

@@ -13,8 +13,8 @@ import (
 // Observation: what the scripts did (from the cluster's script observer)
 // and which requests reached which server (from the bus).
 
-// observe records what the scripts did, and checks invariants 1 to 3 as
-// they happen.
+// observe records what the scripts did, and checks invariants 1 to 3 and
+// 10 (on the data loaded and written) as they happen.
 func (s *sim) observe(job string, call testsupport.ScriptCall) {
 	s.mu.Lock()
 	s.result.Scripts++
@@ -91,6 +91,9 @@ func (s *sim) observe(job string, call testsupport.ScriptCall) {
 			s.fail("invariant 3: %s loaded %s at ver %d with data %x, but the write that made ver %d had %x",
 				job, key, res.Ver, data, res.Ver, want)
 		}
+		s.checkLoaded(job, key, res.Data, res.Messages)
+	case record.ScriptSend:
+		s.observeSend(job, key, call.Args, call.Val)
 	case record.ScriptSave:
 		a, err1 := record.ParseSaveArgs(call.Args)
 		res, err2 := record.ParseSave(call.Val)
@@ -126,6 +129,7 @@ func (s *sim) observe(job string, call testsupport.ScriptCall) {
 				s.landed[key][res.Ver] = string(a.Data)
 				s.mu.Unlock()
 			}
+			s.checkWritten(job, key, a, res.Ver)
 		}
 	}
 }

@@ -2,17 +2,18 @@
 // protocol on virtual time and checks its invariants after every step.
 //
 // A run is a function of its seed: the servers, the players' moves (join,
-// earn, save, leave, hop to another server, trade), and the faults all come
-// from one PCG stream. Faults come in the three kinds a promise must be
+// earn, save, leave, hop to another server, trade), the messages the servers
+// send them (Driver.Send, to players online or not; see messages.go), and
+// the faults all come from one PCG stream. Faults come in the three kinds a promise must be
 // tested against (see faults.go):
 //
 //   - calls that fail: failing saves and presence writes, lost save
 //     answers, dropped, delayed and duplicated messages, forged requests,
 //     Redis restarts;
 //   - calls that hang until their deadline instead of failing: a presence
-//     beat, a save, a presence read, an acquire (the Node's own deadlines,
-//     or the caller's context, end them; some land first and lose their
-//     answer), stalled saves, and one-sided partitions: a server cut from
+//     beat, a save, a presence read, an acquire, a send (the Node's own
+//     deadlines, or the caller's context, end them; some land first and
+//     lose their answer), stalled saves, and one-sided partitions: a server cut from
 //     Redis (every call of it hangs, the others are unaffected) or from the
 //     bus only;
 //   - a process that pauses or dies: a server paused (nothing of it
@@ -53,7 +54,17 @@
 //  9. no profile is live on two servers at once: no Update (and no trade)
 //     succeeds on a server after another server's acquire of the key
 //     landed, unless the server acquired the key again since (see
-//     invariants.go for what "after" means at one virtual instant).
+//     invariants.go for what "after" means at one virtual instant);
+//  10. every message is applied exactly once: no data loaded, written or
+//     kept in Redis holds a message twice, or one sent to another player, or
+//     one whose Send was refused (ErrInboxFull, ErrTooLarge); no record holds
+//     a message its inbox still holds (a save deletes the messages it
+//     applied in the same script), and a save that deletes a message writes
+//     data that holds it; at the end, once every player has left and joined
+//     once more (the load applies what waits), every inbox is empty and every
+//     message whose Send was acknowledged, or that the simulation saw land,
+//     is in its player's record exactly once, and every other one whose Send
+//     failed at most once.
 //
 // A failure reports the seed and a readable trace of the steps that led to
 // it.
@@ -71,8 +82,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/ckernel/playerdata/testsupport"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/testsupport"
 )
 
 // Config shapes a run.
@@ -161,10 +173,15 @@ func ShortConfig(seed uint64) Config {
 }
 
 // Wallet is the profile of the simulated game: coins are earned, gems only
-// change hands in trades.
+// change hands in trades, gifts come in messages.
 type Wallet struct {
 	Coins int64
 	Gems  int64
+	// Gifts is the sum of the amounts of the messages applied, Msgs their
+	// numbers, in the order they were applied (bounded by the messages a run
+	// sends one player: a few dozen).
+	Gifts int64
+	Msgs  []uint64
 }
 
 const (
@@ -190,6 +207,7 @@ type Result struct {
 	Tolerated                                            map[Bug]int // violations of each tolerated known bug
 	Guarded                                              int         // Updates refused that, accepted, would have broken invariant 9
 	Scripts                                              int         // Lua script calls the servers made
+	Messages                                             Messages    // the messages sent, and what became of them
 	Failure                                              error
 	Trace                                                []string
 }
@@ -247,6 +265,12 @@ type sim struct {
 	acquisitions map[string][]landing // key -> its acquisitions that landed, in order
 	fencedKicks  map[string]time.Time // job+"\x00"+key -> the last Kick(ReasonFenced)
 	joining      map[string]int       // job+"\x00"+key -> joins of key on job under way
+
+	// Invariant 10: the ledger of the messages sent (by number), and the
+	// number of each one the simulation saw land, by record key and inbox id.
+	msgs    map[uint64]*sentMsg
+	lastMsg uint64            // the last number handed out
+	msgIDs  map[string]uint64 // key+"\x00"+inbox id -> number
 }
 
 func newSim(tb testing.TB, cfg Config) *sim {
@@ -267,6 +291,8 @@ func newSim(tb testing.TB, cfg Config) *sim {
 		lostAcquires: make(map[string]bool),
 		fencedKicks:  make(map[string]time.Time),
 		joining:      make(map[string]int),
+		msgs:         make(map[uint64]*sentMsg),
+		msgIDs:       make(map[string]uint64),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	tb.Cleanup(s.cancel)
@@ -347,7 +373,7 @@ func (s *sim) run() {
 		time.Sleep(s.cfg.Step + time.Duration(1+s.rng.IntN(999))*time.Millisecond - s.cfg.Step/4)
 		synctest.Wait() // everything due by now has run
 		s.checkSessions()
-		s.checkGems()
+		s.checkRecords()
 		s.flush()
 		s.mu.Lock()
 		s.result.Steps++

@@ -142,9 +142,9 @@ func TestSimulation(t *testing.T) {
 					t.Logf("trace:\n%s", simulation.Tail(res.Trace, len(res.Trace)))
 				}
 				t.Logf("seed %d: %d steps, %d joins (%d refused, %d hops), %d trades, %d faults (%d hangs, %d pauses), %d crashes, "+
-					"%d fenced, %d updates at resume (%d refused), %d refused after another's acquire, tolerated %v, %d script calls",
+					"%d fenced, %d updates at resume (%d refused), %d refused after another's acquire, tolerated %v, %d script calls; %v",
 					seed, res.Steps, res.Joins, res.Refused, res.Hops, res.Trades, res.Faults, res.Hangs, res.Pauses, res.Crashes,
-					res.Fenced, res.ResumeUpdates, res.ResumeRefused, res.Guarded, res.Tolerated, res.Scripts)
+					res.Fenced, res.ResumeUpdates, res.ResumeRefused, res.Guarded, res.Tolerated, res.Scripts, res.Messages)
 			})
 		})
 	}

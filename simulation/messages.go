@@ -1,0 +1,263 @@
+package simulation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/testsupport"
+)
+
+// The senders: the send move (a server's game sends gifts to a player,
+// online or not, with Driver.Send), the game's OnMessage, and the ledger of
+// every message sent, which invariant 10 (invariants.go) checks the records
+// against.
+
+const (
+	// sendRate is the probability of a send move at a step.
+	sendRate = 0.4
+	// maxInbox is the drivers' MaxInbox: small, so that a burst to a player
+	// who is away fills the inbox (ErrInboxFull).
+	maxInbox = 4
+	// maxMessageBytes is the drivers' MaxMessageBytes: a gift with padding is
+	// over it (ErrTooLarge).
+	maxMessageBytes = 256
+	// sendTimeout bounds a Send (the context the game passes): a Send that
+	// hangs ends then, stored or not.
+	sendTimeout = 5 * time.Second
+)
+
+// Messages counts the messages of a run and what became of them.
+type Messages struct {
+	Sent     int // Send calls
+	Acked    int // answered with an id
+	Full     int // refused with ErrInboxFull
+	TooLarge int // refused with ErrTooLarge
+	Failed   int // failed otherwise: stored or not
+	Landed   int // of the failed, those the simulation saw stored
+	Refusals int // refusals by OnMessage (a fussy message at an even second: it stays in the inbox)
+	Applied  int // in their player's record exactly once at the end
+}
+
+// String is the per-run summary line's part on messages.
+func (m Messages) String() string {
+	return fmt.Sprintf("messages: %d sent, %d acknowledged, %d refused (%d inbox full, %d too large), "+
+		"%d failed (%d of them stored), %d applied exactly once, %d refusals by OnMessage",
+		m.Sent, m.Acked, m.Full+m.TooLarge, m.Full, m.TooLarge, m.Failed, m.Landed, m.Applied, m.Refusals)
+}
+
+// gift is the body of a message the simulation sends.
+type gift struct {
+	N      uint64 // the message's number, unique in the run
+	To     string // the player it is sent to
+	Amount int64  // added to Wallet.Gifts
+	Fussy  bool   `msgpack:",omitempty"` // OnMessage refuses it at even seconds
+	Pad    []byte `msgpack:",omitempty"` // makes it too large
+}
+
+// msgState is what a message's Send answered.
+type msgState int
+
+const (
+	msgSending  msgState = iota // Send has not returned
+	msgAcked                    // Send returned its id
+	msgFull                     // ErrInboxFull: not stored
+	msgTooLarge                 // ErrTooLarge: not stored
+	msgFailed                   // another error: stored or not
+)
+
+func (st msgState) String() string {
+	switch st {
+	case msgSending:
+		return "sending"
+	case msgAcked:
+		return "acknowledged"
+	case msgFull:
+		return "refused (inbox full)"
+	case msgTooLarge:
+		return "refused (too large)"
+	case msgFailed:
+		return "failed"
+	}
+	return fmt.Sprintf("msgState(%d)", int(st))
+}
+
+// sentMsg is one message of the ledger.
+type sentMsg struct {
+	n      uint64
+	to     *player
+	from   string // the sending server's JobID
+	amount int64
+	fussy  bool
+	big    bool
+	state  msgState
+	// What the simulation saw send.lua do with it, whatever Send answered:
+	// store it (under id), or refuse it (inbox full).
+	landed bool
+	full   bool
+	id     string
+}
+
+func (m *sentMsg) body() gift {
+	g := gift{N: m.n, To: m.to.key, Amount: m.amount, Fussy: m.fussy}
+	if m.big {
+		g.Pad = make([]byte, maxMessageBytes)
+	}
+	return g
+}
+
+// refused reports whether Send said the message was not stored.
+func (m *sentMsg) refused() bool { return m.state == msgFull || m.state == msgTooLarge }
+
+// sendMove is the send move: a server whose game runs sends one message, or
+// a burst, to one player, online or not. Everything is drawn here, on the
+// driving goroutine; the sends run on a goroutine of their own, one after
+// the other.
+func (s *sim) sendMove(targets []*server) {
+	srv := targets[s.rng.IntN(len(targets))]
+	pl := s.players[s.rng.IntN(len(s.players))]
+	n := 1
+	if s.rng.Float64() < 0.2 {
+		n = 2 + s.rng.IntN(5) // a burst: past MaxInbox for a player who is away
+	}
+	burst := make([]*sentMsg, n)
+	for i := range burst {
+		burst[i] = &sentMsg{to: pl, from: srv.s.JobID, amount: 1 + s.rng.Int64N(5),
+			fussy: s.rng.Float64() < 0.1, big: s.rng.Float64() < 0.03}
+	}
+	s.mu.Lock()
+	for _, m := range burst {
+		s.lastMsg++
+		m.n = s.lastMsg
+		s.msgs[m.n] = m
+	}
+	s.mu.Unlock()
+	s.spawn(func() {
+		for _, m := range burst {
+			s.send(srv, m)
+		}
+	})
+}
+
+// send sends m from srv, as the game does, and keeps the ledger.
+func (s *sim) send(srv *server, m *sentMsg) {
+	s.mu.Lock()
+	s.result.Messages.Sent++
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(s.ctx, sendTimeout)
+	id, err := srv.d.Send(ctx, m.to.key, m.body())
+	cancel()
+	s.mu.Lock()
+	switch {
+	case err == nil:
+		m.state = msgAcked
+		s.result.Messages.Acked++
+	case errors.Is(err, datadriver.ErrInboxFull):
+		m.state = msgFull
+		s.result.Messages.Full++
+	case errors.Is(err, datadriver.ErrTooLarge):
+		m.state = msgTooLarge
+		s.result.Messages.TooLarge++
+	default:
+		m.state = msgFailed
+		s.result.Messages.Failed++
+	}
+	landed, full, seen := m.landed, m.full, m.id
+	s.mu.Unlock()
+	what, fussy := id, ""
+	if err != nil {
+		what = err.Error()
+	}
+	if m.fussy {
+		fussy = ", fussy"
+	}
+	s.logf("send #%d (%d gifts%s) %s -> %s -> %s", m.n, m.amount, fussy, srv.s.JobID, m.to.key, what)
+	// The answer and what the script did must agree (the simulation's own
+	// consistency: the observer sees every answer before Send does).
+	switch {
+	case err == nil && (!landed || id != seen):
+		s.fail("messages: the Send of #%d answered id %s, but the simulation saw the script store %q", m.n, id, seen)
+	case m.state == msgFull && !full:
+		s.fail("messages: the Send of #%d answered %v, but the simulation never saw the inbox full", m.n, err)
+	case m.state == msgTooLarge && (landed || full):
+		s.fail("messages: the Send of #%d answered %v, but its script ran", m.n, err)
+	case m.state == msgFailed && !strings.Contains(err.Error(), "injected") && !errors.Is(err, context.DeadlineExceeded) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, testsupport.ErrInjected):
+		s.fail("send of #%d from %s: unexpected error %v", m.n, srv.s.JobID, err)
+	}
+}
+
+// errFussy is OnMessage's refusal of a fussy message.
+var errFussy = errors.New("a fussy gift is refused at even seconds")
+
+// onMessage is the game's OnMessage on srv: it adds the gift to the data and
+// records its number. A fussy gift is refused at even seconds of virtual
+// time (it stays in the inbox for a later pull). A data that holds the
+// gift already breaks invariant 10.
+func (s *sim) onMessage(srv *server, w *Wallet, m datadriver.Message) error {
+	var g gift
+	if err := m.Decode(&g); err != nil {
+		s.fail("invariant 10: %s cannot read message %s: %v", srv.s.JobID, m.ID, err)
+		return err
+	}
+	if g.Fussy && time.Now().Unix()%2 == 0 {
+		s.mu.Lock()
+		s.result.Messages.Refusals++
+		s.mu.Unlock()
+		s.logf("%s refuses #%d for %s (fussy, at an even second)", srv.s.JobID, g.N, g.To)
+		return errFussy
+	}
+	if slices.Contains(w.Msgs, g.N) {
+		s.fail("invariant 10: %s applied message #%d to data of %s that holds it already (%v)", srv.s.JobID, g.N, g.To, w.Msgs)
+	}
+	w.Msgs = append(w.Msgs, g.N)
+	w.Gifts += g.Amount
+	s.logf("%s applies #%d to %s", srv.s.JobID, g.N, g.To)
+	return nil
+}
+
+// observeSend records what a send.lua call of job did: it stored a message
+// (under an id) or found the inbox full.
+func (s *sim) observeSend(job, key string, args []string, val any) {
+	if len(args) == 0 {
+		s.fail("send call of %s without arguments", job)
+		return
+	}
+	var g gift
+	if err := msgpack.Unmarshal([]byte(args[0]), &g); err != nil {
+		s.fail("send call of %s unreadable: %v", job, err)
+		return
+	}
+	arr, _ := val.([]any)
+	tag, id := "", ""
+	if len(arr) > 1 {
+		tag, _ = arr[0].(string)
+		id, _ = arr[1].(string)
+	}
+	s.mu.Lock()
+	m := s.msgs[g.N]
+	if m != nil {
+		switch tag {
+		case "OK":
+			m.landed, m.id = true, id
+			s.msgIDs[key+"\x00"+id] = g.N
+		case "FULL":
+			m.full = true
+		}
+	}
+	s.mu.Unlock()
+	switch {
+	case m == nil:
+		s.fail("send call of %s for a message #%d the simulation never sent", job, g.N)
+	case recordKey(m.to.key) != key:
+		s.fail("the send of #%d to %s went to record %s", g.N, m.to.key, key)
+	case tag != "OK" && tag != "FULL":
+		s.fail("send call of %s for #%d answered %v", job, g.N, val)
+	}
+}
