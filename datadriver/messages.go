@@ -139,22 +139,27 @@ func (p *Profile[T]) pullOnce() error {
 	if err != nil {
 		return err
 	}
+	if _, waiting := p.applyMessages(msgs); waiting {
+		return nil // seenSeq stays: the save that learns the trade's outcome pulls again
+	}
 	d.mu.Lock()
 	p.seenSeq = max(p.seenSeq, seq)
 	d.mu.Unlock()
-	p.applyMessages(msgs)
 	return nil
 }
 
 // applyMessages applies the messages the profile has not applied yet, in
 // order, each on a copy of the data: a message whose OnMessage fails or
 // panics changes nothing and stays in the inbox. Like Update it waits for a
-// running trade and applies nothing to a profile that is not live (or whose
-// lease has passed). It reports how many it applied.
-func (p *Profile[T]) applyMessages(msgs []record.Message) int {
+// running trade, applies nothing to a profile that is not live (or whose
+// lease has passed), and nothing while a trade's outcome is unknown
+// (waiting: the trade's image, if it committed, replaces the data, and a
+// message applied before would be lost with it while the save that settles
+// the trade deletes it from the inbox). It reports how many it applied.
+func (p *Profile[T]) applyMessages(msgs []record.Message) (n int, waiting bool) {
 	d := p.d
 	if d.cfg.OnMessage == nil || len(msgs) == 0 {
-		return 0
+		return 0, false
 	}
 	p.dataMu.Lock()
 	for p.gate != nil {
@@ -164,18 +169,21 @@ func (p *Profile[T]) applyMessages(msgs []record.Message) int {
 		p.dataMu.Lock()
 	}
 	defer p.dataMu.Unlock()
-	n := 0
+	if err := p.syncTradeLocked(); err != nil {
+		d.log.Debug("messages wait for a trade's outcome", "key", p.key, "err", err)
+		return 0, true
+	}
 	for _, rm := range msgs {
 		if slices.Contains(p.applied, rm.ID) {
 			continue
 		}
 		if p.liveErr() != nil {
-			return n
+			return n, false
 		}
 		next, err := d.codec.Clone(&p.data)
 		if err != nil {
 			d.log.Error("cannot copy the data to apply a message", "key", p.key, "err", err)
-			return n
+			return n, false
 		}
 		m := Message{ID: rm.ID, At: rm.At(), Body: rm.Body}
 		var ferr error
@@ -195,7 +203,7 @@ func (p *Profile[T]) applyMessages(msgs []record.Message) int {
 		d.tel.MessagesApplied(p.ctx, n)
 		d.log.Debug("messages applied", "key", p.key, "count", n)
 	}
-	return n
+	return n, false
 }
 
 // noteInboxLocked records how many messages were ever sent, as a save or a

@@ -3,9 +3,12 @@ package datadriver_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/record"
@@ -292,5 +295,69 @@ func TestTradeSavesAppliedMessagesFirst(t *testing.T) {
 	}
 	if w := walletOf(q); w.Coins != 30 || w.Received != 1 {
 		t.Fatalf("after the trade and a rejoin: %+v, want 50-20 and the gift once", w)
+	}
+}
+
+// A message that comes while a trade's outcome is unknown waits for the
+// outcome: applied to the data before the trade, it would be lost when the
+// trade turns out committed (its image replaces the data) while the save
+// that settles it deletes the message from the inbox. Once the next save
+// learns the outcome, the holder pulls the inbox again.
+func TestMessageWhileTradeOutcomeUnknown(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	s := newServer(t, r, "server-a", fast)
+	d := giftDriver(t, s)
+	ctx := ctxT(t)
+	a, err := d.Join(ctx, "user:10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := d.Join(ctx, "user:11")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The commit lands, then the backend goes away until the trade gave up.
+	var down atomic.Bool
+	s.faults.SetBefore(func(context.Context, redis.Cmder) error {
+		if down.Load() {
+			return testsupport.ErrInjected
+		}
+		return nil
+	})
+	s.faults.SetAfter(func(_ context.Context, cmd redis.Cmder, err error) error {
+		if isCommit(cmd) && err == nil {
+			down.Store(true)
+			return testsupport.ErrInjected
+		}
+		return nil
+	})
+	err = datadriver.Trade(ctx, func(tx *datadriver.Tx) error {
+		datadriver.TradeData(tx, a).Coins -= 20
+		datadriver.TradeData(tx, b).Coins += 20
+		return nil
+	}, a, b)
+	if !errors.Is(err, datadriver.ErrTradeOutcomeUnknown) {
+		t.Fatalf("Trade = %v, want ErrTradeOutcomeUnknown", err)
+	}
+	down.Store(false)
+	s.faults.Clear()
+	if _, err := d.Send(ctx, "user:10", gift{Coins: 50}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the pull", func() bool {
+		return walletOf(a).Received == 1 || strings.Contains(s.logs.String(), "messages wait for a trade's outcome")
+	})
+	if err := a.Save(ctx); err != nil { // learns that the trade committed
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the gift once the outcome is known", func() bool { return walletOf(a).Received == 1 })
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := inboxLen(t, r, "user:10"); n != 0 {
+		t.Fatalf("inbox %d after the release, want 0", n)
+	}
+	if got := stored(t, r, "user:10"); got.Coins != 30 {
+		t.Fatalf("record %+v, want the trade (-20) and the gift (+50)", got)
 	}
 }
