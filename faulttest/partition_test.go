@@ -33,6 +33,7 @@ func TestPartitionFencesFirst(t *testing.T) {
 		{"refused/go-redis-defaults", true, 0, shortTimings(), 20 * time.Second},
 		{"refused/short-timeouts", true, short, shortTimings(), 20 * time.Second},
 		{"blackhole/go-redis-defaults/library-timings", false, 0, timings{}, 60 * time.Second},
+		{"refused/go-redis-defaults/library-timings", true, 0, timings{}, 60 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
