@@ -26,14 +26,33 @@ import (
 
 // adminFlags are the flags of send and restore beyond the reader flags.
 type adminFlags struct {
-	natsURL       string
-	subjectPrefix string
+	natsURL        string
+	subjectPrefix  string
+	requestKeyFile string
 }
 
-// add adds --nats and --subject-prefix.
+// add adds --nats, --subject-prefix and --request-key-file.
 func (f *adminFlags) add(c *command) {
 	c.fs.StringVar(&f.natsURL, "nats", "", "")
 	c.fs.StringVar(&f.subjectPrefix, "subject-prefix", messaging.DefaultPrefix, "")
+	c.fs.StringVar(&f.requestKeyFile, "request-key-file", "", "")
+}
+
+// requestKey is the content of --request-key-file (the servers'
+// NodeConfig.RequestKey, byte for byte), or nil without it.
+func (f *adminFlags) requestKey() ([]byte, error) {
+	if f.requestKeyFile == "" {
+		return nil, nil
+	}
+	key, err := os.ReadFile(f.requestKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--request-key-file: %w", err)
+	}
+	if len(key) < messaging.MinKeyBytes {
+		return nil, fmt.Errorf("--request-key-file: %s holds %d bytes, fewer than the %d of a request key",
+			f.requestKeyFile, len(key), messaging.MinKeyBytes)
+	}
+	return key, nil
 }
 
 // check refuses a subject prefix no server can have.
@@ -79,6 +98,10 @@ func openAdmin(ctx context.Context, r *reader, rf *readFlags, af *adminFlags, sp
 		return nil, err
 	}
 	job := "playerdata-" + spec.command + "-" + hex.EncodeToString(rnd[:])
+	key, err := af.requestKey()
+	if err != nil {
+		return nil, err
+	}
 	a := &adminNode{}
 	if spec.natsURL != "" && spec.handoff {
 		nc, err := connectNATS(spec.natsURL, job)
@@ -94,6 +117,9 @@ func openAdmin(ctx context.Context, r *reader, rf *readFlags, af *adminFlags, sp
 		PresenceKey: rf.presenceKey, PresenceShards: rf.presenceShards, SubjectPrefix: af.subjectPrefix,
 		// The servers' ratio of beat to TTL (3 s to 10 s by default).
 		PresenceTTL: ttl, Beat: time.Duration(float64(ttl) * float64(presence.DefaultBeat) / float64(presence.DefaultTTL)),
+	}
+	if a.nc != nil {
+		cfg.RequestKey = key // it signs what goes over NATS
 	}
 	node, err := datadriver.NewNode(ctx, cfg)
 	if err != nil {

@@ -66,6 +66,8 @@ type serverOpts struct {
 	onMessage func(d *profile, m datadriver.Message) error
 	// migrations are Config.Migrations.
 	migrations []datadriver.Migration
+	// requestKey is NodeConfig.RequestKey (nil: messages unauthenticated).
+	requestKey []byte
 }
 
 // testServer is one game server: a real Node with its own Redis client,
@@ -82,7 +84,7 @@ func (e testEnv) startServer(t *testing.T, job string, o serverOpts) *testServer
 	t.Helper()
 	rdb := e.r.Client(t)
 	cfg := datadriver.NodeConfig{JobID: job, Redis: rdb, Namespace: e.ns, PresenceKey: o.presenceKey,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), RequestKey: o.requestKey}
 	if o.fast {
 		cfg.Beat, cfg.PresenceTTL = fastBeat, fastTTL
 	}

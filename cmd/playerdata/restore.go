@@ -47,7 +47,8 @@ The restore takes the profile's lock like any load:
 The command runs a Node of its own for it (JobID "playerdata-restore-<8
 hex>", beating presence, so a crash of the command frees the lock like a
 server's crash). Servers that authenticate their messages
-(NodeConfig.RequestKey) drop its requests: restore when the player has left.
+(NodeConfig.RequestKey) drop its requests unless --request-key-file names a
+file holding their key.
 
 A version written at another schema version than the record's current one is
 refused: it would need the game's migrations, which only the game has
@@ -64,6 +65,7 @@ Flags:
   --nats URL            NATS, to ask a holder to hand over (default $NATS_URL; none when unset)
   --wait D              how long to wait for a holder (default 15s with NATS, 0 without)
   --subject-prefix NAME the servers' NodeConfig.SubjectPrefix (default CKHandoff)
+  --request-key-file F  a file holding the servers' NodeConfig.RequestKey, byte for byte
   --redis URL           Redis (default $REDIS_URL, else redis://127.0.0.1:6379)
   --namespace NS        the servers' NodeConfig.Namespace (default none)
   --presence-key NAME   the servers' NodeConfig.PresenceKey (default CKPresence)

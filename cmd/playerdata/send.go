@@ -50,6 +50,7 @@ Flags:
   --max-message-bytes N the servers' Config.MaxMessageBytes (default 65536)
   --allow-new           send to a key that has no record yet (its first load applies it)
   --subject-prefix NAME the servers' NodeConfig.SubjectPrefix (default CKHandoff)
+  --request-key-file F  a file holding the servers' NodeConfig.RequestKey, byte for byte
   --redis URL           Redis (default $REDIS_URL, else redis://127.0.0.1:6379)
   --namespace NS        the servers' NodeConfig.Namespace (default none)
   --presence-key NAME   the servers' NodeConfig.PresenceKey (default CKPresence)
@@ -59,8 +60,9 @@ Flags:
 
 With --nats the command runs a Node of its own for the moment of the send
 (JobID "playerdata-send-<8 hex>", beating presence). Servers that
-authenticate their messages (NodeConfig.RequestKey) drop its notification:
-the holder then applies the message as without NATS.
+authenticate their messages (NodeConfig.RequestKey) drop its notification
+unless --request-key-file names a file holding their key: without it the
+holder applies the message as without NATS.
 
 Exit status: 0 sent; 1 failed (the inbox is full, the body too large, Redis
 or NATS unreachable: nothing stored); 2 usage (BODY_JSON that is not JSON

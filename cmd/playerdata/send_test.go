@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,11 +28,12 @@ type grantServer struct {
 	applied chan datadriver.Message
 }
 
-// startGrantServer starts job with OnMessage, on NATS when natsURL is set.
-func (e testEnv) startGrantServer(t *testing.T, job, natsURL string) *grantServer {
+// startGrantServer starts job with OnMessage, on NATS when natsURL is set
+// (its messages signed with key, when given).
+func (e testEnv) startGrantServer(t *testing.T, job, natsURL string, key ...byte) *grantServer {
 	t.Helper()
 	applied := make(chan datadriver.Message, 16)
-	s := e.startServer(t, job, serverOpts{natsURL: natsURL, onMessage: func(d *profile, m datadriver.Message) error {
+	s := e.startServer(t, job, serverOpts{natsURL: natsURL, requestKey: key, onMessage: func(d *profile, m datadriver.Message) error {
 		var g grant
 		if err := m.Decode(&g); err != nil {
 			return err
@@ -120,6 +123,45 @@ func TestSendIsAppliedAtOnceByALiveHolder(t *testing.T) {
 	case m := <-a.applied:
 		t.Fatalf("message %s applied twice", m.ID)
 	default:
+	}
+}
+
+// TestSendToServersThatRequireARequestKey: a holder that authenticates its
+// messages drops the notification of a send without the key, and applies
+// at once the one of a send given the key with --request-key-file.
+func TestSendToServersThatRequireARequestKey(t *testing.T) {
+	e := newTestEnv(t)
+	n := testsupport.StartNATS(t)
+	key := []byte("0123456789abcdef0123456789abcdef")
+	a := e.startGrantServer(t, "server-a", n.URL, key...) // Autosave off: only a notification makes it pull
+	p := a.hold(t, "user:42", 10)
+
+	e.sendJSON(t, "--nats", n.URL, "user:42", `{"coins": 1}`) // unsigned: dropped by server-a
+	select {
+	case m := <-a.applied:
+		t.Fatalf("server-a applied %s on an unsigned notification", m.ID)
+	case <-time.After(500 * time.Millisecond):
+	}
+
+	file := filepath.Join(t.TempDir(), "request.key")
+	if err := os.WriteFile(file, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep := e.sendJSON(t, "--nats", n.URL, "--request-key-file", file, "user:42", `{"coins": 50}`)
+	a.next(t, 5*time.Second) // the pull the signed notification started reads both messages
+	a.next(t, 5*time.Second)
+	if c := coins(p); c != 61 || rep.ID == "" {
+		t.Fatalf("the live profile has %d coins, want 10 + 1 + 50 (report %+v)", c, rep)
+	}
+
+	short := filepath.Join(t.TempDir(), "short.key")
+	if err := os.WriteFile(short, key[:8], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runArgs(t, 10*time.Second, e.args("send", "--driver", "PlayerData", "--nats", n.URL,
+		"--request-key-file", short, "user:42", `{"coins": 1}`)...)
+	if r.err == nil || !strings.Contains(r.stderr, "fewer than the 16 of a request key") {
+		t.Fatalf("send with an 8-byte key: %v\n%s", r.err, r.stderr)
 	}
 }
 
