@@ -160,7 +160,7 @@ func TestSendToServersThatRequireARequestKey(t *testing.T) {
 	}
 	r := runArgs(t, 10*time.Second, e.args("send", "--driver", "PlayerData", "--nats", n.URL,
 		"--request-key-file", short, "user:42", `{"coins": 1}`)...)
-	if r.err == nil || !strings.Contains(r.stderr, "fewer than the 16 of a request key") {
+	if r.err == nil || !strings.Contains(r.err.Error()+r.stderr, "fewer than the 16 of a request key") {
 		t.Fatalf("send with an 8-byte key: %v\n%s", r.err, r.stderr)
 	}
 }
