@@ -12,6 +12,7 @@ import (
 	"github.com/ckernel/playerdata/messaging"
 	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
+	"github.com/ckernel/playerdata/transactions"
 )
 
 // The faults: what the servers' Redis calls suffer (before and after they
@@ -32,6 +33,7 @@ const (
 	callRead                    // presence.lua's read: a joiner reading a holder's presence
 	callAcquire                 // acquire.lua
 	callSend                    // send.lua: Driver.Send
+	callTrade                   // a trade's journal moves: its commit, and the abort that decides a lost commit answer
 	numCallKinds
 )
 
@@ -47,6 +49,8 @@ func (k callKind) String() string {
 		return "acquires"
 	case callSend:
 		return "sends"
+	case callTrade:
+		return "trade commits and aborts"
 	}
 	return fmt.Sprintf("callKind(%d)", int(k))
 }
@@ -74,6 +78,8 @@ func kindOfCall(srv *server, in testsupport.Invocation) (callKind, bool) {
 		return callAcquire, true
 	case record.ScriptSend:
 		return callSend, true
+	case transactions.ScriptMove:
+		return callTrade, true
 	}
 	return 0, false
 }
@@ -184,7 +190,7 @@ func (s *sim) fault(alive []*server) {
 	dur := time.Duration(1+s.rng.IntN(20)) * time.Second
 	kinds := 10
 	if s.cfg.Hangs {
-		kinds = 18
+		kinds = 19
 	}
 	switch k := s.rng.IntN(kinds); k {
 	case 0:
@@ -249,7 +255,7 @@ func (s *sim) fault(alive []*server) {
 		if err := s.c.RedisRestart(context.Background()); err != nil {
 			s.fail("redis restart: %v", err)
 		}
-	case 10, 11, 12, 13, 14:
+	case 10, 11, 12, 13, 14, 15:
 		kind := callKind(k - 10)
 		landed := s.rng.IntN(2) == 0
 		how := "unsent"
@@ -261,7 +267,7 @@ func (s *sim) fault(alive []*server) {
 		s.result.Hangs++
 		srv.hangTo[kind], srv.hangLanded[kind] = now.Add(dur), landed
 		s.mu.Unlock()
-	case 15:
+	case 16:
 		s.logf("FAULT %s is cut from Redis for %s: every call of it hangs", srv.s.JobID, dur)
 		s.mu.Lock()
 		s.result.Hangs++
@@ -271,14 +277,14 @@ func (s *sim) fault(alive []*server) {
 		srv.cut, srv.cutTo = true, maxTime(srv.cutTo, now.Add(dur))
 		s.mu.Unlock()
 		srv.s.Faults.Hold()
-	case 16:
+	case 17:
 		s.logf("FAULT %s is cut from the bus for %s", srv.s.JobID, dur)
 		s.mu.Lock()
 		s.result.Hangs++
 		srv.busCut, srv.busCutTo = true, maxTime(srv.busCutTo, now.Add(dur))
 		s.mu.Unlock()
 		s.c.Bus.Disconnect(srv.s.JobID)
-	case 17:
+	case 18:
 		s.pause(srv, now.Add(dur))
 	default:
 		// A forged request (a random token) to a server, for a random key.

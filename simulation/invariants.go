@@ -246,12 +246,11 @@ func (s *sim) checkRecords() {
 			s.fail("check: %s: %v", pl.key, err)
 			return
 		}
-		rk := recordKey(pl.key)
-		s.checkMsgs("the record", rk, h.data, h.inbox)
+		s.checkMsgs("the record", pl, h.data, h.inbox)
 		w := h.data
 		if h.image != nil {
 			w = *h.image
-			s.checkMsgs("a pending trade's image", rk, w, h.inbox)
+			s.checkMsgs("a pending trade's image", pl, w, h.inbox)
 		}
 		total += w.Gems
 	}
@@ -333,61 +332,73 @@ func decodeWallet(data string) (Wallet, error) {
 	return w, err
 }
 
-// checkMsgs checks invariant 10 on w, data of the record rk that where
-// says (loaded, written, in Redis), and on inbox, the numbers of the
-// messages its inbox held at the same moment (nil: unknown): no message
-// twice, none sent to another player, none whose Send was refused, gifts
-// that are the sum of its messages' amounts, and none that its inbox still
-// holds.
-func (s *sim) checkMsgs(where, rk string, w Wallet, inbox []uint64) {
+// checkMsgs checks invariant 10 on w, data of pl's record that where says
+// (loaded, written, in Redis), and on inbox, the numbers of the messages
+// its inbox held at the same moment (nil: unknown): no message not sent to
+// pl or whose Send was refused, none that its inbox still holds, gifts that
+// are the sum of its messages' amounts; in the inbox, no message twice,
+// none sent to another player or refused.
+func (s *sim) checkMsgs(where string, pl *player, w Wallet, inbox []uint64) {
 	s.mu.Lock()
 	problem := ""
-	bad := func(n uint64, held []uint64, seen map[uint64]bool) string {
-		m := s.msgs[n]
-		switch {
-		case seen[n]:
-			return fmt.Sprintf("message #%d twice", n)
-		case m == nil:
-			return fmt.Sprintf("message #%d, which was never sent", n)
-		case recordKey(m.to.key) != rk:
-			return fmt.Sprintf("message #%d, sent to %s", n, m.to.key)
-		case m.refused() || m.full:
-			return fmt.Sprintf("message #%d, whose Send was %s", n, m.state)
-		case slices.Contains(held, n):
-			return fmt.Sprintf("message #%d, which its inbox %v still holds", n, inbox)
-		}
-		seen[n] = true
-		return ""
-	}
-	seen := make(map[uint64]bool, len(w.Msgs))
 	var sum int64
-	for _, n := range w.Msgs {
-		if problem = bad(n, inbox, seen); problem != "" {
+	var applied []string // the messages w holds, by number
+	for _, k := range w.got() {
+		if k > len(pl.sent) {
+			problem = fmt.Sprintf("the %d-th message of %s, which was never sent", k, pl.key)
 			break
 		}
-		sum += s.msgs[n].amount
+		m := pl.sent[k-1]
+		applied = append(applied, fmt.Sprintf("#%d", m.n))
+		switch {
+		case m.refused() || m.full:
+			problem = fmt.Sprintf("message #%d, whose Send was %s", m.n, m.state)
+		case slices.Contains(inbox, m.n):
+			problem = fmt.Sprintf("message #%d, which its inbox %v still holds", m.n, inbox)
+		}
+		if problem != "" {
+			break
+		}
+		sum += m.amount
 	}
 	if problem == "" && sum != w.Gifts {
-		problem = fmt.Sprintf("%d gifts, but its messages bring %d", w.Gifts, sum)
+		problem = fmt.Sprintf("%d gifts, but its messages bring %d (a message applied twice?)", w.Gifts, sum)
 	}
-	where += " of " + rk
-	if queued := make(map[uint64]bool, len(inbox)); problem == "" {
+	where += " of " + pl.key
+	if problem == "" {
+		queued := make(map[uint64]bool, len(inbox))
 		for _, n := range inbox {
-			if problem = bad(n, nil, queued); problem != "" {
-				where = "the inbox of " + rk + " beside " + where
+			m := s.msgs[n]
+			switch {
+			case queued[n]:
+				problem = fmt.Sprintf("message #%d twice", n)
+			case m == nil:
+				problem = fmt.Sprintf("message #%d, which was never sent", n)
+			case m.to != pl:
+				problem = fmt.Sprintf("message #%d, sent to %s", n, m.to.key)
+			case m.refused() || m.full:
+				problem = fmt.Sprintf("message #%d, whose Send was %s", n, m.state)
+			}
+			if problem != "" {
+				where = "the inbox of " + pl.key + " beside " + where
 				break
 			}
+			queued[n] = true
 		}
 	}
 	s.mu.Unlock()
 	if problem != "" {
-		s.fail("invariant 10: %s holds %s (messages %v)", where, problem, w.Msgs)
+		s.fail("invariant 10: %s holds %s (messages applied: %v)", where, problem, applied)
 	}
 }
 
 // checkLoaded checks invariant 10 on what an acquire of job loaded: the
 // record's data and the inbox messages it read in the same script.
 func (s *sim) checkLoaded(job, rk string, data []byte, msgs []record.Message) {
+	pl := s.byRecord[rk]
+	if pl == nil {
+		return
+	}
 	w, err := decodeWallet(string(data))
 	if err != nil {
 		s.fail("%s loaded %s: %v", job, rk, err)
@@ -402,13 +413,17 @@ func (s *sim) checkLoaded(job, rk string, data []byte, msgs []record.Message) {
 		}
 		inbox = append(inbox, g.N)
 	}
-	s.checkMsgs("the data "+job+" loaded", rk, w, inbox)
+	s.checkMsgs("the data "+job+" loaded", pl, w, inbox)
 }
 
 // checkWritten checks invariant 10 on a save of job that landed at ver:
 // the data it wrote, and that every message it deleted from the inbox is
 // in the data the record holds now (what it wrote, or what it kept).
 func (s *sim) checkWritten(job, rk string, a record.SaveArgs, ver int64) {
+	pl := s.byRecord[rk]
+	if pl == nil {
+		return
+	}
 	data := string(a.Data)
 	if a.Data == nil {
 		s.mu.Lock()
@@ -425,15 +440,15 @@ func (s *sim) checkWritten(job, rk string, a record.SaveArgs, ver int64) {
 		return
 	}
 	if a.Data != nil {
-		s.checkMsgs("the data "+job+" wrote", rk, w, nil)
+		s.checkMsgs("the data "+job+" wrote", pl, w, nil)
 	}
 	for _, id := range a.Applied {
 		s.mu.Lock()
-		n, known := s.msgIDs[rk+"\x00"+id]
+		m := s.msgs[s.msgIDs[rk+"\x00"+id]]
 		s.mu.Unlock()
-		if known && !slices.Contains(w.Msgs, n) {
-			s.fail("invariant 10: a save of %s deleted message #%d (%s) from the inbox of %s, but the data it leaves holds only %v",
-				job, n, id, rk, w.Msgs)
+		if m != nil && !w.has(m.k) {
+			s.fail("invariant 10: a save of %s deleted message #%d (%s) from the inbox of %s, but the data it leaves lacks it",
+				job, m.n, id, pl.key)
 		}
 	}
 }
@@ -483,55 +498,55 @@ func (s *sim) deliverRest() {
 
 // checkDelivered checks invariant 10 at the very end: every inbox is
 // empty, and every message whose Send was acknowledged, or that the
-// simulation saw stored, is in its player's record exactly once; one whose
-// Send failed otherwise at most once; one refused never.
+// simulation saw stored, is in its player's record (or in the image of a
+// committed trade whose mark the record still carries: what the next load
+// makes it); one refused is not.
 func (s *sim) checkDelivered() {
 	ctx := context.Background()
-	count := make(map[uint64]int)
+	final := make(map[*player]Wallet, len(s.players))
 	for _, pl := range s.players {
 		h, err := s.readRecord(ctx, pl)
 		if err != nil {
 			s.fail("check: %s: %v", pl.key, err)
 			return
 		}
-		rk := recordKey(pl.key)
 		if len(h.inbox) > 0 {
-			s.fail("invariant 10: the inbox of %s still holds %v after its player joined once more", rk, h.inbox)
+			s.fail("invariant 10: the inbox of %s still holds %v after its player joined once more", pl.key, h.inbox)
 		}
-		if h.image != nil {
-			s.fail("invariant 10: %s still carries a committed trade's mark after its player joined once more", rk)
-		}
-		s.checkMsgs("the final record", rk, h.data, h.inbox)
-		for _, n := range h.data.Msgs {
-			count[n]++
+		s.checkMsgs("the final record", pl, h.data, h.inbox)
+		final[pl] = h.data
+		if h.image != nil { // a committed trade's mark, left by a release for the next loader to settle
+			s.checkMsgs("the final record's pending trade image", pl, *h.image, h.inbox)
+			final[pl] = *h.image
 		}
 	}
 	s.mu.Lock()
-	ns := make([]uint64, 0, len(s.msgs))
-	for n := range s.msgs {
-		ns = append(ns, n)
-	}
-	slices.Sort(ns)
 	var problems []string
 	st := &s.result.Messages
-	for _, n := range ns {
-		m, c := s.msgs[n], count[n]
-		if m.state == msgFailed && m.landed {
-			st.Landed++
-		}
-		if c == 1 {
-			st.Applied++
-		}
-		switch {
-		case m.state == msgSending:
-			problems = append(problems, fmt.Sprintf("the Send of #%d to %s never returned", n, m.to.key))
-		case c > 1 || m.refused() && c > 0 || (m.state == msgAcked || m.landed) && c != 1:
-			stored := ""
-			if m.landed {
-				stored = ", seen stored"
+	for _, pl := range s.players {
+		w := final[pl]
+		for _, m := range pl.sent {
+			in := w.has(m.k)
+			if m.state == msgFailed && m.landed {
+				st.Landed++
 			}
-			problems = append(problems, fmt.Sprintf("message #%d (%s%s) is in the final record of %s %d times",
-				n, m.state, stored, m.to.key, c))
+			if in {
+				st.Applied++
+			}
+			switch {
+			case m.state == msgSending:
+				problems = append(problems, fmt.Sprintf("the Send of #%d to %s never returned", m.n, pl.key))
+			case in && m.refused(), !in && (m.state == msgAcked || m.landed):
+				stored, not := "", "not "
+				if m.landed {
+					stored = ", seen stored"
+				}
+				if in {
+					not = ""
+				}
+				problems = append(problems, fmt.Sprintf("message #%d (%s%s) is %sin the final record of %s",
+					m.n, m.state, stored, not, pl.key))
+			}
 		}
 	}
 	s.mu.Unlock()

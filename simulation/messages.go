@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -56,6 +55,7 @@ func (m Messages) String() string {
 type gift struct {
 	N      uint64 // the message's number, unique in the run
 	To     string // the player it is sent to
+	K      int    // the message's number for that player (from 1): its bit in Wallet.Got
 	Amount int64  // added to Wallet.Gifts
 	Fussy  bool   `msgpack:",omitempty"` // OnMessage refuses it at even seconds
 	Pad    []byte `msgpack:",omitempty"` // makes it too large
@@ -92,6 +92,7 @@ func (st msgState) String() string {
 type sentMsg struct {
 	n      uint64
 	to     *player
+	k      int    // its number for to: to.sent[k-1]
 	from   string // the sending server's JobID
 	amount int64
 	fussy  bool
@@ -105,7 +106,7 @@ type sentMsg struct {
 }
 
 func (m *sentMsg) body() gift {
-	g := gift{N: m.n, To: m.to.key, Amount: m.amount, Fussy: m.fussy}
+	g := gift{N: m.n, To: m.to.key, K: m.k, Amount: m.amount, Fussy: m.fussy}
 	if m.big {
 		g.Pad = make([]byte, maxMessageBytes)
 	}
@@ -117,8 +118,7 @@ func (m *sentMsg) refused() bool { return m.state == msgFull || m.state == msgTo
 
 // sendMove is the send move: a server whose game runs sends one message, or
 // a burst, to one player, online or not. Everything is drawn here, on the
-// driving goroutine; the sends run on a goroutine of their own, one after
-// the other.
+// driving goroutine; each send runs on a goroutine of its own.
 func (s *sim) sendMove(targets []*server) {
 	srv := targets[s.rng.IntN(len(targets))]
 	pl := s.players[s.rng.IntN(len(s.players))]
@@ -136,13 +136,16 @@ func (s *sim) sendMove(targets []*server) {
 		s.lastMsg++
 		m.n = s.lastMsg
 		s.msgs[m.n] = m
+		pl.sent = append(pl.sent, m)
+		m.k = len(pl.sent)
 	}
 	s.mu.Unlock()
-	s.spawn(func() {
-		for _, m := range burst {
-			s.send(srv, m)
-		}
-	})
+	for _, m := range burst {
+		// One after the other, each with what it sets off (the holder's
+		// pull), as the moves start: the goroutines of two sends at one
+		// instant would interleave as the scheduler has them.
+		s.spawn(func() { s.send(srv, m) })
+	}
 }
 
 // send sends m from srv, as the game does, and keeps the ledger.
@@ -197,7 +200,7 @@ func (s *sim) send(srv *server, m *sentMsg) {
 var errFussy = errors.New("a fussy gift is refused at even seconds")
 
 // onMessage is the game's OnMessage on srv: it adds the gift to the data and
-// records its number. A fussy gift is refused at even seconds of virtual
+// sets its bit. A fussy gift is refused at even seconds of virtual
 // time (it stays in the inbox for a later pull). A data that holds the
 // gift already breaks invariant 10.
 func (s *sim) onMessage(srv *server, w *Wallet, m datadriver.Message) error {
@@ -213,10 +216,10 @@ func (s *sim) onMessage(srv *server, w *Wallet, m datadriver.Message) error {
 		s.logf("%s refuses #%d for %s (fussy, at an even second)", srv.s.JobID, g.N, g.To)
 		return errFussy
 	}
-	if slices.Contains(w.Msgs, g.N) {
-		s.fail("invariant 10: %s applied message #%d to data of %s that holds it already (%v)", srv.s.JobID, g.N, g.To, w.Msgs)
+	if w.has(g.K) {
+		s.fail("invariant 10: %s applied message #%d (the %d-th of %s) to data that holds it already", srv.s.JobID, g.N, g.K, g.To)
 	}
-	w.Msgs = append(w.Msgs, g.N)
+	w.set(g.K)
 	w.Gifts += g.Amount
 	s.logf("%s applies #%d to %s", srv.s.JobID, g.N, g.To)
 	return nil

@@ -60,6 +60,7 @@ type player struct {
 	acked int64                       // coins earned and acknowledged (Update returned nil)
 	floor int64                       // coins known durable (a Save or clean release returned nil)
 	last  *datadriver.Profile[Wallet] // the session the player left (a rejoin may adopt it)
+	sent  []*sentMsg                  // the messages sent to the player: the k-th is sent[k-1]
 }
 
 // startServer starts a server with the reference timings and this run's

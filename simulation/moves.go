@@ -281,6 +281,11 @@ func (s *sim) trade(a, b *player, amount int64) {
 		return nil
 	}, pa, pb)
 	s.logf("trade %d gems %s -> %s -> %v", amount, a.key, b.key, err)
+	if errors.Is(err, datadriver.ErrTradeOutcomeUnknown) {
+		s.mu.Lock()
+		s.result.TradesUnknown++
+		s.mu.Unlock()
+	}
 	if err == nil {
 		s.mu.Lock()
 		s.result.Trades++

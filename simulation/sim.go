@@ -11,9 +11,10 @@
 //     answers, dropped, delayed and duplicated messages, forged requests,
 //     Redis restarts;
 //   - calls that hang until their deadline instead of failing: a presence
-//     beat, a save, a presence read, an acquire, a send (the Node's own
-//     deadlines, or the caller's context, end them; some land first and
-//     lose their answer), stalled saves, and one-sided partitions: a server cut from
+//     beat, a save, a presence read, an acquire, a send, a trade's commit
+//     or abort (the Node's own deadlines, or the caller's context, end
+//     them; some land first and lose their answer: a trade's outcome is
+//     then unknown until a later save reads the journal), stalled saves, and one-sided partitions: a server cut from
 //     Redis (every call of it hangs, the others are unaffected) or from the
 //     bus only;
 //   - a process that pauses or dies: a server paused (nothing of it
@@ -55,16 +56,18 @@
 //     succeeds on a server after another server's acquire of the key
 //     landed, unless the server acquired the key again since (see
 //     invariants.go for what "after" means at one virtual instant);
-//  10. every message is applied exactly once: no data loaded, written or
-//     kept in Redis holds a message twice, or one sent to another player, or
-//     one whose Send was refused (ErrInboxFull, ErrTooLarge); no record holds
-//     a message its inbox still holds (a save deletes the messages it
-//     applied in the same script), and a save that deletes a message writes
-//     data that holds it; at the end, once every player has left and joined
-//     once more (the load applies what waits), every inbox is empty and every
-//     message whose Send was acknowledged, or that the simulation saw land,
-//     is in its player's record exactly once, and every other one whose Send
-//     failed at most once.
+//  10. every message is applied exactly once: OnMessage never finds the
+//     message it applies in the data already; no data loaded, written or
+//     kept in Redis holds a message not sent to its player, or one whose
+//     Send was refused (ErrInboxFull, ErrTooLarge), or one its inbox still
+//     holds (a save deletes the messages it applied in the same script), or
+//     gifts other than the sum of its messages' amounts (a message applied
+//     twice); a save that deletes a message leaves data that holds it; at
+//     the end, once every player has left and those with messages waiting
+//     have joined once more (the load applies them), every inbox is empty
+//     and every message whose Send was acknowledged, or that the simulation
+//     saw stored, is in its player's record (once: a bit per message, the
+//     gifts its sum), every other one at most once, and one refused never.
 //
 // A failure reports the seed and a readable trace of the steps that led to
 // it.
@@ -174,14 +177,46 @@ func ShortConfig(seed uint64) Config {
 
 // Wallet is the profile of the simulated game: coins are earned, gems only
 // change hands in trades, gifts come in messages.
+//
+// Its encoding is kept small (one-letter keys, the messages applied as a
+// bitmap): a trade's first pipeline after a Redis restart carries the
+// scripts' sources and both images, and the cluster's in-memory Redis
+// connection (net.Pipe to miniredis) deadlocks on a pipeline of three
+// commands over 4 KiB until its deadline.
 type Wallet struct {
-	Coins int64
-	Gems  int64
-	// Gifts is the sum of the amounts of the messages applied, Msgs their
-	// numbers, in the order they were applied (bounded by the messages a run
-	// sends one player: a few dozen).
-	Gifts int64
-	Msgs  []uint64
+	Coins int64 `msgpack:"c"`
+	Gems  int64 `msgpack:"e"`
+	// Gifts is the sum of the amounts of the messages applied; Got has bit
+	// k-1 set once the player's k-th message is applied (gift.K).
+	Gifts int64  `msgpack:"g,omitempty"`
+	Got   []byte `msgpack:"m,omitempty"`
+}
+
+// has reports whether w has applied its player's k-th message.
+func (w *Wallet) has(k int) bool {
+	i := (k - 1) / 8
+	return k > 0 && i < len(w.Got) && w.Got[i]&(1<<((k-1)%8)) != 0
+}
+
+// set records that w has applied its player's k-th message.
+func (w *Wallet) set(k int) {
+	for len(w.Got) <= (k-1)/8 {
+		w.Got = append(w.Got, 0)
+	}
+	w.Got[(k-1)/8] |= 1 << ((k - 1) % 8)
+}
+
+// got lists the numbers (for its player) of the messages w has applied.
+func (w *Wallet) got() []int {
+	var ks []int
+	for i, b := range w.Got {
+		for j := range 8 {
+			if b&(1<<j) != 0 {
+				ks = append(ks, 8*i+j+1)
+			}
+		}
+	}
+	return ks
 }
 
 const (
@@ -200,6 +235,7 @@ const (
 // Result is what a run did, for the report.
 type Result struct {
 	Steps, Joins, Refused, Hops, Trades, Crashes, Faults int
+	TradesUnknown                                        int         // trades that returned ErrTradeOutcomeUnknown
 	Hangs, Pauses                                        int         // hang, partition and pause faults (counted in Faults too)
 	Fenced                                               int         // sessions fenced off (Kick with ReasonFenced)
 	ResumeUpdates                                        int         // Updates tried by a resumed server, and of those
@@ -266,11 +302,13 @@ type sim struct {
 	fencedKicks  map[string]time.Time // job+"\x00"+key -> the last Kick(ReasonFenced)
 	joining      map[string]int       // job+"\x00"+key -> joins of key on job under way
 
-	// Invariant 10: the ledger of the messages sent (by number), and the
-	// number of each one the simulation saw land, by record key and inbox id.
-	msgs    map[uint64]*sentMsg
-	lastMsg uint64            // the last number handed out
-	msgIDs  map[string]uint64 // key+"\x00"+inbox id -> number
+	// Invariant 10: the ledger of the messages sent (by number), the
+	// number of each one the simulation saw land, by record key and inbox
+	// id, and the players by record key.
+	msgs     map[uint64]*sentMsg
+	lastMsg  uint64            // the last number handed out
+	msgIDs   map[string]uint64 // key+"\x00"+inbox id -> number
+	byRecord map[string]*player
 }
 
 func newSim(tb testing.TB, cfg Config) *sim {
@@ -293,6 +331,7 @@ func newSim(tb testing.TB, cfg Config) *sim {
 		joining:      make(map[string]int),
 		msgs:         make(map[uint64]*sentMsg),
 		msgIDs:       make(map[string]uint64),
+		byRecord:     make(map[string]*player),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	tb.Cleanup(s.cancel)
@@ -303,7 +342,9 @@ func newSim(tb testing.TB, cfg Config) *sim {
 	tb.Cleanup(func() { _ = s.checkRedis.Close() })
 	s.bornAt = time.Now()
 	for i := range cfg.Players {
-		s.players = append(s.players, &player{key: fmt.Sprintf("p%03d", i)})
+		pl := &player{key: fmt.Sprintf("p%03d", i)}
+		s.players = append(s.players, pl)
+		s.byRecord[recordKey(pl.key)] = pl
 	}
 	for range cfg.Servers {
 		s.startServer()

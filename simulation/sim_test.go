@@ -53,6 +53,8 @@ var regressions = []regression{
 		what: "a wait woke 9 ms after an alive reading (4 ms left), was served it again and parked for 0 s: acquires forever at one instant"},
 	{seed: 7015, classic: true, bug: simulation.BugHotWait,
 		what: "the same hot loop with the faults of before (the simulation without its watchdog never ended)"},
+	{seed: 1019, what: "a message applied while a trade's outcome was unknown (commit answer lost) was lost: the save that " +
+		"learned the trade had committed wrote its image and deleted the message from the inbox (fixed: 19e8f6a)"},
 }
 
 // run is one seed to run and how.
@@ -141,10 +143,10 @@ func TestSimulation(t *testing.T) {
 				if *oneSeed != 0 {
 					t.Logf("trace:\n%s", simulation.Tail(res.Trace, len(res.Trace)))
 				}
-				t.Logf("seed %d: %d steps, %d joins (%d refused, %d hops), %d trades, %d faults (%d hangs, %d pauses), %d crashes, "+
+				t.Logf("seed %d: %d steps, %d joins (%d refused, %d hops), %d trades (%d of unknown outcome), %d faults (%d hangs, %d pauses), %d crashes, "+
 					"%d fenced, %d updates at resume (%d refused), %d refused after another's acquire, tolerated %v, %d script calls; %v",
-					seed, res.Steps, res.Joins, res.Refused, res.Hops, res.Trades, res.Faults, res.Hangs, res.Pauses, res.Crashes,
-					res.Fenced, res.ResumeUpdates, res.ResumeRefused, res.Guarded, res.Tolerated, res.Scripts, res.Messages)
+					seed, res.Steps, res.Joins, res.Refused, res.Hops, res.Trades, res.TradesUnknown, res.Faults, res.Hangs, res.Pauses,
+					res.Crashes, res.Fenced, res.ResumeUpdates, res.ResumeRefused, res.Guarded, res.Tolerated, res.Scripts, res.Messages)
 			})
 		})
 	}
