@@ -113,8 +113,14 @@ func NewCluster(tb testing.TB, opts ...ClusterOption) *Cluster {
 func (c *Cluster) Client(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
 	rdb := redis.NewClient(&redis.Options{
-		Addr:     "127.0.0.1:0", // never dialled: the Dialer below is; no name lookup in the bubble
-		Dialer:   func(context.Context, string, string) (net.Conn, error) { return c.Mini.Dial() },
+		Addr: "127.0.0.1:0", // never dialled: the Dialer below is; no name lookup in the bubble
+		Dialer: func(context.Context, string, string) (net.Conn, error) {
+			conn, err := c.Mini.Dial()
+			if err != nil {
+				return nil, err
+			}
+			return newWriteBehindConn(conn), nil
+		},
 		PoolSize: 4096,
 	})
 	return rdb
