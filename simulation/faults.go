@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -102,24 +103,67 @@ func (s *sim) before(srv *server, ctx context.Context, cmd redis.Cmder) error {
 		return testsupport.ErrInjected
 	case isSave && now.Before(stallTo):
 		// Stalled saves come out in the order they went in, a microsecond
-		// apart, rather than all at one instant in the scheduler's order.
+		// apart, rather than all at one instant in the scheduler's order;
+		// saves that went in at one instant (on goroutines of their own, in
+		// the scheduler's order) in the order of what they send.
 		s.mu.Lock()
 		srv.stalled++
-		out := stallTo.Add(time.Duration(srv.stalled) * time.Microsecond)
+		me := stalledSave{to: stallTo, at: now, label: fmt.Sprint(cmd.Args()...), seq: srv.stalled}
+		srv.stalls = append(slices.DeleteFunc(srv.stalls, func(o stalledSave) bool { return o.to.Before(now) }), me)
 		s.mu.Unlock()
-		t := time.NewTimer(out.Sub(now))
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := sleepCtx(ctx, stallTo.Sub(now)); err != nil {
+			return err
+		}
+		// Every save of this stall is in by now: none goes in at stallTo.
+		s.mu.Lock()
+		rank := 0
+		for _, o := range srv.stalls {
+			if o.to.Equal(stallTo) && o.before(me) {
+				rank++
+			}
+		}
+		s.mu.Unlock()
+		if err := sleepCtx(ctx, time.Duration(rank+1)*time.Microsecond); err != nil {
+			return err
 		}
 	case isBeat && now.Before(deafTo):
 		return testsupport.ErrInjected
 	case hang:
-		return s.hang(srv, ctx)
+		return s.hang(srv, ctx, cmd)
 	}
 	return nil
+}
+
+// stalledSave is a save a stall holds until to: when it went in, what it
+// sends, and its place in the order of arrival.
+type stalledSave struct {
+	to, at time.Time
+	label  string
+	seq    int
+}
+
+// before orders the saves of one stall by when they went in, then by what
+// they send.
+func (a stalledSave) before(b stalledSave) bool {
+	switch {
+	case !a.at.Equal(b.at):
+		return a.at.Before(b.at)
+	case a.label != b.label:
+		return a.label < b.label
+	}
+	return a.seq < b.seq
+}
+
+// sleepCtx waits d, or until ctx ends (its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // after loses answers of saves that landed, and holds the answers of calls
@@ -145,7 +189,7 @@ func (s *sim) after(srv *server, ctx context.Context, cmd redis.Cmder, err error
 	}
 	s.mu.Unlock()
 	if hang {
-		return s.hang(srv, ctx)
+		return s.hang(srv, ctx, cmd)
 	}
 	if kind != callSave {
 		return nil
@@ -159,10 +203,31 @@ func (s *sim) after(srv *server, ctx context.Context, cmd redis.Cmder, err error
 	return nil
 }
 
+// unboundedCallEnd is how long a call that hangs with no deadline at all
+// hangs (BugUnboundedCall): go-redis's default ReadTimeout, which would end
+// it on a real connection.
+const unboundedCallEnd = 3 * time.Second
+
 // hang blocks a call of srv until its context ends (its deadline) and
 // answers the context's error; a call of a server that crashes dies with
-// it.
-func (s *sim) hang(srv *server, ctx context.Context) error {
+// it. A call with no deadline (BugUnboundedCall) would hang for good, and
+// the run with it: it fails with ErrInjected after unboundedCallEnd.
+func (s *sim) hang(srv *server, ctx context.Context, cmd redis.Cmder) error {
+	var unbounded <-chan time.Time
+	if _, ok := ctx.Deadline(); !ok {
+		what := fmt.Sprintf("a call of %s that hangs (%s) has no deadline", srv.s.JobID, cmd.Name())
+		if in, ok := testsupport.Identify(cmd); ok {
+			what = fmt.Sprintf("a %s call of %s that hangs has no deadline", in.Script, srv.s.JobID)
+		}
+		if s.cfg.tolerates(BugUnboundedCall) {
+			s.tolerated(BugUnboundedCall, "%s; it fails after %s", what, unboundedCallEnd)
+		} else {
+			s.fail("%s: it would hang for good", what)
+		}
+		t := time.NewTimer(unboundedCallEnd)
+		defer t.Stop()
+		unbounded = t.C
+	}
 	s.mu.Lock()
 	srv.hanging++
 	s.mu.Unlock()
@@ -176,6 +241,8 @@ func (s *sim) hang(srv *server, ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-srv.dead:
+		return testsupport.ErrInjected
+	case <-unbounded:
 		return testsupport.ErrInjected
 	}
 }

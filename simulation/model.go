@@ -19,11 +19,12 @@ import (
 type server struct {
 	s       *testsupport.Server
 	d       *datadriver.Driver[Wallet]
-	failTo  time.Time // saves fail until then
-	stallTo time.Time // saves stall until then
-	lose    int       // answers of the next saves to lose
-	deafTo  time.Time // presence writes fail until then
-	stalled int       // saves stalled so far (orders their way out)
+	failTo  time.Time     // saves fail until then
+	stallTo time.Time     // saves stall until then
+	lose    int           // answers of the next saves to lose
+	deafTo  time.Time     // presence writes fail until then
+	stalled int           // saves stalled so far (orders their way out)
+	stalls  []stalledSave // the saves stalled now
 
 	hangTo     [numCallKinds]time.Time // calls of a kind sent before then hang until their deadline
 	hangLanded [numCallKinds]bool      // ... after they landed (the answer is lost), else before

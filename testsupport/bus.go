@@ -1,12 +1,17 @@
 package testsupport
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/benbjohnson/clock"
+
 	"github.com/ckernel/playerdata/messaging"
 )
 
@@ -24,6 +29,15 @@ type Fault struct {
 // message drop, arrive late or twice, or make a publish fail; Disconnect
 // cuts a server off in both directions; Pause holds a server's messages, in
 // both directions, until Resume.
+//
+// By default a message reaches its subscriber's queue within Publish. With
+// SetLatency each message takes a while: on a virtual clock, what its
+// sender does at the instant it publishes is then over before the message
+// arrives, instead of racing with what the receiver does about it, and
+// messages sent at one instant can be made to arrive at different ones.
+// Messages due at one instant are queued in the order of their content, so
+// that two published at one instant by different goroutines (an order that
+// is the scheduler's) arrive in the same order in every replay.
 type MemBus struct {
 	clock clock.Clock
 
@@ -36,6 +50,9 @@ type MemBus struct {
 	paused       map[string][]heldMessage // job -> messages to or from it, held until Resume
 	wg           sync.WaitGroup
 	timers       map[*clock.Timer]struct{} // delayed deliveries not yet made
+	due          []*dueMessage             // delayed messages not yet delivered
+	seq          uint64                    // the last dueMessage.seq handed out
+	latency      func(to string, m messaging.Message) time.Duration
 	closed       bool
 	stats        MemBusStats
 }
@@ -53,6 +70,30 @@ type heldMessage struct {
 	to     string
 	raw    []byte
 	delays []time.Duration
+}
+
+// dueMessage is a message delivered later: raw goes to to at at; seq is
+// its place in the order of sending.
+type dueMessage struct {
+	at  time.Time
+	to  string
+	raw []byte
+	seq uint64
+}
+
+// compare orders messages due at one instant by their content, then by
+// the order they were sent in.
+func (m *dueMessage) compare(o *dueMessage) int {
+	if c := m.at.Compare(o.at); c != 0 {
+		return c
+	}
+	if c := strings.Compare(m.to, o.to); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(m.raw, o.raw); c != 0 {
+		return c
+	}
+	return cmp.Compare(m.seq, o.seq)
 }
 
 var _ messaging.Bus = (*MemBusEndpoint)(nil)
@@ -76,6 +117,17 @@ func (b *MemBus) SetFault(f func(to string, m messaging.Message) Fault) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.fault = f
+}
+
+// SetLatency installs (nil removes) how long each message published from
+// now on takes (on the bus clock) to reach its subscriber, on top of any
+// Fault.Delay: f sees the message and whom it goes to. Without it a message
+// is delivered within Publish. A message held by Pause goes at Resume, as
+// it would have gone when published (its latency starts then).
+func (b *MemBus) SetLatency(f func(to string, m messaging.Message) time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.latency = f
 }
 
 // SetPublishError installs (nil removes) a failure of Publish itself.
@@ -160,6 +212,7 @@ func (b *MemBus) Close() {
 		}
 	}
 	clear(b.timers)
+	b.due = nil
 	b.mu.Unlock()
 	for _, s := range subs {
 		s.stop()
@@ -212,6 +265,16 @@ func (e *MemBusEndpoint) Publish(ctx context.Context, to string, m messaging.Mes
 		delays = append(delays, f.Delay+f.Echo)
 		b.stats.Duplicated++
 	}
+	var latency time.Duration
+	if b.latency != nil {
+		latency = max(b.latency(to, m), 0)
+	}
+	for i, d := range delays {
+		if d > 0 {
+			b.stats.Delayed++
+		}
+		delays[i] = d + latency
+	}
 	if held, ok := b.paused[e.from]; ok {
 		b.stats.Held++
 		b.paused[e.from] = append(held, heldMessage{to: to, raw: raw, delays: delays})
@@ -232,7 +295,9 @@ func (b *MemBus) sendLocked(to string, raw []byte, delays []time.Duration) {
 		if b.closed {
 			continue
 		}
-		b.stats.Delayed++
+		b.seq++
+		m := &dueMessage{at: b.clock.Now().Add(d), to: to, raw: raw, seq: b.seq}
+		b.due = append(b.due, m)
 		b.wg.Add(1)
 		var t *clock.Timer
 		t = b.clock.AfterFunc(d, func() {
@@ -240,9 +305,29 @@ func (b *MemBus) sendLocked(to string, raw []byte, delays []time.Duration) {
 			b.mu.Lock()
 			defer b.mu.Unlock()
 			delete(b.timers, t)
-			b.deliverLocked(to, raw)
+			b.deliverDueLocked(m.at)
 		})
 		b.timers[t] = struct{}{}
+	}
+}
+
+// deliverDueLocked delivers the delayed messages due by at, in time order
+// and, at one instant, in the order of their content: the timers of
+// messages due at one instant fire on goroutines of their own, in the
+// scheduler's order, and the first of them delivers them all. b.mu must be
+// held.
+func (b *MemBus) deliverDueLocked(at time.Time) {
+	var now []*dueMessage
+	b.due = slices.DeleteFunc(b.due, func(m *dueMessage) bool {
+		if m.at.After(at) {
+			return false
+		}
+		now = append(now, m)
+		return true
+	})
+	slices.SortFunc(now, (*dueMessage).compare)
+	for _, m := range now {
+		b.deliverLocked(m.to, m.raw)
 	}
 }
 
