@@ -207,7 +207,10 @@ func (p *Profile[T]) resolvePending(ctx context.Context) (string, error) {
 	}
 	r := pt.run
 	if r.getOutcome() == outcomeUnknown {
-		err := r.journal.Abort(ctx, r.id)
+		// Bounded like every write: the caller's ctx may have no deadline.
+		actx, cancel := p.d.node.clock.WithTimeout(ctx, p.d.node.cfg.SaveTimeout)
+		err := r.journal.Abort(actx, r.id)
+		cancel()
 		var se *transactions.StateError
 		switch {
 		case err == nil:
