@@ -144,7 +144,13 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 	}
 	var derr error
 	if a.Trade != "" {
-		derr = d.recoverTrade(ctx, key, token, a)
+		// The acquire and the recovery of the trade it found share one
+		// SaveTimeout, so that a journal call that hangs keeps the join no
+		// longer than a hanging acquire would (its bound: the wait's deadline
+		// plus SaveTimeout).
+		rctx, cancel := d.node.clock.WithDeadline(ctx, sentAt.Add(d.node.cfg.SaveTimeout))
+		derr = d.recoverTrade(rctx, key, token, a)
+		cancel()
 	}
 	var (
 		data    T

@@ -58,6 +58,8 @@ var regressions = []regression{
 	{seed: 1073, bug: simulation.BugUnboundedCall,
 		what: "a trade's save aborted an earlier trade of unknown outcome in the journal under the Trade's context alone: " +
 			"the abort hung, and Trade with it, for good"},
+	{seed: 11487, what: "a join whose acquire found a trade mark aborted the trade in the journal under its caller's context alone: " +
+		"a hung journal call held the join 1m0s, past LockWait + SaveTimeout"},
 }
 
 // run is one seed to run and how.
