@@ -132,19 +132,8 @@ if trade and trade ~= '' and trade ~= tradeID and (hasData or mode ~= 'release')
 end
 
 -- now in ms as a string, without formatting a number: seconds, then the first three
--- of the six microsecond digits
-local us = t[2]
-local n = #us
-local now
-if n == 6 then
-  now = t[1] .. string.sub(us, 1, 3)
-elseif n == 5 then
-  now = t[1] .. '0' .. string.sub(us, 1, 2)
-elseif n == 4 then
-  now = t[1] .. '00' .. string.sub(us, 1, 1)
-else
-  now = t[1] .. '000'
-end
+-- of the six microsecond digits (zero-padded)
+local now = t[1] .. string.sub(string.rep('0', 6 - #t[2]) .. t[2], 1, 3)
 
 -- A version kept in the history (rare: at most once an interval, and before a restore).
 local histAt = 0
