@@ -19,9 +19,10 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/ckernel/playerdata/messaging"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/messaging"
 )
 
 const demoUsage = `Usage: playerdata demo [flags]

@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ckernel/playerdata/internal/record"
 	"io"
 	"math"
 	"reflect"
@@ -19,12 +18,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ckernel/playerdata/datadriver"
-	"github.com/ckernel/playerdata/lockhandoff"
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/record"
+
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/lockhandoff"
+	"github.com/ckernel/playerdata/presence"
 )
 
 // demoDriver is the name of the demo's profile driver.

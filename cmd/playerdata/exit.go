@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+
+	"github.com/ckernel/playerdata/datadriver"
 )
 
 // Exit statuses of the program.
@@ -25,6 +27,21 @@ func (e *usageError) Unwrap() error { return e.err }
 // usagef returns a usageError with a formatted message.
 func usagef(format string, a ...any) error {
 	return &usageError{err: fmt.Errorf(format, a...)}
+}
+
+// checkProfile refuses, as a usage error of command, a driver name or a
+// profile key no server could have; an empty driver is not checked (a
+// command for which --driver is optional).
+func checkProfile(command, driver, key string) error {
+	if driver != "" {
+		if err := datadriver.ValidName(driver); err != nil {
+			return usagef("%s: %w", command, err)
+		}
+	}
+	if err := datadriver.ValidKey(key); err != nil {
+		return usagef("%s: %w", command, err)
+	}
+	return nil
 }
 
 // exitStatus maps run's error to the process's exit status.

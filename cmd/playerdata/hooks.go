@@ -5,10 +5,11 @@ package main
 
 import (
 	"context"
+	"sync"
+
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/internal/scriptcatalog"
 	"github.com/ckernel/playerdata/presence"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 )

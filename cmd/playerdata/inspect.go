@@ -76,11 +76,8 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	key := pos[0]
-	if err := datadriver.ValidName(driver); err != nil {
-		return usagef("inspect: %w", err)
-	}
-	if err := datadriver.ValidKey(key); err != nil {
-		return usagef("inspect: %w", err)
+	if err := checkProfile("inspect", driver, key); err != nil {
+		return err
 	}
 	r, err := f.open(ctx)
 	if err != nil {

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/presence"
-	"github.com/redis/go-redis/v9"
 )
 
 // profile is the profile type of these tests.

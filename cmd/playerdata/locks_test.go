@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
-	"github.com/redis/go-redis/v9"
 )
 
 func TestLocks(t *testing.T) {

@@ -10,8 +10,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/ckernel/playerdata/presence"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/presence"
 )
 
 // defaultRedisURL is where the operator commands look without --redis or

@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 func TestPresenceKey(t *testing.T) {

@@ -9,9 +9,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
-	"github.com/redis/go-redis/v9"
 )
 
 // lockFields are the record fields readLocks reads, in recordLock's order.

@@ -175,11 +175,8 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	key := pos[0]
-	if err := datadriver.ValidName(f.driver); err != nil {
-		return usagef("restore: %w", err)
-	}
-	if err := datadriver.ValidKey(key); err != nil {
-		return usagef("restore: %w", err)
+	if err := checkProfile("restore", f.driver, key); err != nil {
+		return err
 	}
 	r, err := f.read.open(ctx)
 	if err != nil {

@@ -127,11 +127,8 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	key := pos[0]
-	if err := datadriver.ValidName(driver); err != nil {
-		return usagef("send: %w", err)
-	}
-	if err := datadriver.ValidKey(key); err != nil {
-		return usagef("send: %w", err)
+	if err := checkProfile("send", driver, key); err != nil {
+		return err
 	}
 	body, err := jsonToMsgpack(pos[1])
 	if err != nil {

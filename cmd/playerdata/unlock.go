@@ -122,13 +122,8 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	key := pos[0]
-	if err := datadriver.ValidKey(key); err != nil {
-		return usagef("unlock: %w", err)
-	}
-	if driver != "" {
-		if err := datadriver.ValidName(driver); err != nil {
-			return usagef("unlock: %w", err)
-		}
+	if err := checkProfile("unlock", driver, key); err != nil {
+		return err
 	}
 	r, err := f.open(ctx)
 	if err != nil {

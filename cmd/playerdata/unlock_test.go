@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
-	"github.com/redis/go-redis/v9"
 )
 
 func TestUnlockRefusesALiveHolder(t *testing.T) {
