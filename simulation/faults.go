@@ -108,7 +108,7 @@ func (s *sim) before(srv *server, ctx context.Context, cmd redis.Cmder) error {
 		// the scheduler's order) in the order of what they send.
 		s.mu.Lock()
 		srv.stalled++
-		me := stalledSave{to: stallTo, at: now, label: fmt.Sprint(cmd.Args()...), seq: srv.stalled}
+		me := stalledSave{to: stallTo, Arrival: testsupport.Arrival{At: now, Label: fmt.Sprint(cmd.Args()...), Seq: srv.stalled}}
 		srv.stalls = append(slices.DeleteFunc(srv.stalls, func(o stalledSave) bool { return o.to.Before(now) }), me)
 		s.mu.Unlock()
 		if err := sleepCtx(ctx, stallTo.Sub(now)); err != nil {
@@ -118,7 +118,7 @@ func (s *sim) before(srv *server, ctx context.Context, cmd redis.Cmder) error {
 		s.mu.Lock()
 		rank := 0
 		for _, o := range srv.stalls {
-			if o.to.Equal(stallTo) && o.before(me) {
+			if o.to.Equal(stallTo) && o.Before(me.Arrival) {
 				rank++
 			}
 		}
@@ -134,24 +134,11 @@ func (s *sim) before(srv *server, ctx context.Context, cmd redis.Cmder) error {
 	return nil
 }
 
-// stalledSave is a save a stall holds until to: when it went in, what it
-// sends, and its place in the order of arrival.
+// stalledSave is a save a stall holds until to, in the replayable order of
+// its arrival.
 type stalledSave struct {
-	to, at time.Time
-	label  string
-	seq    int
-}
-
-// before orders the saves of one stall by when they went in, then by what
-// they send.
-func (a stalledSave) before(b stalledSave) bool {
-	switch {
-	case !a.at.Equal(b.at):
-		return a.at.Before(b.at)
-	case a.label != b.label:
-		return a.label < b.label
-	}
-	return a.seq < b.seq
+	to time.Time
+	testsupport.Arrival
 }
 
 // sleepCtx waits d, or until ctx ends (its error).

@@ -45,35 +45,37 @@ type FaultHook struct {
 type hold struct {
 	done  chan struct{}
 	err   error
-	calls []heldCall
+	calls []Arrival
 }
 
-// heldCall is one call a Hold held: when it came, what it sends, and its
-// place in the order of arrival.
-type heldCall struct {
-	at    time.Time
-	label string
-	seq   int
+// Arrival is a call's place in a line of calls released in a replayable
+// order: when it came, what it sends, and its place in the order of
+// arrival. A Hold orders the calls it held by it, and so can a test that
+// holds calls of its own (the simulation's stalled saves).
+type Arrival struct {
+	At    time.Time
+	Label string
+	Seq   int
 }
 
-// before orders held calls by when they came, then (for calls that came at
-// one instant, whose order of arrival is the scheduler's choice) by what
-// they send, so that a run on virtual time replays the same.
-func (c heldCall) before(o heldCall) bool {
+// Before orders calls by when they came, then (for calls that came at one
+// instant, whose order of arrival is the scheduler's choice) by what they
+// send, so that a run on virtual time replays the same.
+func (c Arrival) Before(o Arrival) bool {
 	switch {
-	case !c.at.Equal(o.at):
-		return c.at.Before(o.at)
-	case c.label != o.label:
-		return c.label < o.label
+	case !c.At.Equal(o.At):
+		return c.At.Before(o.At)
+	case c.Label != o.Label:
+		return c.Label < o.Label
 	}
-	return c.seq < o.seq
+	return c.Seq < o.Seq
 }
 
 // rank is c's place among the calls h held (h has ended: no call joins it).
-func (h *hold) rank(c heldCall) int {
+func (h *hold) rank(c Arrival) int {
 	n := 0
 	for _, o := range h.calls {
-		if o.before(c) {
+		if o.Before(c) {
 			n++
 		}
 	}
@@ -151,9 +153,9 @@ func (h *FaultHook) Held() bool {
 func (h *FaultHook) wait(ctx context.Context, label func() string) error {
 	h.mu.Lock()
 	held := h.held
-	var me heldCall
+	var me Arrival
 	if held != nil {
-		me = heldCall{at: time.Now(), label: label(), seq: len(held.calls)}
+		me = Arrival{At: time.Now(), Label: label(), Seq: len(held.calls)}
 		held.calls = append(held.calls, me)
 	}
 	h.mu.Unlock()
