@@ -115,6 +115,7 @@ func (d *Driver[T]) acquireOnce(ctx context.Context, key string, args record.Acq
 	if err == nil {
 		return res, nil
 	}
+	d.orphans.remember(args.Token)
 	d.mu.Lock()
 	d.goTracked(func() { d.giveBack(key, args.Token, nil) })
 	d.mu.Unlock()
