@@ -106,10 +106,20 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 // fenced by the token, and a release request naming it later gives it back
 // again (releaseOrphanLocked), so no lock is left that no session uses.
 func (d *Driver[T]) acquireOnce(ctx context.Context, key string, args record.AcquireArgs) (record.AcquireResult, error) {
-	cctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout)
+	cctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout+d.node.cfg.ReplicaTimeout)
 	defer cancel()
 	actx, span := d.tel.StartAcquire(cctx)
-	res, err := record.Acquire(actx, d.node.rdb, d.recordKey(key), args)
+	v, acked, err := d.node.runReplicated(actx, args.Call(d.recordKey(key)))
+	var res record.AcquireResult
+	if err == nil {
+		res, err = record.ParseAcquire(v)
+	}
+	if want := d.node.cfg.MinReplicas; err == nil && res.Outcome == record.Acquired && want > 0 && acked < int64(want) {
+		// A lock that a failover could lose is no lock: another server could
+		// take the key from the promoted replica while this one plays it.
+		err = fmt.Errorf("%w: %d of %d replicas acknowledged the lock within %s", ErrNotReplicated, acked, want,
+			d.node.cfg.ReplicaTimeout)
+	}
 	span.End(acquireOutcome(res.Outcome), res.Lock.Job, err)
 	if err == nil {
 		return res, nil
