@@ -61,16 +61,18 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 				// The lease lapsed while the lock was being taken: another
 				// server may read this one as stopped, so the lock is not safe
 				// to use.
-				d.giveBack(key, token, nil)
+				d.giveBackSoon(key, token, nil)
 				return nil, fmt.Errorf("load %q: %w: the presence lease lapsed while the lock was taken", key, ErrFenced)
 			}
 			note.how = res.How
 			return d.newProfile(ctx, key, token, &res, gen, sentAt, restoring)
 		}
 		l := res.Lock
-		if l.Job == d.node.jobID && args.StealJob == "" {
-			// Our own JobID, but no session of ours holds it: an earlier run of
-			// this server (a restarted process that kept its JobID) left it.
+		if l.Job == d.node.jobID && args.StealJob == "" && d.node.claimedSince(sentAt.Add(-l.Age)) {
+			// Our own JobID, but no session of ours holds it, and the lock was
+			// written before this process claimed the JobID (which proves the
+			// instance that wrote it stopped): an earlier run of this server
+			// (a restarted process that kept its JobID) left it.
 			args.StealJob, args.StealToken = l.Job, l.Token
 			d.tel.TakeoverDecision(ctx, telemetry.TakeoverOwnRun, l.Job)
 			continue
@@ -125,9 +127,7 @@ func (d *Driver[T]) acquireOnce(ctx context.Context, key string, args record.Acq
 		return res, nil
 	}
 	d.orphans.remember(args.Token)
-	d.mu.Lock()
-	d.goTracked(func() { d.giveBack(key, args.Token, nil) })
-	d.mu.Unlock()
+	d.giveBackLater(key, args.Token, nil)
 	if ctx.Err() == nil && cctx.Err() != nil {
 		err = fmt.Errorf("%w (no answer within SaveTimeout %s)", err, d.node.cfg.SaveTimeout)
 	}
@@ -178,28 +178,27 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		}
 	}
 	p := &Profile[T]{
-		d:       d,
-		key:     key,
-		data:    data,
-		unknown: unknown,
-		corrupt: corrupt,
-		schema:  a.Schema, schemaMin: a.SchemaMin,
-		saveLock: make(chan struct{}, 1),
+		d:        d,
+		key:      key,
+		data:     data,
+		unknown:  unknown,
 		done:     make(chan struct{}),
-		state:    stateActive,
 		token:    token,
-		epoch:    a.Epoch,
-		ver:      a.Ver,
-		lastData: a.Data,
 		leaseGen: gen,
-		ageUntil: sentAt.Add(d.cfg.LockTTL),
-		histAt:   a.HistAt,
-		redisNow: a.Now,
-		loadedAt: sentAt,
-		inboxSeq: a.InboxSeq,
+		reqs:     make(chan request),
+		leave:    make(chan struct{}, 1),
+		pullC:    make(chan struct{}, 1),
+		w: writer{ver: a.Ver, lastData: a.Data, schema: a.Schema, schemaMin: a.SchemaMin, corrupt: corrupt,
+			histAt: a.HistAt, redisNow: a.Now, loadedAt: sentAt, lastWrite: sentAt, inboxSeq: a.InboxSeq},
 	}
+	p.epoch.Store(a.Epoch)
+	ageUntil := sentAt.Add(d.cfg.LockTTL)
+	p.ageUntil.Store(&ageUntil)
 	if !a.MoreMessages {
-		p.seenSeq = a.InboxSeq // the acquire read the whole inbox
+		p.w.seenSeq = a.InboxSeq // the acquire read the whole inbox
+	}
+	if n := len(a.Messages); n > 0 {
+		p.w.joinedTo = a.Messages[n-1].ID
 	}
 	p.ctx, p.cancel = context.WithCancel(d.ctx)
 	if derr == nil {
@@ -209,21 +208,17 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 	}
 	if derr != nil {
 		p.abandon()
-		d.giveBack(key, token, nil) // without writing data (a trade mark stays)
+		d.giveBackSoon(key, token, nil) // without writing data (a trade mark stays)
 		return nil, derr
 	}
 	if !corrupt {
-		p.applyMessages(a.Messages) // before Join returns; saved by the next save
+		p.applyMessages(a.Messages) // before Join returns; saved by the owner's first write
 	}
 	return p, nil
 }
 
-// abandon ends a profile that was never handed out.
-func (p *Profile[T]) abandon() {
-	p.d.mu.Lock()
-	defer p.d.mu.Unlock()
-	p.finishLocked(ErrClosed)
-}
+// abandon ends a profile that was never handed out (its owner never ran).
+func (p *Profile[T]) abandon() { p.endWith(causeClosed, ErrClosed) }
 
 // acquireOutcome classes an acquire's answer for its span.
 func acquireOutcome(o record.AcquireOutcome) telemetry.AcquireOutcome {

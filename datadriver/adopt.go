@@ -2,24 +2,44 @@ package datadriver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/telemetry"
 )
 
-// adopt re-asserts a retained profile for a rejoin: the release request is
-// dropped and a save runs at once under a fresh token (an adoption is a new
-// session, so a late request naming the old lock cannot end it). It reports
-// whether the rejoin gets the profile: the save landed, or it failed for a
-// reason other than a lost lock (the player keeps playing on the retained
-// profile, which is the newest copy, and autosave keeps retrying). When the
-// lock is gone the profile ends and the caller loads the record normally.
+// adopt re-asserts a retained profile for a rejoin, on its owner: a write
+// runs at once under a fresh token (an adoption is a new session, so a late
+// request naming the old lock cannot end it). It reports whether the rejoin
+// gets the profile: the write landed, or it failed for a reason other than
+// a lost lock (the player keeps playing on the retained profile, which is
+// the newest copy, and autosave keeps retrying). When the lock is gone the
+// profile ends and the caller loads the record normally.
 func (d *Driver[T]) adopt(ctx context.Context, p *Profile[T]) (bool, error) {
+	adopted := false
+	err := p.do(ctx, func(ctx context.Context) error {
+		var err error
+		adopted, err = p.adoptOnOwner(ctx)
+		return err
+	})
+	if err != nil && p.ended.Load() != nil {
+		return false, nil // it ended before its turn (its retried release landed): load the record
+	}
+	if err != nil {
+		p.setPhase(phaseRetained)
+	}
+	return adopted, err
+}
+
+// adoptOnOwner is adopt's work on the owner goroutine.
+func (p *Profile[T]) adoptOnOwner(ctx context.Context) (bool, error) {
+	d := p.d
+	if p.ended.Load() != nil {
+		return false, nil
+	}
 	token, err := d.node.newToken()
 	if err != nil {
-		d.setState(p, stateRetained)
 		return false, err
 	}
 	d.mu.Lock()
@@ -32,33 +52,54 @@ func (d *Driver[T]) adopt(ctx context.Context, p *Profile[T]) (bool, error) {
 	p.token = token // requests naming the old lock are late now
 	d.mu.Unlock()
 
-	err = p.Save(ctx)
+	err = p.write(ctx, record.ModeSave, telemetry.WriteAdopt)
 	switch {
 	case err == nil:
-		d.setState(p, stateActive)
+		if !p.adopted() {
+			return false, nil // it ended meanwhile (fenced): load the record
+		}
 		d.log.Info("rejoin adopted the retained profile", "key", p.key)
 		return true, nil
-	case errors.Is(err, ErrLockLost):
+	case causeOf(err) != causeNone:
 		d.log.Warn("retained profile lost its lock; loading the record", "key", p.key, "err", err)
 		return false, nil
 	case ctx.Err() != nil:
-		d.setState(p, stateRetained)
 		return false, ctx.Err()
 	}
-	// The save failed without saying why: the backend is down, or its answer
-	// was lost. A read tells the two apart when Redis answers: a lock that
-	// another server holds now means the retained copy is no longer the
-	// newest, and the record must be loaded (and its holder asked) instead.
+	// The write failed without saying why: the backend is down, or its
+	// answer was lost. A read tells the two apart when Redis answers: a lock
+	// that another server holds now means the retained copy is no longer
+	// the newest, and the record must be loaded (and its holder asked)
+	// instead.
 	if holder, ok := d.heldElsewhere(ctx, p); ok {
 		err := fmt.Errorf("adopt %q: %w (the lock is held by %s)", p.key, ErrLockLost, holder)
-		p.finish(err)
+		p.endWith(causeTaken, err)
 		d.log.Warn("retained profile lost its lock; loading the record", "key", p.key, "err", err)
 		return false, nil
 	}
-	d.setState(p, stateActive)
-	d.log.Warn("rejoin adopted the retained profile but its save failed; autosave keeps retrying",
+	if !p.adopted() {
+		return false, nil
+	}
+	d.log.Warn("rejoin adopted the retained profile but its write failed; autosave keeps retrying",
 		"key", p.key, "err", err)
 	return true, nil
+}
+
+// adopted makes the adopted profile a new live session: no leave, no Kick
+// heard yet, no leave cleanups. It reports false when the profile ended
+// meanwhile (its lease lapsed while the adoption ran).
+func (p *Profile[T]) adopted() bool {
+	p.dataMu.Lock()
+	p.cleanups = nil
+	p.dataMu.Unlock()
+	p.d.mu.Lock()
+	defer p.d.mu.Unlock()
+	if p.phaseNow() == phaseEnded {
+		return false
+	}
+	p.leaveBy, p.kicked = causeNone, false
+	p.setPhaseLocked(phaseLive)
+	return true
 }
 
 // heldElsewhere reads the lock of p's record and reports whether another

@@ -4,14 +4,20 @@ import (
 	"context"
 	"errors"
 	"runtime/debug"
-
-	"github.com/ckernel/playerdata/internal/telemetry"
+	"sync"
 )
 
 // The game's callbacks (Kick, OnLockLost, OnSaveError, Update's function,
-// leave cleanups, trade functions) are the game's code: a panic in one is
-// recovered here, logged with its stack and turned into an error matching
-// ErrCallbackPanic, so the server and its other players go on.
+// leave cleanups, trade functions, OnMessage, migrations) are the game's
+// code: a panic in one is recovered here, logged with its stack and turned
+// into an error matching ErrCallbackPanic, so the server and its other
+// players go on.
+//
+// Kick, OnLockLost and OnSaveError run on the driver's dispatcher, one
+// goroutine that runs them one at a time in the order they were called
+// (nats.go delivers a connection's events so): a game hears Kick before
+// OnLockLost for a key, never the other way. They must not block for long:
+// every later callback of the driver waits for them.
 
 // presenceFlag reports whether this driver's locks carry presence=1: the
 // Node beats presence and the driver has handoff on.
@@ -40,57 +46,19 @@ func (d *Driver[T]) logPanic(key string, err error) {
 	}
 }
 
-// callbackLocked runs fn, the game callback name, on a goroutine of its own
-// that the driver waits for at shutdown; a panic is recovered and logged.
-// d.mu held.
-func (d *Driver[T]) callbackLocked(key, name string, fn func()) {
-	d.goTracked(func() {
+// callback queues fn, the game callback name for key, on the dispatcher.
+func (d *Driver[T]) callback(key, name string, fn func()) {
+	d.callbacks.push(func() {
 		if err := protect(name, fn); err != nil {
 			d.logPanic(key, err)
 		}
 	})
 }
 
-// kickLocked tells the game the driver ended key's session itself. d.mu
-// held.
-func (d *Driver[T]) kickLocked(key string, reason KickReason) {
+// kick tells the game the driver ended key's session itself.
+func (d *Driver[T]) kick(key string, reason KickReason) {
 	if kick := d.cfg.Kick; kick != nil {
-		d.callbackLocked(key, "Kick", func() { kick(key, reason) })
-	}
-}
-
-// lockLost tells the game a profile lost its lock: to another server
-// (ReasonLockLost), to its own fence (ReasonFenced) or to a wipe
-// (ReasonWiped).
-func (d *Driver[T]) lockLost(key string, err error) {
-	reason := ReasonLockLost
-	switch {
-	case errors.Is(err, errWiped):
-		reason = ReasonWiped
-	case errors.Is(err, errLeaseLapsed), errors.Is(err, errLockAged):
-		reason = ReasonFenced
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.lockLostLocked(key, err, reason)
-}
-
-// lockLostLocked tells the game that a profile lost its lock: Kick with
-// reason, then OnLockLost, each on a goroutine of its own. d.mu held.
-func (d *Driver[T]) lockLostLocked(key string, err error, reason KickReason) {
-	loss := telemetry.LossTaken
-	switch {
-	case errors.Is(err, errLeaseLapsed):
-		loss = telemetry.LossLeaseLapsed
-	case errors.Is(err, errLockAged):
-		loss = telemetry.LossAged
-	case errors.Is(err, errWiped):
-		loss = telemetry.LossWiped
-	}
-	d.tel.LockLost(d.ctx, loss)
-	d.kickLocked(key, reason)
-	if lost := d.cfg.OnLockLost; lost != nil {
-		d.callbackLocked(key, "OnLockLost", func() { lost(key, err) })
+		d.callback(key, "Kick", func() { kick(key, reason) })
 	}
 }
 
@@ -103,24 +71,65 @@ func (d *Driver[T]) saveFailed(key string, err error) {
 		return
 	}
 	onErr := d.cfg.OnSaveError
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.callbackLocked(key, "OnSaveError", func() { onErr(key, err) })
+	d.callback(key, "OnSaveError", func() { onErr(key, err) })
 }
 
-// dropLocked ends p with err without writing its data, and gives its lock
-// back in the background: the record stays as its last landed save. The
-// game hears of it through Kick (reason) and, for a lost lock, OnLockLost.
-// It never waits on I/O. d.mu held.
-func (d *Driver[T]) dropLocked(p *Profile[T], err error, reason KickReason) {
-	if p.state == stateClosed {
+// dispatcher runs callbacks one at a time, in the order they were pushed, on
+// a goroutine of its own (run), until it is closed and drained.
+type dispatcher struct {
+	mu     sync.Mutex
+	queue  []func()
+	closed bool
+	wake   chan struct{} // buffered 1
+	done   chan struct{} // closed when run returns
+}
+
+func newDispatcher() *dispatcher {
+	return &dispatcher{wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// push queues f; after close it is dropped.
+func (q *dispatcher) push(f func()) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
 		return
 	}
-	key, token, earlier := p.key, p.token, append([]string(nil), p.earlier...)
-	if p.finishLocked(err) {
-		d.lockLostLocked(key, err, reason)
-	} else {
-		d.kickLocked(key, reason)
+	q.queue = append(q.queue, f)
+	select {
+	case q.wake <- struct{}{}:
+	default:
 	}
-	d.goTracked(func() { d.giveBack(key, token, earlier) })
+}
+
+// run is the dispatcher's goroutine.
+func (q *dispatcher) run() {
+	defer close(q.done)
+	for {
+		q.mu.Lock()
+		batch, closed := q.queue, q.closed
+		q.queue = nil
+		q.mu.Unlock()
+		for _, f := range batch {
+			f()
+		}
+		if len(batch) == 0 && closed {
+			return
+		}
+		if len(batch) == 0 {
+			<-q.wake
+		}
+	}
+}
+
+// close stops taking callbacks and waits until the queued ones ran.
+func (q *dispatcher) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	<-q.done
 }

@@ -524,6 +524,34 @@ func clusterMessages(t *testing.T, sc *clusterScope) {
 			t.Fatalf("on B after A crashed: %+v, want the last save (100) plus the gift once", w)
 		}
 	})
+
+	t.Run("dead letters", func(t *testing.T) {
+		c := sc.server(t, "server-c")
+		var refuse atomic.Bool
+		refuse.Store(true)
+		dc := poisonDriver(t, c, &refuse, 1)
+		p, err := dc.Join(ctx, "user:4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dc.Send(ctx, "user:4", gift{Coins: 13}); err != nil {
+			t.Fatal(err)
+		}
+		rk := sc.recordKey("user:4")
+		eventually(t, 5*time.Second, "the poison dead-lettered", func() bool {
+			n, _ := sc.admin.XLen(ctx, record.DeadKey(rk)).Result()
+			return n == 1
+		})
+		refuse.Store(false)
+		// An operator's tool replays it, through a cluster client as the CLI does.
+		if rep, err := record.ReplayDeadLetters(ctx, c.rdb, rk, nil); err != nil || rep.Moved != 1 || rep.Holder.Job != "server-c" {
+			t.Fatalf("replay = %+v, %v", rep, err)
+		}
+		if err := p.Save(ctx); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, "the replayed message applied", func() bool { return walletOf(p).Coins == 13 })
+	})
 }
 
 // History on the cluster: versions kept in <record>:hist (the record's

@@ -117,9 +117,11 @@ type NodeConfig struct {
 	// Bus replaces NATS (tests, or another transport).
 	// default: a messaging.NATSBus over NATS when NATS is set
 	Bus messaging.Bus
-	// DisableHandoff turns cross-server handoff off: no presence beat, no
-	// subscription, locks without the presence flag (they change hands by
-	// release or by age only), and no check that the JobID is free.
+	// DisableHandoff turns cross-server handoff off: no subscription, and
+	// locks without the presence flag (they change hands by release or by
+	// age only). The Node still claims its JobID and beats presence, so that
+	// no two processes run under one JobID (an admin tool given a live
+	// server's JobID is refused with ErrJobIDInUse).
 	// default: false
 	DisableHandoff bool
 	// PingTimeout bounds NewNode's first PING of Redis (a Redis that does

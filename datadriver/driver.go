@@ -29,8 +29,15 @@ type Driver[T any] struct {
 	unregTel func()
 	log      *slog.Logger
 
-	ctx    context.Context // cancelled when the driver shuts down
-	cancel context.CancelFunc
+	// loads is cancelled when the driver starts shutting down: loads waiting
+	// on a lock give up. ctx is cancelled once it has released what it could:
+	// every profile and background write stops.
+	loads       context.Context
+	cancelLoads context.CancelFunc
+	ctx         context.Context
+	cancel      context.CancelFunc
+	// callbacks runs the game's Kick, OnLockLost and OnSaveError in order.
+	callbacks *dispatcher
 
 	mu       sync.Mutex
 	loading  map[string]bool          // keys with a load in flight on this Node (the reservation)
@@ -77,8 +84,11 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 		waits:        make(map[string]chan struct{}),
 		loadRequests: make(map[string][]loadRequest),
 		orphans:      newOrphans(node.clock),
+		callbacks:    newDispatcher(),
 	}
 	d.ctx, d.cancel = context.WithCancel(node.ctx)
+	d.loads, d.cancelLoads = context.WithCancel(d.ctx)
+	go d.callbacks.run()
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
@@ -99,10 +109,11 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 	return d, nil
 }
 
-// stop cancels the driver's context and frees its compressors and its
-// gauge.
+// stop cancels the driver's context, drains its callbacks and frees its
+// compressors and its gauge.
 func (d *Driver[T]) stop() {
 	d.cancel()
+	d.callbacks.close()
 	d.unregTel()
 	_ = d.zenc.Close()
 	d.zdec.Close()
@@ -170,19 +181,17 @@ func (d *Driver[T]) shutdown(ctx context.Context) error {
 	profiles := make([]*Profile[T], 0, len(d.profiles))
 	for _, p := range d.profiles {
 		profiles = append(profiles, p)
-		if p.state == stateActive {
-			d.kickLocked(p.key, ReasonShutdown) // the game can send the player elsewhere
-		}
+		p.leaveLocked(causeShutdown, false) // the game can send the player elsewhere
 	}
 	d.closed = true
 	d.mu.Unlock()
-	d.cancel() // loads waiting on locks give up
+	d.cancelLoads() // loads waiting on locks give up
 
 	var wg sync.WaitGroup
 	errs := make([]error, len(profiles))
 	for i, p := range profiles {
 		wg.Go(func() {
-			if err := p.Release(ctx); err != nil && !errors.Is(err, ErrLockLost) {
+			if err := p.do(ctx, p.release); err != nil && !errors.Is(err, ErrReleased) && !errors.Is(err, ErrLockLost) {
 				errs[i] = err
 				d.log.Error("shutdown: could not save and release a profile in time; its lock stays until this "+
 					"server's presence expires", "key", p.key, "err", err)
@@ -190,14 +199,15 @@ func (d *Driver[T]) shutdown(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
-	d.wg.Wait()
-	d.node.handoff.Unregister(d.cfg.Name)
-	// A profile whose release failed is dropped: nothing can save it now.
+	// A profile whose release failed is closed: nothing can save it now.
 	d.mu.Lock()
 	for _, p := range d.profiles {
-		p.finishLocked(ErrClosed)
+		p.endLocked(causeClosed, ErrClosed)
 	}
 	d.mu.Unlock()
+	d.cancel()
+	d.wg.Wait()
+	d.node.handoff.Unregister(d.cfg.Name)
 	d.stop()
 	return errors.Join(errs...)
 }
@@ -208,10 +218,10 @@ func (d *Driver[T]) profileCounts() (live, retained int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, p := range d.profiles {
-		switch p.state {
-		case stateActive, stateLeaving, stateAdopting:
+		switch p.phaseNow() {
+		case phaseLive, phaseLeaving, phaseAdopting:
 			live++
-		case stateRetained:
+		case phaseRetained:
 			retained++
 		}
 	}

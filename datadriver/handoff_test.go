@@ -547,9 +547,10 @@ func TestHandoffOff(t *testing.T) {
 			if nc.NumSubscriptions() != 0 {
 				t.Fatalf("%d subscriptions", nc.NumSubscriptions())
 			}
-			time.Sleep(200 * time.Millisecond) // two beats' worth
-			if n, _ := r.Client(t).Exists(context.Background(), r.Namespace+":CKPresence").Result(); n != 0 {
-				t.Fatal("a Node with handoff off beat presence")
+			// It still claims its JobID and beats it, so that no other process
+			// can run under it (see TestJobIDIdentity).
+			if v, _ := r.Client(t).HGet(context.Background(), r.Namespace+":CKPresence", "server-a").Result(); v == "" {
+				t.Fatal("a Node with handoff off did not beat its JobID")
 			}
 		})
 	}

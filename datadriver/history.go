@@ -27,11 +27,12 @@ const (
 // versionDue reports whether the next data write should send the data it
 // replaces to be kept. The caller holds the save slot.
 func (p *Profile[T]) versionDue() bool {
-	if p.d.cfg.History <= 0 || len(p.lastData) == 0 {
+	w := &p.w
+	if p.d.cfg.History <= 0 || len(w.lastData) == 0 {
 		return false
 	}
-	now := p.redisNow.Add(p.d.node.clock.Since(p.loadedAt)) // the Redis clock, reckoned
-	return now.Sub(p.histAt) >= p.d.cfg.HistoryEvery-historySlack
+	now := w.redisNow.Add(p.d.node.clock.Since(w.loadedAt)) // the Redis clock, reckoned
+	return now.Sub(w.histAt) >= p.d.cfg.HistoryEvery-historySlack
 }
 
 // compress packs data for the history.

@@ -43,20 +43,21 @@ func (d *Driver[T]) releaseLocked(key, token string) <-chan struct{} {
 	if p == nil {
 		return d.releaseOrphanLocked(key, token)
 	}
-	if p.token != token || p.state == stateClosed {
+	if p.token != token || p.phaseNow() == phaseEnded {
 		return closed
 	}
-	switch p.state {
-	case stateActive:
-		d.log.Info("another server asked for a live session; ending it", "key", key)
-		d.endSessionLocked(p, ReasonJoinedElsewhere)
-	case stateRetained:
-		if !p.saving {
-			d.log.Info("another server asked for a retained profile; retrying its release", "key", key)
-			d.goTracked(func() { _ = p.release(d.ctx) })
+	switch p.phaseNow() {
+	case phaseLive:
+		// A session whose lease has passed is fenced here instead (no leave
+		// cleanup, no release): another server may already take its lock.
+		if p.leaveLocked(causeJoinedElsewhere, true) {
+			d.log.Info("another server asked for a live session; ending it", "key", key)
 		}
+	case phaseRetained:
+		d.log.Info("another server asked for a retained profile; retrying its release", "key", key)
+		p.releaseNow()
 	}
-	// stateLeaving, stateAdopting: it ends when its save settles.
+	// Leaving, adopting: it ends when its write settles.
 	return p.done
 }
 

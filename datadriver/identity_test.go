@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
 )
@@ -185,14 +186,41 @@ func TestJobIDIdentity(t *testing.T) {
 				t.Errorf("lock.job %q, lock.presence %q; want %s, 1", rec["lock.job"], rec["lock.presence"], job)
 			}
 		}},
-		{"DisableHandoff: no claim, no beat", func(t *testing.T, r *testsupport.Redis) {
+		{"DisableHandoff: the JobID is claimed like any other", func(t *testing.T, r *testsupport.Redis) {
+			// An admin tool given a live server's JobID must never take that
+			// server's locks as its own: it is refused before it can load.
 			first := newServer(t, r, "server-a", fast)
-			n, err := startNode(t, r, "server-a", func(c *datadriver.NodeConfig) { c.DisableHandoff = true })
+			p, err := players(t, first).Join(ctxT(t), "user:4")
 			if err != nil {
-				t.Fatalf("NewNode with handoff off = %v", err)
+				t.Fatal(err)
 			}
-			if n.HandoffActive() || presenceOwner(t, r, "server-a") != first.node.Instance() {
-				t.Error("a Node with handoff off claimed the JobID")
+			_, err = startNode(t, r, "server-a", func(c *datadriver.NodeConfig) { c.DisableHandoff = true })
+			if !errors.Is(err, datadriver.ErrJobIDInUse) {
+				t.Fatalf("NewNode with handoff off and a live server's JobID = %v, want ErrJobIDInUse", err)
+			}
+			if presenceOwner(t, r, "server-a") != first.node.Instance() {
+				t.Error("the refused Node took the JobID's presence")
+			}
+			if err := p.Update(func(*player) {}); err != nil {
+				t.Errorf("the live server's session after the refused Node: %v", err)
+			}
+		}},
+		{"a lock of this JobID written after the claim is not an earlier run's", func(t *testing.T, r *testsupport.Redis) {
+			s := newServer(t, r, "server-a", fast)
+			d := players(t, s)
+			rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:5")
+			// Written now, under this JobID, by no session of this process:
+			// whoever wrote it beat no presence of its own, so nothing proves
+			// it stopped. It is not taken.
+			if res, err := record.Acquire(ctxT(t), r.Client(t), rk, record.AcquireArgs{Job: "server-a", Token: "other",
+				Presence: true, MaxAge: time.Minute, Skew: time.Minute, Format: record.Format}); err != nil || res.Outcome != record.Acquired {
+				t.Fatalf("planting the lock: %+v, %v", res, err)
+			}
+			if _, err := d.Load(ctxT(t), "user:5", datadriver.LoadOptions{}); !errors.Is(err, datadriver.ErrLocked) {
+				t.Fatalf("Load = %v, want ErrLocked", err)
+			}
+			if tok := recordFields(t, r, "PlayerData", "user:5")["lock.token"]; tok != "other" {
+				t.Fatalf("lock.token = %q, want the planted lock untouched", tok)
 			}
 		}},
 	}

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/internal/telemetry"
 )
 
 // A session may change its data only while nobody else can take its lock.
@@ -19,20 +16,20 @@ import (
 //     happen; a session lives under the lease generation it was acquired in
 //     and ends with it, even if a later beat starts a new generation.
 //   - the lock ages past LockTTL + LockSkew without a write (a lock without
-//     the presence flag, or one whose holder's presence a joiner cannot
-//     read): another server takes it by age. A session's age deadline is the
-//     send time of its last landed write plus LockTTL, LockSkew before that
-//     can happen. A live session whose data does not change still refreshes
-//     its lock (a write of nothing but lock.at) once half of LockTTL has
-//     passed without a write.
+//     the presence flag): another server takes it by age. A session's age
+//     deadline is the send time of its last landed write plus LockTTL,
+//     LockSkew before that can happen. A live session whose data does not
+//     change still refreshes its lock (a write of nothing but lock.at) once
+//     half of LockTTL has passed without a write.
 //
 // Both deadlines are on the local monotonic clock. Every change (Update,
-// Save, Release, a trade) checks them first, so a process resumed after a
-// pause accepts nothing more, and a per-profile timer ends the session when
-// they pass, whatever its Redis calls are doing: ending a session never waits
-// on I/O. The lock of a fenced session is given back in the background.
+// every write, a trade) checks them first, so a process resumed after a
+// pause accepts nothing more, and each has a timer of its own that ends the
+// session when it passes (the Node's lease goroutine, the profile's age
+// fence), whatever its Redis calls are doing: ending a session never waits
+// on I/O. The owner then gives the lock back.
 
-// The two causes of a fence, told apart by errors.Is (for metrics).
+// The two causes of a fence, told apart by errors.Is.
 var (
 	errLeaseLapsed = errors.New("this server's presence lease lapsed (no beat acknowledged for " +
 		"PresenceTTL - FenceMargin), so another server may take the lock")
@@ -40,43 +37,39 @@ var (
 )
 
 // errFenced says why a session ended or a change was refused: it matches
-// ErrLockLost, ErrFenced and cause.
-func errFenced(key string, cause error) error {
-	return fmt.Errorf("%q: %w: %w: %w", key, ErrLockLost, ErrFenced, cause)
+// ErrLockLost, ErrFenced and cause, and ends the session for c.
+func errFenced(key string, c cause, why error) error {
+	return endsSession(c, fmt.Errorf("%q: %w: %w: %w", key, ErrLockLost, ErrFenced, why))
 }
 
-// leaseErrLocked is nil while p may change its data at now. d.mu held.
-func (p *Profile[T]) leaseErrLocked(now time.Time) error {
+// leaseErr is nil while p may change its data at now (lock-free).
+func (p *Profile[T]) leaseErr(now time.Time) error {
 	if p.leaseGen != 0 && !p.d.node.presence.Holds(p.leaseGen) {
-		return errFenced(p.key, errLeaseLapsed)
+		return errFenced(p.key, causeLeaseLapsed, errLeaseLapsed)
 	}
-	if !now.Before(p.ageUntil) {
-		return errFenced(p.key, errLockAged)
+	if until := p.ageUntil.Load(); until != nil && !now.Before(*until) {
+		return errFenced(p.key, causeLockAged, errLockAged)
 	}
 	return nil
 }
 
-// checkLeaseLocked fences p when its lease has passed and returns why; nil
-// while it holds or once p is closed (its own error says why). d.mu held.
-func (p *Profile[T]) checkLeaseLocked() error {
-	if p.state == stateClosed {
-		return nil
+// updatable is nil while the session takes changes: it is live, nothing
+// stopped it, and its lease holds.
+func (p *Profile[T]) updatable() error {
+	switch p.phaseNow() {
+	case phaseLive:
+	case phaseEnded:
+		return p.Err()
+	default:
+		return releasedErr(p.key)
 	}
-	err := p.leaseErrLocked(p.d.node.clock.Now())
-	if err != nil {
-		p.d.fenceLocked(p, err)
+	if p.stopped.Load() {
+		if err := p.Err(); err != nil {
+			return err
+		}
+		return fmt.Errorf("%q: %w: the session is ending", p.key, ErrLockLost)
 	}
-	return err
-}
-
-// fenceLocked ends p with err and gives its lock back, without writing its
-// data (progress since the last landed save is lost with the session). The
-// game hears of it through Kick (ReasonFenced) and OnLockLost. d.mu held.
-func (d *Driver[T]) fenceLocked(p *Profile[T], err error) {
-	if p.state != stateClosed {
-		d.log.Warn("session fenced off", "key", p.key, "err", err)
-	}
-	d.dropLocked(p, err, ReasonFenced)
+	return p.leaseErr(p.d.node.clock.Now())
 }
 
 // fenceLapsed ends every profile whose lease has passed (the Node's presence
@@ -84,9 +77,10 @@ func (d *Driver[T]) fenceLocked(p *Profile[T], err error) {
 func (d *Driver[T]) fenceLapsed() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	now := d.node.clock.Now()
 	n := 0
 	for _, p := range d.profiles {
-		if p.checkLeaseLocked() != nil {
+		if err := p.leaseErr(now); err != nil && p.endLocked(causeOf(err), err) {
 			n++
 		}
 	}
@@ -94,107 +88,47 @@ func (d *Driver[T]) fenceLapsed() int {
 }
 
 // touchLocked records a write of p that landed, sent at sentAt: the lock's
-// age deadline moves to sentAt + LockTTL, and the keeper timer is re-armed.
-// d.mu held.
+// age deadline moves to sentAt + LockTTL. d.mu held.
 func (p *Profile[T]) touchLocked(sentAt time.Time) {
-	if until := sentAt.Add(p.d.cfg.LockTTL); until.After(p.ageUntil) {
-		p.ageUntil = until
+	until := sentAt.Add(p.d.cfg.LockTTL)
+	if cur := p.ageUntil.Load(); cur == nil || until.After(*cur) {
+		p.ageUntil.Store(&until)
 	}
-	p.armKeeperLocked()
+	p.armAgeFenceLocked()
 }
 
-// armKeeperLocked points the keeper timer at the next thing it must do:
-// refresh the lock halfway through LockTTL, or end the session at its age
-// deadline. The presence lease has a timer of its own (the Node's). d.mu
-// held.
-func (p *Profile[T]) armKeeperLocked() {
-	if p.state == stateClosed {
+// armAgeFenceLocked points the profile's age fence at its age deadline: a
+// timer of its own, which ends the session then whatever its owner is
+// doing. d.mu held.
+func (p *Profile[T]) armAgeFenceLocked() {
+	if p.phaseNow() == phaseEnded {
 		return
 	}
-	now := p.d.node.clock.Now()
-	next := p.ageUntil.Sub(now)
-	if !p.refreshing {
-		refreshAt := p.ageUntil.Add(-p.d.cfg.LockTTL / 2)
-		if p.refreshRetry.After(refreshAt) {
-			refreshAt = p.refreshRetry
-		}
-		next = min(next, max(refreshAt.Sub(now), 0))
+	until := p.ageUntil.Load()
+	if until == nil {
+		return
 	}
-	if p.keeper == nil {
-		p.keeper = p.d.node.clock.AfterFunc(next, p.keep)
+	next := until.Sub(p.d.node.clock.Now())
+	if p.ageFence == nil {
+		p.ageFence = p.d.node.clock.AfterFunc(next, p.ageFenceFired)
 	} else {
-		p.keeper.Reset(next)
+		p.ageFence.Reset(next)
 	}
 }
 
-// keep runs on the keeper timer: it ends the session at its age deadline,
-// and starts a lock refresh once half of LockTTL has passed without a write.
-func (p *Profile[T]) keep() {
+// ageFenceFired ends the session at its age deadline (unless a write moved
+// it meanwhile).
+func (p *Profile[T]) ageFenceFired() {
 	d := p.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if p.state == stateClosed || p.checkLeaseLocked() != nil {
+	if until := p.ageUntil.Load(); until != nil && d.node.clock.Now().Before(*until) {
+		p.armAgeFenceLocked()
 		return
 	}
-	now := d.node.clock.Now()
-	if !p.refreshing && !now.Before(p.ageUntil.Add(-d.cfg.LockTTL/2)) && !now.Before(p.refreshRetry) {
-		p.refreshing = d.goTracked(p.refresh)
+	if err := p.leaseErr(d.node.clock.Now()); err != nil {
+		p.endLocked(causeOf(err), err)
 	}
-	p.armKeeperLocked()
-}
-
-// refresh writes nothing but the lock's timestamp (one save.lua call without
-// data), after any save that is running (which refreshes it when it lands).
-// A failed refresh is tried again after a sixteenth of LockTTL.
-func (p *Profile[T]) refresh() {
-	d := p.d
-	ok := false
-	defer func() {
-		d.mu.Lock()
-		p.refreshing = false
-		if !ok {
-			p.refreshRetry = d.node.clock.Now().Add(d.cfg.LockTTL / 16)
-		}
-		p.armKeeperLocked()
-		d.mu.Unlock()
-	}()
-	if p.lockSave(p.ctx) != nil {
-		return
-	}
-	defer p.unlockSave()
-	d.mu.Lock()
-	if p.state == stateClosed || p.state == stateLeaving ||
-		d.node.clock.Now().Before(p.ageUntil.Add(-d.cfg.LockTTL/2)) { // a save refreshed it
-		ok = true
-		d.mu.Unlock()
-		return
-	}
-	req := record.SaveArgs{Mode: record.ModeSave, Token: p.token, Earlier: p.earlier}
-	d.mu.Unlock()
-	wctx, span := d.tel.StartWrite(p.ctx, telemetry.WriteRefresh, p.key)
-	started := d.node.clock.Now()
-	res, err := d.write(wctx, p.key, req)
-	span.End(writeOutcome(err), d.node.clock.Since(started), err)
-	switch {
-	case err == nil:
-		ok = true
-		d.mu.Lock()
-		p.landedLocked(res)
-		d.mu.Unlock()
-	case errors.Is(err, ErrLockLost):
-		p.finish(err)
-	case p.ctx.Err() == nil:
-		d.log.Warn("lock refresh failed", "key", p.key, "err", err)
-		d.saveFailed(p.key, err)
-	}
-}
-
-// landedLocked records a write of p that landed: its epoch, its age
-// deadline, and that no earlier token can be on the lock any more. d.mu held.
-func (p *Profile[T]) landedLocked(res writeRes) {
-	p.earlier = nil
-	p.epoch = res.Epoch
-	p.touchLocked(res.sentAt)
 }
 
 // awaitLease returns the presence lease generation a new lock is taken

@@ -132,7 +132,7 @@ func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profi
 	// Stop waiting when the driver shuts down.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(d.ctx, cancel)
+	stop := context.AfterFunc(d.loads, cancel)
 	defer stop()
 
 	if spec.note == nil {
@@ -164,11 +164,9 @@ func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profi
 				err = ErrClosed
 			default:
 				// The lease may have lapsed while the record was decoded.
-				if err = p.leaseErrLocked(d.node.clock.Now()); err == nil {
+				if err = p.leaseErr(d.node.clock.Now()); err == nil {
 					d.profiles[key] = p
-					p.startAutosaveLocked()
-					p.armKeeperLocked()
-					p.noteInboxLocked(p.inboxSeq) // more messages than the acquire's page: pull them
+					p.startLocked()
 				}
 			}
 		}
@@ -178,7 +176,7 @@ func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profi
 		if err != nil {
 			if p != nil {
 				p.abandon()
-				d.giveBack(key, p.token, nil)
+				d.giveBackSoon(key, p.token, nil)
 			}
 			return nil, d.loadErr(ctx, err)
 		}
@@ -190,7 +188,7 @@ func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profi
 // error) and a shut-down driver into ErrClosing (which also matches
 // ErrClosed).
 func (d *Driver[T]) loadErr(ctx context.Context, err error) error {
-	if d.ctx.Err() != nil {
+	if d.loads.Err() != nil {
 		return errClosing
 	}
 	if ctx.Err() != nil {

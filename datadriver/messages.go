@@ -125,90 +125,97 @@ func (d *Driver[T]) Send(ctx context.Context, key string, body any, opts ...Send
 }
 
 // onNotify is the driver's notify handler: a message for key is in its
-// inbox. A live profile of key pulls it on a goroutine of its own (one pull
-// at a time; a notification during a pull makes it pull again).
+// inbox. A live profile of key pulls it on its owner (a notification during
+// a pull makes it pull once more).
 func (d *Driver[T]) onNotify(key string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if p := d.profiles[key]; p != nil {
-		p.pullLocked()
+		p.pullNow()
 	}
 }
 
-// pullLocked starts a pull of the inbox, or asks the running one to go
-// again. d.mu held.
-func (p *Profile[T]) pullLocked() {
-	if p.state != stateActive || p.d.cfg.OnMessage == nil {
+// pullNow asks the owner to pull the inbox (non-blocking: one pending ask
+// is enough).
+func (p *Profile[T]) pullNow() {
+	if p.d.cfg.OnMessage == nil {
 		return
 	}
-	if p.pulling {
-		p.pullAgain = true
+	select {
+	case p.pullC <- struct{}{}:
+	default:
+	}
+}
+
+// catchUpInbox runs when the owner starts: what the join applied and
+// refused is written at once, and what the acquire's page did not hold is
+// pulled.
+func (p *Profile[T]) catchUpInbox() {
+	if p.messagesPending() {
+		if err := p.write(p.ctx, record.ModeSave, telemetry.WriteAutosave); err != nil && p.ctx.Err() == nil {
+			p.d.log.Debug("writing the messages a join applied failed; the next write carries them", "key", p.key,
+				"err", err)
+		}
+	}
+	if p.w.inboxSeq > p.w.seenSeq {
+		p.pullInbox(p.w.joinedTo) // the join tried its page already
+	}
+}
+
+// messagesPending reports whether messages were applied or refused since
+// the last landed write.
+func (p *Profile[T]) messagesPending() bool {
+	p.dataMu.RLock()
+	defer p.dataMu.RUnlock()
+	return len(p.applied) > 0 || len(p.refused) > 0
+}
+
+// pullInbox reads the inbox after the message id after ("": all of it) a
+// page at a time (each read bounded in bytes) and applies what it holds; each page's applications and refusals are
+// written at once, so a message leaves the inbox within a round trip of
+// its notification. On the owner.
+func (p *Profile[T]) pullInbox(after string) {
+	d := p.d
+	if p.phaseNow() != phaseLive || d.cfg.OnMessage == nil {
 		return
 	}
-	p.pulling = p.d.goTracked(p.pull)
-}
-
-// pull reads the inbox and applies what it holds, until no notification
-// came during the read. It holds the save slot, so that no save lands
-// between the read and the application (a save deletes applied messages
-// from the inbox and forgets them).
-func (p *Profile[T]) pull() {
-	d := p.d
-	for {
-		if err := p.pullOnce(); err != nil && p.ctx.Err() == nil {
-			d.log.Warn("pulling the inbox failed; the next save or notification tries again", "key", p.key, "err", err)
-		}
-		d.mu.Lock()
-		again := p.pullAgain && p.state == stateActive
-		p.pullAgain, p.pulling = false, again
-		d.mu.Unlock()
-		if !again {
-			return
-		}
-	}
-}
-
-// pullOnce is one read of the inbox and the application of its messages.
-func (p *Profile[T]) pullOnce() error {
-	d := p.d
-	if err := p.lockSave(p.ctx); err != nil {
-		return err
-	}
-	defer p.unlockSave()
-	d.mu.Lock()
-	seq := p.inboxSeq
-	d.mu.Unlock()
-	// Page by page, each read bounded in bytes (inboxPage).
-	after := ""
+	seq := p.w.inboxSeq
 	for {
 		ctx, cancel := d.node.clock.WithTimeout(p.ctx, d.node.cfg.SaveTimeout)
 		msgs, err := record.ReadInbox(ctx, d.node.rdb, d.recordKey(p.key), after, d.inboxPage())
 		cancel()
 		if err != nil {
-			return err
+			if p.ctx.Err() == nil {
+				d.log.Warn("pulling the inbox failed; the next save or notification tries again", "key", p.key, "err", err)
+			}
+			return
 		}
 		if _, waiting := p.applyMessages(msgs); waiting {
-			return nil // seenSeq stays: the save that learns the trade's outcome pulls again
+			return // seenSeq stays: the save that learns the trade's outcome pulls again
+		}
+		if p.messagesPending() {
+			if err := p.write(p.ctx, record.ModeSave, telemetry.WriteAutosave); err != nil {
+				return // the next write carries them
+			}
 		}
 		if len(msgs) < d.inboxPage() {
 			break
 		}
 		after = msgs[len(msgs)-1].ID
 	}
-	d.mu.Lock()
-	p.seenSeq = max(p.seenSeq, seq)
-	d.mu.Unlock()
-	return nil
+	p.w.seenSeq = max(p.w.seenSeq, seq)
 }
 
 // applyMessages applies the messages the profile has not applied yet, in
 // order, each on a copy of the data: a message whose OnMessage fails or
-// panics changes nothing and stays in the inbox. Like Update it waits for a
-// running trade, applies nothing to a profile that is not live (or whose
-// lease has passed), and nothing while a trade's outcome is unknown
-// (waiting: the trade's image, if it committed, replaces the data, and a
-// message applied before would be lost with it while the save that settles
-// the trade deletes it from the inbox). It reports how many it applied.
+// panics changes nothing, stays in the inbox, and its refusal is counted by
+// the next write (after MaxMessageAttempts refusals it is dead-lettered).
+// Like Update it waits for a running trade, applies nothing to a profile
+// that is not live (or whose lease has passed), and nothing while a trade's
+// outcome is unknown (waiting: the trade's image, if it committed, replaces
+// the data, and a message applied before would be lost with it while the
+// save that settles the trade deletes it from the inbox). It reports how
+// many it applied.
 func (p *Profile[T]) applyMessages(msgs []record.Message) (n int, waiting bool) {
 	d := p.d
 	if d.cfg.OnMessage == nil || len(msgs) == 0 {
@@ -226,58 +233,89 @@ func (p *Profile[T]) applyMessages(msgs []record.Message) (n int, waiting bool) 
 		d.log.Debug("messages wait for a trade's outcome", "key", p.key, "err", err)
 		return 0, true
 	}
+	refused := 0
 	for _, rm := range msgs {
-		if slices.Contains(p.applied, rm.ID) {
+		if slices.Contains(p.applied, rm.ID) || slices.ContainsFunc(p.refused, func(r record.Refusal) bool { return r.ID == rm.ID }) {
 			continue
 		}
-		if p.liveErr() != nil {
-			return n, false
+		if p.updatable() != nil {
+			break
 		}
-		next, err := d.codec.Clone(&p.data)
-		if err != nil {
-			d.log.Error("cannot copy the data to apply a message", "key", p.key, "err", err)
-			return n, false
-		}
-		m := Message{ID: rm.ID, At: rm.At(), Body: rm.Body}
-		var ferr error
-		if perr := protect("OnMessage", func() { ferr = d.cfg.OnMessage(&next, m) }); perr != nil {
-			d.logPanic(p.key, perr)
+		if err := p.applyOne(rm); err != nil {
+			p.refused = append(p.refused, record.Refusal{ID: rm.ID, Err: truncate(err.Error(), maxRefusalBytes)})
+			refused++
 			continue
 		}
-		if ferr != nil {
-			d.log.Warn("OnMessage refused a message; it stays in the inbox", "key", p.key, "id", m.ID, "err", ferr)
-			continue
-		}
-		p.data = next
-		p.applied = append(p.applied, m.ID)
+		p.applied = append(p.applied, rm.ID)
 		n++
 	}
 	if n > 0 {
 		d.tel.MessagesApplied(p.ctx, n)
 		d.log.Debug("messages applied", "key", p.key, "count", n)
 	}
+	if refused > 0 {
+		p.noteRefused(refused)
+	}
 	return n, false
 }
 
-// noteInboxLocked records how many messages were ever sent, as a save or a
-// load saw it, and pulls when that is more than the last pull saw (a
-// notification was lost). d.mu held.
-func (p *Profile[T]) noteInboxLocked(seq int64) {
-	if seq > p.inboxSeq {
-		p.inboxSeq = seq
+// applyOne applies one message to a copy of the data; the copy replaces the
+// data when OnMessage accepts it. dataMu held.
+func (p *Profile[T]) applyOne(rm record.Message) error {
+	d := p.d
+	next, err := d.codec.Clone(&p.data)
+	if err != nil {
+		return fmt.Errorf("copy the data: %w", err)
 	}
-	if p.inboxSeq > p.seenSeq {
-		p.pullLocked()
+	m := Message{ID: rm.ID, At: rm.At(), Body: rm.Body}
+	var ferr error
+	if perr := protect("OnMessage", func() { ferr = d.cfg.OnMessage(&next, m) }); perr != nil {
+		d.logPanic(p.key, perr)
+		return perr
 	}
+	if ferr != nil {
+		return ferr
+	}
+	p.data = next
+	return nil
 }
 
-// forgetApplied drops ids a landed save deleted from the inbox. dataMu
-// held.
-func (p *Profile[T]) forgetAppliedLocked(ids []string) {
-	if len(ids) == 0 {
+// maxRefusalBytes bounds the refusal text kept with a message.
+const maxRefusalBytes = 200
+
+// noteRefused logs refusals, at most once a minute per profile at warning
+// level (a message refused forever must not flood the log). dataMu held.
+func (p *Profile[T]) noteRefused(n int) {
+	d := p.d
+	now := d.node.clock.Now()
+	if now.Sub(p.refusalLogged) < time.Minute {
+		d.log.Debug("OnMessage refused messages; they stay in the inbox", "key", p.key, "count", n)
 		return
 	}
-	p.applied = slices.DeleteFunc(p.applied, func(id string) bool { return slices.Contains(ids, id) })
+	p.refusalLogged = now
+	d.log.Warn("OnMessage refused messages; they stay in the inbox and are tried again, and one refused "+
+		"MaxMessageAttempts times moves to the dead letters", "key", p.key, "count", n,
+		"max_attempts", d.cfg.MaxMessageAttempts)
+}
+
+// truncate cuts s to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// noteInbox records how many messages were ever sent, as a save or a load
+// saw it, and pulls when that is more than the last pull saw (a
+// notification was lost). On the owner.
+func (p *Profile[T]) noteInbox(seq int64) {
+	if seq > p.w.inboxSeq {
+		p.w.inboxSeq = seq
+	}
+	if p.w.inboxSeq > p.w.seenSeq {
+		p.pullNow()
+	}
 }
 
 // inboxPageBytes bounds the bytes of messages an acquire reads with the

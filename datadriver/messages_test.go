@@ -3,6 +3,7 @@ package datadriver_test
 import (
 	"context"
 	"errors"
+	"github.com/vmihailenco/msgpack/v5"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -78,8 +79,15 @@ func TestMessageToAnOfflineProfile(t *testing.T) {
 	if w := walletOf(p); w.Coins != 30 || w.Received != 2 {
 		t.Fatalf("after Join: %+v, want both gifts applied before Join returned", w)
 	}
-	if n := inboxLen(t, r, "user:1"); n != 2 {
-		t.Fatalf("inbox %d before the save, want 2: a message leaves with the save that writes its change", n)
+	// The join's messages leave the inbox with the write that saves their
+	// change, right after the join: both at once, never one without the other.
+	eventually(t, 5*time.Second, "the applied messages saved", func() bool {
+		return inboxLen(t, r, "user:1") == 0
+	})
+	var saved wallet
+	if err := msgpack.Unmarshal([]byte(recordFields(t, r, "PlayerData", "user:1")["data"]), &saved); err != nil ||
+		saved.Coins != 30 || saved.Received != 2 {
+		t.Fatalf("stored data %+v (%v) once the inbox is empty, want both gifts in it", saved, err)
 	}
 	if err := p.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -235,7 +243,7 @@ func TestRefusedMessageStays(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the refusal is logged", func() bool {
-		return containsAll(s.logs.String(), "OnMessage refused a message", "game callback panicked")
+		return containsAll(s.logs.String(), "OnMessage refused messages", "game callback panicked")
 	})
 	if w := walletOf(p); w != (wallet{}) {
 		t.Fatalf("data %+v after refused messages, want unchanged", w)

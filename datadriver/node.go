@@ -88,9 +88,9 @@ const DefaultPingTimeout = 2 * time.Second
 //
 // It first checks that Redis answers a PING within NodeConfig.PingTimeout
 // (else an error matching ErrRedisUnavailable), and so does NATS when it is
-// given (else an error matching ErrBusDown). Then, unless handoff is
-// disabled, it claims the JobID in the presence hash (presence.Claim): a
-// JobID whose presence is alive under another process is refused with a
+// given (else an error matching ErrBusDown). Then it claims the JobID in
+// the presence hash (presence.Claim), with handoff on or off: a JobID whose
+// presence is alive under another process is refused with a
 // *JobIDInUseError (ErrJobIDInUse), after waiting at most one PresenceTTL
 // for the beat of an earlier run of this JobID (a restarted process) to
 // lapse; a JobID whose earlier run closed cleanly is free at once. An empty
@@ -161,11 +161,13 @@ func NewNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if err := n.pingNATS(ctx); err != nil {
 		return nil, err
 	}
-	if n.handoffOn {
-		// The first beat claims the JobID, before the first Join so that it
-		// finds a lease. Another live process with this JobID is refused;
-		// any other failure is logged and the loop keeps trying (its beats
-		// never overwrite another instance's live beat either).
+	{
+		// The first beat claims the JobID, with handoff on or off, before the
+		// first Join so that it finds a lease: another live process with this
+		// JobID is refused (an admin tool given a live server's JobID must
+		// never take that server's locks as its own). Any other failure is
+		// logged and the loop keeps trying (its beats never overwrite another
+		// instance's live beat either).
 		if err := n.presence.Claim(ctx); err != nil {
 			var inUse *presence.InUseError
 			if !errors.As(err, &inUse) && ctx.Err() == nil {
@@ -182,9 +184,7 @@ func NewNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		}
 	}
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	if n.handoffOn {
-		n.presence.Start()
-	}
+	n.presence.Start()
 	n.handoff.Start()
 	return n, nil
 }
@@ -315,17 +315,13 @@ func (n *Node) entropy(b []byte) error {
 	return nil
 }
 
-// newToken returns a fresh lock token.
-func (n *Node) newToken() (string, error) { return n.randomHex(16) }
-
-// acquireSave takes an autosave slot; it fails only when ctx ends.
-func (n *Node) acquireSave(ctx context.Context) error {
-	select {
-	case n.saveSem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+// claimedSince reports whether this process claimed its JobID after t (a
+// local clock time): a lock of this JobID written before then was written
+// by an instance that has stopped (presence.ClaimedAt), so it may be taken.
+func (n *Node) claimedSince(t time.Time) bool {
+	c := n.presence.ClaimedAt()
+	return !c.IsZero() && c.After(t)
 }
 
-func (n *Node) releaseSave() { <-n.saveSem }
+// newToken returns a fresh lock token.
+func (n *Node) newToken() (string, error) { return n.randomHex(16) }

@@ -87,14 +87,12 @@ func (n *Node) Close(ctx context.Context) error {
 	if err := n.handoff.Close(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	if n.handoffOn {
-		if err := n.presence.Close(ctx); err != nil {
-			errs = append(errs, err)
-		}
-		if clean {
-			if err := n.presence.Remove(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("remove presence: %w", err))
-			}
+	if err := n.presence.Close(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if clean {
+		if err := n.presence.Remove(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("remove presence: %w", err))
 		}
 	}
 	n.unregBus()

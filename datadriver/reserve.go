@@ -30,15 +30,16 @@ func (d *Driver[T]) reserve(ctx context.Context, key string, deadline time.Time,
 		case p == nil:
 			d.loading[key] = true
 			return nil, false, nil
-		case p.state == stateRetained && !p.saving:
-			p.state = stateAdopting
-			d.notify(key)
+		case p.phaseNow() == phaseRetained:
+			p.setPhaseLocked(phaseAdopting)
 			return p, true, nil
-		case p.state == stateActive:
+		case p.phaseNow() == phaseLive:
 			if !d.node.clock.Now().Before(deadline) {
 				return nil, false, d.localLocked(key)
 			}
-			d.endSessionLocked(p, ReasonJoinedElsewhere)
+			// Asked to end as another server would ask it: Kick, the leave
+			// cleanups, the release save.
+			p.leaveLocked(causeJoinedElsewhere, true)
 		}
 		left := deadline.Sub(d.node.clock.Now())
 		if left <= 0 {
@@ -68,30 +69,4 @@ func (d *Driver[T]) reserve(ctx context.Context, key string, deadline time.Time,
 // localLocked describes the key as locked by this Node.
 func (d *Driver[T]) localLocked(key string) *LockedError {
 	return lockedError(key, record.Lock{Job: d.node.jobID, Presence: d.presenceFlag()}, true)
-}
-
-// endSessionLocked ends a live session on its own: the game hears it through
-// Kick, and the driver runs the leave cleanups and the release save. d.mu
-// must be held.
-func (d *Driver[T]) endSessionLocked(p *Profile[T], reason KickReason) {
-	if p.state != stateActive {
-		return
-	}
-	p.state = stateLeaving
-	d.notify(p.key)
-	d.kickLocked(p.key, reason)
-	d.goTracked(func() {
-		_ = p.runCleanups() // a panic is logged; the data before the cleanups is saved
-		_ = p.release(d.ctx)
-	})
-}
-
-// setState moves a profile that is not closed to s and wakes waiters.
-func (d *Driver[T]) setState(p *Profile[T], s pstate) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if p.state != stateClosed {
-		p.state = s
-		d.notify(p.key)
-	}
 }

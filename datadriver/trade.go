@@ -270,7 +270,7 @@ func (r *tradeRun) execute(ctx context.Context, tx *Tx) error {
 		if errs[i] == nil {
 			sres, errs[i] = record.ParseSave(vals[i])
 		}
-		res, err := writeResult(p.tradeKey(), record.ModeSettle, sres, errs[i], sentAt)
+		res, err := p.settleResult(sres, errs[i], sentAt)
 		switch {
 		case err == nil:
 			p.settled(res, r.images[i])

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ckernel/playerdata/internal/telemetry"
+	"time"
 
 	"github.com/ckernel/playerdata/internal/record"
 
@@ -18,14 +20,16 @@ type party interface {
 	tradeDriver() string
 	tradeKey() string
 	tradeRecord() string
-	// enterTrade takes the profile for a trade: its save slot (saves and
-	// releases wait), a live check, and the gate that holds Update.
+	// enterTrade takes the profile for a trade: it borrows the profile's
+	// owner (saves and releases wait), checks it is live, and sets the gate
+	// that holds Update.
 	enterTrade(ctx context.Context) error
 	leaveTrade()
 	copyForTrade() (any, error)
 	imageOf(copy any) ([]byte, error)
 	lockInfo() (token string, ver int64)
 	settleCall(id, token string, img []byte, schema, schemaMin int) rscript.Call
+	settleResult(res record.SaveResult, err error, sentAt time.Time) (writeRes, error)
 	imageSchema() (schema, schemaMin int)
 	applyImage(copy any, img []byte)
 	settled(res writeRes, img []byte)
@@ -52,51 +56,70 @@ func (p *Profile[T]) tradeNode() *Node    { return p.d.node }
 func (p *Profile[T]) tradeDriver() string { return p.d.cfg.Name }
 func (p *Profile[T]) tradeKey() string    { return p.key }
 func (p *Profile[T]) tradeRecord() string { return p.d.recordKey(p.key) }
-func (p *Profile[T]) loseLock(err error)  { p.finish(err) }
+func (p *Profile[T]) loseLock(err error)  { p.endWith(causeTaken, err) }
 func (p *Profile[T]) checkLease() error {
-	p.d.mu.Lock()
-	defer p.d.mu.Unlock()
-	return p.checkLeaseLocked()
+	err := p.leaseErr(p.d.node.clock.Now())
+	p.fenceOn(err)
+	return err
 }
 func (p *Profile[T]) lockInfo() (string, int64) {
 	p.d.mu.Lock()
 	defer p.d.mu.Unlock()
-	return p.token, p.ver
+	return p.token, p.w.ver
 }
 
 func (p *Profile[T]) enterTrade(ctx context.Context) error {
-	if err := p.lockSave(ctx); err != nil {
+	entered := make(chan error, 1)
+	leave := make(chan struct{})
+	r := request{ctx: ctx, done: make(chan error, 1), run: func(ctx context.Context) error {
+		err := p.readyForTrade(ctx)
+		if err == nil {
+			p.tradeLeave = leave
+		}
+		entered <- err
+		if err == nil {
+			<-leave // the trade borrows the owner's state until it leaves
+		}
 		return err
+	}}
+	select {
+	case p.reqs <- r:
+	case <-p.done:
+		return p.Err()
+	case <-ctx.Done():
+		return ctx.Err()
 	}
+	// The owner answers within a bounded time (its writes are bounded by
+	// SaveTimeout); not waiting for it would leave it borrowed for good.
+	return <-entered
+}
+
+// readyForTrade brings the record in step with the profile before a trade
+// (on the owner), checks the profile may trade, and sets the gate.
+func (p *Profile[T]) readyForTrade(ctx context.Context) error {
 	p.dataMu.Lock()
 	// Messages applied but not saved must leave the inbox first: a trade
 	// image written by another server's recovery would not delete them.
-	unsettled := p.unsettled != nil || len(p.applied) > 0
+	unsettled := p.unsettled != nil || len(p.applied) > 0 || len(p.refused) > 0
 	p.dataMu.Unlock()
+	// An earlier trade's mark must go first, and an adoption that has not
+	// landed yet must move the lock to the profile's token.
 	p.d.mu.Lock()
 	adopting := len(p.earlier) > 0
 	p.d.mu.Unlock()
-	// An earlier trade's mark must go first, and an adoption that has not
-	// landed yet must move the lock to the profile's token.
 	if unsettled || adopting {
-		if err := p.saveLocked(ctx, record.ModeSave, false); err != nil {
-			p.unlockSave()
+		if err := p.write(ctx, record.ModeSave, telemetry.WriteAutosave); err != nil {
 			return fmt.Errorf("%w: the record is not in step with the profile: %w", ErrTradePending, err)
 		}
 	}
-	p.d.mu.Lock()
-	lerr := p.checkLeaseLocked()
-	state, perr := p.state, p.err
-	p.d.mu.Unlock()
-	switch {
-	case lerr != nil:
-		p.unlockSave()
-		return lerr
-	case state == stateClosed:
-		p.unlockSave()
-		return perr
-	case state != stateActive:
-		p.unlockSave()
+	if err := p.checkLease(); err != nil {
+		return err
+	}
+	switch p.phaseNow() {
+	case phaseEnded:
+		return p.Err()
+	case phaseLive:
+	default:
 		return fmt.Errorf("%w: the player has left", ErrReleased)
 	}
 	p.dataMu.Lock()
@@ -112,7 +135,9 @@ func (p *Profile[T]) leaveTrade() {
 		p.gate = nil
 	}
 	p.dataMu.Unlock()
-	p.unlockSave()
+	leave := p.tradeLeave
+	p.tradeLeave = nil
+	close(leave)
 }
 
 func (p *Profile[T]) copyForTrade() (any, error) {
@@ -143,9 +168,15 @@ func (p *Profile[T]) settleCall(id, token string, img []byte, schema, schemaMin 
 		Schema: schema, SchemaMin: schemaMin})
 }
 
+func (p *Profile[T]) settleResult(res record.SaveResult, err error, sentAt time.Time) (writeRes, error) {
+	return p.d.writeResult(p.key, record.ModeSettle, res, err, sentAt)
+}
+
 // imageSchema is the schema version and min-reader a trade image of the
 // profile is written with.
-func (p *Profile[T]) imageSchema() (int, int) { return p.d.codec.WriteVersion(p.schema, p.schemaMin) }
+func (p *Profile[T]) imageSchema() (int, int) {
+	return p.d.codec.WriteVersion(p.w.schema, p.w.schemaMin)
+}
 
 // applyImage makes the committed image the profile's data.
 func (p *Profile[T]) applyImage(c any, _ []byte) {
@@ -154,15 +185,18 @@ func (p *Profile[T]) applyImage(c any, _ []byte) {
 	p.data = *c.(*T)
 }
 
-// settled records a landed settle write; the caller holds the save slot.
+// settled records a landed settle write (the trade borrows the owner).
 func (p *Profile[T]) settled(res writeRes, img []byte) {
 	if res.How == record.HowAlreadySettled {
 		return
 	}
-	p.ver, p.lastData = res.Ver, img
-	p.schema, p.schemaMin = p.imageSchema()
+	p.w.ver, p.w.lastData = res.Ver, img
+	p.w.schema, p.w.schemaMin = p.imageSchema()
+	p.w.lastWrite = res.sentAt
+	p.epoch.Store(res.Epoch)
 	p.d.mu.Lock()
-	p.landedLocked(res)
+	p.earlier = nil
+	p.touchLocked(res.sentAt)
 	p.d.mu.Unlock()
 }
 
@@ -196,8 +230,8 @@ func (p *Profile[T]) syncTradeLocked() error {
 
 // resolvePending learns the outcome of a pending trade whose commit answer
 // was lost (from the journal, aborting it if it is still PREPARED) and
-// returns the trade id the next write must clear ("" for none). The caller
-// holds the save slot.
+// returns the trade id the next write must clear ("" for none). On the
+// owner (or a trade borrowing it).
 func (p *Profile[T]) resolvePending(ctx context.Context) (string, error) {
 	p.dataMu.Lock()
 	pt := p.unsettled

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ckernel/playerdata/internal/datacodec"
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/telemetry"
 )
 
 // Version is one kept version of a record.
@@ -173,37 +174,33 @@ func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) err
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	p.d.mu.Lock()
-	corrupt := p.corrupt
-	p.d.mu.Unlock()
 	if target.Current {
-		if corrupt {
-			return &CorruptRecordError{Key: p.key, Err: fmt.Errorf("the data as of %s is the current data, which does not decode",
-				t.Format(time.RFC3339))}
-		}
-		return nil // the data as of t is the current data
+		return p.do(ctx, func(context.Context) error {
+			if p.w.corrupt {
+				return &CorruptRecordError{Key: p.key, Err: fmt.Errorf("the data as of %s is the current data, which does not decode",
+					t.Format(time.RFC3339))}
+			}
+			return nil // the data as of t is the current data
+		})
 	}
 	data, unknown, err := d.readVersion(ctx, p.key, target)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if err := p.lockSave(ctx); err != nil {
-		return fmt.Errorf("restore %q: %w", p.key, err)
-	}
-	defer p.unlockSave()
-	p.dataMu.Lock()
-	p.data, p.unknown = data, unknown
-	p.dataMu.Unlock()
-	// The data is at the kept version's schema (or this driver's, which
-	// migrated it): the save stamps the larger of the two, never the
-	// replaced data's, so a newer server migrates it again on load. The
-	// replaced data's min-reader stays: it never lets an older server in.
-	p.schema = target.schema
-	p.d.mu.Lock()
-	p.corrupt = false
-	p.keepNext = true // the data before the restore is kept (even corrupt: nothing stored is lost)
-	p.d.mu.Unlock()
-	if err := p.saveLocked(ctx, record.ModeSave, true); err != nil {
+	err = p.do(ctx, func(ctx context.Context) error {
+		p.dataMu.Lock()
+		p.data, p.unknown = data, unknown
+		p.dataMu.Unlock()
+		// The data is at the kept version's schema (or this driver's, which
+		// migrated it): the save stamps the larger of the two, never the
+		// replaced data's, so a newer server migrates it again on load. The
+		// replaced data's min-reader stays: it never lets an older server in.
+		p.w.schema = target.schema
+		p.w.corrupt = false
+		p.w.keepNext = true // the data before the restore is kept (even corrupt: nothing stored is lost)
+		return p.write(ctx, record.ModeSave, telemetry.WriteSave)
+	})
+	if err != nil {
 		return fmt.Errorf("restore %q: %w", p.key, err)
 	}
 	d.log.Info("restored a version", "key", p.key, "ver", target.Ver, "at", target.At)

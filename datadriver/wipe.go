@@ -29,7 +29,7 @@ func (d *Driver[T]) Wipe(ctx context.Context, key string) error {
 	p := d.profiles[key]
 	d.mu.Unlock()
 	if p != nil {
-		p.finish(fmt.Errorf("wipe %q: %w: %w", key, ErrLockLost, errWiped))
+		p.endWith(causeWiped, fmt.Errorf("wipe %q: %w: %w", key, ErrLockLost, errWiped))
 	}
 	d.log.Info("wiped a profile", "key", key)
 	return nil

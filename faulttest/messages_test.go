@@ -75,7 +75,7 @@ func TestMessagesKillHolder(t *testing.T) {
 		gtm := tm
 		gtm.lockWait = time.Minute // a takeover waits for the crash proof, it does not time out
 		return gsOpts{job: job, natsURL: bus.URLs[0], count: msgKeys, update: 50 * time.Millisecond, save: msgSave,
-			tm: gtm, messages: true}
+			tm: gtm, messages: true, applyDelay: 20 * time.Millisecond}
 	}}
 	a := c.start(m.opts("a"))
 	m.servers = []*server{a}

@@ -129,7 +129,8 @@ type gsOpts struct {
 	rejoin       time.Duration
 	releaseDelay time.Duration
 	logUpdates   bool
-	messages     bool // -messages: OnMessage applies Gift messages
+	messages     bool          // -messages: OnMessage applies Gift messages
+	applyDelay   time.Duration // -apply-delay: OnMessage takes this long
 }
 
 func (o gsOpts) args(c *cluster) []string {
@@ -156,7 +157,7 @@ func (o gsOpts) args(c *cluster) []string {
 		v    time.Duration
 	}{
 		{"-update", o.update}, {"-save", o.save}, {"-redis-timeout", o.redisTimeout},
-		{"-rejoin", o.rejoin}, {"-release-delay", o.releaseDelay},
+		{"-rejoin", o.rejoin}, {"-release-delay", o.releaseDelay}, {"-apply-delay", o.applyDelay},
 		{"-beat", o.tm.beat}, {"-ttl", o.tm.ttl}, {"-fence-margin", o.tm.margin},
 		{"-lock-wait", o.tm.lockWait}, {"-request-repeat", o.tm.repeat},
 		{"-park-min", o.tm.parkMin}, {"-park-max", o.tm.parkMax}, {"-save-timeout", o.tm.saveTimeout},

@@ -299,6 +299,9 @@ func (p *Presence) beatSucceeded(sentAt, ackAt time.Time, reset bool) {
 	if sentAt.After(p.lastSent) {
 		p.lastSent = sentAt
 	}
+	if p.claimedAt.IsZero() {
+		p.claimedAt = sentAt
+	}
 	p.mu.Unlock()
 
 	gen := p.Lease().Gen

@@ -96,6 +96,9 @@ type Presence struct {
 	mu       sync.Mutex
 	renewed  chan struct{} // closed when the next lease generation starts
 	lastSent time.Time     // clock time the last acknowledged beat was sent; zero: none
+	// claimedAt is when this instance's first acknowledged beat was sent:
+	// from then on no other instance beats its JobID (see ClaimedAt).
+	claimedAt time.Time
 	failing  bool          // a beat failed since the last success
 	failures int           // beats failed since the last success
 	started  bool
@@ -246,6 +249,17 @@ func (p *Presence) Remove(ctx context.Context) error {
 // ones it holds.
 func (p *Presence) Stale() bool {
 	return !p.Lease().ValidAt(p.clock.Now())
+}
+
+// ClaimedAt returns the clock time at which this instance's first
+// acknowledged beat was sent (zero before one): the beat claimed the JobID,
+// so any other instance of it had stopped beating by then (its beat had
+// expired, or it had removed it). A lock of this JobID written before that
+// moment belongs to an instance that has stopped.
+func (p *Presence) ClaimedAt() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.claimedAt
 }
 
 // LastBeat returns the clock time at which the last acknowledged beat was

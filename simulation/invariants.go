@@ -23,9 +23,13 @@ import (
 
 // kicked checks invariant 6: a session is ended for another server only
 // after a request naming its lock reached this server; a session fenced off
-// (its server's presence lease lapsed, or its lock went unrefreshed) is
-// kicked with ReasonFenced, without any request, and only once it ended so.
+// (its server's presence lease lapsed, or its lock went unrefreshed) hears
+// one Kick: ReasonFenced, without any request, and only once it ended so,
+// or the reason of the leave that came before its fence.
 func (s *sim) kicked(srv *server, key string, reason datadriver.KickReason) {
+	s.mu.Lock()
+	s.kicks[srv.s.JobID+"\x00"+key] = time.Now()
+	s.mu.Unlock()
 	switch reason {
 	case datadriver.ReasonFenced:
 		s.kickedFenced(srv, key)
@@ -461,6 +465,23 @@ func (s *sim) deliverRest() {
 	ctx := context.Background()
 	servers := s.activeServers(s.aliveServers())
 	for range 4 {
+		// Messages OnMessage refused MaxMessageAttempts times are dead
+		// letters: an operator replays them once what refused them is
+		// mended (a fussy gift applies at odd seconds), and then they apply
+		// like any other.
+		for _, pl := range s.players {
+			rep, err := record.ReplayDeadLetters(ctx, s.checkRedis, recordKey(pl.key), nil)
+			if err != nil {
+				s.fail("deliver: replay: %v", err)
+				return
+			}
+			if rep.Moved > 0 {
+				s.logf("REPLAY %d dead letters of %s", rep.Moved, pl.key)
+				s.mu.Lock()
+				s.result.Messages.Replayed += rep.Moved
+				s.mu.Unlock()
+			}
+		}
 		var waiting []*player
 		for _, pl := range s.players {
 			n, err := s.checkRedis.XLen(ctx, record.InboxKey(recordKey(pl.key))).Result()

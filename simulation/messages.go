@@ -41,14 +41,15 @@ type Messages struct {
 	Failed   int // failed otherwise: stored or not
 	Landed   int // of the failed, those the simulation saw stored
 	Refusals int // refusals by OnMessage (a fussy message at an even second: it stays in the inbox)
+	Replayed int // dead letters (refused MaxMessageAttempts times) replayed at the end
 	Applied  int // in their player's record exactly once at the end
 }
 
 // String is the per-run summary line's part on messages.
 func (m Messages) String() string {
 	return fmt.Sprintf("messages: %d sent, %d acknowledged, %d refused (%d inbox full, %d too large), "+
-		"%d failed (%d of them stored), %d applied exactly once, %d refusals by OnMessage",
-		m.Sent, m.Acked, m.Full+m.TooLarge, m.Full, m.TooLarge, m.Failed, m.Landed, m.Applied, m.Refusals)
+		"%d failed (%d of them stored), %d applied exactly once, %d refusals by OnMessage, %d dead letters replayed",
+		m.Sent, m.Acked, m.Full+m.TooLarge, m.Full, m.TooLarge, m.Failed, m.Landed, m.Applied, m.Refusals, m.Replayed)
 }
 
 // gift is the body of a message the simulation sends.

@@ -206,7 +206,8 @@ func (s *sim) endSession(pl *player, p *datadriver.Profile[Wallet]) {
 
 // checkSessions notices sessions that ended on their own (kicked, lost,
 // fenced, crashed) and takes the players offline; a session that ended
-// fenced must have been kicked with ReasonFenced (invariant 6).
+// fenced must have been kicked (invariant 6): with ReasonFenced, or with
+// the reason of the leave that came first.
 func (s *sim) checkSessions() {
 	s.mu.Lock()
 	var ended []*player
@@ -229,11 +230,11 @@ func (s *sim) checkSessions() {
 		}
 		var kickedAt time.Time
 		if srv != nil {
-			kickedAt = s.fencedKicks[srv.s.JobID+"\x00"+pl.key]
+			kickedAt = s.kicks[srv.s.JobID+"\x00"+pl.key]
 		}
 		s.mu.Unlock()
 		if srv != nil && errors.Is(p.Err(), datadriver.ErrFenced) && !srv.s.Crashed() && kickedAt.Before(since) {
-			s.fail("invariant 6: the session of %s on %s ended fenced off (%v), but the game was never kicked with ReasonFenced",
+			s.fail("invariant 6: the session of %s on %s ended fenced off (%v), but the game was never kicked",
 				pl.key, srv.s.JobID, p.Err())
 		}
 	}

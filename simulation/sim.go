@@ -313,6 +313,7 @@ type sim struct {
 	seq          uint64               // the last sequence number handed out
 	acquisitions map[string][]landing // key -> its acquisitions that landed, in order
 	fencedKicks  map[string]time.Time // job+"\x00"+key -> the last Kick(ReasonFenced)
+	kicks        map[string]time.Time // job+"\x00"+key -> the last Kick, any reason
 	joining      map[string]int       // job+"\x00"+key -> joins of key on job under way
 
 	// Invariant 10: the ledger of the messages sent (by number), the
@@ -341,6 +342,7 @@ func newSim(tb testing.TB, cfg Config) *sim {
 		acquisitions: make(map[string][]landing),
 		lostAcquires: make(map[string]bool),
 		fencedKicks:  make(map[string]time.Time),
+		kicks:        make(map[string]time.Time),
 		joining:      make(map[string]int),
 		msgs:         make(map[uint64]*sentMsg),
 		msgIDs:       make(map[string]uint64),

@@ -23,7 +23,8 @@ type config struct {
 	rejoin       time.Duration // 0: a session that ended or a join that failed is not retried
 	releaseDelay time.Duration
 	logUpdates   bool
-	messages     bool // OnMessage applies faulttest.Gift messages
+	messages     bool          // OnMessage applies faulttest.Gift messages
+	applyDelay   time.Duration // the time OnMessage takes
 	logLevel     slog.Level
 
 	beat, ttl, fenceMargin     time.Duration
@@ -61,6 +62,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.releaseDelay, "release-delay", 0, "time the leave cleanup (OnRelease) takes")
 	fs.BoolVar(&c.logUpdates, "log-updates", false, "print an event for every accepted Update")
 	fs.BoolVar(&c.messages, "messages", false, "apply messages (faulttest.Gift) with OnMessage, printing an event for each")
+	fs.DurationVar(&c.applyDelay, "apply-delay", 0, "time OnMessage takes for each message (a slow game handler)")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "level of the library's log on stderr")
 	fs.DurationVar(&c.beat, "beat", 0, "NodeConfig.Beat")
 	fs.DurationVar(&c.ttl, "ttl", 0, "NodeConfig.PresenceTTL")

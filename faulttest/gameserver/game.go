@@ -362,6 +362,9 @@ func (g *game) save(ctx context.Context, key string, epoch int64, coins int, p *
 // and reports it. A body that is not a Gift is refused (it stays in the
 // inbox).
 func (g *game) onMessage(d *faulttest.Player, m datadriver.Message) error {
+	if g.cfg.applyDelay > 0 {
+		time.Sleep(g.cfg.applyDelay) // the messages of a pull applied before this one wait for its save meanwhile
+	}
 	var gift faulttest.Gift
 	if err := m.Decode(&gift); err != nil {
 		return fmt.Errorf("decode gift %s: %w", m.ID, err)

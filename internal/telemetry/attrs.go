@@ -233,10 +233,17 @@ const (
 	LossAged
 	// LossWiped: the record was erased (Driver.Wipe; ReasonWiped).
 	LossWiped
+	// LossRecordGone: the record vanished while held (deleted by another
+	// tool, flushed or evicted; ReasonRecordGone).
+	LossRecordGone
+	// LossRecordCorrupt: a field the scripts rely on was changed to
+	// something this library does not write (ReasonRecordCorrupt).
+	LossRecordCorrupt
 	lossReasons
 )
 
-// String returns "taken", "lease_lapsed", "aged" or "wiped".
+// String returns "taken", "lease_lapsed", "aged", "wiped", "record_gone" or
+// "record_corrupt".
 func (r LossReason) String() string {
 	switch r {
 	case LossTaken:
@@ -247,6 +254,10 @@ func (r LossReason) String() string {
 		return "aged"
 	case LossWiped:
 		return "wiped"
+	case LossRecordGone:
+		return "record_gone"
+	case LossRecordCorrupt:
+		return "record_corrupt"
 	}
 	return "invalid"
 }

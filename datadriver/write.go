@@ -1,0 +1,315 @@
+package datadriver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/rscript"
+	"github.com/ckernel/playerdata/internal/telemetry"
+)
+
+// errRecordGone: a write found the profile's record gone (deleted by
+// another tool, flushed or evicted while held).
+var errRecordGone = errors.New("the record vanished from Redis while held (deleted, flushed or evicted)")
+
+// snapshot is what a write sends, taken at one instant: the encoded data,
+// the user ids and metadata when they changed since the last landed save
+// (nil otherwise) with their change count, and the messages the data has
+// applied and refused.
+type snapshot struct {
+	data, uids, meta []byte
+	metaGen          uint64
+	applied          []string
+	refused          []record.Refusal
+}
+
+// snapshot takes what a write sends, or says why nothing may be written: the
+// session stopped (a change failed halfway, or it ended) or its lease
+// passed. Checked under dataMu, so that an Update that failed never has its
+// change taken.
+func (p *Profile[T]) snapshot() (snapshot, error) {
+	p.dataMu.RLock()
+	defer p.dataMu.RUnlock()
+	if p.stopped.Load() {
+		if err := p.Err(); err != nil {
+			return snapshot{}, err
+		}
+		return snapshot{}, fmt.Errorf("%q: %w: a change failed halfway; nothing more of this session is written",
+			p.key, ErrLockLost)
+	}
+	if err := p.leaseErr(p.d.node.clock.Now()); err != nil {
+		return snapshot{}, err
+	}
+	s := snapshot{metaGen: p.metaGen, applied: slices.Clone(p.applied), refused: slices.Clone(p.refused)}
+	var err error
+	if s.data, err = p.d.codec.Encode(&p.data, p.unknown); err != nil || s.metaGen == p.metaSaved {
+		return s, err
+	}
+	if s.uids, err = msgpack.Marshal(p.uids); err != nil {
+		return s, err
+	}
+	s.meta, err = msgpack.Marshal(p.meta)
+	return s, err
+}
+
+// write runs one save.lua call for the profile (on its owner, or a trade
+// borrowing it): the data when it changed since the last landed write, the
+// messages applied and refused since then, and the lock's timestamp; a
+// release also clears the lock, a refresh sends no data. An error that ends
+// the session (the lock is another's, the record is gone or broken, the
+// lease passed) ends it here, and carries its cause.
+func (p *Profile[T]) write(ctx context.Context, mode record.WriteMode, kind telemetry.WriteKind) error {
+	d := p.d
+	if p.ended.Load() != nil {
+		return p.Err()
+	}
+	trade, err := p.resolvePending(ctx)
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", mode, p.key, err)
+	}
+	req, snap, tooLarge, err := p.buildWrite(mode, kind, trade)
+	if err != nil {
+		p.fenceOn(err)
+		return err
+	}
+	durable := kind == telemetry.WriteSave || kind == telemetry.WriteRelease || kind == telemetry.WriteAdopt
+	wctx, span := d.tel.StartWrite(ctx, kind, p.key)
+	started := d.node.clock.Now()
+	var res writeRes
+	var acked int64
+	if durable && d.node.cfg.MinReplicas > 0 {
+		res, acked, err = d.writeWait(wctx, p.key, req)
+	} else {
+		res, err = d.write(wctx, p.key, req)
+	}
+	span.End(writeOutcome(err), d.node.clock.Since(started), err)
+	if d.log.Enabled(ctx, slog.LevelDebug) { // the arguments would cost allocations even when not logged
+		d.log.Debug("write", "key", p.key, "mode", string(mode), "data_bytes", len(req.Data), "err", err)
+	}
+	if err != nil {
+		p.fenceOn(err)
+		if ctx.Err() != nil && causeOf(err) == causeNone {
+			return ctx.Err()
+		}
+		return err
+	}
+	p.landed(req, snap, res, trade)
+	if tooLarge != nil {
+		return &landedButErr{fmt.Errorf("%w (released with the last data that fit)", tooLarge)}
+	}
+	if want := d.node.cfg.MinReplicas; durable && want > 0 && acked < int64(want) {
+		return &landedButErr{fmt.Errorf("%s %q: %w: %d of %d replicas acknowledged within %s",
+			mode, p.key, ErrNotReplicated, acked, want, d.node.cfg.ReplicaTimeout)}
+	}
+	return nil
+}
+
+// buildWrite makes the arguments of one write. A release of data over
+// MaxDataBytes frees the lock with the last data that fit (tooLarge says
+// so); a save of it is refused.
+func (p *Profile[T]) buildWrite(mode record.WriteMode, kind telemetry.WriteKind, trade string) (
+	record.SaveArgs, snapshot, error, error) {
+	d := p.d
+	d.mu.Lock()
+	req := record.SaveArgs{Mode: mode, Token: p.token, Earlier: slices.Clone(p.earlier), Trade: trade,
+		MaxAttempts: d.cfg.MaxMessageAttempts}
+	d.mu.Unlock()
+	if kind == telemetry.WriteRefresh {
+		if err := p.leaseErr(d.node.clock.Now()); err != nil {
+			return req, snapshot{}, nil, err
+		}
+		return req, snapshot{data: p.w.lastData}, nil, nil
+	}
+	snap, err := p.snapshot()
+	if err != nil {
+		return req, snap, nil, err
+	}
+	if p.w.corrupt {
+		// A corrupt record loaded for a restore: its data was never decoded,
+		// so it is never written (a release gives the lock back untouched).
+		snap = snapshot{data: p.w.lastData}
+	}
+	var tooLarge error
+	if len(snap.data) > d.cfg.MaxDataBytes {
+		tooLarge = fmt.Errorf("%s %q: %w: %d bytes, limit %d", mode, p.key, ErrTooLarge, len(snap.data), d.cfg.MaxDataBytes)
+		if mode != record.ModeRelease {
+			return req, snap, nil, tooLarge
+		}
+		// The lock goes free all the same, with the last data that fit (and
+		// without the messages it applied, which stay in the inbox), so that
+		// the player can join anywhere at once.
+		snap.data, snap.applied = p.w.lastData, nil
+	}
+	if !bytes.Equal(snap.data, p.w.lastData) {
+		req.Data = snap.data
+		req.Schema, req.SchemaMin = d.codec.WriteVersion(p.w.schema, p.w.schemaMin)
+		if p.w.keepNext || p.versionDue() {
+			req.Keep, req.KeepVer, req.KeepAlways = d.compress(p.w.lastData), p.w.ver, p.w.keepNext
+		}
+	}
+	if snap.uids != nil {
+		req.Meta = &record.Meta{UserIDs: snap.uids, Meta: snap.meta}
+	}
+	req.Applied, req.Refused = snap.applied, snap.refused
+	return req, snap, tooLarge, nil
+}
+
+// landed records a write of the profile that landed.
+func (p *Profile[T]) landed(req record.SaveArgs, snap snapshot, res writeRes, trade string) {
+	d := p.d
+	w := &p.w
+	w.ver, w.lastData = res.Ver, snap.data // snap.data is the stored data when the write sent none
+	if req.Data != nil {
+		w.schema, w.schemaMin = req.Schema, req.SchemaMin
+		w.keepNext = false
+	}
+	if res.HistAt.After(w.histAt) {
+		w.histAt = res.HistAt
+	}
+	w.lastWrite = res.sentAt
+	if trade != "" {
+		p.clearPending(trade)
+	}
+	p.dataMu.Lock()
+	if req.Meta != nil {
+		p.metaSaved = snap.metaGen
+	}
+	p.applied = slices.DeleteFunc(p.applied, func(id string) bool { return slices.Contains(snap.applied, id) })
+	p.refused = slices.DeleteFunc(p.refused, func(r record.Refusal) bool { return slices.Contains(snap.refused, r) })
+	p.dataMu.Unlock()
+	p.epoch.Store(res.Epoch)
+	d.mu.Lock()
+	p.earlier = nil
+	p.touchLocked(res.sentAt)
+	d.mu.Unlock()
+	p.noteInbox(res.InboxSeq)
+	p.noteBroken(res.SaveResult)
+	if res.Moved {
+		d.log.Info("lock re-asserted", "key", p.key, "epoch", res.Epoch, "how", res.How)
+	}
+	if res.DeadLettered > 0 {
+		d.log.Warn("messages refused too often moved to the dead letters (playerdata inspect shows them, "+
+			"playerdata replay puts them back)", "key", p.key, "count", res.DeadLettered)
+	}
+}
+
+// noteBroken logs, once per profile, a history or inbox key another tool
+// broke: the write went on without it.
+func (p *Profile[T]) noteBroken(res record.SaveResult) {
+	d, w := p.d, &p.w
+	if res.HistoryUnusable && !w.warnedHistory {
+		w.warnedHistory = true
+		d.log.Error("the history key is not a hash: saves go on, but keep no version; "+
+			repairHint(d.cfg.Name, p.key, "history"), "key", p.key)
+	}
+	if res.InboxUnusable && !w.warnedInbox {
+		w.warnedInbox = true
+		d.log.Error("the inbox key is not a stream: the messages it held are gone with it; "+
+			repairHint(d.cfg.Name, p.key, "inbox"), "key", p.key)
+	}
+}
+
+// writeRes is the answer of a save.lua call that was accepted, and when the
+// call was sent (lock.at is at least that: see touchLocked).
+type writeRes struct {
+	record.SaveResult
+	sentAt time.Time
+}
+
+// saveArgs completes a's fields that are the driver's: its JobID, presence
+// flag and history.
+func (d *Driver[T]) saveArgs(a record.SaveArgs) record.SaveArgs {
+	a.Job, a.Presence, a.History = d.node.jobID, d.presenceFlag(), d.cfg.History
+	return a
+}
+
+// write runs save.lua for key: one round trip, bounded by the Node's
+// SaveTimeout. A write that was refused is an error: one that ends the
+// session (ErrLockLost: the lock is another's, the record is gone or
+// broken) or ErrTradePending (another trade holds the record).
+func (d *Driver[T]) write(ctx context.Context, key string, a record.SaveArgs) (writeRes, error) {
+	ctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout)
+	defer cancel()
+	sentAt := d.node.clock.Now()
+	res, err := record.Save(ctx, d.node.rdb, d.recordKey(key), d.saveArgs(a))
+	return d.writeResult(key, a.Mode, res, err, sentAt)
+}
+
+// writeWait is write, then WAIT for MinReplicas replicas on the same
+// connection: it also returns how many acknowledged.
+func (d *Driver[T]) writeWait(ctx context.Context, key string, a record.SaveArgs) (writeRes, int64, error) {
+	ctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout+d.node.cfg.ReplicaTimeout)
+	defer cancel()
+	sentAt := d.node.clock.Now()
+	v, acked, err := d.node.runReplicated(ctx, d.writeCall(key, a))
+	var res record.SaveResult
+	if err == nil {
+		res, err = record.ParseSave(v)
+	}
+	w, err := d.writeResult(key, a.Mode, res, err, sentAt)
+	return w, acked, err
+}
+
+// writeCall is save.lua's call for a, to run in a pipeline (see writeResult
+// for its answer).
+func (d *Driver[T]) writeCall(key string, a record.SaveArgs) rscript.Call {
+	return d.saveArgs(a).Call(d.recordKey(key))
+}
+
+// writeResult turns a save.lua answer (or the call's error) into a writeRes
+// or an error; an error that ends the session carries its cause.
+func (d *Driver[T]) writeResult(key string, mode record.WriteMode, res record.SaveResult, err error, sentAt time.Time) (writeRes, error) {
+	if err != nil {
+		return writeRes{}, fmt.Errorf("%s %q: %w", mode, key, err)
+	}
+	switch res.Outcome {
+	case record.LockLost:
+		holder := res.Holder.Job
+		if holder == "" {
+			holder = "nobody"
+		}
+		return writeRes{}, endsSession(causeTaken, fmt.Errorf("%s %q: %w (the lock is held by %s)", mode, key, ErrLockLost, holder))
+	case record.TradeHeld:
+		return writeRes{}, fmt.Errorf("%s %q: %w (%s)", mode, key, ErrTradePending, res.Trade)
+	case record.Gone:
+		return writeRes{}, endsSession(causeRecordGone, fmt.Errorf("%s %q: %w: %w", mode, key, ErrLockLost, errRecordGone))
+	case record.CorruptRecord:
+		return writeRes{}, endsSession(causeRecordCorrupt, fmt.Errorf("%s %q: %w: %w", mode, key, ErrLockLost,
+			d.corruptField(key, res.Corrupt)))
+	}
+	return writeRes{SaveResult: res, sentAt: sentAt}, nil
+}
+
+// landedButErr is a write that landed, with something to report: a release
+// of data over MaxDataBytes that freed the lock with the last data that fit
+// (ErrTooLarge), or a durable write fewer replicas than MinReplicas
+// acknowledged (ErrNotReplicated). A release so reported is a release.
+type landedButErr struct{ err error }
+
+func (e *landedButErr) Error() string { return e.err.Error() }
+func (e *landedButErr) Unwrap() error { return e.err }
+
+// writeOutcome classes a write's error for its metric.
+func writeOutcome(err error) telemetry.WriteOutcome {
+	switch {
+	case err == nil:
+		return telemetry.WriteOK
+	case errors.Is(err, ErrLockLost):
+		return telemetry.WriteLockLost
+	case errors.Is(err, ErrTooLarge):
+		return telemetry.WriteTooLarge
+	case errors.Is(err, ErrTradePending):
+		return telemetry.WriteTradePending
+	case errors.Is(err, context.DeadlineExceeded):
+		return telemetry.WriteTimeout
+	}
+	return telemetry.WriteError
+}
