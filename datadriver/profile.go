@@ -45,8 +45,8 @@ type Profile[T any] struct {
 	refused []record.Refusal
 	// refusalLogged is when a refusal was last logged at warning level.
 	refusalLogged time.Time
-	uids    []string
-	meta    map[string]string
+	uids          []string
+	meta          map[string]string
 	// metaGen counts changes of uids and meta; metaSaved is the count the
 	// last landed save wrote.
 	metaGen, metaSaved uint64
@@ -63,15 +63,15 @@ type Profile[T any] struct {
 
 	// Its life (life.go): changed only by the transitions there, under d.mu;
 	// the atomics are read without it.
-	phase   atomic.Int32 // a phase
-	token   string       // the lock token
+	phase atomic.Int32 // a phase
+	token string       // the lock token
 	// earlier are tokens the lock may still carry while an adoption has not
 	// landed.
-	earlier []string
-	leaveBy cause        // why the session was asked to go (causeNone: it was not)
-	kicked  bool         // the game heard its one Kick
-	ended   atomic.Pointer[ending]
-	epoch   atomic.Int64
+	earlier  []string
+	leaveBy  cause // why the session was asked to go (causeNone: it was not)
+	kicked   bool  // the game heard its one Kick
+	ended    atomic.Pointer[ending]
+	epoch    atomic.Int64
 	leaseGen uint64 // the presence lease generation the lock lives under (0: no presence flag)
 	// ageUntil is when the lock could be taken by age (the send time of its
 	// last landed write plus LockTTL); ageFence ends the session then.

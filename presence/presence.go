@@ -99,10 +99,10 @@ type Presence struct {
 	// claimedAt is when this instance's first acknowledged beat was sent:
 	// from then on no other instance beats its JobID (see ClaimedAt).
 	claimedAt time.Time
-	failing  bool          // a beat failed since the last success
-	failures int           // beats failed since the last success
-	started  bool
-	closed   bool
+	failing   bool // a beat failed since the last success
+	failures  int  // beats failed since the last success
+	started   bool
+	closed    bool
 
 	// The beat's own state (see beat.go and identity.go).
 	lastExpiry    int64     // expiry (ms, Redis clock) our last acknowledged beat wrote; 0: none
