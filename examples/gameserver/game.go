@@ -27,8 +27,13 @@ type Gift struct {
 	Note  string `msgpack:"note"`
 }
 
-// giftTo is the player who gets the one gift.
-const giftTo = "player:1"
+// giftTo is the player who gets the one gift, and giftKey its idempotency
+// key: whatever the retries, and however many servers send it within a day,
+// the player gets it once.
+const (
+	giftTo  = "player:1"
+	giftKey = "welcome-gift-2026"
+)
 
 // leaveWithin bounds a player's leave save.
 const leaveWithin = 10 * time.Second
@@ -107,9 +112,11 @@ func (g *game) play(ctx context.Context) {
 }
 
 // sendGift sends the one gift: stored in the player's inbox whether they
-// are online here, on another server, or offline.
+// are online here, on another server, or offline. The idempotency key makes
+// it safe to send again after a failure (a timeout may have stored it): a
+// second Send with the key stores nothing and answers the first id.
 func (g *game) sendGift(ctx context.Context) {
-	id, err := g.players.Send(ctx, giftTo, Gift{Coins: 50, Note: "welcome back"})
+	id, err := g.players.Send(ctx, giftTo, Gift{Coins: 50, Note: "welcome back"}, datadriver.IdempotencyKey(giftKey))
 	if err != nil {
 		g.out.say("gift to %s not sent: %v", giftTo, err)
 		return
