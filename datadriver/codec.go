@@ -3,6 +3,7 @@ package datadriver
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/ckernel/playerdata/internal/datacodec"
 )
@@ -41,7 +42,28 @@ func newCodec[T any](cfg Config[T]) (*datacodec.Codec[T], error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
+	if lossy := c.LossyFields(); len(lossy) > 0 && !cfg.AllowLossyFields {
+		return nil, lossyErr(cfg.Name, lossy)
+	}
 	return c, nil
+}
+
+// lossyErr refuses a profile type whose fields do not round-trip, naming
+// each of them (up to a screenful).
+func lossyErr(driver string, lossy []datacodec.LossyField) error {
+	const show = 8
+	var b strings.Builder
+	for i, f := range lossy[:min(len(lossy), show)] {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(f.String())
+	}
+	if len(lossy) > show {
+		fmt.Fprintf(&b, "; and %d more", len(lossy)-show)
+	}
+	return fmt.Errorf("%w: driver %s: the profile type has fields that do not round-trip through storage: %s "+
+		`(tag a field msgpack:"-" to keep it out of storage, or set Config.AllowLossyFields)`, ErrInvalidConfig, driver, b.String())
 }
 
 // decodeErr turns the codec's decode error for key into ours: a failed

@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/metric"
@@ -208,7 +207,8 @@ type NodeConfig struct {
 // Config configures a Driver: one per kind of profile on a Node.
 type Config[T any] struct {
 	// Name identifies the profile kind in Redis keys and handoff messages;
-	// required and unique per Node.
+	// required and unique per Node: 1 to MaxNameBytes letters, digits, '_'
+	// and '-' (see ValidName).
 	Name string
 	// Defaults is the data of a new profile. A field a stored profile lacks
 	// takes its value from Defaults, at every depth, and a map or slice
@@ -222,6 +222,15 @@ type Config[T any] struct {
 	// Changing it renames stored fields: that needs a migration.
 	// default: "msgpack"
 	TagName string
+	// AllowLossyFields accepts a T with fields that do not come back from
+	// storage as they went in: unexported fields (not stored: they load as
+	// the zero value) and interface-typed values such as any (they load as
+	// msgpack's own types: an int as int8, a struct as a map), at any
+	// depth. Without it NewDriver refuses such a T with ErrInvalidConfig
+	// naming each field; tag a field `msgpack:"-"` to keep it out of
+	// storage instead.
+	// default: false
+	AllowLossyFields bool
 	// Migrations upgrade stored data to this driver's schema version,
 	// len(Migrations); each record keeps the version it was written at and
 	// the lowest version that may read it. See Migration.
@@ -390,26 +399,43 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 	return c, nil
 }
 
-// ValidName reports whether name can name a driver (it appears in Redis keys
-// and handoff messages): an error wrapping ErrInvalidConfig when it is empty,
-// longer than 128 bytes, not UTF-8, or has control characters or braces (they
-// delimit the record's hash tag).
+// MaxNameBytes bounds a driver's Name: it is part of every Redis key of
+// the driver and of every handoff message.
+const MaxNameBytes = 128
+
+// ValidName reports whether name can name a driver: it appears in Redis keys
+// (inside the record's hash tag) and in handoff messages, so it is refused,
+// with an error wrapping ErrInvalidConfig, unless it is 1 to MaxNameBytes
+// ASCII letters, digits, '_' and '-' (no spaces, dots, braces, wildcards).
 func ValidName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%w: Name is required", ErrInvalidConfig)
-	case len(name) > 128:
-		return fmt.Errorf("%w: Name is %d bytes, more than 128", ErrInvalidConfig, len(name))
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%w: Name is not valid UTF-8", ErrInvalidConfig)
+	case len(name) > MaxNameBytes:
+		return fmt.Errorf("%w: Name is %d bytes, more than %d", ErrInvalidConfig, len(name), MaxNameBytes)
 	}
-	for _, r := range name {
-		switch {
-		case r == '{' || r == '}':
-			return fmt.Errorf("%w: Name %q contains a brace", ErrInvalidConfig, name)
-		case unicode.IsControl(r):
-			return fmt.Errorf("%w: Name %q contains control character %U", ErrInvalidConfig, name, r)
+	for i, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return fmt.Errorf("%w: Name %q has %s at byte %d: a Name is letters, digits, '_' and '-'",
+				ErrInvalidConfig, name, describeRune(r), i)
 		}
 	}
 	return nil
+}
+
+// describeRune names a character a Name may not have.
+func describeRune(r rune) string {
+	switch {
+	case r == ' ':
+		return "a space"
+	case r == '.':
+		return "a dot"
+	case r == '{' || r == '}':
+		return fmt.Sprintf("a brace (%q)", r)
+	case r == '*' || r == '>':
+		return fmt.Sprintf("a NATS wildcard (%q)", r)
+	case r == utf8.RuneError:
+		return "invalid UTF-8"
+	}
+	return fmt.Sprintf("%q", r)
 }

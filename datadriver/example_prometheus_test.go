@@ -92,11 +92,19 @@ func Example_prometheus() {
 	// Output:
 	// # TYPE playerdata_bus_connection_events_total counter
 	// # TYPE playerdata_bus_dropped_total counter
+	// # TYPE playerdata_fence_sessions_total counter
+	// # TYPE playerdata_fences_total counter
+	// # TYPE playerdata_handoff_received_total counter
+	// # TYPE playerdata_handoff_sent_total counter
 	// # TYPE playerdata_join_duration_seconds histogram
 	// playerdata_join_duration_seconds_count{playerdata_driver="PlayerData",playerdata_join_outcome="loaded",playerdata_join_path="free"} 1
+	// # TYPE playerdata_lock_losses_total counter
+	// # TYPE playerdata_messages_applied_total counter
+	// # TYPE playerdata_messages_sent_total counter
 	// # TYPE playerdata_profiles gauge
 	// playerdata_profiles{playerdata_driver="PlayerData",playerdata_profile_state="live"} 0
 	// playerdata_profiles{playerdata_driver="PlayerData",playerdata_profile_state="retained"} 0
+	// # TYPE playerdata_takeovers_total counter
 	// # TYPE playerdata_write_duration_seconds histogram
 	// playerdata_write_duration_seconds_count{playerdata_driver="PlayerData",playerdata_write_kind="release",playerdata_write_outcome="ok"} 1
 	// playerdata_write_duration_seconds_count{playerdata_driver="PlayerData",playerdata_write_kind="save",playerdata_write_outcome="ok"} 1

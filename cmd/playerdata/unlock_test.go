@@ -274,13 +274,18 @@ func TestUnlockFindsTheDriver(t *testing.T) {
 	if exitStatus(r.err) != exitUsage || !strings.Contains(r.err.Error(), "records under drivers Inventory, PlayerData: pick one with --driver") {
 		t.Fatalf("unlock of a key under two drivers = %v", r.err)
 	}
-	// A driver name may hold a colon, so "PlayerData:x" is a driver too.
-	r = runArgs(t, 10*time.Second, e.args("unlock", "user:2")...)
-	if exitStatus(r.err) != exitUsage || !strings.Contains(r.err.Error(), "drivers PlayerData, PlayerData:x") {
-		t.Fatalf("unlock of an ambiguous key = %v", r.err)
+	// A driver name holds no colon, so the record of x:user:2 is not one of
+	// user:2 under a driver "PlayerData:x": user:2 has one driver.
+	r = runArgs(t, 10*time.Second, e.args("unlock", "--json", "--", "user:2")...)
+	var rep unlockReport
+	if r.err != nil {
+		t.Fatalf("unlock user:2: %v", r.err)
+	}
+	decodeJSON(t, r.stdout, &rep)
+	if rep.Driver != "PlayerData" || rep.Outcome != unlockAlreadyFree {
+		t.Fatalf("unlock user:2: %+v", rep)
 	}
 	r = runArgs(t, 10*time.Second, e.args("unlock", "--json", "--", "x:user:2")...)
-	var rep unlockReport
 	if r.err != nil {
 		t.Fatalf("unlock x:user:2: %v", r.err)
 	}

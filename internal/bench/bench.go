@@ -213,6 +213,9 @@ type Result struct {
 	// Notes say what a figure does not show (a server without INFO cpu,
 	// embedded servers).
 	Notes []string `json:"notes,omitempty"`
+	// Charts is the data of the report's distribution charts (WriteReport
+	// fills it), so that WriteCharts can draw them from the JSON alone.
+	Charts *ChartData `json:"charts,omitempty"`
 
 	// handoffSamples and the floors' samples are the raw latencies (ms),
 	// for the report's distribution chart.

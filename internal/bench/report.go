@@ -27,11 +27,10 @@ const (
 	ChartHandoffCDF = "handoff_cdf.svg"
 )
 
-// Chart shapes.
+// Chart data.
 const (
-	chartW, chartH   = 16 * vg.Centimeter, 9 * vg.Centimeter
 	handoffHistBins  = 60
-	maxCDFPointCount = 2000 // points of a distribution line
+	maxCDFPointCount = 250 // points of a distribution line, in the JSON too
 )
 
 //go:embed report.html
@@ -46,29 +45,15 @@ var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 }).Parse(reportSrc))
 
 // WriteReport writes the report into dir (created if needed): the charts
-// (SVG), the result as JSON, and an HTML page that shows them with the
-// figures and the machine's facts.
+// (SVG), the result as JSON (with the data of its distribution charts, so
+// that WriteCharts can draw them again from the JSON alone), and an HTML
+// page that shows them with the figures and the machine's facts.
 func WriteReport(dir string, r *Result) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("report: %w", err)
+	if r.Charts == nil && len(r.handoffSamples) > 0 {
+		r.Charts = r.chartData()
 	}
-	charts := []struct {
-		file string
-		draw func() (*plot.Plot, error)
-	}{
-		{ChartThroughput, r.throughputChart},
-		{ChartRedisCPU, r.cpuChart},
-		{ChartHandoff, r.handoffChart},
-		{ChartHandoffCDF, r.handoffCDF},
-	}
-	for _, c := range charts {
-		p, err := c.draw()
-		if err != nil {
-			return fmt.Errorf("report: %s: %w", c.file, err)
-		}
-		if err := p.Save(chartW, chartH, filepath.Join(dir, c.file)); err != nil {
-			return fmt.Errorf("report: %s: %w", c.file, err)
-		}
+	if _, err := WriteCharts(dir, r); err != nil {
+		return err
 	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
@@ -106,12 +91,90 @@ func WriteReport(dir string, r *Result) error {
 	return nil
 }
 
+// WriteCharts draws the charts of r into dir (created if needed) as SVG
+// files, and returns their names. A chart whose data r lacks (a result
+// read from JSON written without Charts) is left out.
+func WriteCharts(dir string, r *Result) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	var written []string
+	for _, c := range r.chartFiles() {
+		ch, err := c.draw()
+		if err != nil {
+			return written, fmt.Errorf("report: %s: %w", c.file, err)
+		}
+		if ch == nil {
+			continue
+		}
+		if err := ch.writeSVG(filepath.Join(dir, c.file)); err != nil {
+			return written, fmt.Errorf("report: %s: %w", c.file, err)
+		}
+		written = append(written, c.file)
+	}
+	return written, nil
+}
+
+// chartFiles are the report's charts: file name and how each is drawn.
+func (r *Result) chartFiles() []struct {
+	file string
+	draw func() (*chart, error)
+} {
+	return []struct {
+		file string
+		draw func() (*chart, error)
+	}{
+		{ChartThroughput, r.throughputChart},
+		{ChartRedisCPU, r.cpuChart},
+		{ChartHandoff, r.handoffChart},
+		{ChartHandoffCDF, r.handoffCDF},
+	}
+}
+
+// ChartData is what the report's distribution charts draw, made from the
+// run's raw samples (which the JSON does not keep).
+type ChartData struct {
+	// HandoffHistogram counts the handoff latencies up to their p99.
+	HandoffHistogram *Histogram `json:"handoff_histogram,omitempty"`
+	// HandoffCDF, EvalSHACDF and NATSCDF are the distributions of the
+	// handoff and of its two floors, thinned to at most 250 points each.
+	HandoffCDF []CDFPoint `json:"handoff_cdf,omitempty"`
+	EvalSHACDF []CDFPoint `json:"evalsha_cdf,omitempty"`
+	NATSCDF    []CDFPoint `json:"nats_cdf,omitempty"`
+}
+
+// Histogram is a count of samples in equal bins from FromMS to ToMS.
+type Histogram struct {
+	FromMS float64 `json:"from_ms"`
+	ToMS   float64 `json:"to_ms"`
+	Counts []int   `json:"counts"`
+}
+
+// CDFPoint is one point of a distribution: a latency (ms) and the share of
+// samples at or below it.
+type CDFPoint [2]float64
+
+// chartData makes the charts' data from the raw samples.
+func (r *Result) chartData() *ChartData {
+	cd := &ChartData{HandoffCDF: cdf(r.handoffSamples), EvalSHACDF: cdf(r.evalshaSamples), NATSCDF: cdf(r.natsSamples)}
+	s := slices.Clone(r.handoffSamples)
+	slices.Sort(s)
+	s = s[:max(1, int(math.Ceil(0.99*float64(len(s)))))]
+	if h, err := plotter.NewHist(plotter.Values(s), handoffHistBins); err == nil {
+		hist := &Histogram{FromMS: h.Bins[0].Min, ToMS: h.Bins[len(h.Bins)-1].Max}
+		for _, b := range h.Bins {
+			hist.Counts = append(hist.Counts, int(math.Round(b.Weight)))
+		}
+		cd.HandoffHistogram = hist
+	}
+	return cd
+}
+
 // groupedBars draws one group of bars per concurrency, one bar per system.
-func (r *Result) groupedBars(title, ylabel string, value func(CycleFigures, string) float64) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = title
+func (r *Result) groupedBars(title, ylabel string, value func(CycleFigures, string) float64) (*chart, error) {
+	c := newChart(title)
+	p := c.plot
 	p.Y.Label.Text = ylabel
-	p.Y.Min = 0
 	players := r.Players()
 	names := make([]string, len(players))
 	for i, n := range players {
@@ -136,60 +199,59 @@ func (r *Result) groupedBars(title, ylabel string, value func(CycleFigures, stri
 		bars.LineStyle.Width = 0
 		bars.Offset = w * vg.Length(i-1)
 		p.Add(bars)
-		p.Legend.Add(sys, bars)
+		c.legend.Add(sys, bars)
 	}
-	p.Y.Max = top * 1.3 // room for the legend above the bars
-	p.Legend.Top = true
+	newSteppedAxis(&p.Y, top)
+	p.X.Min, p.X.Max = -0.6, float64(len(players))-0.4 // room for the outer bars and their labels
 	p.NominalX(names...)
-	p.Add(plotter.NewGrid())
-	return p, nil
+	grid := plotter.NewGrid()
+	grid.Vertical.Color = nil // a line through the middle bar of each group says nothing
+	p.Add(grid)
+	return c, nil
 }
 
 // throughputChart: cycles/s per concurrency and system.
-func (r *Result) throughputChart() (*plot.Plot, error) {
-	return r.groupedBars("Session cycles per second (median of rounds; higher is better)", "cycles/s",
+func (r *Result) throughputChart() (*chart, error) {
+	return r.groupedBars("Session cycles per second (higher is better)", "cycles/s, median of rounds",
 		func(c CycleFigures, sys string) float64 {
 			return map[string]float64{sysOurs: c.OursOpsS, sysRaw: c.RawOpsS, sysRedsync: c.RedsyncOpsS}[sys]
 		})
 }
 
 // cpuChart: Redis CPU per cycle per concurrency and system.
-func (r *Result) cpuChart() (*plot.Plot, error) {
-	return r.groupedBars("Redis CPU per session cycle (lower is better)", "µs of Redis CPU",
+func (r *Result) cpuChart() (*chart, error) {
+	return r.groupedBars("Redis CPU per session cycle (lower is better)", "µs of Redis CPU per cycle",
 		func(c CycleFigures, sys string) float64 {
 			return map[string]float64{sysOurs: c.RedisCPUUS, sysRaw: c.RawRedisCPUUS, sysRedsync: c.RedsyncRedisCPUUS}[sys]
 		})
 }
 
 // handoffChart: a histogram of the handoff latencies up to their p99, with
-// the floors' medians as vertical lines.
-func (r *Result) handoffChart() (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Stale-connection handoff latency (%d handoffs, up to p99)", r.Handoff.N)
+// the floors' medians as vertical lines; nil without the histogram.
+func (r *Result) handoffChart() (*chart, error) {
+	if r.Charts == nil || r.Charts.HandoffHistogram == nil || len(r.Charts.HandoffHistogram.Counts) == 0 {
+		return nil, nil
+	}
+	hd := r.Charts.HandoffHistogram
+	c := newChart(fmt.Sprintf("Stale-connection handoff latency (%d handoffs, up to p99)", r.Handoff.N))
+	p := c.plot
 	p.X.Label.Text = "ms from B's Join call to B holding the profile"
 	p.Y.Label.Text = "handoffs"
-	s := slices.Clone(r.handoffSamples)
-	slices.Sort(s)
-	if len(s) == 0 {
-		s = []float64{0}
+	width := (hd.ToMS - hd.FromMS) / float64(len(hd.Counts))
+	h := &plotter.Histogram{Width: width, FillColor: plotutil.Color(0)}
+	var top float64
+	for i, n := range hd.Counts {
+		lo := hd.FromMS + float64(i)*width
+		h.Bins = append(h.Bins, plotter.HistogramBin{Min: lo, Max: lo + width, Weight: float64(n)})
+		top = max(top, float64(n))
 	}
-	s = s[:max(1, int(math.Ceil(0.99*float64(len(s)))))]
-	h, err := plotter.NewHist(plotter.Values(s), handoffHistBins)
-	if err != nil {
-		return nil, err
-	}
-	h.FillColor = plotutil.Color(0)
 	h.LineStyle.Width = 0
 	p.Add(h)
-	p.Legend.Add("handoff", h)
-	var top float64
-	for _, b := range h.Bins {
-		top = max(top, b.Weight)
-	}
+	c.legend.Add("handoff", h)
 	for i, fl := range []struct {
 		name string
 		at   float64
-	}{{"EVALSHA round trip p50", r.Handoff.FloorEvalSHA.P50MS}, {"NATS request p50", r.Handoff.FloorNATS.P50MS},
+	}{{"EVALSHA p50", r.Handoff.FloorEvalSHA.P50MS}, {"NATS request p50", r.Handoff.FloorNATS.P50MS},
 		{"composed floor p50", r.Handoff.FloorComposedP50MS}} {
 		l, err := plotter.NewLine(plotter.XYs{{X: fl.at, Y: 0}, {X: fl.at, Y: top}})
 		if err != nil {
@@ -199,19 +261,21 @@ func (r *Result) handoffChart() (*plot.Plot, error) {
 		l.Width = vg.Points(2)
 		l.Dashes = plotutil.Dashes(i + 1)
 		p.Add(l)
-		p.Legend.Add(fl.name, l)
+		c.legend.Add(fl.name, l)
 	}
 	p.X.Min = 0
-	p.Y.Max = top * 1.3
-	p.Legend.Top = true
-	return p, nil
+	newSteppedAxis(&p.Y, top)
+	return c, nil
 }
 
 // handoffCDF: the distribution of the handoff and of both floors, as the
-// share of samples at or below each latency (log scale).
-func (r *Result) handoffCDF() (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = "Handoff latency beside its floors (cumulative)"
+// share of samples at or below each latency (log scale); nil without them.
+func (r *Result) handoffCDF() (*chart, error) {
+	if r.Charts == nil || len(r.Charts.HandoffCDF) == 0 {
+		return nil, nil
+	}
+	c := newChart("Handoff latency beside its floors (cumulative)")
+	p := c.plot
 	p.X.Label.Text = "ms (log scale)"
 	p.Y.Label.Text = "share of samples ≤ x"
 	p.X.Scale = plot.LogScale{}
@@ -219,11 +283,14 @@ func (r *Result) handoffCDF() (*plot.Plot, error) {
 	p.Y.Min, p.Y.Max = 0, 1
 	for i, set := range []struct {
 		name string
-		s    []float64
-	}{{"handoff", r.handoffSamples}, {"EVALSHA round trip", r.evalshaSamples}, {"NATS request/reply", r.natsSamples}} {
-		xys := cdf(set.s)
-		if len(xys) == 0 {
+		pts  []CDFPoint
+	}{{"handoff", r.Charts.HandoffCDF}, {"EVALSHA round trip", r.Charts.EvalSHACDF}, {"NATS request/reply", r.Charts.NATSCDF}} {
+		if len(set.pts) == 0 {
 			continue
+		}
+		xys := make(plotter.XYs, len(set.pts))
+		for j, pt := range set.pts {
+			xys[j] = plotter.XY{X: pt[0], Y: pt[1]}
 		}
 		l, err := plotter.NewLine(xys)
 		if err != nil {
@@ -232,26 +299,24 @@ func (r *Result) handoffCDF() (*plot.Plot, error) {
 		l.Color = plotutil.Color(i)
 		l.Width = vg.Points(1.5)
 		p.Add(l)
-		p.Legend.Add(set.name, l)
+		c.legend.Add(set.name, l)
 	}
 	p.Add(plotter.NewGrid())
-	p.Legend.Top = false
-	p.Legend.Left = false
-	return p, nil
+	return c, nil
 }
 
 // cdf is the empirical distribution of samples (positive ones: the axis is
-// logarithmic), thinned to at most maxCDFPointCount points.
-func cdf(samples []float64) plotter.XYs {
+// logarithmic), thinned to at most maxCDFPointCount points (and the last).
+func cdf(samples []float64) []CDFPoint {
 	s := slices.DeleteFunc(slices.Clone(samples), func(v float64) bool { return !(v > 0) })
 	slices.Sort(s)
 	step := max(1, len(s)/maxCDFPointCount)
-	var xys plotter.XYs
+	var pts []CDFPoint
 	for i := 0; i < len(s); i += step {
-		xys = append(xys, plotter.XY{X: s[i], Y: float64(i+1) / float64(len(s))})
+		pts = append(pts, CDFPoint{s[i], float64(i+1) / float64(len(s))})
 	}
-	if n := len(s); n > 0 && xys[len(xys)-1].X != s[n-1] {
-		xys = append(xys, plotter.XY{X: s[n-1], Y: 1})
+	if n := len(s); n > 0 && pts[len(pts)-1][0] != s[n-1] {
+		pts = append(pts, CDFPoint{s[n-1], 1})
 	}
-	return xys
+	return pts
 }

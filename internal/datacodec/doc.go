@@ -119,6 +119,15 @@
 // Decode 0.3-0.5 of the top-level merge, Clone a tenth of a msgpack round
 // trip (see bench_test.go).
 //
+// # Fields that do not round-trip
+//
+// msgpack skips unexported fields (they come back as the zero value) and
+// reads an interface-typed value (any) back as its own types (an int as
+// int8, a struct as map[string]any), both without an error. LossyFields
+// lists every such place in T, so that the caller can refuse the type
+// before any data is stored; fields tagged `msgpack:"-"` are not stored
+// and not listed.
+//
 // # Limits
 //
 //   - Types msgpack encodes its own way (CustomEncoder, Marshaler,

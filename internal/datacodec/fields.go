@@ -110,10 +110,14 @@ func parseTag(s string) (string, tagOptions) {
 type fieldSet struct {
 	list   []*fieldSpec
 	byName map[string]*fieldSpec
+	// dropped are the unexported fields msgpack skips, by Go selector from
+	// the struct ("secret", "Base.secret" inside an inlined embedded struct).
+	dropped []string
 }
 
 type fieldSpec struct {
 	name      string
+	goName    string // the Go field's name
 	index     []int
 	omitEmpty bool
 	typ       reflect.Type
@@ -144,6 +148,9 @@ func (pl *planner) collect(t reflect.Type, where string) (*fieldSet, error) {
 			omitEmpty = true
 		}
 		if !f.IsExported() && !f.Anonymous {
+			if f.Name != "_msgpack" && f.Name != "_" { // tag carrier, padding
+				fs.dropped = append(fs.dropped, f.Name)
+			}
 			continue
 		}
 		fw := where + "." + f.Name
@@ -153,7 +160,7 @@ func (pl *planner) collect(t reflect.Type, where string) (*fieldSet, error) {
 		if name == "" {
 			name = f.Name
 		}
-		spec := &fieldSpec{name: name, index: []int{i}, omitEmpty: omitEmpty || opts.has("omitempty"), typ: f.Type, where: fw}
+		spec := &fieldSpec{name: name, goName: f.Name, index: []int{i}, omitEmpty: omitEmpty || opts.has("omitempty"), typ: f.Type, where: fw}
 		if f.Anonymous && !opts.has("noinline") {
 			inline := opts.has("inline")
 			var err error
@@ -211,6 +218,9 @@ func (pl *planner) inlineIf(fs *fieldSet, emb *fieldSpec, onlyIfFree bool) (bool
 		g := *f
 		g.index = append(append(make([]int, 0, len(emb.index)+len(f.index)), emb.index...), f.index...)
 		fs.add(&g)
+	}
+	for _, d := range sub.dropped {
+		fs.dropped = append(fs.dropped, emb.goName+"."+d)
 	}
 	return true, nil
 }

@@ -62,6 +62,7 @@ type plan struct {
 	byName    map[string]int // stored name (and alias) -> index in fields
 	omitEmpty bool           // some field is omitempty
 	steps     []cloneStep    // how Clone copies it
+	dropped   []string       // unexported fields msgpack skips (fieldSet.dropped)
 }
 
 type field struct {
@@ -227,6 +228,7 @@ func (pl *planner) fillStruct(p *plan, where string) error {
 		p.byName[name] = pos[s]
 	}
 	p.steps = cloneSteps(t, p.fields[:p.nEnc], 0)
+	p.dropped = fs.dropped
 	return nil
 }
 

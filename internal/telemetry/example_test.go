@@ -23,6 +23,8 @@ import (
 // Here the Node's part is played by calling the Telemetry directly, and
 // the scrape is served to a recorder; it prints the lines of two joins
 // (one handed over after 1.5 s, one refused after LockWait) and a takeover.
+// Every counter series exists from the start, at 0, so the two other ways
+// of a takeover show as well.
 // WithoutScopeInfo drops the otel_scope_* labels to keep the lines short.
 func Example_prometheus() {
 	ctx := context.Background()
@@ -58,5 +60,7 @@ func Example_prometheus() {
 	// playerdata_join_duration_seconds_bucket{playerdata_driver="PlayerData",playerdata_join_outcome="refused",playerdata_join_path="handoff",le="2.5"} 0
 	// playerdata_join_duration_seconds_sum{playerdata_driver="PlayerData",playerdata_join_outcome="refused",playerdata_join_path="handoff"} 15
 	// playerdata_join_duration_seconds_count{playerdata_driver="PlayerData",playerdata_join_outcome="refused",playerdata_join_path="handoff"} 1
+	// playerdata_takeovers_total{playerdata_driver="PlayerData",playerdata_takeover_how="aged"} 0
+	// playerdata_takeovers_total{playerdata_driver="PlayerData",playerdata_takeover_how="own_run"} 0
 	// playerdata_takeovers_total{playerdata_driver="PlayerData",playerdata_takeover_how="stopped"} 1
 }

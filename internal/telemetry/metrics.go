@@ -61,7 +61,25 @@ func (t *Telemetry) Driver(name string) *Driver {
 	d.applied = newOpts(dk)
 	d.live = newOpts(dk, ProfileStateKey.String("live"))
 	d.retained = newOpts(dk, ProfileStateKey.String("retained"))
+	d.startAtZero()
 	return d
+}
+
+// startAtZero adds 0 to every series of the driver's counters (lock losses
+// by reason, takeovers by how, messages sent by outcome, messages applied),
+// so that each is exported from the start: see Telemetry.startAtZero.
+func (d *Driver) startAtZero() {
+	ctx := context.Background()
+	for r := range lossReasons {
+		d.t.lockLosses.Add(ctx, 0, d.loss[r].add...)
+	}
+	for h := range takeoverHows {
+		d.t.takeovers.Add(ctx, 0, d.takeover[h].add...)
+	}
+	for o := range sendOutcomes {
+		d.t.messagesSent.Add(ctx, 0, d.sent[o].add...)
+	}
+	d.t.messagesApplied.Add(ctx, 0, d.applied.add...)
 }
 
 // WriteDone records a write of kind that ended with outcome after d

@@ -235,13 +235,14 @@ func TestHandoffTraceAcrossServers(t *testing.T) {
 		"messaging.destination.name": "game.CKHandoff.server-b", telemetry.PeerKey: "server-a", telemetry.JobKey: "server-b",
 	})
 
-	sum := func(s *sdk, name, msg string) int64 {
+	sum := func(s *sdk, name, msg string) int64 { // over the series of msg: published and failed
+		var n int64
 		for _, p := range s.collect(t)[name].Data.(metricdataSum).DataPoints {
 			if v, _ := p.Attributes.Value(telemetry.HandoffMessageKey); v.AsString() == msg {
-				return p.Value
+				n += p.Value
 			}
 		}
-		return 0
+		return n
 	}
 	if sum(a, "playerdata.handoff.sent", "request") != 1 || sum(b, "playerdata.handoff.received", "request") != 1 ||
 		sum(b, "playerdata.handoff.sent", "reply") != 1 || sum(a, "playerdata.handoff.received", "reply") != 1 {

@@ -120,7 +120,25 @@ func New(cfg Config) *Telemetry {
 	for e := range busEventCount {
 		t.events[e] = newOpts(BusEventKey.String(e.String()))
 	}
+	t.startAtZero()
 	return t
+}
+
+// startAtZero adds 0 to every series of the Node's counters, so that each
+// is exported from the start (a dashboard panel of fences shows a flat 0,
+// not "No data", until the first fence). The bus counters are observed at
+// every collection and need nothing. With the global provider before an
+// SDK is installed the zeros go nowhere; the series then appear at their
+// first event.
+func (t *Telemetry) startAtZero() {
+	ctx := context.Background()
+	for m := range handoffMessages {
+		t.handoffSent.Add(ctx, 0, t.sent[m][0].add...)
+		t.handoffSent.Add(ctx, 0, t.sent[m][1].add...)
+		t.handoffReceived.Add(ctx, 0, t.received[m].add...)
+	}
+	t.fences.Add(ctx, 0, t.none.add...)
+	t.fenceSessions.Add(ctx, 0, t.none.add...)
 }
 
 // initTracing makes the tracer and decides whether spans are worth making.
