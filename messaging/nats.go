@@ -139,7 +139,7 @@ type Stats struct {
 	// Received counts every message that arrived on a subscription, valid
 	// or not; Received - Dropped reached a handler.
 	Received           uint64
-	Dropped            uint64 // sum of the four below
+	Dropped            uint64 // sum of the five below
 	DroppedMalformed   uint64 // ErrMalformed
 	DroppedTooLarge    uint64 // ErrTooLarge
 	DroppedUnknownType uint64 // ErrUnknownType
@@ -147,6 +147,14 @@ type Stats struct {
 	// (ErrUnauthenticated): no MAC, a MAC that does not verify, or a stamp
 	// outside the replay window.
 	DroppedUnauthenticated uint64
+	// DroppedReplayed counts the signed messages a bus with a key refused
+	// because it had delivered the same message (same MAC) already within
+	// the replay window: a replay of a captured message.
+	DroppedReplayed uint64
+	// ReplayCacheEvicted counts the signed messages the bus forgot before
+	// their stamp left the window, because it remembered as many as it may
+	// (a replay of one of those would be delivered again).
+	ReplayCacheEvicted uint64
 
 	// The connection's events since the bus was made (see NewNATSBus).
 	Disconnects uint64 // connection lost, reconnecting
@@ -178,11 +186,32 @@ type NATSBus struct {
 	// broken connection is logged once at Warn, not on every publish.
 	failing atomic.Bool
 
-	// nextUnauthWarn is when a dropped unauthenticated message may next be
-	// logged at Warn.
-	unauthMu       sync.Mutex
-	nextUnauthWarn time.Time
-	unauthWarned   bool
+	// unauthWarn and replayWarn space the Warn lines of dropped
+	// unauthenticated and replayed messages.
+	unauthWarn, replayWarn warnEvery
+
+	// replays remembers the signed messages delivered (with a key only).
+	replays         *replayCache
+	droppedReplayed atomic.Uint64
+}
+
+// warnEvery says when a kind of dropped message may next be logged at Warn:
+// once per unauthenticatedWarnEvery.
+type warnEvery struct {
+	mu     sync.Mutex
+	next   time.Time
+	warned bool
+}
+
+// due reports whether a line may go at Warn now, and if so takes the turn.
+func (w *warnEvery) due(now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.warned && now.Before(w.next) {
+		return false
+	}
+	w.warned, w.next = true, now.Add(unauthenticatedWarnEvery)
+	return true
 }
 
 var _ Bus = (*NATSBus)(nil)
@@ -229,6 +258,7 @@ func NewNATSBus(nc *nats.Conn, opts ...Option) (*NATSBus, error) {
 	}
 	if b.opts.key != nil {
 		b.keys = append([][]byte{b.opts.key}, b.opts.acceptedKeys...)
+		b.replays = newReplayCache(b.opts.replayWindow)
 	}
 	b.watchConn(nc)
 	return b, nil
@@ -367,8 +397,13 @@ func (b *NATSBus) receive(jobID, subject string, data []byte) (Message, bool) {
 		case m.MAC == "" && b.opts.acceptUnauthenticated:
 			return m, true
 		}
-		err = verify(b.keys, b.opts.prefix, jobID, m, b.opts.clock.Now(), b.opts.replayWindow)
+		now := b.opts.clock.Now()
+		err = verify(b.keys, b.opts.prefix, jobID, m, now, b.opts.replayWindow)
 		if err == nil {
+			if b.replays.seen(m.MAC, m.Stamp, now.UnixMilli()) {
+				b.dropReplayed(subject, m)
+				return Message{}, false
+			}
 			return m, true
 		}
 		b.droppedUnauthenticated.Add(1)
@@ -392,20 +427,27 @@ func (b *NATSBus) receive(jobID, subject string, data []byte) (Message, bool) {
 // more than the window stops the handoff, so it must be seen), else at
 // Debug (a flood costs no log volume).
 func (b *NATSBus) logUnauthenticated(subject string, data []byte, err error) {
-	now := b.opts.clock.Now()
-	level := slog.LevelDebug
-	b.unauthMu.Lock()
-	if !b.unauthWarned || !now.Before(b.nextUnauthWarn) {
-		b.unauthWarned, b.nextUnauthWarn = true, now.Add(unauthenticatedWarnEvery)
+	level, msg := slog.LevelDebug, "messaging: dropped message"
+	if b.unauthWarn.due(b.opts.clock.Now()) {
 		level = slog.LevelWarn
-	}
-	b.unauthMu.Unlock()
-	msg := "messaging: dropped message"
-	if level == slog.LevelWarn {
 		msg = "messaging: dropped an unauthenticated message (a server with another key or none, a clock off by more than the replay window, or a forgery); more are logged at Debug for a minute"
 	}
 	b.opts.logger.Log(context.Background(), level, msg, "subject", subject, "bytes", len(data),
 		"dropped_unauthenticated", b.droppedUnauthenticated.Load(), "err", err)
+}
+
+// dropReplayed counts and logs a signed message delivered once already: at
+// Warn once a minute (someone on the bus replays captured messages), else at
+// Debug.
+func (b *NATSBus) dropReplayed(subject string, m Message) {
+	n := b.droppedReplayed.Add(1)
+	level, msg := slog.LevelDebug, "messaging: dropped a replayed message"
+	if b.replayWarn.due(b.opts.clock.Now()) {
+		level = slog.LevelWarn
+		msg = "messaging: dropped a replayed message (a signed message received a second time within the replay window: someone on the bus replays captured messages); more are logged at Debug for a minute"
+	}
+	b.opts.logger.Log(context.Background(), level, msg, "subject", subject, "type", string(m.Type), "sender", m.Sender,
+		"dropped_replayed", n)
 }
 
 // Stats returns the counters. Each is read atomically; together they are not
@@ -420,11 +462,15 @@ func (b *NATSBus) Stats() Stats {
 		DroppedTooLarge:        b.droppedTooLarge.Load(),
 		DroppedUnknownType:     b.droppedUnknown.Load(),
 		DroppedUnauthenticated: b.droppedUnauthenticated.Load(),
+		DroppedReplayed:        b.droppedReplayed.Load(),
 		Disconnects:            b.disconnects.Load(),
 		Reconnects:             b.reconnects.Load(),
 		Closes:                 b.closes.Load(),
 	}
-	s.Dropped = s.DroppedMalformed + s.DroppedTooLarge + s.DroppedUnknownType + s.DroppedUnauthenticated
+	if b.replays != nil {
+		s.ReplayCacheEvicted = b.replays.evictedCount()
+	}
+	s.Dropped = s.DroppedMalformed + s.DroppedTooLarge + s.DroppedUnknownType + s.DroppedUnauthenticated + s.DroppedReplayed
 	return s
 }
 
