@@ -72,6 +72,9 @@
 // it delivered while its stamp is within the window, and drops the same
 // message received again (a replay of a captured one), counted in
 // Stats.DroppedReplayed; once the window has passed, its stamp refuses it.
+// A bus's stamps to one destination strictly increase (running at most a
+// second ahead of its clock), so two messages of the same content sent
+// within a millisecond are two messages with two MACs.
 //
 // What it does not: the key is shared by the fleet, so it proves that a
 // server of the fleet sent the message, not which one (S is claimed, not

@@ -190,8 +190,10 @@ type NATSBus struct {
 	// unauthenticated and replayed messages.
 	unauthWarn, replayWarn warnEvery
 
-	// replays remembers the signed messages delivered (with a key only).
+	// replays remembers the signed messages delivered (with a key only);
+	// stamps stamps the messages signed.
 	replays         *replayCache
+	stamps          stamper
 	droppedReplayed atomic.Uint64
 }
 
@@ -298,7 +300,7 @@ func (b *NATSBus) Publish(ctx context.Context, jobID string, m Message) error {
 		if m.Sender == "" {
 			return fmt.Errorf("publish to %s: %w: a signed message needs its sender (S)", subject, ErrMalformed)
 		}
-		m = sign(b.opts.key, b.opts.prefix, jobID, m, b.opts.clock.Now())
+		m = sign(b.opts.key, b.opts.prefix, jobID, m, time.UnixMilli(b.stamps.next(jobID, b.opts.clock.Now())))
 	}
 	data, err := Encode(m)
 	if err != nil {

@@ -99,3 +99,55 @@ func (c *replayCache) evictedCount() uint64 {
 	defer c.mu.Unlock()
 	return c.evicted
 }
+
+const (
+	// maxStampLead is how far ahead of its clock a bus lets the stamps it
+	// signs run, to keep them distinct (see stamper); the clock skew the
+	// replay window allows is the window less this.
+	maxStampLead = time.Second
+	// stampDestinations bounds the destinations a stamper remembers.
+	stampDestinations = 4096
+)
+
+// stamper hands out the stamps of the messages a bus signs: its clock in
+// Unix milliseconds, but strictly increasing per destination, so that two
+// messages of the same content sent to one server within a millisecond
+// (two replies for one key, two notifications for one inbox) carry
+// different MACs, and the receiver's replay cache, which refuses a MAC it
+// has seen, delivers both. Stamps run ahead of the clock by at most
+// maxStampLead: past it (more than a thousand messages a second to one
+// server for a second), a stamp is the clock again, and a message of the
+// same content as one sent in that millisecond is refused as a replay.
+type stamper struct {
+	mu   sync.Mutex
+	last map[string]int64 // the last stamp given per destination
+}
+
+// next returns the stamp of a message to to at now.
+func (s *stamper) next(to string, now time.Time) int64 {
+	ms := now.UnixMilli()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		s.last = make(map[string]int64)
+	}
+	if len(s.last) >= stampDestinations {
+		// Only a last stamp at or past the clock matters.
+		for to, last := range s.last {
+			if last < ms {
+				delete(s.last, to)
+			}
+		}
+		if len(s.last) >= stampDestinations {
+			clear(s.last)
+		}
+	}
+	last, ok := s.last[to]
+	if ok && last >= ms && last+1-ms <= maxStampLead.Milliseconds() {
+		ms = last + 1
+	}
+	if !ok || ms > last {
+		s.last[to] = ms
+	}
+	return ms
+}

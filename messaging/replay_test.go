@@ -64,3 +64,58 @@ func TestReplayCacheBounded(t *testing.T) {
 		t.Error("the newest MAC was forgotten")
 	}
 }
+
+// Stamps of one bus rise by a millisecond per message to one destination
+// within a millisecond of its clock, each destination on its own, and run
+// at most maxStampLead ahead of the clock.
+func TestStamperDistinctStamps(t *testing.T) {
+	var s stamper
+	now := time.UnixMilli(1_700_000_000_000)
+	ms := now.UnixMilli()
+	for i := range 5 {
+		if got := s.next("server-a", now); got != ms+int64(i) {
+			t.Fatalf("stamp %d to server-a = %d, want %d", i, got, ms+int64(i))
+		}
+	}
+	if got := s.next("server-b", now); got != ms {
+		t.Fatalf("first stamp to server-b = %d, want the clock %d", got, ms)
+	}
+	if got := s.next("server-a", now.Add(time.Second)); got != ms+1000 {
+		t.Fatalf("stamp a second later = %d, want the clock %d", got, ms+1000)
+	}
+	lead := maxStampLead.Milliseconds()
+	var last int64
+	for range 3 * lead {
+		last = s.next("server-c", now)
+		if last-ms > lead {
+			t.Fatalf("stamp %d runs %d ms ahead of the clock, want at most %d", last, last-ms, lead)
+		}
+	}
+	if last != ms {
+		t.Fatalf("past the lead the stamp is %d, want the clock %d", last, ms)
+	}
+}
+
+// Two messages of the same content sent to one server in the same
+// millisecond (two replies for one key, two notifications of one inbox)
+// are two messages: the receiver's replay cache delivers both.
+func TestSameContentWithinAMillisecondDelivered(t *testing.T) {
+	w := newAuthWorld(t)
+	busA := newBus(t, w.ncA, WithKey(testKey), WithClock(w.clk))
+	busB := newBus(t, w.ncB, WithKey(testKey), WithClock(w.clk))
+	ch, _ := subscribe(t, busA, w.ncA, "server-a")
+	reply := Message{Type: TypeReply, Driver: "PlayerData", Key: "user:42", Sender: "server-b"}
+	for range 3 {
+		if err := busB.Publish(t.Context(), "server-a", reply); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		if got := receive(t, ch); got.Key != reply.Key {
+			t.Fatalf("message %d: %+v", i, got)
+		}
+	}
+	if st := busA.Stats(); st.Dropped != 0 {
+		t.Fatalf("stats %+v, want nothing dropped", st)
+	}
+}
