@@ -31,9 +31,9 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 		}
 	}()
 	args := record.AcquireArgs{Job: d.node.jobID, Token: token, Presence: d.presenceFlag(),
-		MaxAge: d.cfg.LockTTL + d.cfg.LockSkew, Format: record.Format, Schema: d.codec.Version()}
+		MaxAge: d.cfg.LockTTL + d.cfg.LockSkew, Skew: d.cfg.LockSkew, Format: record.Format, Schema: d.codec.Version()}
 	if d.cfg.OnMessage != nil {
-		args.MaxMessages = d.cfg.MaxInbox
+		args.MaxMessages, args.MaxMessageBytes, args.MessagesPerRead = d.cfg.MaxInbox, inboxPageBytes, d.inboxPage()
 	}
 	for {
 		// A lock with the presence flag is taken under a lease generation,
@@ -54,6 +54,8 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 		case record.SchemaTooNew:
 			return nil, fmt.Errorf("load %q: %w: the record may only be read at schema version %d or later, "+
 				"and this driver's is %d (len(Migrations))", key, ErrSchemaTooNew, res.SchemaMin, d.codec.Version())
+		case record.Corrupt:
+			return nil, d.corruptField(key, res.Corrupt)
 		case record.Acquired:
 			if gen != 0 && !d.node.presence.Holds(gen) {
 				// The lease lapsed while the lock was being taken: another
@@ -90,12 +92,9 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 			}
 			return nil, err
 		}
-		args.StealJob, args.StealToken, args.NotAliveToken = at.StealJob, at.StealToken, at.NotAliveToken
-		switch {
-		case at.StealJob != "":
+		args.StealJob, args.StealToken = at.StealJob, at.StealToken
+		if at.StealJob != "" {
 			d.tel.TakeoverDecision(ctx, telemetry.TakeoverStopped, at.StealJob)
-		case at.NotAliveToken != "":
-			d.tel.TakeoverDecision(ctx, telemetry.TakeoverAged, l.Job)
 		}
 	}
 }
@@ -115,6 +114,7 @@ func (d *Driver[T]) acquireOnce(ctx context.Context, key string, args record.Acq
 	if err == nil {
 		return res, nil
 	}
+	d.orphans.remember(args.Token)
 	d.mu.Lock()
 	d.goTracked(func() { d.giveBack(key, args.Token, nil) })
 	d.mu.Unlock()
@@ -187,7 +187,9 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		redisNow: a.Now,
 		loadedAt: sentAt,
 		inboxSeq: a.InboxSeq,
-		seenSeq:  a.InboxSeq,
+	}
+	if !a.MoreMessages {
+		p.seenSeq = a.InboxSeq // the acquire read the whole inbox
 	}
 	p.ctx, p.cancel = context.WithCancel(d.ctx)
 	if derr == nil {

@@ -133,14 +133,22 @@ func (p *Profile[T]) pullOnce() error {
 	d.mu.Lock()
 	seq := p.inboxSeq
 	d.mu.Unlock()
-	ctx, cancel := d.node.clock.WithTimeout(p.ctx, d.node.cfg.SaveTimeout)
-	defer cancel()
-	msgs, err := record.ReadInbox(ctx, d.node.rdb, d.recordKey(p.key), d.cfg.MaxInbox)
-	if err != nil {
-		return err
-	}
-	if _, waiting := p.applyMessages(msgs); waiting {
-		return nil // seenSeq stays: the save that learns the trade's outcome pulls again
+	// Page by page, each read bounded in bytes (inboxPage).
+	after := ""
+	for {
+		ctx, cancel := d.node.clock.WithTimeout(p.ctx, d.node.cfg.SaveTimeout)
+		msgs, err := record.ReadInbox(ctx, d.node.rdb, d.recordKey(p.key), after, d.inboxPage())
+		cancel()
+		if err != nil {
+			return err
+		}
+		if _, waiting := p.applyMessages(msgs); waiting {
+			return nil // seenSeq stays: the save that learns the trade's outcome pulls again
+		}
+		if len(msgs) < d.inboxPage() {
+			break
+		}
+		after = msgs[len(msgs)-1].ID
 	}
 	d.mu.Lock()
 	p.seenSeq = max(p.seenSeq, seq)
@@ -225,4 +233,15 @@ func (p *Profile[T]) forgetAppliedLocked(ids []string) {
 		return
 	}
 	p.applied = slices.DeleteFunc(p.applied, func(id string) bool { return slices.Contains(ids, id) })
+}
+
+// inboxPageBytes bounds the bytes of messages an acquire reads with the
+// record: a profile with a large inbox never holds Redis for long, for
+// anyone; its holder pulls the rest after the join, a page at a time.
+const inboxPageBytes = 256 << 10
+
+// inboxPage is how many messages one read of an inbox asks for: as many as
+// fit in inboxPageBytes at MaxMessageBytes each, at least one.
+func (d *Driver[T]) inboxPage() int {
+	return max(1, min(d.cfg.MaxInbox, inboxPageBytes/d.cfg.MaxMessageBytes))
 }

@@ -85,9 +85,14 @@ func Send(ctx context.Context, rdb redis.Scripter, key string, body []byte, max 
 }
 
 // ReadInbox returns the oldest messages (at most max) of the inbox of the
-// record at key: a read, no state change.
-func ReadInbox(ctx context.Context, rdb redis.Cmdable, key string, max int) ([]Message, error) {
-	entries, err := rdb.XRangeN(ctx, InboxKey(key), "-", "+", int64(max)).Result()
+// record at key after the message id after ("" for the oldest): a read, no
+// state change.
+func ReadInbox(ctx context.Context, rdb redis.Cmdable, key, after string, max int) ([]Message, error) {
+	start := "-"
+	if after != "" {
+		start = "(" + after
+	}
+	entries, err := rdb.XRangeN(ctx, InboxKey(key), start, "+", int64(max)).Result()
 	if err != nil {
 		return nil, err
 	}
