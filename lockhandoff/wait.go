@@ -96,12 +96,12 @@ func (w *Wait) notify() {
 // RequestRepeat), parks until a reply, its park time, the moment the
 // holder's presence can change the answer, or a proof that the holder
 // stopped (made by any wait of this Node), and returns what the next acquire
-// may claim. The first reply for a lock ends the park at once; any later
-// one ends it no sooner than ParkMin after the attempt before this call, so
+// may claim. The first reply for a lock ends the park at once; a later one
+// ends it no sooner than ParkMin after the attempt before this call, so
 // whatever arrives on the bus, a join makes at most one attempt per ParkMin
-// beyond its own schedule. A holder already proven stopped is stolen from at once. It
-// returns ErrDeadline once the deadline has passed and ctx.Err() when ctx
-// ends.
+// beyond its own schedule. A holder already proven stopped is stolen from
+// at once. It returns ErrDeadline once the deadline has passed and
+// ctx.Err() when ctx ends.
 func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
 	if err := ctx.Err(); err != nil {
 		return Attempt{}, err
@@ -162,7 +162,7 @@ func (w *Wait) next(ctx context.Context, l Lock) (Attempt, error) {
 		defer rt.Stop()
 		repeat = rt.C
 	}
-	wake := w.wake              // nil once a wake is deferred
+	wake := w.wake             // nil once a wake is deferred
 	var woken <-chan time.Time // a deferred wake comes due
 parked:
 	for {
@@ -172,15 +172,14 @@ parked:
 		case <-wake:
 			// The holder replied: try again, at once for the first reply,
 			// else no sooner than ParkMin after the last attempt.
-			due := w.attempted.Add(h.cfg.ParkMin)
-			if at := clk.Now(); w.freeWake || !at.Before(due) {
+			due, at := w.attempted.Add(h.cfg.ParkMin), clk.Now()
+			if w.freeWake || !at.Before(due) {
 				w.freeWake = false
 				return Attempt{}, nil
-			} else {
-				wt := clk.Timer(due.Sub(at))
-				defer wt.Stop()
-				wake, woken = nil, wt.C
 			}
+			wt := clk.Timer(due.Sub(at))
+			defer wt.Stop()
+			wake, woken = nil, wt.C
 		case <-woken:
 			return Attempt{}, nil
 		case <-proven:

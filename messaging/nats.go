@@ -117,8 +117,8 @@ func WithRetryDelay(d time.Duration) Option {
 }
 
 // WithLogger sets the logger; default slog.Default(). Dropped messages are
-// logged at Debug, except that an unauthenticated one is logged at Warn at
-// most once a minute; a publish that fails after its retry at Warn when it
+// logged at Debug, except that an unauthenticated one and a replayed one are
+// each logged at Warn at most once a minute; a publish that fails after its retry at Warn when it
 // is the first of a run of failures, at Debug after that; the connection's
 // events as NewNATSBus says.
 func WithLogger(l *slog.Logger) Option {
@@ -196,27 +196,6 @@ type NATSBus struct {
 	stamps          stamper
 	droppedReplayed atomic.Uint64
 }
-
-// warnEvery says when a kind of dropped message may next be logged at Warn:
-// once per unauthenticatedWarnEvery.
-type warnEvery struct {
-	mu     sync.Mutex
-	next   time.Time
-	warned bool
-}
-
-// due reports whether a line may go at Warn now, and if so takes the turn.
-func (w *warnEvery) due(now time.Time) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.warned && now.Before(w.next) {
-		return false
-	}
-	w.warned, w.next = true, now.Add(unauthenticatedWarnEvery)
-	return true
-}
-
-var _ Bus = (*NATSBus)(nil)
 
 // NewNATSBus returns a bus over nc. It fails for a nil nc, and with
 // ErrInvalidOption for an option given an invalid value or options that need
@@ -422,34 +401,6 @@ func (b *NATSBus) receive(jobID, subject string, data []byte) (Message, bool) {
 	}
 	b.opts.logger.Debug("messaging: dropped message", "subject", subject, "bytes", len(data), "err", err)
 	return Message{}, false
-}
-
-// logUnauthenticated logs a dropped unauthenticated message: at Warn when
-// none was logged at Warn in the last minute (a wrong key or a clock off by
-// more than the window stops the handoff, so it must be seen), else at
-// Debug (a flood costs no log volume).
-func (b *NATSBus) logUnauthenticated(subject string, data []byte, err error) {
-	level, msg := slog.LevelDebug, "messaging: dropped message"
-	if b.unauthWarn.due(b.opts.clock.Now()) {
-		level = slog.LevelWarn
-		msg = "messaging: dropped an unauthenticated message (a server with another key or none, a clock off by more than the replay window, or a forgery); more are logged at Debug for a minute"
-	}
-	b.opts.logger.Log(context.Background(), level, msg, "subject", subject, "bytes", len(data),
-		"dropped_unauthenticated", b.droppedUnauthenticated.Load(), "err", err)
-}
-
-// dropReplayed counts and logs a signed message delivered once already: at
-// Warn once a minute (someone on the bus replays captured messages), else at
-// Debug.
-func (b *NATSBus) dropReplayed(subject string, m Message) {
-	n := b.droppedReplayed.Add(1)
-	level, msg := slog.LevelDebug, "messaging: dropped a replayed message"
-	if b.replayWarn.due(b.opts.clock.Now()) {
-		level = slog.LevelWarn
-		msg = "messaging: dropped a replayed message (a signed message received a second time within the replay window: someone on the bus replays captured messages); more are logged at Debug for a minute"
-	}
-	b.opts.logger.Log(context.Background(), level, msg, "subject", subject, "type", string(m.Type), "sender", m.Sender,
-		"dropped_replayed", n)
 }
 
 // Stats returns the counters. Each is read atomically; together they are not

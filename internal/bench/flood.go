@@ -344,7 +344,7 @@ func (fw *floodWorld) waitParked(ctx context.Context) error {
 	_, err := fw.w.drv.Join(context.WithValue(ctx, inWait{}, true), "parked")
 	fw.scripts.last.Store(fw.scripts.n.Load() - before)
 	if !errors.Is(err, datadriver.ErrWaitTimeout) {
-		return fmt.Errorf("W's join of a profile D keeps: %v, want ErrWaitTimeout", err)
+		return fmt.Errorf("the waiting join of a profile D keeps: %v, want ErrWaitTimeout", err)
 	}
 	return nil
 }

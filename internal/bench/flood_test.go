@@ -15,8 +15,15 @@ import (
 // floodGoroutines bounds how many goroutines a flood may add to the
 // process: what the servers run anyway (a Node's loops, NATS and Redis
 // connections) is in the quiet peak; the flood may add only the handoff's
-// bounded workers and the releases in flight.
-const floodGoroutines = 200
+// publish workers and one goroutine per release awaited, which the driver
+// bounds (at most 256 give-backs of locks no session uses pending).
+const floodGoroutines = 300
+
+// orphanGiveBacksPerS is how many locks a driver gives back a second for
+// requests naming a token it never issued (an earlier run's, or forged):
+// each is a release, answered when it settles, so the forged requester gets
+// these replies besides the one per window for locks not held at all.
+const orphanGiveBacksPerS = 50
 
 // A 20k msg/s flood on a real nats-server, against servers on a real
 // redis-server, with and without RequestKey: no session ends, the
@@ -59,9 +66,10 @@ func TestFloodBounds(t *testing.T) {
 					fr.ScriptsWaitFlooded, fr.ScriptsWaitQuiet)
 			}
 			windows := int(time.Duration(fr.FloodS*float64(time.Second))/lockhandoff.DefaultParkMin) + 1
-			if fr.RepliesToForged > windows {
-				t.Errorf("%d replies to the forged requester in %.1f s, want at most one per %v window (%d)",
-					fr.RepliesToForged, fr.FloodS, lockhandoff.DefaultParkMin, windows)
+			giveBacks := int(fr.FloodS*orphanGiveBacksPerS) + orphanGiveBacksPerS // the rate, and the burst
+			if fr.RepliesToForged > windows+giveBacks {
+				t.Errorf("%d replies to the forged requester in %.1f s, want at most one per %v window (%d) and one per "+
+					"give-back (%d)", fr.RepliesToForged, fr.FloodS, lockhandoff.DefaultParkMin, windows, giveBacks)
 			}
 		})
 	}
