@@ -34,6 +34,19 @@ func floodReplies(t *testing.T, wd *world, key string, from, until time.Duration
 	}()
 }
 
+// waitOnLiveHolder starts B's Handoff, which reads A alive, and an active
+// wait of B on A's lock of playerKey for d, closed at the end of the test.
+func waitOnLiveHolder(t *testing.T, wd *world, d time.Duration) (*lockhandoff.Handoff, *fakePresence, *lockhandoff.Wait) {
+	t.Helper()
+	pB := newFakePresence(wd.clk)
+	pB.set(jobA, alive10s)
+	hB := wd.handoff(t, lockhandoff.Config{JobID: jobB, Bus: wd.bus.Endpoint(jobB), Presence: pB})
+	hB.Start()
+	w := hB.NewWait(driverName, playerKey, wd.clk.Now().Add(d), true)
+	t.Cleanup(w.Close)
+	return hB, pB, w
+}
+
 // A reply ends a park at once the first time for a lock (the handoff);
 // after that, whatever arrives, the wait returns no sooner than ParkMin
 // after the attempt before it, and a reply that comes later than that still
@@ -75,12 +88,7 @@ func TestWaitCoalescesWakes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				wd := newWorld(t)
-				pB := newFakePresence(wd.clk)
-				pB.set(jobA, alive10s)
-				hB := wd.handoff(t, lockhandoff.Config{JobID: jobB, Bus: wd.bus.Endpoint(jobB), Presence: pB})
-				hB.Start()
-				w := hB.NewWait(driverName, playerKey, wd.clk.Now().Add(time.Minute), true)
-				defer w.Close()
+				_, _, w := waitOnLiveHolder(t, wd, time.Minute)
 				for _, at := range tc.replies {
 					wd.clk.AfterFunc(at, func() { sendReply(wd, jobA, jobB, playerKey) })
 				}
@@ -118,12 +126,7 @@ func TestWaitReplyFloodBudget(t *testing.T) {
 		n := 0
 		synctest.Test(t, func(t *testing.T) {
 			wd := newWorld(t)
-			pB := newFakePresence(wd.clk)
-			pB.set(jobA, alive10s)
-			hB := wd.handoff(t, lockhandoff.Config{JobID: jobB, Bus: wd.bus.Endpoint(jobB), Presence: pB})
-			hB.Start()
-			w := hB.NewWait(driverName, playerKey, wd.clk.Now().Add(window), true)
-			defer w.Close()
+			hB, pB, w := waitOnLiveHolder(t, wd, window)
 			if flood {
 				floodReplies(t, wd, playerKey, 0, window)
 			}
@@ -166,18 +169,11 @@ func TestHandoffRepliesToARequesterOncePerWindow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				wd := newWorld(t)
-				replies := 0
-				wd.bus.OnDeliver(func(to string, m messaging.Message) {
-					if m.Type == messaging.TypeReply {
-						replies++
-					}
-				})
-				// The requesters' subjects exist, so the bus delivers the replies.
 				names := make([]string, tc.requesters)
 				for i := range names {
 					names[i] = fmt.Sprintf("victim-%d", i)
 				}
-				wd.record(t, names...)
+				rec := wd.record(t, names...)
 				h := wd.handoff(t, lockhandoff.Config{JobID: jobA, Bus: wd.bus.Endpoint(jobA), Presence: newFakePresence(wd.clk)})
 				if err := h.Register(driverName, lockhandoff.Handlers{Release: (&fakeHolder{AtOnce: true}).release}); err != nil {
 					t.Fatal(err)
@@ -194,7 +190,7 @@ func TestHandoffRepliesToARequesterOncePerWindow(t *testing.T) {
 				}
 				synctest.Wait()
 				s := h.Stats()
-				if want := windows * tc.wantPerWin; replies != want || int(s.RepliesSent) != want {
+				if want, replies := windows*tc.wantPerWin, len(rec.messages()); replies != want || int(s.RepliesSent) != want {
 					t.Errorf("%d replies delivered, %d sent; want %d (%d per window)", replies, s.RepliesSent, want, tc.wantPerWin)
 				}
 				if want := uint64(windows*perWindow) - s.RepliesSent; s.RepliesCoalesced != want {
@@ -274,8 +270,8 @@ func TestHandoffPublishQueueBounded(t *testing.T) {
 			}
 		}
 		synctest.Wait()
-		if grew := runtime.NumGoroutine() - before; grew != lockhandoff.PublishWorkers {
-			t.Errorf("%d messages queued: %d more goroutines, want the %d workers", n, grew, lockhandoff.PublishWorkers)
+		if grew := runtime.NumGoroutine() - before; grew > lockhandoff.PublishWorkers {
+			t.Errorf("%d messages queued: %d more goroutines, want at most the %d workers", n, grew, lockhandoff.PublishWorkers)
 		}
 		s := h.Stats()
 		lo, hi := uint64(n-lockhandoff.PublishQueueLen-lockhandoff.PublishWorkers), uint64(n-lockhandoff.PublishQueueLen)
