@@ -55,6 +55,8 @@ type options struct {
 	clock      clock.Clock
 	retryDelay time.Duration
 	logger     *slog.Logger
+	// pendingLimit bounds what waits for a handler (backlog.go).
+	pendingLimit int
 
 	// Authentication (auth.go): key signs, key and acceptedKeys verify.
 	key                   []byte
@@ -117,8 +119,9 @@ func WithRetryDelay(d time.Duration) Option {
 }
 
 // WithLogger sets the logger; default slog.Default(). Dropped messages are
-// logged at Debug, except that an unauthenticated one and a replayed one are
-// each logged at Warn at most once a minute; a publish that fails after its retry at Warn when it
+// logged at Debug, except that an unauthenticated one, a replayed one and
+// one dropped for the pending limit are each logged at Warn at most once a
+// minute; a publish that fails after its retry at Warn when it
 // is the first of a run of failures, at Debug after that; the connection's
 // events as NewNATSBus says.
 func WithLogger(l *slog.Logger) Option {
@@ -151,6 +154,10 @@ type Stats struct {
 	// because it had delivered the same message (same MAC) already within
 	// the replay window: a replay of a captured message.
 	DroppedReplayed uint64
+	// DroppedBacklog counts the messages the NATS client dropped, before the
+	// bus saw them (they are not in Received), because the pending limit of
+	// messages waited for the handler (WithPendingLimit).
+	DroppedBacklog uint64
 	// ReplayCacheEvicted counts the signed messages the bus forgot before
 	// their stamp left the window, because it remembered as many as it may
 	// (a replay of one of those would be delivered again).
@@ -192,8 +199,10 @@ type NATSBus struct {
 
 	// replays remembers the signed messages delivered (with a key only);
 	// stamps stamps the messages signed.
-	replays         *replayCache
-	stamps          stamper
+	replays *replayCache
+	stamps  stamper
+	// backlog bounds and counts what waits for the handlers.
+	backlog         backlog
 	droppedReplayed atomic.Uint64
 }
 
@@ -201,10 +210,12 @@ type NATSBus struct {
 // ErrInvalidOption for an option given an invalid value or options that need
 // WithKey given without it.
 //
-// It chains handlers of its own in front of the disconnect, reconnect and
-// closed handlers set on nc (it reads them from nc and calls them after its
-// own; a deprecated DisconnectedCB is called too when no DisconnectedErrCB is
-// set), to count the events in Stats and log them: a disconnect at Warn (until
+// It chains handlers of its own in front of the disconnect, reconnect,
+// closed and async error handlers set on nc (it reads them from nc and calls
+// them after its own; a deprecated DisconnectedCB is called too when no
+// DisconnectedErrCB is set), to count the events in Stats and log them (a
+// subscription of the bus over its pending limit as WithPendingLimit says):
+// a disconnect at Warn (until
 // the connection is back, release requests to this server go unanswered and
 // its players cannot be handed over), a reconnect at Info, and the close at
 // Error while a subscription of the bus is live or the connection closed on
@@ -226,6 +237,7 @@ func NewNATSBus(nc *nats.Conn, opts ...Option) (*NATSBus, error) {
 			retryDelay:   DefaultRetryDelay,
 			logger:       slog.Default(),
 			replayWindow: DefaultReplayWindow,
+			pendingLimit: DefaultPendingLimit,
 		},
 		publish: nc.Publish,
 	}
@@ -359,6 +371,10 @@ func (b *NATSBus) Subscribe(jobID string, h Handler) (Subscription, error) {
 	if err != nil {
 		return nil, fmt.Errorf("subscribe %s: %w", subject, err)
 	}
+	if err := b.backlog.add(ns, b.opts.pendingLimit, b.opts.maxBytes); err != nil {
+		_ = ns.Unsubscribe()
+		return nil, fmt.Errorf("subscribe %s: pending limits: %w", subject, err)
+	}
 	s.sub = ns
 	b.liveSubs.Add(1)
 	return s, nil
@@ -416,6 +432,7 @@ func (b *NATSBus) Stats() Stats {
 		DroppedUnknownType:     b.droppedUnknown.Load(),
 		DroppedUnauthenticated: b.droppedUnauthenticated.Load(),
 		DroppedReplayed:        b.droppedReplayed.Load(),
+		DroppedBacklog:         b.backlog.dropped(),
 		Disconnects:            b.disconnects.Load(),
 		Reconnects:             b.reconnects.Load(),
 		Closes:                 b.closes.Load(),
@@ -444,6 +461,7 @@ func (s *natsSubscription) Unsubscribe() error {
 	s.once.Do(func() {
 		s.stopped.Store(true)
 		s.bus.liveSubs.Add(-1)
+		s.bus.backlog.remove(s.sub)
 		err = s.sub.Unsubscribe()
 		if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrBadSubscription) {
 			err = nil

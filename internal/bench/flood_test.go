@@ -39,6 +39,7 @@ func TestFloodBounds(t *testing.T) {
 	env := Env{RedisOptions: func() *redis.Options { return &redis.Options{Addr: rd.Addr} }, NATSURL: nt.URL, Namespace: rd.Namespace}
 	r := &runner{env: env, log: slog.New(slog.DiscardHandler), res: &Result{}, admin: redis.NewClient(env.RedisOptions())}
 	t.Cleanup(func() { _ = r.admin.Close() })
+	rate := floodRate()
 	for _, tc := range []struct {
 		name string
 		key  bool
@@ -46,13 +47,13 @@ func TestFloodBounds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			fr, err := r.floodRun(ctx, floodSpec{rate: FloodRate, handoffs: 100, wait: 2 * time.Second, key: tc.key})
+			fr, err := r.floodRun(ctx, floodSpec{rate: rate, handoffs: 100, wait: 2 * time.Second, key: tc.key})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("%+v", fr)
-			if fr.PublishedPerS < FloodRate/4 {
-				t.Fatalf("the publisher reached %.0f msg/s of %d: no flood to judge by", fr.PublishedPerS, FloodRate)
+			if fr.PublishedPerS < float64(rate)/4 {
+				t.Fatalf("the publisher reached %.0f msg/s of %d: no flood to judge by", fr.PublishedPerS, rate)
 			}
 			if fr.SessionsEnded != 0 {
 				t.Errorf("the flood ended %d bystander sessions", fr.SessionsEnded)
