@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ckernel/playerdata/internal/telemetry"
 
@@ -35,9 +36,21 @@ type Handlers struct {
 // Stats counts what a Handoff did.
 type Stats struct {
 	RequestsSent, RequestsReceived uint64
-	RepliesSent, RepliesReceived   uint64
+	RepliesSent, RepliesReceived   uint64 // RepliesReceived: replies that woke a waiting join
 	PublishFailed                  uint64
-	DroppedUnknownDriver           uint64 // messages for a driver this server does not have
+	// PublishDropped counts messages dropped at a full publish queue (the
+	// bus took none for a while).
+	PublishDropped       uint64
+	DroppedUnknownDriver uint64 // messages for a driver this server does not have
+	// DroppedUnwaited counts replies naming a key no join of this server
+	// waits on (late, duplicated or forged).
+	DroppedUnwaited uint64
+	// RepliesCoalesced counts replies not sent to a request naming no lock
+	// held here, because its requester had one in the same reply window.
+	RepliesCoalesced uint64
+	// RepliesDropped counts requests whose release was started but that get
+	// no reply, because maxPendingReplies releases were awaited already.
+	RepliesDropped                 uint64
 	ProvenStopped                  uint64 // holders proven stopped by two presence reads
 	NotifiesSent, NotifiesReceived uint64 // "a message is in the inbox of this key"
 }
@@ -49,7 +62,7 @@ type Handoff struct {
 	log *slog.Logger
 	tel *telemetry.Telemetry // nil: no telemetry
 
-	ctx    context.Context // cancelled by Close: stops async publishes
+	ctx    context.Context // cancelled by Close: stops the publishes left
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -64,17 +77,28 @@ type Handoff struct {
 	drivers map[string]Handlers
 	waits   map[waitKey]map[*Wait]struct{}
 	// asked holds the requests whose reply waits for a release, so that a
-	// repeated request waits once.
-	asked   map[askKey]struct{}
-	sub     messaging.Subscription
-	started bool
-	closed  bool
+	// repeated request waits once (at most maxPendingReplies).
+	asked map[askKey]struct{}
+	// replied holds the requesters answered at once in the reply window
+	// that began at repliedSince (see admitImmediate).
+	replied      map[string]struct{}
+	repliedSince time.Time
+	// outbox is the publish queue; publishing says its workers run;
+	// queueFull that the last message offered found it full.
+	outbox     chan outgoing
+	publishing bool
+	queueFull  bool
+	sub        messaging.Subscription
+	started    bool
+	closed     bool
 
-	requestsSent, requestsReceived atomic.Uint64
-	repliesSent, repliesReceived   atomic.Uint64
-	publishFailed, unknownDriver   atomic.Uint64
-	provenStopped                  atomic.Uint64
-	notifiesSent, notifiesReceived atomic.Uint64
+	requestsSent, requestsReceived   atomic.Uint64
+	repliesSent, repliesReceived     atomic.Uint64
+	publishFailed, publishDropped    atomic.Uint64
+	unknownDriver, droppedUnwaited   atomic.Uint64
+	repliesCoalesced, repliesDropped atomic.Uint64
+	provenStopped                    atomic.Uint64
+	notifiesSent, notifiesReceived   atomic.Uint64
 }
 
 type waitKey struct{ driver, key string }
@@ -95,6 +119,8 @@ func New(cfg Config) (*Handoff, error) {
 		drivers: make(map[string]Handlers),
 		waits:   make(map[waitKey]map[*Wait]struct{}),
 		asked:   make(map[askKey]struct{}),
+		replied: make(map[string]struct{}),
+		outbox:  make(chan outgoing, publishQueueLen),
 	}
 	h.releases, h.cancelReleases = context.WithCancel(context.Background())
 	h.prover = newProver(h)
@@ -130,6 +156,7 @@ func (h *Handoff) Close(ctx context.Context) error {
 		return nil
 	}
 	h.closed = true
+	close(h.outbox) // publish queues nothing once closed is set
 	sub := h.sub
 	h.sub = nil
 	h.mu.Unlock()
@@ -187,30 +214,25 @@ func (h *Handoff) Stats() Stats {
 		RepliesSent:          h.repliesSent.Load(),
 		RepliesReceived:      h.repliesReceived.Load(),
 		PublishFailed:        h.publishFailed.Load(),
+		PublishDropped:       h.publishDropped.Load(),
 		DroppedUnknownDriver: h.unknownDriver.Load(),
+		DroppedUnwaited:      h.droppedUnwaited.Load(),
+		RepliesCoalesced:     h.repliesCoalesced.Load(),
+		RepliesDropped:       h.repliesDropped.Load(),
 		ProvenStopped:        h.provenStopped.Load(),
 		NotifiesSent:         h.notifiesSent.Load(),
 		NotifiesReceived:     h.notifiesReceived.Load(),
 	}
 }
 
-// onMessage routes one message from the bus.
+// onMessage routes one message from the bus. It runs on the bus's delivery
+// goroutine, one message at a time: whatever arrives, it does a bounded
+// amount of work and starts no goroutine of its own, except the bounded
+// ones of replyWhenReleased and the publish workers.
 func (h *Handoff) onMessage(m messaging.Message) {
 	switch m.Type {
 	case messaging.TypeRequest:
-		h.mu.Lock()
-		release := h.drivers[m.Driver].Release
-		h.mu.Unlock()
-		if release == nil {
-			h.unknownDriver.Add(1)
-			h.log.Debug("handoff: request for an unknown driver dropped", "driver", m.Driver, "from", m.Requester)
-			return
-		}
-		h.requestsReceived.Add(1)
-		h.log.Debug("handoff: release requested", "driver", m.Driver, "key", m.Key, "from", m.Requester)
-		pctx, ps := h.tel.StartProcess(h.ctx, telemetry.Message{Kind: telemetry.MsgRequest, Driver: m.Driver, Key: m.Key,
-			Peer: m.Requester, TraceParent: m.TraceParent, TraceState: m.TraceState})
-		h.replyWhenReleased(pctx, ps, askKey{m.Driver, m.Key, m.Requester}, release(m.Key, m.Token))
+		h.onRequest(m)
 	case messaging.TypeNotify:
 		h.mu.Lock()
 		notify := h.drivers[m.Driver].Notify
@@ -225,58 +247,8 @@ func (h *Handoff) onMessage(m messaging.Message) {
 		notify(m.Key)
 		ps.End()
 	case messaging.TypeReply:
-		h.mu.Lock()
-		_, known := h.drivers[m.Driver]
-		ws := h.waits[waitKey{m.Driver, m.Key}]
-		for w := range ws {
-			w.notify()
-		}
-		waiting := len(ws)
-		h.mu.Unlock()
-		if !known && waiting == 0 {
-			h.unknownDriver.Add(1)
-			return
-		}
-		_, ps := h.tel.StartProcess(h.ctx, telemetry.Message{Kind: telemetry.MsgReply, Driver: m.Driver, Key: m.Key,
-			Peer: m.Sender, TraceParent: m.TraceParent, TraceState: m.TraceState})
-		ps.End()
-		h.repliesReceived.Add(1)
-		h.log.Debug("handoff: reply received", "driver", m.Driver, "key", m.Key, "waiting", waiting)
+		h.onReply(m)
 	}
-}
-
-// replyWhenReleased replies to a request once released is closed: at once
-// when it already is, else from a goroutine that waits for it (one per
-// requester and key, however often the request repeats) until Close. The
-// request's processing span (ps, in pctx) ends with the reply.
-func (h *Handoff) replyWhenReleased(pctx context.Context, ps telemetry.ProcessSpan, a askKey, released <-chan struct{}) {
-	select {
-	case <-released:
-		h.reply(pctx, a)
-		ps.End()
-		return
-	default:
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if _, ok := h.asked[a]; ok || h.closed {
-		ps.End() // a repeat: the release under way answers it
-		return
-	}
-	h.asked[a] = struct{}{}
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		defer ps.End()
-		select {
-		case <-released:
-			h.reply(pctx, a)
-		case <-h.releases.Done():
-		}
-		h.mu.Lock()
-		delete(h.asked, a)
-		h.mu.Unlock()
-	}()
 }
 
 // Notify tells server to, fire and forget, that a message for key of driver
@@ -289,52 +261,9 @@ func (h *Handoff) Notify(ctx context.Context, driver, key, to string) {
 	h.publish(ctx, telemetry.MsgNotify, to, messaging.Message{Type: messaging.TypeNotify, Driver: driver, Key: key}, &h.notifiesSent)
 }
 
-// reply tells the requester of a that this server no longer holds the key.
-// It is sent in the background; a failure is logged.
-func (h *Handoff) reply(ctx context.Context, a askKey) {
-	h.publish(ctx, telemetry.MsgReply, a.from, messaging.Message{Type: messaging.TypeReply, Driver: a.driver, Key: a.key},
-		&h.repliesSent)
-}
-
 // request asks holder to release key of driver, naming the lock token seen.
 func (h *Handoff) request(ctx context.Context, driver, key, holder, token string) {
 	h.publish(ctx, telemetry.MsgRequest, holder, messaging.Message{
 		Type: messaging.TypeRequest, Driver: driver, Key: key, Requester: h.cfg.JobID, Token: token,
 	}, &h.requestsSent)
-}
-
-// publish sends m in the background (the bus retries once on its own),
-// under a producer span child of ctx's, whose trace context m carries.
-func (h *Handoff) publish(ctx context.Context, kind telemetry.HandoffMessage, to string, m messaging.Message,
-	counter *atomic.Uint64) {
-	if h.cfg.Bus == nil {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return
-	}
-	m.Sender = h.cfg.JobID
-	send := h.tel.StartSend(ctx, telemetry.Message{Kind: kind, Driver: m.Driver, Key: m.Key, Peer: to})
-	m.TraceParent, m.TraceState = send.TraceContext()
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		err := h.cfg.Bus.Publish(h.ctx, to, m)
-		send.End(err)
-		if err != nil {
-			if h.ctx.Err() == nil {
-				h.publishFailed.Add(1)
-				h.log.Warn("handoff: publish failed", "to", to, "type", string(m.Type), "key", m.Key, "err", err)
-			}
-			return
-		}
-		counter.Add(1)
-		if m.Type == messaging.TypeRequest {
-			h.log.Debug("handoff: request sent", "to", to, "driver", m.Driver, "key", m.Key)
-		} else {
-			h.log.Debug("handoff: reply sent", "to", to, "driver", m.Driver, "key", m.Key)
-		}
-	}()
 }

@@ -31,11 +31,17 @@ type Wait struct {
 	wk       waitKey
 	deadline time.Time
 	active   bool          // ask the holder and prove it stopped
-	wake     chan struct{} // a reply arrived
+	wake     chan struct{} // a reply arrived (one pending wake: they coalesce)
 
 	job, token string    // the holder being waited on
 	requested  time.Time // when the last request went out (zero: none yet)
-	park       time.Duration
+	// attempted is when Next was last called, just after an acquire
+	// attempt failed; freeWake says the next wake may end a park at once
+	// (the first reply for this lock: the handoff), else a wake ends it
+	// no sooner than ParkMin after attempted.
+	attempted time.Time
+	freeWake  bool
+	park      time.Duration
 	// writtenBy is when the lock being waited on was last written at the
 	// latest, on this server's clock: when Next first saw it, less its age.
 	writtenBy time.Time
@@ -90,9 +96,12 @@ func (w *Wait) notify() {
 // RequestRepeat), parks until a reply, its park time, the moment the
 // holder's presence can change the answer, or a proof that the holder
 // stopped (made by any wait of this Node), and returns what the next acquire
-// may claim. A holder already proven stopped is stolen from at once. It
-// returns ErrDeadline once the deadline has passed and ctx.Err() when ctx
-// ends.
+// may claim. The first reply for a lock ends the park at once; a later one
+// ends it no sooner than ParkMin after the attempt before this call, so
+// whatever arrives on the bus, a join makes at most one attempt per ParkMin
+// beyond its own schedule. A holder already proven stopped is stolen from
+// at once. It returns ErrDeadline once the deadline has passed and
+// ctx.Err() when ctx ends.
 func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
 	if err := ctx.Err(); err != nil {
 		return Attempt{}, err
@@ -110,12 +119,14 @@ func (w *Wait) next(ctx context.Context, l Lock) (Attempt, error) {
 	h := w.h
 	clk := h.cfg.Clock
 	now := clk.Now()
+	w.attempted = now
 	if l.Job != w.job || l.Token != w.token {
 		// A new holder or a new lock: start over with it.
 		w.job, w.token = l.Job, l.Token
 		w.requested = time.Time{}
 		w.park = h.cfg.ParkMin
 		w.writtenBy = now.Add(-l.Age)
+		w.freeWake = true
 	}
 	if w.active && (w.requested.IsZero() || now.Sub(w.requested) >= h.cfg.RequestRepeat) {
 		// A new lock, or the repeat came due while we were not parked.
@@ -151,13 +162,26 @@ func (w *Wait) next(ctx context.Context, l Lock) (Attempt, error) {
 		defer rt.Stop()
 		repeat = rt.C
 	}
+	wake := w.wake             // nil once a wake is deferred
+	var woken <-chan time.Time // a deferred wake comes due
 parked:
 	for {
 		select {
 		case <-ctx.Done():
 			return Attempt{}, ctx.Err()
-		case <-w.wake:
-			return Attempt{}, nil // the holder replied: try again at once
+		case <-wake:
+			// The holder replied: try again, at once for the first reply,
+			// else no sooner than ParkMin after the last attempt.
+			due, at := w.attempted.Add(h.cfg.ParkMin), clk.Now()
+			if w.freeWake || !at.Before(due) {
+				w.freeWake = false
+				return Attempt{}, nil
+			}
+			wt := clk.Timer(due.Sub(at))
+			defer wt.Stop()
+			wake, woken = nil, wt.C
+		case <-woken:
+			return Attempt{}, nil
 		case <-proven:
 			if sent, ok, _, _, _ := h.prover.proof(l.Job); ok && w.writtenBy.Before(sent) {
 				return w.steal(l), nil

@@ -35,7 +35,10 @@ const unauthenticatedWarnEvery = time.Minute
 // key, and every message it receives must carry a MAC that verifies under
 // key (or a WithAcceptedKeys key) with a stamp within the replay window of
 // its clock; any other is dropped and counted in Stats.DroppedUnauthenticated.
-// A published message must then name its Sender. The key is copied. It must
+// A signed message is delivered once: received again within the window, it
+// is dropped and counted in Stats.DroppedReplayed (the bus remembers a
+// bounded number of them: see the package documentation). A published
+// message must then name its Sender. The key is copied. It must
 // be at least MinKeyBytes long, else the option fails with ErrInvalidOption.
 // Default: no key; messages go unsigned and any MAC received is ignored.
 //

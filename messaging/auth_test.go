@@ -558,29 +558,53 @@ func TestKeyedBusDropsUnauthenticated(t *testing.T) {
 	}
 }
 
-// TestReplayWithinWindow shows what the window bounds: a captured message
-// sent again to the same server is delivered while its stamp is within the
-// window (the handoff tolerates a duplicate: see the package documentation)
-// and dropped once it is not.
-func TestReplayWithinWindow(t *testing.T) {
+// TestReplayRefused shows that a signed message is delivered once: the same
+// message sent again within the window (a replay of a captured one) is
+// dropped and counted as replayed, the first drop logged at Warn; once its
+// stamp has left the window it is refused by its stamp. The same content
+// signed at another instant is another message.
+func TestReplayRefused(t *testing.T) {
 	w := newAuthWorld(t)
-	busA := newBus(t, w.ncA, WithKey(testKey), WithClock(w.clk), WithReplayWindow(10*time.Second))
+	logs := &syncBuffer{}
+	busA := newBus(t, w.ncA, WithKey(testKey), WithClock(w.clk), WithReplayWindow(10*time.Second),
+		WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	ch, _ := subscribe(t, busA, w.ncA, "server-a")
 	captured := signedBytes(t, testKey, testPrefix, "server-a", fullRequest(), w.clk.Now())
+	marker := func(key string) {
+		t.Helper()
+		m := Message{Type: TypeReply, Driver: "D", Key: key, Sender: "server-b"}
+		rawPublish(t, w.ncB, "server-a", signedBytes(t, testKey, testPrefix, "server-a", m, w.clk.Now()))
+		if got := receive(t, ch); got.Key != key {
+			t.Fatalf("delivered %+v, want the marker %s", got, key)
+		}
+	}
 
-	w.clk.Add(10 * time.Second)
 	rawPublish(t, w.ncB, "server-a", captured)
-	receive(t, ch)
+	if got := receive(t, ch); got.Type != TypeRequest {
+		t.Fatalf("delivered %+v, want the request", got)
+	}
+	w.clk.Add(10 * time.Second) // the edge of the window
+	for range 3 {
+		rawPublish(t, w.ncB, "server-a", captured)
+	}
+	marker("after-replays")
+	if st := busA.Stats(); st.DroppedReplayed != 3 || st.Dropped != 3 {
+		t.Fatalf("stats %+v, want 3 replays dropped", st)
+	}
+	again := signedBytes(t, testKey, testPrefix, "server-a", fullRequest(), w.clk.Now())
+	rawPublish(t, w.ncB, "server-a", again)
+	if got := receive(t, ch); got.Type != TypeRequest {
+		t.Fatalf("delivered %+v, want the request signed again", got)
+	}
 
 	w.clk.Add(time.Millisecond)
 	rawPublish(t, w.ncB, "server-a", captured)
-	marker := Message{Type: TypeReply, Driver: "D", Key: "marker", Sender: "server-b"}
-	rawPublish(t, w.ncB, "server-a", signedBytes(t, testKey, testPrefix, "server-a", marker, w.clk.Now()))
-	if got := receive(t, ch); got.Key != "marker" {
-		t.Fatalf("a replay past the window was delivered: %+v", got)
+	marker("past-the-window")
+	if st := busA.Stats(); st.DroppedReplayed != 3 || st.DroppedUnauthenticated != 1 {
+		t.Fatalf("stats %+v, want the replay past the window refused by its stamp", st)
 	}
-	if st := busA.Stats(); st.DroppedUnauthenticated != 1 {
-		t.Fatalf("stats %+v", st)
+	if c := strings.Count(logs.String(), "level=WARN msg=\"messaging: dropped a replayed message"); c != 1 {
+		t.Fatalf("%d warnings for 3 replays, want 1:\n%s", c, logs)
 	}
 }
 

@@ -68,19 +68,28 @@
 // NATS, a leaked client credential) can no longer make a server end a
 // session, wake a waiting join, or trigger an inbox pull; a message cannot
 // be redirected to another server, namespace prefix or changed in any field;
-// a captured message is refused once the window has passed.
+// a signed message is delivered once: the bus remembers the MAC of each one
+// it delivered while its stamp is within the window, and drops the same
+// message received again (a replay of a captured one), counted in
+// Stats.DroppedReplayed; once the window has passed, its stamp refuses it.
+// A bus's stamps to one destination strictly increase (running at most a
+// second ahead of its clock), so two messages of the same content sent
+// within a millisecond are two messages with two MACs.
 //
 // What it does not: the key is shared by the fleet, so it proves that a
 // server of the fleet sent the message, not which one (S is claimed, not
 // proven); messages are not encrypted (use NATS TLS: lock tokens and player
-// keys travel in the clear otherwise); within the window a captured
-// message can be delivered again to the same server, which the handoff
-// tolerates (a request is obeyed only while its token names the current
-// lock, a reply only wakes a waiter to check the record, a notify only
-// pulls an inbox, which applies each message once); a message can still be
-// dropped or delayed (the handoff repeats its requests and falls back to
-// presence); and servers whose clocks differ by more than the window do not
-// hear each other.
+// keys travel in the clear otherwise); the replay memory is bounded (65,536
+// messages, about 2,000 signed messages a second received for the default
+// window), and past it the oldest are forgotten first
+// (Stats.ReplayCacheEvicted), so under more genuine traffic than that a
+// captured message can be delivered again within the window, which the
+// handoff tolerates (a request is obeyed only while its token names the
+// current lock, a reply only wakes a waiter to check the record, a notify
+// only pulls an inbox, which applies each message once); a message can
+// still be dropped or delayed (the handoff repeats its requests and falls
+// back to presence); and servers whose clocks differ by more than the
+// window do not hear each other.
 //
 // A safe rollout across a running fleet, each step a full rolling deploy:
 //

@@ -28,6 +28,14 @@ func (b *NATSBus) watchConn(nc *nats.Conn) {
 		}
 	})
 
+	appError := nc.ErrorHandler()
+	nc.SetErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
+		b.onAsyncError(sub, err)
+		if appError != nil {
+			appError(c, sub, err)
+		}
+	})
+
 	appClosed := nc.ClosedHandler()
 	nc.SetClosedHandler(func(c *nats.Conn) {
 		b.onClosed(c)

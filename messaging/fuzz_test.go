@@ -22,6 +22,7 @@ func fuzzBus(keys ...[]byte) *NATSBus {
 	}}
 	if len(keys) > 0 {
 		b.opts.key, b.keys = keys[0], keys
+		b.replays = newReplayCache(DefaultReplayWindow)
 	}
 	return b
 }

@@ -55,6 +55,8 @@ type options struct {
 	clock      clock.Clock
 	retryDelay time.Duration
 	logger     *slog.Logger
+	// pendingLimit bounds what waits for a handler (backlog.go).
+	pendingLimit int
 
 	// Authentication (auth.go): key signs, key and acceptedKeys verify.
 	key                   []byte
@@ -117,8 +119,9 @@ func WithRetryDelay(d time.Duration) Option {
 }
 
 // WithLogger sets the logger; default slog.Default(). Dropped messages are
-// logged at Debug, except that an unauthenticated one is logged at Warn at
-// most once a minute; a publish that fails after its retry at Warn when it
+// logged at Debug, except that an unauthenticated one, a replayed one and
+// one dropped for the pending limit are each logged at Warn at most once a
+// minute; a publish that fails after its retry at Warn when it
 // is the first of a run of failures, at Debug after that; the connection's
 // events as NewNATSBus says.
 func WithLogger(l *slog.Logger) Option {
@@ -139,7 +142,7 @@ type Stats struct {
 	// Received counts every message that arrived on a subscription, valid
 	// or not; Received - Dropped reached a handler.
 	Received           uint64
-	Dropped            uint64 // sum of the four below
+	Dropped            uint64 // sum of the five below
 	DroppedMalformed   uint64 // ErrMalformed
 	DroppedTooLarge    uint64 // ErrTooLarge
 	DroppedUnknownType uint64 // ErrUnknownType
@@ -147,6 +150,18 @@ type Stats struct {
 	// (ErrUnauthenticated): no MAC, a MAC that does not verify, or a stamp
 	// outside the replay window.
 	DroppedUnauthenticated uint64
+	// DroppedReplayed counts the signed messages a bus with a key refused
+	// because it had delivered the same message (same MAC) already within
+	// the replay window: a replay of a captured message.
+	DroppedReplayed uint64
+	// DroppedBacklog counts the messages the NATS client dropped, before the
+	// bus saw them (they are not in Received), because the pending limit of
+	// messages waited for the handler (WithPendingLimit).
+	DroppedBacklog uint64
+	// ReplayCacheEvicted counts the signed messages the bus forgot before
+	// their stamp left the window, because it remembered as many as it may
+	// (a replay of one of those would be delivered again).
+	ReplayCacheEvicted uint64
 
 	// The connection's events since the bus was made (see NewNATSBus).
 	Disconnects uint64 // connection lost, reconnecting
@@ -178,23 +193,29 @@ type NATSBus struct {
 	// broken connection is logged once at Warn, not on every publish.
 	failing atomic.Bool
 
-	// nextUnauthWarn is when a dropped unauthenticated message may next be
-	// logged at Warn.
-	unauthMu       sync.Mutex
-	nextUnauthWarn time.Time
-	unauthWarned   bool
-}
+	// unauthWarn and replayWarn space the Warn lines of dropped
+	// unauthenticated and replayed messages.
+	unauthWarn, replayWarn warnEvery
 
-var _ Bus = (*NATSBus)(nil)
+	// replays remembers the signed messages delivered (with a key only);
+	// stamps stamps the messages signed.
+	replays *replayCache
+	stamps  stamper
+	// backlog bounds and counts what waits for the handlers.
+	backlog         backlog
+	droppedReplayed atomic.Uint64
+}
 
 // NewNATSBus returns a bus over nc. It fails for a nil nc, and with
 // ErrInvalidOption for an option given an invalid value or options that need
 // WithKey given without it.
 //
-// It chains handlers of its own in front of the disconnect, reconnect and
-// closed handlers set on nc (it reads them from nc and calls them after its
-// own; a deprecated DisconnectedCB is called too when no DisconnectedErrCB is
-// set), to count the events in Stats and log them: a disconnect at Warn (until
+// It chains handlers of its own in front of the disconnect, reconnect,
+// closed and async error handlers set on nc (it reads them from nc and calls
+// them after its own; a deprecated DisconnectedCB is called too when no
+// DisconnectedErrCB is set), to count the events in Stats and log them (a
+// subscription of the bus over its pending limit as WithPendingLimit says):
+// a disconnect at Warn (until
 // the connection is back, release requests to this server go unanswered and
 // its players cannot be handed over), a reconnect at Info, and the close at
 // Error while a subscription of the bus is live or the connection closed on
@@ -216,6 +237,7 @@ func NewNATSBus(nc *nats.Conn, opts ...Option) (*NATSBus, error) {
 			retryDelay:   DefaultRetryDelay,
 			logger:       slog.Default(),
 			replayWindow: DefaultReplayWindow,
+			pendingLimit: DefaultPendingLimit,
 		},
 		publish: nc.Publish,
 	}
@@ -229,6 +251,7 @@ func NewNATSBus(nc *nats.Conn, opts ...Option) (*NATSBus, error) {
 	}
 	if b.opts.key != nil {
 		b.keys = append([][]byte{b.opts.key}, b.opts.acceptedKeys...)
+		b.replays = newReplayCache(b.opts.replayWindow)
 	}
 	b.watchConn(nc)
 	return b, nil
@@ -268,7 +291,7 @@ func (b *NATSBus) Publish(ctx context.Context, jobID string, m Message) error {
 		if m.Sender == "" {
 			return fmt.Errorf("publish to %s: %w: a signed message needs its sender (S)", subject, ErrMalformed)
 		}
-		m = sign(b.opts.key, b.opts.prefix, jobID, m, b.opts.clock.Now())
+		m = sign(b.opts.key, b.opts.prefix, jobID, m, time.UnixMilli(b.stamps.next(jobID, b.opts.clock.Now())))
 	}
 	data, err := Encode(m)
 	if err != nil {
@@ -348,6 +371,10 @@ func (b *NATSBus) Subscribe(jobID string, h Handler) (Subscription, error) {
 	if err != nil {
 		return nil, fmt.Errorf("subscribe %s: %w", subject, err)
 	}
+	if err := b.backlog.add(ns, b.opts.pendingLimit, b.opts.maxBytes); err != nil {
+		_ = ns.Unsubscribe()
+		return nil, fmt.Errorf("subscribe %s: pending limits: %w", subject, err)
+	}
 	s.sub = ns
 	b.liveSubs.Add(1)
 	return s, nil
@@ -367,8 +394,13 @@ func (b *NATSBus) receive(jobID, subject string, data []byte) (Message, bool) {
 		case m.MAC == "" && b.opts.acceptUnauthenticated:
 			return m, true
 		}
-		err = verify(b.keys, b.opts.prefix, jobID, m, b.opts.clock.Now(), b.opts.replayWindow)
+		now := b.opts.clock.Now()
+		err = verify(b.keys, b.opts.prefix, jobID, m, now, b.opts.replayWindow)
 		if err == nil {
+			if b.replays.seen(m.MAC, m.Stamp, now.UnixMilli()) {
+				b.dropReplayed(subject, m)
+				return Message{}, false
+			}
 			return m, true
 		}
 		b.droppedUnauthenticated.Add(1)
@@ -387,27 +419,6 @@ func (b *NATSBus) receive(jobID, subject string, data []byte) (Message, bool) {
 	return Message{}, false
 }
 
-// logUnauthenticated logs a dropped unauthenticated message: at Warn when
-// none was logged at Warn in the last minute (a wrong key or a clock off by
-// more than the window stops the handoff, so it must be seen), else at
-// Debug (a flood costs no log volume).
-func (b *NATSBus) logUnauthenticated(subject string, data []byte, err error) {
-	now := b.opts.clock.Now()
-	level := slog.LevelDebug
-	b.unauthMu.Lock()
-	if !b.unauthWarned || !now.Before(b.nextUnauthWarn) {
-		b.unauthWarned, b.nextUnauthWarn = true, now.Add(unauthenticatedWarnEvery)
-		level = slog.LevelWarn
-	}
-	b.unauthMu.Unlock()
-	msg := "messaging: dropped message"
-	if level == slog.LevelWarn {
-		msg = "messaging: dropped an unauthenticated message (a server with another key or none, a clock off by more than the replay window, or a forgery); more are logged at Debug for a minute"
-	}
-	b.opts.logger.Log(context.Background(), level, msg, "subject", subject, "bytes", len(data),
-		"dropped_unauthenticated", b.droppedUnauthenticated.Load(), "err", err)
-}
-
 // Stats returns the counters. Each is read atomically; together they are not
 // one snapshot.
 func (b *NATSBus) Stats() Stats {
@@ -420,11 +431,16 @@ func (b *NATSBus) Stats() Stats {
 		DroppedTooLarge:        b.droppedTooLarge.Load(),
 		DroppedUnknownType:     b.droppedUnknown.Load(),
 		DroppedUnauthenticated: b.droppedUnauthenticated.Load(),
+		DroppedReplayed:        b.droppedReplayed.Load(),
+		DroppedBacklog:         b.backlog.dropped(),
 		Disconnects:            b.disconnects.Load(),
 		Reconnects:             b.reconnects.Load(),
 		Closes:                 b.closes.Load(),
 	}
-	s.Dropped = s.DroppedMalformed + s.DroppedTooLarge + s.DroppedUnknownType + s.DroppedUnauthenticated
+	if b.replays != nil {
+		s.ReplayCacheEvicted = b.replays.evictedCount()
+	}
+	s.Dropped = s.DroppedMalformed + s.DroppedTooLarge + s.DroppedUnknownType + s.DroppedUnauthenticated + s.DroppedReplayed
 	return s
 }
 
@@ -445,6 +461,7 @@ func (s *natsSubscription) Unsubscribe() error {
 	s.once.Do(func() {
 		s.stopped.Store(true)
 		s.bus.liveSubs.Add(-1)
+		s.bus.backlog.remove(s.sub)
 		err = s.sub.Unsubscribe()
 		if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrBadSubscription) {
 			err = nil

@@ -210,6 +210,7 @@ type Result struct {
 	Presence      PresenceCost                      `json:"presence"`
 	Memory        Memory                            `json:"memory"`
 	Messages      Messages                          `json:"messages"`
+	Flood         Flood                             `json:"flood"`
 	// Notes say what a figure does not show (a server without INFO cpu,
 	// embedded servers).
 	Notes []string `json:"notes,omitempty"`
@@ -303,6 +304,7 @@ func Run(ctx context.Context, env Env, cfg Config) (*Result, error) {
 		{"presence", r.runPresence},
 		{"memory", r.runMemory},
 		{"messages", r.runMessages},
+		{"flood", r.runFlood},
 	}
 	for i, s := range steps {
 		r.progress("[%d/%d] %s", i+1, len(steps), s.name)

@@ -87,6 +87,7 @@ func CheckJSON(data []byte) error {
 
 	c.latency("messages")
 	c.latency("messages", "send")
+	c.flood()
 	return errors.Join(c.errs...)
 }
 

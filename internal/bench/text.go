@@ -88,6 +88,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	ew.printf("\nMessages (%d, Send on B → OnMessage ran on A): p50 %.3f ms, p90 %.3f, p99 %.3f, max %.3f; Send itself p50 %.3f ms\n",
 		g.N, g.P50MS, g.P90MS, g.P99MS, g.MaxMS, g.SendMS.P50MS)
 
+	r.Flood.writeText(ew)
 	if len(r.Notes) > 0 {
 		ew.printf("\nNotes:\n")
 		for _, n := range r.Notes {
