@@ -68,19 +68,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cmd.fs.BoolVar(&f.quick, "quick", false, "")
 	cmd.fs.BoolVar(&f.json, "json", false, "")
 	cmd.fs.StringVar(&f.report, "report", "", "")
-	pos, err := cmd.parse(args, stdout, stderr)
+	pos, err := cmd.parse(args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return cmd.mistake(stderr, "unexpected argument %q", pos[0])
+		return cmd.mistake("unexpected argument %q", pos[0])
 	}
 	prefix := f.conn.namespace
 	if prefix == "" {
 		prefix = "bench"
 	}
 	if err := messaging.ValidJobID(prefix); err != nil {
-		return cmd.mistake(stderr, "--namespace %q: %v", prefix, err)
+		return cmd.mistake("--namespace %q: %v", prefix, err)
 	}
 	f.conn.fromEnv()
 

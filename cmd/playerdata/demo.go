@@ -75,21 +75,21 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cmd.fs.StringVar(&f.caseName, "case", "", "")
 	cmd.fs.BoolVar(&f.json, "json", false, "")
 	cmd.fs.BoolVar(&f.verbose, "v", false, "")
-	pos, err := cmd.parse(args, stdout, stderr)
+	pos, err := cmd.parse(args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return cmd.mistake(stderr, "unexpected argument %q", pos[0])
+		return cmd.mistake("unexpected argument %q", pos[0])
 	}
 	if math.IsNaN(f.speed) || f.speed < 1 || f.speed > maxDemoSpeed {
-		return cmd.mistake(stderr, "--speed %v: want a number from 1 to %d", f.speed, maxDemoSpeed)
+		return cmd.mistake("--speed %v: want a number from 1 to %d", f.speed, maxDemoSpeed)
 	}
 	cases := demoCases()
 	if f.caseName != "" {
 		i := slices.IndexFunc(cases, func(c *caseDef) bool { return c.name == f.caseName })
 		if i < 0 {
-			return cmd.mistake(stderr, "--case %q: want one of %s", f.caseName, strings.Join(caseNames(cases), ", "))
+			return cmd.mistake("--case %q: want one of %s", f.caseName, strings.Join(caseNames(cases), ", "))
 		}
 		cases = cases[i : i+1]
 	}
@@ -98,7 +98,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		prefix = "demo"
 	}
 	if err := messaging.ValidJobID(prefix); err != nil {
-		return cmd.mistake(stderr, "--namespace %q: %v", prefix, err)
+		return cmd.mistake("--namespace %q: %v", prefix, err)
 	}
 	f.conn.fromEnv()
 

@@ -38,10 +38,11 @@ makes the record corrupt, and the verdict says so. Reads only.
 Flags:
   --driver NAME        the driver's Config.Name, e.g. PlayerData (required)
   --data               also print the profile data, decoded from msgpack, as JSON
-  --redis URL          Redis (default $REDIS_URL, else redis://127.0.0.1:6379)
+  --redis URL          Redis, Redis Cluster (any node) or Sentinel (?master_name=M); default
+                       $REDIS_URL, else redis://127.0.0.1:6379
   --namespace NS       the servers' NodeConfig.Namespace (default none)
   --presence-key NAME  the servers' NodeConfig.PresenceKey (default CKPresence)
-  --presence-shards N  the servers' NodeConfig.PresenceShards (default 1)
+  --presence-shards N  override the shard count the servers mark in "<key>:shards"
   --presence-ttl D     the servers' PresenceTTL, to read presence as they do (default 10s)
   --json               print one JSON object
 
@@ -60,19 +61,19 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	f.add(cmd)
 	cmd.fs.StringVar(&driver, "driver", "", "")
 	cmd.fs.BoolVar(&showData, "data", false, "")
-	pos, err := cmd.parse(args, stdout, stderr)
+	pos, err := cmd.parse(args, stdout)
 	if err != nil {
 		return err
 	}
 	switch {
 	case driver == "":
-		return cmd.mistake(stderr, "--driver is required")
+		return cmd.mistake("--driver is required")
 	case len(pos) == 0:
-		return cmd.mistake(stderr, "the profile KEY is required")
+		return cmd.mistake("the profile KEY is required")
 	case len(pos) > 1:
-		return cmd.mistake(stderr, "one KEY only, got %d", len(pos))
+		return cmd.mistake("one KEY only, got %d", len(pos))
 	}
-	if err := f.check(cmd, stderr); err != nil {
+	if err := f.check(cmd); err != nil {
 		return err
 	}
 	key := pos[0]
@@ -89,7 +90,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("inspect %s: %w", key, err)
 	}
 	if !rep.Exists {
-		if err := r.checkNamespace(ctx, defaultScanLimit, stderr); err != nil {
+		if err := r.checkScope(ctx, driver, defaultScanLimit, stderr); err != nil {
 			return err
 		}
 	}
@@ -161,6 +162,9 @@ type lockReport struct {
 	HolderPresence    string   `json:"holder_presence,omitempty"` // alive, stopped, unknown
 	HolderExpiresInMS *float64 `json:"holder_expires_in_ms,omitempty"`
 	PresenceError     string   `json:"presence_error,omitempty"`
+	// PresenceWhy says why an unknown presence proves nothing yet, from
+	// what was read (the shard's run mark, INFO).
+	PresenceWhy string `json:"presence_why,omitempty"`
 }
 
 // corruptReport is what makes a record corrupt: a field that does not
@@ -214,28 +218,33 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 	rdb, ns := r.rdb, r.ns
 	rk := datadriver.RecordKey(ns, driver, key)
 	rep := &inspectReport{Namespace: ns, PresenceKey: r.presKey, Driver: driver, Key: key, RecordKey: rk, Versions: []versionReport{}}
+	node, err := r.nodeOf(ctx, rk)
+	if err != nil {
+		return nil, err
+	}
 	var (
 		size  *redis.IntCmd
 		hm    *redis.SliceCmd
 		blobs *redis.SliceCmd
+		msgs  *messageReads
 		clock *redis.TimeCmd
 	)
-	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	// One MULTI on the record's node: every key read shares its slot, and
+	// TIME is the clock of that node, which the servers' scripts read.
+	if _, err := node.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		size = p.HLen(ctx, rk)
 		hm = p.HMGet(ctx, rk, inspectFields...)
 		blobs = p.HMGet(ctx, rk, record.FieldData, record.FieldUserIDs, record.FieldMeta)
+		msgs = queueMessageReads(ctx, p, rk)
 		clock = p.Time(ctx)
 		return nil
 	}); err != nil {
 		return nil, err
 	}
 	rep.now = clock.Val()
-	inbox, err := readInbox(ctx, rdb, rk, rep.now)
-	if err != nil {
-		return nil, err
-	}
-	rep.Inbox = inbox
+	rep.Inbox = msgs.report(rep.now)
 	if size.Val() == 0 {
+		rep.Inbox.explain("", false, "")
 		rep.Verdict = "no record: the key was never loaded (or was wiped); a join creates it"
 		return rep, nil
 	}
@@ -264,12 +273,17 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 	}
 	if lock.Held && lock.Holder != "" {
 		h := r.readHolder(ctx, lock.Holder)
-		lock.HolderPresence, lock.PresenceError = h.Status, h.Error
+		lock.HolderPresence, lock.PresenceError, lock.PresenceWhy = h.Status, h.Error, h.Why
 		if h.reading.Status == presence.Alive {
 			lock.HolderExpiresInMS = h.ExpiresInMS
 		}
 	}
 	rep.Lock = lock
+	holder := ""
+	if lock.Held {
+		holder = lock.Holder
+	}
+	rep.Inbox.explain(holder, lock.PresenceFlag, lock.HolderPresence)
 	if v[record.FieldReleased] != "" {
 		rep.LastRelease = &releaseReport{TokenPrefix: prefix8(v[record.FieldReleased]), Ver: num(record.FieldReleasedVer)}
 	}
@@ -406,9 +420,11 @@ func verdict(r *inspectReport) string {
 	case l.HolderPresence == "stopped":
 		s = fmt.Sprintf("%s stopped beating presence: a waiting join proves it (two stopped reads a beat apart) and "+
 			"takes the lock over with this record's data", l.Holder)
+	case l.PresenceError != "":
+		s = fmt.Sprintf("%s's presence could not be read (%s): the lock is kept until it reads alive or stopped",
+			l.Holder, l.PresenceError)
 	default:
-		s = fmt.Sprintf("%s's presence is unknown (Redis restarted or failed over less than one PresenceTTL ago, or "+
-			"the read failed): the lock is kept until it reads alive or stopped", l.Holder)
+		s = fmt.Sprintf("%s's presence is unknown (%s): the lock is kept until it reads alive or stopped", l.Holder, l.PresenceWhy)
 	}
 	if r.Trade != nil {
 		s += fmt.Sprintf("; a trade is pending on the record (%s): the next load settles or aborts it first", r.Trade.ID)

@@ -14,8 +14,7 @@ import (
 	"github.com/ckernel/playerdata/presence"
 )
 
-func TestLocks(t *testing.T) {
-	e := newTestEnv(t)
+func testLocks(t *testing.T, e testEnv) {
 	a := e.startServer(t, "server-a", serverOpts{})
 	b := e.startServer(t, "server-b", serverOpts{})
 	for _, k := range []string{"user:1", "user:2", "user:3"} {
@@ -79,8 +78,7 @@ func TestLocks(t *testing.T) {
 	})
 }
 
-func TestLocksScanIsBounded(t *testing.T) {
-	e := newTestEnv(t)
+func testLocksScanIsBounded(t *testing.T, e testEnv) {
 	// 2,500 records of a crashed server-c, written directly: the scan reads
 	// them in several batches.
 	const n = 2500

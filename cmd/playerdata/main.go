@@ -134,8 +134,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cmd, ok := commands[name]
 	if !ok {
-		fmt.Fprint(stderr, usage)
-		return usagef("unknown command %q", name)
+		return usagef("unknown command %q (see playerdata help)", name)
 	}
 	err := cmd.run(ctx, rest, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -151,16 +150,14 @@ func runHelp(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stdout, usage)
 		return nil
 	case len(args) > 1:
-		fmt.Fprint(stderr, helpUsage)
-		return usagef("help: one COMMAND only, got %d", len(args))
+		return usagef("help: one COMMAND only, got %d (see playerdata help help)", len(args))
 	case args[0] == "help" || args[0] == "-h" || args[0] == "-help" || args[0] == "--help":
 		fmt.Fprint(stdout, helpUsage)
 		return nil
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprint(stderr, usage)
-		return usagef("help: unknown command %q", args[0])
+		return usagef("help: unknown command %q (see playerdata help)", args[0])
 	}
 	fmt.Fprint(stdout, cmd.usage)
 	return nil

@@ -51,10 +51,11 @@ Flags:
   --allow-new           send to a key that has no record yet (its first load applies it)
   --subject-prefix NAME the servers' NodeConfig.SubjectPrefix (default CKHandoff)
   --request-key-file F  a file holding the servers' NodeConfig.RequestKey, byte for byte
-  --redis URL           Redis (default $REDIS_URL, else redis://127.0.0.1:6379)
+  --redis URL           Redis, Redis Cluster (any node) or Sentinel (?master_name=M); default
+                        $REDIS_URL, else redis://127.0.0.1:6379
   --namespace NS        the servers' NodeConfig.Namespace (default none)
   --presence-key NAME   the servers' NodeConfig.PresenceKey (default CKPresence)
-  --presence-shards N   the servers' NodeConfig.PresenceShards (default 1)
+  --presence-shards N   override the shard count the servers mark in "<key>:shards"
   --presence-ttl D      the servers' PresenceTTL (default 10s)
   --json                print one JSON object
 
@@ -104,26 +105,26 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cmd.fs.IntVar(&maxInbox, "max-inbox", datadriver.DefaultMaxInbox, "")
 	cmd.fs.IntVar(&maxBytes, "max-message-bytes", datadriver.DefaultMaxMessageBytes, "")
 	cmd.fs.BoolVar(&allowNew, "allow-new", false, "")
-	pos, err := cmd.parse(args, stdout, stderr)
+	pos, err := cmd.parse(args, stdout)
 	if err != nil {
 		return err
 	}
 	switch {
 	case driver == "":
-		return cmd.mistake(stderr, "--driver is required")
+		return cmd.mistake("--driver is required")
 	case len(pos) < 2:
-		return cmd.mistake(stderr, "KEY and BODY_JSON are required, got %d argument(s)", len(pos))
+		return cmd.mistake("KEY and BODY_JSON are required, got %d argument(s)", len(pos))
 	case len(pos) > 2:
-		return cmd.mistake(stderr, "KEY and BODY_JSON only, got %d arguments (quote the JSON)", len(pos))
+		return cmd.mistake("KEY and BODY_JSON only, got %d arguments (quote the JSON)", len(pos))
 	case maxInbox < 1:
-		return cmd.mistake(stderr, "--max-inbox %d: want the servers' MaxInbox, at least 1", maxInbox)
+		return cmd.mistake("--max-inbox %d: want the servers' MaxInbox, at least 1", maxInbox)
 	case maxBytes < 1:
-		return cmd.mistake(stderr, "--max-message-bytes %d: want the servers' MaxMessageBytes, at least 1", maxBytes)
+		return cmd.mistake("--max-message-bytes %d: want the servers' MaxMessageBytes, at least 1", maxBytes)
 	}
-	if err := f.check(cmd, stderr); err != nil {
+	if err := f.check(cmd); err != nil {
 		return err
 	}
-	if err := af.check(cmd, stderr); err != nil {
+	if err := af.check(cmd); err != nil {
 		return err
 	}
 	key := pos[0]
@@ -132,7 +133,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	body, err := jsonToMsgpack(pos[1])
 	if err != nil {
-		return cmd.mistake(stderr, "BODY_JSON: %v", err)
+		return cmd.mistake("BODY_JSON: %v", err)
 	}
 	r, err := f.open(ctx)
 	if err != nil {
@@ -146,7 +147,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("send %s: %w", key, err)
 		}
 		if n == 0 {
-			if err := r.checkNamespace(ctx, defaultScanLimit, stderr); err != nil {
+			if err := r.checkScope(ctx, driver, defaultScanLimit, stderr); err != nil {
 				return err
 			}
 			return usagef("send %s: no record of the key under driver %s in namespace %q: check KEY, --driver and "+
@@ -191,21 +192,23 @@ func send(ctx context.Context, r *reader, f *readFlags, af *adminFlags, driver, 
 	if cerr != nil {
 		fmt.Fprintf(stderr, "playerdata: warning: message %s is stored, but: %v\n", id, oneLine(cerr.Error()))
 	}
-	locks, now, err := readLocks(ctx, r.rdb, []string{rep.RecordKey})
+	l, _, err := r.readLock(ctx, rep.RecordKey)
 	if err != nil {
 		return nil, fmt.Errorf("message %s is stored, but: %w", id, err)
 	}
-	if l := locks[0]; l.Held() {
+	if l.Held() {
 		rep.Holder = l.Job
 	}
-	if rep.Inbox, err = readInbox(ctx, r.rdb, rep.RecordKey, now); err != nil {
+	if rep.Inbox, err = r.readInbox(ctx, rep.RecordKey); err != nil {
 		return nil, fmt.Errorf("message %s is stored, but: %w", id, err)
 	}
 	switch {
 	case rep.Holder == "":
 		rep.Next = "no server holds the profile: the next load applies the message before Join returns"
 	case rep.Notified:
-		rep.Next = rep.Holder + " holds the profile and was told over NATS: it applies the message at once"
+		rep.Next = rep.Holder + " holds the profile and was told over NATS: it applies the message and saves it in one " +
+			"step within a round trip; inspect shows it still waiting after that only if it was refused (with the " +
+			"refusal count) or " + rep.Holder + " cannot write to Redis"
 	case natsURL == "":
 		rep.Next = rep.Holder + " holds the profile; without --nats it was not told: it applies the message at its " +
 			"next autosave or inbox pull (within its Autosave period), or the next load does"
