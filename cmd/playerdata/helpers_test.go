@@ -84,6 +84,8 @@ type serverOpts struct {
 	migrations []datadriver.Migration
 	// requestKey is NodeConfig.RequestKey (nil: messages unauthenticated).
 	requestKey []byte
+	// presenceShards is NodeConfig.PresenceShards (0 for the default, 1).
+	presenceShards int
 }
 
 // testServer is one game server: a real Node with its own Redis client,
@@ -100,7 +102,7 @@ func (e testEnv) startServer(t *testing.T, job string, o serverOpts) *testServer
 	t.Helper()
 	rdb := e.client(t)
 	cfg := datadriver.NodeConfig{JobID: job, Redis: rdb, Namespace: e.ns, PresenceKey: o.presenceKey,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), RequestKey: o.requestKey}
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), RequestKey: o.requestKey, PresenceShards: o.presenceShards}
 	if o.fast {
 		cfg.Beat, cfg.PresenceTTL = fastBeat, fastTTL
 	}

@@ -93,7 +93,7 @@ func runPresence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case err != nil:
 		return err
 	}
-	if len(entries) == 0 {
+	if len(entries) == 0 && rep.Note == "" {
 		exists, err := r.presenceHashExists(ctx)
 		if err != nil {
 			return err
