@@ -7,19 +7,18 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/internal/labenv"
 )
 
 // Connection bounds: an unreachable server is reported within a few
-// seconds, never waited on.
+// seconds, never waited on (the lab tools' bounds).
 const (
-	// dialTimeout bounds one TCP dial (Redis) or one server attempt (NATS).
-	dialTimeout = 2 * time.Second
-	// pingTimeout bounds the first round trip, dial included.
-	pingTimeout = 3 * time.Second
+	dialTimeout = labenv.DialTimeout
+	pingTimeout = labenv.PingTimeout
 )
 
 // The deployments a --redis URL can lead to.
@@ -43,10 +42,9 @@ type redisConn struct {
 
 // redisOptions parses a Redis URL ("redis://[user:pass@]host:port/db",
 // "rediss://...", "unix://...") or a bare "host:port" into the options of
-// one node, with short timeouts. The "addr" parameters of a cluster URL are
-// left to clusterOptions.
+// one node, with short timeouts (labenv.RedisOptions). The "addr"
+// parameters of a cluster URL are left to clusterOptions.
 func redisOptions(raw string) (*redis.Options, error) {
-	var opt *redis.Options
 	if strings.Contains(raw, "://") {
 		u, err := url.Parse(raw)
 		if err != nil {
@@ -55,16 +53,9 @@ func redisOptions(raw string) (*redis.Options, error) {
 		q := u.Query()
 		q.Del("addr")
 		u.RawQuery = q.Encode()
-		if opt, err = redis.ParseURL(u.String()); err != nil {
-			return nil, fmt.Errorf("bad Redis URL: %w", err)
-		}
-	} else {
-		opt = &redis.Options{Addr: raw}
+		raw = u.String()
 	}
-	opt.DialTimeout = dialTimeout
-	opt.DialerRetries = 1
-	opt.ContextTimeoutEnabled = true // a ctx deadline bounds each call (SaveTimeout)
-	return opt, nil
+	return labenv.RedisOptions(raw)
 }
 
 // clusterOptions are the options of a cluster client seeded with the node
@@ -255,18 +246,4 @@ func connectNATS(url, name string) (*nats.Conn, error) {
 }
 
 // redactURL hides a password (or a bare token) in a URL shown in a message.
-func redactURL(u string) string {
-	scheme, rest, ok := strings.Cut(u, "://")
-	if !ok {
-		return u
-	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return u
-	}
-	user, _, hasPass := strings.Cut(rest[:at], ":")
-	if !hasPass {
-		return scheme + "://***" + rest[at:] // nats://<token>@host
-	}
-	return scheme + "://" + user + ":***" + rest[at:]
-}
+func redactURL(u string) string { return labenv.RedactURL(u) }

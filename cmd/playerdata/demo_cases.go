@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/labenv"
 	"github.com/ckernel/playerdata/internal/record"
 
 	"github.com/nats-io/nats.go"
@@ -150,7 +151,7 @@ func (t timings) String() string {
 
 // caseRun is one case being played.
 type caseRun struct {
-	env     *demoEnv
+	env     *labenv.Env
 	def     *caseDef
 	t       timings
 	tl      *timeline
@@ -167,7 +168,7 @@ type caseRun struct {
 // playCase plays def and returns its result. An error means the case could
 // not be played (a server unreachable, ctx cancelled), not that the
 // protocol misbehaved: that shows in the result.
-func playCase(ctx context.Context, env *demoEnv, def *caseDef, speed float64, raw io.Writer) (caseResult, error) {
+func playCase(ctx context.Context, env *labenv.Env, def *caseDef, speed float64, raw io.Writer) (caseResult, error) {
 	if !def.timed {
 		speed = 1
 	}
@@ -233,8 +234,8 @@ func (s *demoServer) lastBeat() time.Time {
 // newServer starts server name with the case's timings; tweak changes its
 // configuration first.
 func (c *caseRun) newServer(ctx context.Context, name string, tweak func(*datadriver.NodeConfig, *datadriver.Config[player])) (*demoServer, error) {
-	s := &demoServer{name: name, rdb: redis.NewClient(c.env.redisOptions())}
-	presKey := presence.KeyFor(c.env.namespace)
+	s := &demoServer{name: name, rdb: redis.NewClient(c.env.RedisOptions())}
+	presKey := presence.KeyFor(c.env.Namespace)
 	s.hook = &faultHook{observe: func(cmd redis.Cmder) {
 		if isBeat(cmd, presKey, name) {
 			s.beat.Store(time.Now().UnixNano())
@@ -243,12 +244,12 @@ func (c *caseRun) newServer(ctx context.Context, name string, tweak func(*datadr
 	s.rdb.AddHook(s.hook)
 	c.servers = append(c.servers, s) // closed at the end of the case, however far it got
 	var err error
-	if s.nc, err = connectNATS(c.env.natsURL, "playerdata demo "+name); err != nil {
+	if s.nc, err = connectNATS(c.env.NATSURL, "playerdata demo "+name); err != nil {
 		return nil, err
 	}
 	t := c.t
 	ncfg := datadriver.NodeConfig{
-		JobID: name, Redis: s.rdb, NATS: s.nc, Namespace: c.env.namespace, Logger: c.tl.logger(name),
+		JobID: name, Redis: s.rdb, NATS: s.nc, Namespace: c.env.Namespace, Logger: c.tl.logger(name),
 		Beat: t.beat, PresenceTTL: t.ttl, FenceMargin: t.beat,
 		RequestRepeat: t.repeat, ParkMin: t.parkMin, ParkMax: t.parkMax,
 	}
@@ -591,7 +592,7 @@ type lockRecord struct {
 
 // readRecord reads the case's record straight from Redis.
 func (c *caseRun) readRecord(ctx context.Context) (lockRecord, error) {
-	v, err := c.env.admin.HMGet(ctx, datadriver.RecordKey(c.env.namespace, demoDriver, c.def.key),
+	v, err := c.env.Admin.HMGet(ctx, datadriver.RecordKey(c.env.Namespace, demoDriver, c.def.key),
 		record.FieldLockJob, record.FieldLockToken, record.FieldData).Result()
 	if err != nil {
 		return lockRecord{}, fmt.Errorf("read the record: %w", err)

@@ -10,6 +10,7 @@
 //	playerdata send      send a message to a profile (Driver.Send)
 //	playerdata restore   put back a kept version of a profile (Driver.RestoreAt)
 //	playerdata version   the build: module version, VCS revision, Go version
+//	playerdata bench     runs playerdata-bench (cmd/playerdata-bench), the lab's measurements
 //	playerdata help      the general help, or one command's
 //
 // Everything happens in run, which tests call in-process; main only maps its
@@ -42,7 +43,7 @@ Usage:
   playerdata send     --driver NAME [--nats URL] [--max-inbox N] [--allow-new] [reader flags] KEY BODY_JSON
   playerdata restore  --driver NAME --at TIME [--dry-run] [--nats URL] [--wait D] [reader flags] KEY
   playerdata version  [--json]
-  playerdata bench    [--redis URL] [--nats URL] [--quick] [--json] [--report DIR]
+  playerdata bench    [flags of playerdata-bench]
   playerdata help     [COMMAND]
 
 Reader flags (inspect, presence, locks, unlock, send, restore):
@@ -70,6 +71,8 @@ Commands:
             its kept versions, under its lock like any load; repairs a
             record whose data does not decode; --dry-run shows the version
   version   print the module version, VCS revision and Go version
+  bench     run playerdata-bench, the lab's measurements (a command of its
+            own, so that this one links no plotting nor baselines)
   help      print this help, or a command's: playerdata help COMMAND
 
 Exit status: 0 done (or nothing to do), 1 failed or refused, 2 usage (a wrong
@@ -113,7 +116,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
+	var child *childExit
+	if err != nil && !errors.As(err, &child) { // a child printed its own
 		fmt.Fprintln(os.Stderr, "playerdata: "+oneLine(err.Error()))
 	}
 	os.Exit(exitStatus(err))

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/internal/labenv"
 )
 
 const (
@@ -120,17 +122,16 @@ func scanNode(ctx context.Context, node redis.Cmdable, pattern string, limit int
 }
 
 // recordPattern matches the records of driver under ns,
-// "<ns>:{<driver>:*}", or of every driver when driver is "" (globEscape is
-// demo.go's).
+// "<ns>:{<driver>:*}", or of every driver when driver is "" .
 func recordPattern(ns, driver string) string {
 	p := "{*}"
 	if driver != "" {
-		p = "{" + globEscape(driver) + ":*}"
+		p = "{" + labenv.GlobEscape(driver) + ":*}"
 	}
 	if ns == "" {
 		return p
 	}
-	return globEscape(ns) + ":" + p
+	return labenv.GlobEscape(ns) + ":" + p
 }
 
 // parseRecordKey splits a record's Redis key, "<ns>:{<driver>:<key>}", into

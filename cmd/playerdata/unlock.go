@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/labenv"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 )
@@ -180,7 +181,7 @@ func findDriver(ctx context.Context, r *reader, key string, limit int) (string, 
 	}
 	suffix := ":" + key + "}"
 	var drivers []string
-	st, err := r.scan(ctx, globEscape(prefix)+"*"+globEscape(suffix), limit, func(_ redis.Cmdable, keys []string) (bool, error) {
+	st, err := r.scan(ctx, labenv.GlobEscape(prefix)+"*"+labenv.GlobEscape(suffix), limit, func(_ redis.Cmdable, keys []string) (bool, error) {
 		for _, k := range keys {
 			if d, ok := strings.CutPrefix(k, prefix); ok {
 				if d, ok = strings.CutSuffix(d, suffix); ok && datadriver.ValidName(d) == nil {
