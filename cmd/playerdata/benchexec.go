@@ -40,7 +40,9 @@ playerdata-bench cannot be found or started.
 // its own errors: main exits with it and prints nothing more.
 type childExit struct{ code int }
 
-func (e *childExit) Error() string { return fmt.Sprintf("%s exited with status %d", benchCommand, e.code) }
+func (e *childExit) Error() string {
+	return fmt.Sprintf("%s exited with status %d", benchCommand, e.code)
+}
 
 // runBench is "playerdata bench": playerdata-bench with the same
 // arguments, standard input and output.

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/ckernel/playerdata/internal/labenv"
 	"github.com/ckernel/playerdata/messaging"
 )
