@@ -179,7 +179,7 @@ func printDemoHeader(w io.Writer, st style, env *labenv.Env, speed float64, n in
 	if env.Embedded {
 		cleanup = "the embedded servers stop at the end"
 	}
-	fmt.Fprintf(w, "  namespace  %s (fresh for this run; %s)\n", env.Namespace, cleanup)
+	fmt.Fprintf(w, "  namespace  %s (fresh for this run, each case under %s:<case>; %s)\n", env.Namespace, env.Namespace, cleanup)
 	fmt.Fprintf(w, "  speed      crash and stalling-holder play %s times faster than the real timings; the quick cases at speed 1\n",
 		fmtSpeed(speed))
 	if n > 1 {
@@ -212,7 +212,7 @@ func printSummary(w io.Writer, st style, results []caseResult) {
 		data := "no"
 		switch {
 		case r.DataOK && r.Outcome == "refused":
-			data = "yes (A keeps its lock and data)"
+			data = "refused: the record keeps A's lock and last save"
 		case r.DataOK:
 			data = "yes"
 		}
