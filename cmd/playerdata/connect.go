@@ -144,7 +144,7 @@ func connectRedis(ctx context.Context, raw string) (*redisConn, error) {
 	switch {
 	case err != nil:
 		_ = node.Close()
-		return nil, fmt.Errorf("Redis at %s: %w", desc, err)
+		return nil, fmt.Errorf("find out what %s is: %w", desc, err)
 	case mode == deployCluster:
 		_ = node.Close()
 		c := redis.NewClusterClient(clusterOptions(raw, opt))
@@ -195,9 +195,11 @@ func serverMode(ctx context.Context, c *redis.Client) (string, error) {
 // soleMaster is the name of the one primary the Sentinel c watches; a
 // Sentinel that watches several needs the URL to name one.
 func soleMaster(ctx context.Context, c *redis.Client, desc string) (string, error) {
-	res, err := redis.NewSentinelClient(c.Options()).Masters(ctx).Result()
+	sc := redis.NewSentinelClient(c.Options())
+	defer sc.Close()
+	res, err := sc.Masters(ctx).Result()
 	if err != nil {
-		return "", fmt.Errorf("Sentinel at %s: SENTINEL MASTERS: %w", desc, err)
+		return "", fmt.Errorf("ask the Sentinel at %s for its primaries (SENTINEL MASTERS): %w", desc, err)
 	}
 	var names []string
 	for _, m := range res {

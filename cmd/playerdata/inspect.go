@@ -29,11 +29,22 @@ const inspectUsage = `Usage: playerdata inspect --driver NAME [flags] KEY
 Shows the record of profile KEY of driver NAME: the lock holder, the first 8
 characters of its token, the lock's age (Redis clock), its presence flag,
 whether the holder beats presence now, epoch, ver, a pending trade and its
-journal state, the inbox (how many messages sent with playerdata send or
-Driver.Send wait to be applied, the oldest one's id and age), the kept
-versions, and what a join of the key would meet now.
+journal state, the kept versions, and what a join of the key would meet now.
 The stored data is always checked: data that does not decode as msgpack
-makes the record corrupt, and the verdict says so. Reads only.
+makes the record corrupt, and the verdict says so. Reads only, in one MULTI
+on the record's node.
+
+Messages sent to the profile (playerdata send, Driver.Send) are told apart:
+  waiting        in the inbox "<record>:inbox": each one's id, age, size and
+                 idempotency key (the oldest 20), and what waiting means with
+                 this holder: a live holder applies and saves a message in
+                 one step within a round trip of being told of it (else at
+                 its next autosave or pull), so one still here after that
+                 was refused or the holder cannot write
+  refused        "<record>:tries": how often a holder refused it, the last
+                 error and the JobID that refused it
+  dead-lettered  "<record>:dead": messages refused MaxMessageAttempts times,
+                 which no server applies (the newest 20)
 
 Flags:
   --driver NAME        the driver's Config.Name, e.g. PlayerData (required)
@@ -47,7 +58,7 @@ Flags:
   --json               print one JSON object
 
 Exit status: 0 shown (a missing record included), 1 failed, 2 usage, or a
-namespace with no records and no servers at all.
+namespace or driver that holds nothing (the ones that do are listed).
 `
 
 // runInspect is "playerdata inspect".

@@ -40,7 +40,7 @@ Flags:
   --json               print one JSON object
 
 Exit status: 0 listed (none held included), 1 failed, 2 usage, or a namespace
-with no records and no servers at all.
+or --driver that holds nothing (the ones that do are listed).
 `
 
 // locksReport is what locks shows, and its --json output.

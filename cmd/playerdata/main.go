@@ -46,6 +46,9 @@ Usage:
   playerdata bench    [flags of playerdata-bench]
   playerdata help     [COMMAND]
 
+Redis: one Redis, Redis Cluster (the plain URL of any node) or Sentinel
+(redis://sentinel:26379?master_name=NAME, or a Sentinel's plain URL).
+
 Reader flags (inspect, presence, locks, unlock, send, restore):
   --redis URL  --namespace NS  --presence-key NAME  --presence-shards N
   --presence-ttl D  --json
@@ -56,8 +59,8 @@ Commands:
             unless --redis / --nats (or REDIS_URL / NATS_URL) name real ones
   inspect   show one profile record: lock holder, token prefix, lock age,
             presence flag, whether the holder is alive now, epoch, ver,
-            pending trade, inbox, kept versions; --data prints the data as
-            JSON
+            pending trade, messages waiting, refused and dead-lettered,
+            kept versions; --data prints the data as JSON
   presence  list every server in the presence hash: last beat, alive/stopped
   locks     list the locks one server holds: key, driver, lock age,
             presence flag, epoch (a bounded SCAN of the records)
@@ -76,7 +79,7 @@ Commands:
   help      print this help, or a command's: playerdata help COMMAND
 
 Exit status: 0 done (or nothing to do), 1 failed or refused, 2 usage (a wrong
-command line, or a namespace with no records and no servers at all) or
+command line, or a namespace or driver that holds nothing) or
 nothing found (send and restore: no record of KEY; restore: no kept version
 at or before TIME).
 

@@ -67,7 +67,8 @@ holder applies the message as without NATS.
 
 Exit status: 0 sent; 1 failed (the inbox is full, the body too large, Redis
 or NATS unreachable: nothing stored); 2 usage (BODY_JSON that is not JSON
-included), or no record of KEY without --allow-new.
+included), no record of KEY without --allow-new, or a namespace or --driver
+that holds nothing (the ones that do are listed).
 `
 
 // sendReport is what send did, and its --json output.

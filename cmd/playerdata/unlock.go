@@ -26,8 +26,10 @@ const unlockUsage = `Usage: playerdata unlock [flags] KEY
 Frees the lock on profile KEY, only when its holder reads stopped or unknown
 in presence (read as the servers read it), so that the next join on any
 server takes the record at once. Stopped: no live beat for a full
-PresenceTTL. Unknown: Redis restarted or failed over less than one
-PresenceTTL ago, so no beat can be told apart yet. Otherwise it refuses and
+PresenceTTL. Unknown: a missing beat proves nothing yet, because Redis
+restarted or failed over, or the presence hash was first beaten into, less
+than one PresenceTTL ago (the output says which, from the hash's run mark
+and INFO). Otherwise it refuses and
 says why:
   - the holder reads alive: it would lose a live session;
   - the lock has no presence flag: its holder does not beat presence, so a
@@ -58,8 +60,8 @@ Flags:
 
 Exit status: 0 freed, or nothing to do (no record, the lock already free or
 released meanwhile; with --dry-run: it would free it); 1 refused, failed, or
-the lock changed hands meanwhile (nothing done); 2 usage, or a namespace with
-no records and no servers at all.
+the lock changed hands meanwhile (nothing done); 2 usage, or a namespace or
+--driver that holds nothing (the ones that do are listed).
 `
 
 // The outcomes of unlock, as --json prints them.
