@@ -37,7 +37,7 @@ Flags:
   --redis URL        Redis to use (default $REDIS_URL; embedded when neither)
   --nats URL         NATS to use (default $NATS_URL; embedded when neither)
   --namespace PREFIX prefix of the run's fresh namespace (default "demo")
-  --speed N          speed-up of the crash and stalling cases, 1 to 50 (default 4)
+  --speed N          speed-up of the crash and stalling cases, 1 to 50 (default 10)
   --case NAME        play one case only
   --json             print one JSON array, one object per case
   -v                 also print every library log line on stderr
@@ -45,7 +45,7 @@ Flags:
 
 // Demo defaults.
 const (
-	defaultDemoSpeed = 4
+	defaultDemoSpeed = 10 // the crash and stalling cases in about 1.5 s each; the tests play at this speed too
 	maxDemoSpeed     = 50 // beyond it the scaled timings fall to a few Redis round trips
 	// closeTimeout bounds the closing of a case's servers and of the demo.
 	closeTimeout = 5 * time.Second
