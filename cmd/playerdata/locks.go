@@ -203,7 +203,8 @@ func printLocks(w io.Writer, st style, r *locksReport) {
 		fmt.Fprintf(w, "  %s\n", st.yellow(fmt.Sprintf("the scan stopped after examining about %d of %d keys (--limit): "+
 			"more locks may exist; raise --limit to see them", r.Scan.Examined, r.Scan.DBSize)))
 	} else {
-		fmt.Fprintf(w, "  the scan examined every key (%d)\n", r.Scan.Examined)
+		fmt.Fprintf(w, "  the scan examined every key (%d) of %d %s\n", r.Scan.Examined, r.Scan.Masters,
+			plural(r.Scan.Masters, "master", "masters"))
 	}
 }
 
