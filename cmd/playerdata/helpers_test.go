@@ -86,6 +86,8 @@ type serverOpts struct {
 	requestKey []byte
 	// presenceShards is NodeConfig.PresenceShards (0 for the default, 1).
 	presenceShards int
+	// maxMessageAttempts is Config.MaxMessageAttempts (0 for the default).
+	maxMessageAttempts int
 }
 
 // testServer is one game server: a real Node with its own Redis client,
@@ -126,7 +128,7 @@ func (e testEnv) startServer(t *testing.T, job string, o serverOpts) *testServer
 		_ = node.Close(ctx) // after a crash it fails: its client is closed
 	})
 	players, err := datadriver.NewDriver(node, datadriver.Config[profile]{Name: "PlayerData", Autosave: -1, LockWait: time.Second,
-		HistoryEvery: o.historyEvery, OnMessage: o.onMessage, Migrations: o.migrations})
+		HistoryEvery: o.historyEvery, OnMessage: o.onMessage, Migrations: o.migrations, MaxMessageAttempts: o.maxMessageAttempts})
 	if err != nil {
 		t.Fatal(err)
 	}

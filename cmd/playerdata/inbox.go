@@ -41,12 +41,6 @@ const (
 	maxShownMessages = 20 // waiting and dead-lettered messages listed each
 )
 
-// triesKey is the refusal count of the messages of record rk.
-func triesKey(rk string) string { return rk + ":tries" }
-
-// deadKey is the dead-letter stream of record rk.
-func deadKey(rk string) string { return rk + ":dead" }
-
 // inboxReport is the messages of one record, and its --json output.
 type inboxReport struct {
 	// Count is how many messages wait.
@@ -108,9 +102,9 @@ func queueMessageReads(ctx context.Context, p redis.Pipeliner, rk string) *messa
 	return &messageReads{
 		count:     p.XLen(ctx, record.InboxKey(rk)),
 		waiting:   p.XRangeN(ctx, record.InboxKey(rk), "-", "+", maxShownMessages),
-		tries:     p.HGetAll(ctx, triesKey(rk)),
-		deadCount: p.XLen(ctx, deadKey(rk)),
-		dead:      p.XRevRangeN(ctx, deadKey(rk), "+", "-", maxShownMessages),
+		tries:     p.HGetAll(ctx, record.TriesKey(rk)),
+		deadCount: p.XLen(ctx, record.DeadKey(rk)),
+		dead:      p.XRevRangeN(ctx, record.DeadKey(rk), "+", "-", maxShownMessages),
 	}
 }
 

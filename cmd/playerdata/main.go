@@ -9,6 +9,7 @@
 //	playerdata unlock    free one lock whose holder reads stopped or unknown
 //	playerdata send      send a message to a profile (Driver.Send)
 //	playerdata restore   put back a kept version of a profile (Driver.RestoreAt)
+//	playerdata replay    move dead-lettered messages back to a profile's inbox
 //	playerdata version   the build: module version, VCS revision, Go version
 //	playerdata bench     runs playerdata-bench (cmd/playerdata-bench), the lab's measurements
 //	playerdata help      the general help, or one command's
@@ -40,8 +41,9 @@ Usage:
   playerdata presence [reader flags]
   playerdata locks    --job ID [--driver NAME] [--limit N] [reader flags]
   playerdata unlock   [--driver NAME] [--dry-run] [reader flags] KEY
-  playerdata send     --driver NAME [--nats URL] [--max-inbox N] [--allow-new] [reader flags] KEY BODY_JSON
+  playerdata send     --driver NAME [--nats URL] [--idempotency-key K] [--max-inbox N] [--allow-new] [reader flags] KEY BODY_JSON
   playerdata restore  --driver NAME --at TIME [--dry-run] [--nats URL] [--wait D] [reader flags] KEY
+  playerdata replay   --driver NAME [--dry-run] [reader flags] KEY (ID... | --all)
   playerdata version  [--json]
   playerdata bench    [flags of playerdata-bench]
   playerdata help     [COMMAND]
@@ -49,7 +51,7 @@ Usage:
 Redis: one Redis, Redis Cluster (the plain URL of any node) or Sentinel
 (redis://sentinel:26379?master_name=NAME, or a Sentinel's plain URL).
 
-Reader flags (inspect, presence, locks, unlock, send, restore):
+Reader flags (inspect, presence, locks, unlock, send, restore, replay):
   --redis URL  --namespace NS  --presence-key NAME  --presence-shards N
   --presence-ttl D  --json
 
@@ -73,6 +75,8 @@ Commands:
   restore   put back the data a profile had at TIME (RFC 3339, or -2h) from
             its kept versions, under its lock like any load; repairs a
             record whose data does not decode; --dry-run shows the version
+  replay    move dead-lettered messages of a profile back to its inbox, in
+            one script call (once what made OnMessage refuse them is mended)
   version   print the module version, VCS revision and Go version
   bench     run playerdata-bench, the lab's measurements (a command of its
             own, so that this one links no plotting nor baselines)
@@ -90,7 +94,7 @@ Run "playerdata help COMMAND" or "playerdata COMMAND --help" for a command's fla
 const helpUsage = `Usage: playerdata help [COMMAND]
 
 Prints the general help, or the help of COMMAND (demo, inspect, presence,
-locks, unlock, send, restore, bench, version, help) with its flags.
+locks, unlock, send, restore, replay, bench, version, help) with its flags.
 `
 
 // subcommand is one entry of the command table.
@@ -108,6 +112,7 @@ var commands = map[string]subcommand{
 	"unlock":   {unlockUsage, runUnlock},
 	"send":     {sendUsage, runSend},
 	"restore":  {restoreUsage, runRestore},
+	"replay":   {replayUsage, runReplay},
 	"bench":    {benchUsage, runBench},
 	"version":  {versionUsage, runVersion},
 }

@@ -41,7 +41,9 @@ The inbox is bounded like the servers bound it: when --max-inbox messages
 wait already, nothing is stored and send fails (ErrInboxFull). A key with no
 record under NAME is refused unless --allow-new (a typo in KEY, --driver or
 --namespace would store a message nobody reads). Put -- before a BODY_JSON
-that begins with '-'.
+that begins with '-'. A send that failed without an answer (a timeout, a
+lost connection) may have stored the message: retry it with the same
+--idempotency-key, which stores it at most once.
 
 Flags:
   --driver NAME         the driver's Config.Name, e.g. PlayerData (required)
@@ -49,6 +51,9 @@ Flags:
   --max-inbox N         the servers' Config.MaxInbox (default 1000)
   --max-message-bytes N the servers' Config.MaxMessageBytes (default 65536)
   --allow-new           send to a key that has no record yet (its first load applies it)
+  --idempotency-key K   make the send safe to retry: a send with the same K stores nothing
+                        new and prints the first message's id (while it waits or lies
+                        dead, and for the servers' IdempotencyWindow, 24 h by default)
   --subject-prefix NAME the servers' NodeConfig.SubjectPrefix (default CKHandoff)
   --request-key-file F  a file holding the servers' NodeConfig.RequestKey, byte for byte
   --redis URL           Redis, Redis Cluster (any node) or Sentinel (?master_name=M); default
@@ -99,6 +104,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		maxInbox int
 		maxBytes int
 		allowNew bool
+		idemKey  string
 	)
 	f.add(cmd)
 	af.add(cmd)
@@ -106,6 +112,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cmd.fs.IntVar(&maxInbox, "max-inbox", datadriver.DefaultMaxInbox, "")
 	cmd.fs.IntVar(&maxBytes, "max-message-bytes", datadriver.DefaultMaxMessageBytes, "")
 	cmd.fs.BoolVar(&allowNew, "allow-new", false, "")
+	cmd.fs.StringVar(&idemKey, "idempotency-key", "", "")
 	pos, err := cmd.parse(args, stdout)
 	if err != nil {
 		return err
@@ -155,7 +162,8 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				"--namespace, or give --allow-new to send to a profile never loaded; nothing was stored", key, driver, r.ns)
 		}
 	}
-	rep, err := send(ctx, r, &f, &af, driver, key, body, maxInbox, maxBytes, stderr)
+	rep, err := send(ctx, r, &f, &af, sendSpec{driver: driver, key: key, body: body, maxInbox: maxInbox, maxBytes: maxBytes,
+		idemKey: idemKey}, stderr)
 	if err != nil {
 		return err
 	}
@@ -168,18 +176,30 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
+// sendSpec is what to send, and the servers' bounds.
+type sendSpec struct {
+	driver, key        string
+	body               []byte
+	maxInbox, maxBytes int
+	idemKey            string // "" for none
+}
+
 // send sends body through a Driver[msgpack.RawMessage] of a Node of the
 // CLI (with handoff on only when NATS is given: the notification needs the
 // bus), then reads who holds the profile and its inbox.
-func send(ctx context.Context, r *reader, f *readFlags, af *adminFlags, driver, key string, body []byte,
-	maxInbox, maxBytes int, stderr io.Writer) (*sendReport, error) {
+func send(ctx context.Context, r *reader, f *readFlags, af *adminFlags, s sendSpec, stderr io.Writer) (*sendReport, error) {
+	driver, key, body, maxInbox := s.driver, s.key, s.body, s.maxInbox
 	natsURL := af.natsServer()
 	a, err := openAdmin(ctx, r, f, af, adminSpec{command: "send", driver: driver, handoff: natsURL != "", natsURL: natsURL,
-		cfg: datadriver.Config[msgpack.RawMessage]{MaxInbox: maxInbox, MaxMessageBytes: maxBytes, Autosave: -1}}, stderr)
+		cfg: datadriver.Config[msgpack.RawMessage]{MaxInbox: maxInbox, MaxMessageBytes: s.maxBytes, Autosave: -1}}, stderr)
 	if err != nil {
 		return nil, fmt.Errorf("send %s: %w", key, err)
 	}
-	id, err := a.drv.Send(ctx, key, msgpack.RawMessage(body))
+	var opts []datadriver.SendOption
+	if s.idemKey != "" {
+		opts = append(opts, datadriver.IdempotencyKey(s.idemKey))
+	}
+	id, err := a.drv.Send(ctx, key, msgpack.RawMessage(body), opts...)
 	cerr := a.close() // waits for the notification to reach NATS
 	switch {
 	case errors.Is(err, datadriver.ErrInboxFull):

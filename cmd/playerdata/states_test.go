@@ -38,11 +38,11 @@ func testInspectTellsMessageStates(t *testing.T, e testEnv) {
 	// Two waiting messages, the first refused twice; one dead letter.
 	refused := e.addMessage(t, rk, mp(t, map[string]any{"item": "nope"}), "gift-1")
 	fresh := e.addMessage(t, rk, mp(t, map[string]any{"coins": 5}), "")
-	if err := e.rdb.HSet(ctx, triesKey(rk), refused, 2, refused+triesSuffixErr, "no such item",
+	if err := e.rdb.HSet(ctx, record.TriesKey(rk), refused, 2, refused+triesSuffixErr, "no such item",
 		refused+triesSuffixJob, "server-a").Err(); err != nil {
 		t.Fatal(err)
 	}
-	deadID, err := e.rdb.XAdd(ctx, &redis.XAddArgs{Stream: deadKey(rk), Values: []any{msgFieldBody, "x",
+	deadID, err := e.rdb.XAdd(ctx, &redis.XAddArgs{Stream: record.DeadKey(rk), Values: []any{msgFieldBody, "x",
 		deadFieldID, "1700000000000-0", deadFieldTries, 5, deadFieldErr, "bad body", deadFieldJob, "server-b",
 		msgFieldIdemKey, "gift-0"}}).Result()
 	if err != nil {
@@ -195,6 +195,7 @@ func testMistypedDriver(t *testing.T, e testEnv) {
 		{"unlock", "--driver", "playerdata", "user:42"},
 		{"send", "--driver", "playerdata", "user:42", "{}"},
 		{"restore", "--driver", "playerdata", "--at", "-1h", "user:42"},
+		{"replay", "--driver", "playerdata", "--all", "user:42"},
 	} {
 		t.Run(args[0], func(t *testing.T) {
 			r := runArgs(t, 10*time.Second, e.args(args[0], args[1:]...)...)
@@ -202,5 +203,127 @@ func testMistypedDriver(t *testing.T, e testEnv) {
 				t.Fatalf("%s = %v (status %d), want %q… with status 2", args[0], r.err, exitStatus(r.err), want)
 			}
 		})
+	}
+}
+
+// addDeadLetter writes a dead letter by hand, in the format the servers
+// write (b, id, n, err, job, k), and answers its id.
+func (e testEnv) addDeadLetter(t *testing.T, rk string, body []byte, orig, idem string) string {
+	t.Helper()
+	id, err := e.rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: record.DeadKey(rk), Values: []any{
+		msgFieldBody, body, deadFieldID, orig, deadFieldTries, 5, deadFieldErr, "no such item", deadFieldJob, "server-a",
+		msgFieldIdemKey, idem}}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func testReplayDeadLetters(t *testing.T, e testEnv) {
+	t.Setenv(envNATS, "")
+	a := e.startGrantServer(t, "server-a", "")
+	p := a.hold(t, "user:5", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rk := e.rk("PlayerData", "user:5")
+	first := e.addDeadLetter(t, rk, mp(t, grant{Coins: 7}), "1700000000000-0", "gift-7")
+	second := e.addDeadLetter(t, rk, mp(t, grant{Coins: 9}), "1700000000001-0", "gift-9")
+	dead := func() int64 { n, _ := e.rdb.XLen(ctx, record.DeadKey(rk)).Result(); return n }
+	replayJSON := func(t *testing.T, extra ...string) replayReport {
+		t.Helper()
+		r := runArgs(t, 10*time.Second, e.args("replay", append([]string{"--json", "--driver", "PlayerData", "user:5"}, extra...)...)...)
+		if r.err != nil {
+			t.Fatalf("replay %q: %v", extra, r.err)
+		}
+		var rep replayReport
+		decodeJSON(t, r.stdout, &rep)
+		return rep
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no id", nil, "name the dead letters to replay by their ids"},
+		{"not a dead letter", []string{"1-0"}, "not a dead letter of the profile: 1-0 (its dead letters: " + first + ", " + second + ")"},
+	} {
+		r := runArgs(t, 10*time.Second, e.args("replay", append([]string{"--driver", "PlayerData", "user:5"}, tc.args...)...)...)
+		if exitStatus(r.err) != exitUsage || !strings.Contains(r.err.Error(), tc.want) {
+			t.Fatalf("%s: replay = %v, want status 2 and %q", tc.name, r.err, tc.want)
+		}
+	}
+	if rep := replayJSON(t, "--dry-run", first); len(rep.Chosen) != 1 || rep.Moved != 0 || dead() != 2 || len(e.inbox(t, rk)) != 0 {
+		t.Fatalf("dry run %+v: %d dead, inbox %v; want one chosen, nothing moved", rep, dead(), e.inbox(t, rk))
+	}
+	rep := replayJSON(t, first)
+	if rep.Moved != 1 || rep.Chosen[0].OriginalID != "1700000000000-0" || rep.Chosen[0].IdemKey != "gift-7" || dead() != 1 ||
+		!strings.Contains(rep.Next, "no server holds the profile") {
+		t.Fatalf("replay of %s: %+v, %d dead left", first, rep, dead())
+	}
+	if rep := replayJSON(t, "--all"); rep.Moved != 1 || dead() != 0 || len(e.inbox(t, rk)) != 2 {
+		t.Fatalf("replay --all: %+v, %d dead left, inbox %v", rep, dead(), e.inbox(t, rk))
+	}
+	// The replayed messages are the ones refused: a holder applies both.
+	p, err := a.players.Join(ctx, "user:5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.next(t, 5*time.Second)
+	a.next(t, 5*time.Second)
+	if got := coins(p); got != 1+7+9 {
+		t.Fatalf("coins %d after the replayed grants of 7 and 9, want 17", got)
+	}
+	if rep := replayJSON(t, "--all"); rep.Moved != 0 || rep.Next != "the profile has no dead letter: nothing to replay" {
+		t.Fatalf("replay of nothing: %+v", rep)
+	}
+}
+
+func testInspectShowsRefusalsAndDeadLetters(t *testing.T, e testEnv) {
+	t.Setenv(envNATS, "")
+	ctx := context.Background()
+	a := e.startServer(t, "server-a", serverOpts{}) // no OnMessage: messages wait
+	a.hold(t, "user:9", 1)
+	rk := e.rk("PlayerData", "user:9")
+	// Sent with playerdata send; a retry with the same idempotency key
+	// stores nothing new and answers the first id.
+	first := e.sendJSON(t, "--idempotency-key", "gift-1", "user:9", `{"item": "sword"}`)
+	if again := e.sendJSON(t, "--idempotency-key", "gift-1", "user:9", `{"item": "sword"}`); again.ID != first.ID ||
+		again.Inbox.Count != 1 {
+		t.Fatalf("a retried send: %+v, want the first id %s and one message", again, first.ID)
+	}
+	second := e.sendJSON(t, "user:9", `{"item": "shield"}`).ID
+	// The holder's saves count refusals (save.lua, as a server calls it):
+	// the second refusal of the first message dead-letters it.
+	token := e.lockOf(t, rk).Token
+	for _, refused := range [][]string{{first.ID}, {first.ID, second}} {
+		args := record.SaveArgs{Mode: record.ModeSave, Token: token, Job: "server-a", MaxAttempts: 2}
+		for _, id := range refused {
+			args.Refused = append(args.Refused, record.Refusal{ID: id, Err: "no such item"})
+		}
+		if res, err := record.Save(ctx, e.rdb, rk, args); err != nil || res.Outcome != record.Written {
+			t.Fatalf("save with refusals: %+v, %v", res, err)
+		}
+	}
+	r := runArgs(t, 10*time.Second, e.args("inspect", "--json", "--driver", "PlayerData", "user:9")...)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var rep inspectReport
+	decodeJSON(t, r.stdout, &rep)
+	in := rep.Inbox
+	if in.Count != 1 || in.Messages[0].ID != second || in.Messages[0].Refusals != 1 || in.Messages[0].LastError != "no such item" ||
+		in.Messages[0].RefusedBy != "server-a" {
+		t.Fatalf("inbox %+v, want %s waiting, refused once by server-a", in, second)
+	}
+	if in.Dead != 1 {
+		t.Fatalf("dead letters %d, want 1", in.Dead)
+	}
+	if d := in.DeadMessages[0]; d.OriginalID != first.ID || d.Attempts != 2 || d.LastError != "no such item" ||
+		d.RefusedBy != "server-a" || d.IdemKey != "gift-1" || d.Bytes != first.BodyBytes {
+		t.Fatalf("dead letter %+v, want %s after 2 attempts, idempotency key gift-1, %d bytes", d, first.ID, first.BodyBytes)
 	}
 }

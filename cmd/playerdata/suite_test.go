@@ -18,6 +18,7 @@ var cliSuite = []struct {
 	{"InspectCorrupt", testInspectCorrupt},
 	{"InspectShowsTheInbox", testInspectShowsTheInbox},
 	{"InspectTellsMessageStates", testInspectTellsMessageStates},
+	{"InspectShowsRefusalsAndDeadLetters", testInspectShowsRefusalsAndDeadLetters},
 	{"Presence", testPresence},
 	{"PresenceKey", testPresenceKey},
 	{"PresenceShardsAreFound", testPresenceShardsAreFound},
@@ -43,6 +44,7 @@ var cliSuite = []struct {
 	{"RestoreOfACorruptRecord", testRestoreOfACorruptRecord},
 	{"RestoreTakesTheLockLikeAnyLoad", testRestoreTakesTheLockLikeAnyLoad},
 	{"RestoreKeepsToTheRecordsSchema", testRestoreKeepsToTheRecordsSchema},
+	{"ReplayDeadLetters", testReplayDeadLetters},
 }
 
 // TestCLI runs cliSuite on one Redis.
