@@ -115,7 +115,8 @@ func (env *Env) startRedis(ctx context.Context, url string) error {
 			return opt
 		}
 	}
-	admin := redis.NewClient(env.RedisOptions())
+	opt := env.RedisOptions()
+	admin := redis.NewClient(opt)
 	pctx, cancel := context.WithTimeout(ctx, PingTimeout)
 	defer cancel()
 	if err := admin.Ping(pctx).Err(); err != nil {
@@ -123,7 +124,7 @@ func (env *Env) startRedis(ctx context.Context, url string) error {
 		if pctx.Err() != nil && err == pctx.Err() {
 			err = fmt.Errorf("no answer within %s", PingTimeout)
 		}
-		return fmt.Errorf("cannot reach Redis at %s: %w", env.RedisDesc, err)
+		return fmt.Errorf("cannot reach Redis at %s: %w", opt.Addr, err)
 	}
 	env.Admin = admin
 	env.closers = append(env.closers, func() { _ = admin.Close() })
