@@ -24,15 +24,15 @@ const (
 
 // runEvidence is what the shard and its Redis said.
 type runEvidence struct {
-	Shard     string        `json:"shard"`
-	Exists    bool          `json:"exists"`               // the shard hash exists
-	MarkRun   string        `json:"mark_run,omitempty"`   // the run the mark names
-	MarkAge   time.Duration `json:"mark_age_ns"`          // Redis now − the mark's since; 0 when unmarked
-	Marked    bool          `json:"marked"`               // both mark fields are set
-	RunID     string        `json:"run_id,omitempty"`     // INFO server run_id
-	Uptime    time.Duration `json:"uptime_ns"`            // INFO server uptime_in_seconds
-	Promoted  bool          `json:"promoted"`             // INFO replication master_replid2 set: was a replica once
-	ReadError string        `json:"read_error,omitempty"` // the reads failed
+	Shard     string
+	Exists    bool          // the shard hash exists
+	MarkRun   string        // the run the mark names
+	MarkAge   time.Duration // Redis now − the mark's since; 0 when unmarked
+	Marked    bool          // both mark fields are set
+	RunID     string        // INFO server run_id
+	Uptime    time.Duration // INFO server uptime_in_seconds
+	Promoted  bool          // INFO replication master_replid2 set: was a replica once
+	ReadError string        // the reads failed
 }
 
 // readRunEvidence reads the run mark of shard and its node's INFO server

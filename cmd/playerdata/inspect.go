@@ -229,29 +229,11 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 	rdb, ns := r.rdb, r.ns
 	rk := datadriver.RecordKey(ns, driver, key)
 	rep := &inspectReport{Namespace: ns, PresenceKey: r.presKey, Driver: driver, Key: key, RecordKey: rk, Versions: []versionReport{}}
-	node, err := r.nodeOf(ctx, rk)
+	snap, err := r.readSnapshot(ctx, rk)
 	if err != nil {
 		return nil, err
 	}
-	var (
-		size  *redis.IntCmd
-		hm    *redis.SliceCmd
-		blobs *redis.SliceCmd
-		msgs  *messageReads
-		clock *redis.TimeCmd
-	)
-	// One MULTI on the record's node: every key read shares its slot, and
-	// TIME is the clock of that node, which the servers' scripts read.
-	if _, err := node.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		size = p.HLen(ctx, rk)
-		hm = p.HMGet(ctx, rk, inspectFields...)
-		blobs = p.HMGet(ctx, rk, record.FieldData, record.FieldUserIDs, record.FieldMeta)
-		msgs = queueMessageReads(ctx, p, rk)
-		clock = p.Time(ctx)
-		return nil
-	}); err != nil {
-		return nil, err
-	}
+	size, hm, blobs, msgs, clock := snap.size, snap.hm, snap.blobs, snap.msgs, snap.clock
 	rep.now = clock.Val()
 	rep.Inbox = msgs.report(rep.now)
 	if size.Val() == 0 {
@@ -309,6 +291,36 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 	rep.Trade = readTrade(ctx, rdb, ns, v[record.FieldTrade])
 	rep.Verdict = verdict(rep)
 	return rep, nil
+}
+
+// recordSnapshot is what inspect reads of a record in one MULTI.
+type recordSnapshot struct {
+	size      *redis.IntCmd
+	hm, blobs *redis.SliceCmd
+	msgs      *messageReads
+	clock     *redis.TimeCmd
+}
+
+// readSnapshot reads the record rk, its messages and the clock in one
+// MULTI on the record's node: every key read shares its slot, and TIME is
+// the clock of that node, which the servers' scripts read.
+func (r *reader) readSnapshot(ctx context.Context, rk string) (*recordSnapshot, error) {
+	node, err := r.nodeOf(ctx, rk)
+	if err != nil {
+		return nil, err
+	}
+	s := &recordSnapshot{}
+	if _, err := node.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		s.size = p.HLen(ctx, rk)
+		s.hm = p.HMGet(ctx, rk, inspectFields...)
+		s.blobs = p.HMGet(ctx, rk, record.FieldData, record.FieldUserIDs, record.FieldMeta)
+		s.msgs = queueMessageReads(ctx, p, rk)
+		s.clock = p.Time(ctx)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // readVersions lists the record's versions, newest first: the current data

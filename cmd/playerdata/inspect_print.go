@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,37 +26,7 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 		}
 		return fmt.Sprintf("%s (%s ago)", t.Local().Format("2006-01-02 15:04:05.000"), human(r.now.Sub(t).Round(time.Millisecond)))
 	}
-	l := r.Lock
-	age := time.Duration(l.AgeMS * float64(time.Millisecond))
-	flag := "presence flag 0 (holder does not beat presence)"
-	if l.PresenceFlag {
-		flag = "presence flag 1"
-	}
-	if l.Held {
-		row("lock", fmt.Sprintf("held by %s, token %s…, age %s, %s", st.bold(l.Holder), l.TokenPrefix, human(age), flag))
-		alive := l.HolderPresence
-		switch alive {
-		case "alive":
-			alive = st.green("alive") + " now"
-			if l.HolderExpiresInMS != nil {
-				alive += fmt.Sprintf(" (its beat expires in %s)", human(time.Duration(*l.HolderExpiresInMS*float64(time.Millisecond))))
-			}
-		case "stopped":
-			alive = st.red("stopped") + " now (no live beat for a full PresenceTTL)"
-		default:
-			alive = st.yellow(alive) + " now"
-			if l.PresenceError != "" {
-				alive += " (" + l.PresenceError + ")"
-			}
-		}
-		row("holder", l.Holder+" is "+alive)
-	} else {
-		free := "free"
-		if !l.At.IsZero() {
-			free += ", last changed " + human(age) + " ago"
-		}
-		row("lock", st.green(free))
-	}
+	printLockRows(st, r.Lock, row)
 	row("epoch", strconv.FormatInt(r.Epoch, 10))
 	ver := strconv.FormatInt(r.Ver, 10)
 	if r.WrittenAt != nil {
@@ -114,6 +85,40 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 			b.Write(r.Data)
 		}
 		fmt.Fprintf(w, "%s\n  %s\n", st.bold("data"), b.String())
+	}
+}
+
+// printLockRows prints the lock and holder rows of a record.
+func printLockRows(st style, l *lockReport, row func(label, value string)) {
+	age := time.Duration(l.AgeMS * float64(time.Millisecond))
+	flag := "presence flag 0 (holder does not beat presence)"
+	if l.PresenceFlag {
+		flag = "presence flag 1"
+	}
+	if l.Held {
+		row("lock", fmt.Sprintf("held by %s, token %s…, age %s, %s", st.bold(l.Holder), l.TokenPrefix, human(age), flag))
+		alive := l.HolderPresence
+		switch alive {
+		case "alive":
+			alive = st.green("alive") + " now"
+			if l.HolderExpiresInMS != nil {
+				alive += fmt.Sprintf(" (its beat expires in %s)", human(time.Duration(*l.HolderExpiresInMS*float64(time.Millisecond))))
+			}
+		case "stopped":
+			alive = st.red("stopped") + " now (no live beat for a full PresenceTTL)"
+		default:
+			alive = st.yellow(alive) + " now"
+			if why := cmp.Or(l.PresenceError, l.PresenceWhy); why != "" {
+				alive += " (" + why + ")"
+			}
+		}
+		row("holder", l.Holder+" is "+alive)
+	} else {
+		free := "free"
+		if !l.At.IsZero() {
+			free += ", last changed " + human(age) + " ago"
+		}
+		row("lock", st.green(free))
 	}
 }
 

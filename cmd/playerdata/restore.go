@@ -331,14 +331,20 @@ func restoreVersion(ctx context.Context, r *reader, f *restoreFlags, st *restore
 		if r.Ver != st.ver && rep.Holder != "" {
 			rep.Reason += fmt.Sprintf("; %s saved ver %d as it handed the profile over", rep.Holder, r.Ver)
 		}
-		if r.At.Before(after.at) {
-			rep.Reason += fmt.Sprintf("; the data it replaced is kept as ver %d (undo: restore --at %s)", r.Ver, stamp(r.At))
-		} else { // both written in one millisecond: a time cannot pick ver r.Ver apart
-			rep.Reason += fmt.Sprintf("; the data it replaced is kept as ver %d, written in the same millisecond as ver %d "+
-				"(no --at tells them apart: restore --at picks ver %d)", r.Ver, rep.NewVer, rep.NewVer)
-		}
+		rep.Reason += undoText(*r, rep.NewVer, after.at)
 	}
 	return nil
+}
+
+// undoText says how to undo a restore that wrote ver newVer at newAt over
+// the version replaced: restore --at its write time, unless both were
+// written in one millisecond, which no time tells apart.
+func undoText(replaced versionInfo, newVer int64, newAt time.Time) string {
+	if replaced.At.Before(newAt) {
+		return fmt.Sprintf("; the data it replaced is kept as ver %d (undo: restore --at %s)", replaced.Ver, stamp(replaced.At))
+	}
+	return fmt.Sprintf("; the data it replaced is kept as ver %d, written in the same millisecond as ver %d "+
+		"(no --at tells them apart: restore --at picks ver %d)", replaced.Ver, newVer, newVer)
 }
 
 // maxRestoreBytes is the admin driver's MaxDataBytes: Redis's own limit on
