@@ -105,13 +105,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 	}
-	if f.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	printInspect(stdout, styleFor(stdout), rep)
-	return nil
+	return emit(stdout, f.json, rep, func(w io.Writer, st style) { printInspect(w, st, rep) })
 }
 
 // prefix8 is the first 8 characters of a lock token: enough to tell two

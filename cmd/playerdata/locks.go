@@ -6,7 +6,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -116,13 +115,7 @@ func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	if f.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	printLocks(stdout, styleFor(stdout), rep)
-	return nil
+	return emit(stdout, f.json, rep, func(w io.Writer, st style) { printLocks(w, st, rep) })
 }
 
 // findLocks scans the records of driver (every driver when "") and keeps

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -118,13 +117,7 @@ func runPresence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		rep.Servers = append(rep.Servers, s)
 	}
-	if f.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	printPresence(stdout, styleFor(stdout), rep, f.presenceTTL)
-	return nil
+	return emit(stdout, f.json, rep, func(w io.Writer, st style) { printPresence(w, st, rep, f.presenceTTL) })
 }
 
 // printPresence prints a report for people.
