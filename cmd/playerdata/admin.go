@@ -56,9 +56,9 @@ func (f *adminFlags) requestKey() ([]byte, error) {
 }
 
 // check refuses a subject prefix no server can have.
-func (f *adminFlags) check(c *command, stderr io.Writer) error {
+func (f *adminFlags) check(c *command) error {
 	if f.subjectPrefix == "" {
-		return c.mistake(stderr, "--subject-prefix is empty (the servers' NodeConfig.SubjectPrefix; default %s)", messaging.DefaultPrefix)
+		return c.mistake("--subject-prefix is empty (the servers' NodeConfig.SubjectPrefix; default %s)", messaging.DefaultPrefix)
 	}
 	return nil
 }
@@ -114,7 +114,7 @@ func openAdmin(ctx context.Context, r *reader, rf *readFlags, af *adminFlags, sp
 	cfg := datadriver.NodeConfig{
 		JobID: job, Redis: r.rdb, NATS: a.nc, Namespace: r.ns, DisableHandoff: !spec.handoff,
 		Logger:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		PresenceKey: rf.presenceKey, PresenceShards: rf.presenceShards, SubjectPrefix: af.subjectPrefix,
+		PresenceKey: rf.presenceKey, PresenceShards: r.layout.Shards, SubjectPrefix: af.subjectPrefix,
 		// The servers' ratio of beat to TTL (3 s to 10 s by default).
 		PresenceTTL: ttl, Beat: time.Duration(float64(ttl) * float64(presence.DefaultBeat) / float64(presence.DefaultTTL)),
 	}

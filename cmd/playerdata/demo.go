@@ -7,8 +7,6 @@ package main
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,10 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/redis/go-redis/v9"
-
+	"github.com/ckernel/playerdata/internal/labenv"
 	"github.com/ckernel/playerdata/messaging"
 )
 
@@ -42,7 +37,7 @@ Flags:
   --redis URL        Redis to use (default $REDIS_URL; embedded when neither)
   --nats URL         NATS to use (default $NATS_URL; embedded when neither)
   --namespace PREFIX prefix of the run's fresh namespace (default "demo")
-  --speed N          speed-up of the crash and stalling cases, 1 to 50 (default 4)
+  --speed N          speed-up of the crash and stalling cases, 1 to 50 (default 10)
   --case NAME        play one case only
   --json             print one JSON array, one object per case
   -v                 also print every library log line on stderr
@@ -50,7 +45,7 @@ Flags:
 
 // Demo defaults.
 const (
-	defaultDemoSpeed = 4
+	defaultDemoSpeed = 10 // the crash and stalling cases in about 1.5 s each; the tests play at this speed too
 	maxDemoSpeed     = 50 // beyond it the scaled timings fall to a few Redis round trips
 	// closeTimeout bounds the closing of a case's servers and of the demo.
 	closeTimeout = 5 * time.Second
@@ -75,21 +70,21 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cmd.fs.StringVar(&f.caseName, "case", "", "")
 	cmd.fs.BoolVar(&f.json, "json", false, "")
 	cmd.fs.BoolVar(&f.verbose, "v", false, "")
-	pos, err := cmd.parse(args, stdout, stderr)
+	pos, err := cmd.parse(args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return cmd.mistake(stderr, "unexpected argument %q", pos[0])
+		return cmd.mistake("unexpected argument %q", pos[0])
 	}
 	if math.IsNaN(f.speed) || f.speed < 1 || f.speed > maxDemoSpeed {
-		return cmd.mistake(stderr, "--speed %v: want a number from 1 to %d", f.speed, maxDemoSpeed)
+		return cmd.mistake("--speed %v: want a number from 1 to %d", f.speed, maxDemoSpeed)
 	}
 	cases := demoCases()
 	if f.caseName != "" {
 		i := slices.IndexFunc(cases, func(c *caseDef) bool { return c.name == f.caseName })
 		if i < 0 {
-			return cmd.mistake(stderr, "--case %q: want one of %s", f.caseName, strings.Join(caseNames(cases), ", "))
+			return cmd.mistake("--case %q: want one of %s", f.caseName, strings.Join(caseNames(cases), ", "))
 		}
 		cases = cases[i : i+1]
 	}
@@ -98,15 +93,16 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		prefix = "demo"
 	}
 	if err := messaging.ValidJobID(prefix); err != nil {
-		return cmd.mistake(stderr, "--namespace %q: %v", prefix, err)
+		return cmd.mistake("--namespace %q: %v", prefix, err)
 	}
 	f.conn.fromEnv()
 
-	env, err := startDemoEnv(ctx, f.conn, prefix)
+	env, err := labenv.Start(ctx, labenv.Config{RedisURL: f.conn.redisURL, NATSURL: f.conn.natsURL, Prefix: prefix,
+		Tool: "playerdata demo"})
 	if err != nil {
 		return err
 	}
-	defer env.close()
+	defer env.Close()
 
 	var raw io.Writer
 	if f.verbose {
@@ -157,136 +153,6 @@ func checkResults(cases []*caseDef, results []caseResult) error {
 	return errors.Join(errs...)
 }
 
-// demoEnv is where the demo runs: Redis, NATS and a fresh namespace.
-type demoEnv struct {
-	namespace string
-	redisDesc string // said in the header: embedded or which server
-	natsDesc  string
-	embedded  bool // Redis is the embedded miniredis
-
-	redisOptions func() *redis.Options // a fresh copy per client
-	natsURL      string
-	admin        *redis.Client // the demo's own client: record reads, clean-up
-
-	closers []func() // run in reverse by close
-}
-
-// startDemoEnv starts (or reaches) Redis and NATS and picks the namespace.
-// A server that cannot be reached is an error within a few seconds.
-func startDemoEnv(ctx context.Context, cf connFlags, prefix string) (*demoEnv, error) {
-	env := &demoEnv{}
-	if err := env.start(ctx, cf, prefix); err != nil {
-		env.close()
-		return nil, err
-	}
-	return env, nil
-}
-
-// start does startDemoEnv's work; on error the caller closes what it started.
-func (env *demoEnv) start(ctx context.Context, cf connFlags, prefix string) error {
-	var b [4]byte
-	if _, err := crand.Read(b[:]); err != nil {
-		return fmt.Errorf("pick a namespace: %w", err)
-	}
-	env.namespace = prefix + "-" + hex.EncodeToString(b[:])
-
-	if cf.redisURL == "" {
-		mr := miniredis.NewMiniRedis()
-		if err := mr.Start(); err != nil {
-			return fmt.Errorf("start the embedded Redis: %w", err)
-		}
-		env.closers = append(env.closers, mr.Close)
-		addr := mr.Addr()
-		env.embedded = true
-		env.redisDesc = "embedded miniredis on " + addr + " (no --redis or " + envRedis + " given)"
-		env.redisOptions = func() *redis.Options {
-			return &redis.Options{Addr: addr, DialTimeout: dialTimeout, DialerRetries: 1, ContextTimeoutEnabled: true}
-		}
-	} else {
-		if _, err := redisOptions(cf.redisURL); err != nil {
-			return err
-		}
-		env.redisDesc = redactURL(cf.redisURL)
-		env.redisOptions = func() *redis.Options {
-			opt, _ := redisOptions(cf.redisURL) // parsed once above
-			return opt
-		}
-	}
-	var err error
-	env.admin, err = newRedis(ctx, env.redisOptions())
-	if err != nil {
-		return err
-	}
-	env.closers = append(env.closers, func() { _ = env.admin.Close() })
-	if !env.embedded {
-		env.closers = append(env.closers, env.deleteKeys)
-	}
-
-	if cf.natsURL == "" {
-		srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true})
-		if err != nil {
-			return fmt.Errorf("start the embedded NATS server: %w", err)
-		}
-		srv.Start()
-		env.closers = append(env.closers, func() { srv.Shutdown(); srv.WaitForShutdown() })
-		if !srv.ReadyForConnections(pingTimeout) {
-			return fmt.Errorf("the embedded NATS server did not start within %s", pingTimeout)
-		}
-		env.natsURL = srv.ClientURL()
-		env.natsDesc = "embedded nats-server on " + env.natsURL + " (no --nats or " + envNATS + " given)"
-	} else {
-		nc, err := connectNATS(cf.natsURL, "playerdata demo probe")
-		if err != nil {
-			return err
-		}
-		nc.Close()
-		env.natsURL = cf.natsURL
-		env.natsDesc = redactURL(cf.natsURL)
-	}
-	return nil
-}
-
-// close stops what startDemoEnv started, last first.
-func (e *demoEnv) close() {
-	for _, c := range slices.Backward(e.closers) {
-		c()
-	}
-	e.closers = nil
-}
-
-// deleteKeys deletes every key of the run's namespace from a real Redis.
-func (e *demoEnv) deleteKeys() {
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-	defer cancel()
-	match := globEscape(e.namespace) + ":*"
-	var cursor uint64
-	for {
-		keys, next, err := e.admin.Scan(ctx, cursor, match, 1000).Result()
-		if err != nil {
-			return
-		}
-		if len(keys) > 0 {
-			_ = e.admin.Del(ctx, keys...).Err()
-		}
-		if next == 0 {
-			return
-		}
-		cursor = next
-	}
-}
-
-// globEscape escapes the SCAN MATCH metacharacters of s.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\^`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
 // caseResult is one case's outcome, as --json prints it.
 type caseResult struct {
 	Case          string      `json:"case"`
@@ -305,15 +171,15 @@ type caseResult struct {
 }
 
 // printDemoHeader says where the demo runs and at what speed.
-func printDemoHeader(w io.Writer, st style, env *demoEnv, speed float64, n int) {
+func printDemoHeader(w io.Writer, st style, env *labenv.Env, speed float64, n int) {
 	fmt.Fprintln(w, st.bold("playerdata demo")+": a player reaches server B while server A still holds their lock")
-	fmt.Fprintf(w, "  Redis      %s\n", env.redisDesc)
-	fmt.Fprintf(w, "  NATS       %s\n", env.natsDesc)
+	fmt.Fprintf(w, "  Redis      %s\n", env.RedisDesc)
+	fmt.Fprintf(w, "  NATS       %s\n", env.NATSDesc)
 	cleanup := "its keys are deleted at the end"
-	if env.embedded {
+	if env.Embedded {
 		cleanup = "the embedded servers stop at the end"
 	}
-	fmt.Fprintf(w, "  namespace  %s (fresh for this run; %s)\n", env.namespace, cleanup)
+	fmt.Fprintf(w, "  namespace  %s (fresh for this run, each case under %s:<case>; %s)\n", env.Namespace, env.Namespace, cleanup)
 	fmt.Fprintf(w, "  speed      crash and stalling-holder play %s times faster than the real timings; the quick cases at speed 1\n",
 		fmtSpeed(speed))
 	if n > 1 {
@@ -346,7 +212,7 @@ func printSummary(w io.Writer, st style, results []caseResult) {
 		data := "no"
 		switch {
 		case r.DataOK && r.Outcome == "refused":
-			data = "yes (A keeps its lock and data)"
+			data = "refused: the record keeps A's lock and last save"
 		case r.DataOK:
 			data = "yes"
 		}

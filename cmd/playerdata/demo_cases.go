@@ -5,7 +5,6 @@ package main
 // faults are go-redis hooks on A's client, nothing else is faked.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,11 +17,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/labenv"
 	"github.com/ckernel/playerdata/internal/record"
 
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/lockhandoff"
@@ -150,7 +149,8 @@ func (t timings) String() string {
 
 // caseRun is one case being played.
 type caseRun struct {
-	env     *demoEnv
+	env     *labenv.Env
+	ns      string // the case's own namespace: no case meets what another left
 	def     *caseDef
 	t       timings
 	tl      *timeline
@@ -167,11 +167,11 @@ type caseRun struct {
 // playCase plays def and returns its result. An error means the case could
 // not be played (a server unreachable, ctx cancelled), not that the
 // protocol misbehaved: that shows in the result.
-func playCase(ctx context.Context, env *demoEnv, def *caseDef, speed float64, raw io.Writer) (caseResult, error) {
+func playCase(ctx context.Context, env *labenv.Env, def *caseDef, speed float64, raw io.Writer) (caseResult, error) {
 	if !def.timed {
 		speed = 1
 	}
-	c := &caseRun{env: env, def: def, t: timingsAt(speed), tl: newTimeline(raw)}
+	c := &caseRun{env: env, ns: caseNamespace(env, def), def: def, t: timingsAt(speed), tl: newTimeline(raw)}
 	ctx, cancel := context.WithTimeout(ctx, 4*c.t.lockWait+30*time.Second)
 	defer cancel()
 	err := def.play(ctx, c)
@@ -210,6 +210,11 @@ func playCase(ctx context.Context, env *demoEnv, def *caseDef, speed float64, ra
 	return r, nil
 }
 
+// caseNamespace is the namespace of case def: "<run's namespace>:<case>",
+// so that a case meets no presence beat or record another case left (the
+// crash case's A dies beating), and the run's clean-up deletes it.
+func caseNamespace(env *labenv.Env, def *caseDef) string { return env.Namespace + ":" + def.name }
+
 // demoServer is one game server of a case: a Node with its own Redis
 // client (and fault hook), NATS connection and player driver.
 type demoServer struct {
@@ -220,6 +225,9 @@ type demoServer struct {
 	node    *datadriver.Node
 	players *datadriver.Driver[player]
 	beat    atomic.Int64 // unix ns of the last presence beat sent; 0: none
+	// kicked gets each Kick the game received (the library calls Kick on
+	// a goroutine of its own, so a case that shows one waits for it).
+	kicked chan struct{}
 }
 
 // lastBeat is when the server's last presence beat went out (zero: none).
@@ -233,8 +241,8 @@ func (s *demoServer) lastBeat() time.Time {
 // newServer starts server name with the case's timings; tweak changes its
 // configuration first.
 func (c *caseRun) newServer(ctx context.Context, name string, tweak func(*datadriver.NodeConfig, *datadriver.Config[player])) (*demoServer, error) {
-	s := &demoServer{name: name, rdb: redis.NewClient(c.env.redisOptions())}
-	presKey := presence.KeyFor(c.env.namespace)
+	s := &demoServer{name: name, rdb: redis.NewClient(c.env.RedisOptions()), kicked: make(chan struct{}, 16)}
+	presKey := presence.KeyFor(c.ns)
 	s.hook = &faultHook{observe: func(cmd redis.Cmder) {
 		if isBeat(cmd, presKey, name) {
 			s.beat.Store(time.Now().UnixNano())
@@ -243,12 +251,12 @@ func (c *caseRun) newServer(ctx context.Context, name string, tweak func(*datadr
 	s.rdb.AddHook(s.hook)
 	c.servers = append(c.servers, s) // closed at the end of the case, however far it got
 	var err error
-	if s.nc, err = connectNATS(c.env.natsURL, "playerdata demo "+name); err != nil {
+	if s.nc, err = connectNATS(c.env.NATSURL, "playerdata demo "+name); err != nil {
 		return nil, err
 	}
 	t := c.t
 	ncfg := datadriver.NodeConfig{
-		JobID: name, Redis: s.rdb, NATS: s.nc, Namespace: c.env.namespace, Logger: c.tl.logger(name),
+		JobID: name, Redis: s.rdb, NATS: s.nc, Namespace: c.ns, Logger: c.tl.logger(name),
 		Beat: t.beat, PresenceTTL: t.ttl, FenceMargin: t.beat,
 		RequestRepeat: t.repeat, ParkMin: t.parkMin, ParkMax: t.parkMax,
 	}
@@ -259,6 +267,10 @@ func (c *caseRun) newServer(ctx context.Context, name string, tweak func(*datadr
 		Autosave: -1, // only the saves the case makes land
 		Kick: func(key string, reason datadriver.KickReason) {
 			c.tl.add(name, kindBad, fmt.Sprintf("Kick(%s, %s): the game disconnects the player: %q", key, reason, reason.Message()))
+			select {
+			case s.kicked <- struct{}{}:
+			default:
+			}
 		},
 	}
 	if tweak != nil {
@@ -355,6 +367,20 @@ func lockedText(err error) string {
 	return fmt.Sprintf("%s holds the lock (age %s, %s)", le.Holder, human(le.Age), flag)
 }
 
+// waitKick waits (at most closeTimeout) for s's game to be told to kick
+// its player, so that the case's timeline holds the Kick the library
+// delivers on a goroutine of its own.
+func waitKick(ctx context.Context, s *demoServer) error {
+	ctx, cancel := context.WithTimeout(ctx, closeTimeout)
+	defer cancel()
+	select {
+	case <-s.kicked:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("server %s's game was never told to kick its player", s.name)
+	}
+}
+
 // snapshot copies a profile's data.
 func snapshot(p *datadriver.Profile[player]) player {
 	var v player
@@ -408,6 +434,9 @@ func playStaleConnection(ctx context.Context, c *caseRun) error {
 	if err := waitDone(ctx, pa); err != nil {
 		return err
 	}
+	if err := waitKick(ctx, a); err != nil {
+		return err
+	}
 	want := snapshot(pa) // what A's release save wrote
 	c.checkSameData(want, pb)
 	c.dataOK = c.dataOK && want.Coins == 250 && want.LeftFrom == "A" && errors.Is(pa.Err(), datadriver.ErrReleased)
@@ -454,148 +483,4 @@ func playFailedLeaveSave(ctx context.Context, c *caseRun) error {
 	c.checkSameData(snapshot(pa), pb)
 	c.dataOK = c.dataOK && snapshot(pb).Coins == 175 && errors.Is(pa.Err(), datadriver.ErrReleased)
 	return nil
-}
-
-// playCrash: A dies holding the lock; B takes over once A's presence has
-// expired and two reads a beat apart prove it stopped.
-func playCrash(ctx context.Context, c *caseRun) error {
-	a, b, err := c.twoServers(ctx, nil)
-	if err != nil {
-		return err
-	}
-	// The kill switch: from now on every command of A fails.
-	var killed atomic.Bool
-	a.hook.set(func(context.Context, redis.Cmder) error {
-		if killed.Load() {
-			return errKilled
-		}
-		return nil
-	})
-
-	pa, err := c.joinA(ctx, a)
-	if err != nil {
-		return err
-	}
-	_ = pa.Update(func(d *player) { d.Coins += 80 })
-	if err := pa.Save(ctx); err != nil {
-		return fmt.Errorf("server A's save: %w", err)
-	}
-	landed := snapshot(pa)
-	c.tl.add("A", kindAction, fmt.Sprintf("save lands: %s (A's last landed save)", landed))
-	_ = pa.Update(func(d *player) { d.Coins += 50 })
-	c.tl.add("A", kindNote, fmt.Sprintf("player plays on: %s, never saved: lost with the crash", snapshot(pa)))
-
-	killed.Store(true)
-	since := "no beat seen"
-	if beat := a.lastBeat(); !beat.IsZero() {
-		since = "its last presence beat went out " + human(time.Since(beat)) + " before"
-	}
-	c.tl.add("A", kindBad, "A is killed: every Redis command of A fails from now on, its NATS connection closes and its "+
-		"Node stops without releasing ("+since+")")
-	c.tl.mute("A") // a dead server does nothing more
-	a.nc.Close()
-	closeCtx, cancel := context.WithTimeout(ctx, closeTimeout)
-	_ = a.node.Close(closeCtx) // every release fails: the lock stays in Redis
-	cancel()
-
-	pb, err := c.joinB(ctx, b)
-	if pb == nil || err != nil {
-		return err
-	}
-	c.checkSameData(landed, pb)
-	return nil
-}
-
-// playStallingHolder: A is alive (it beats presence) but its saves stall.
-// Its lock is stale by age, yet A keeps it, and B's join fails closed after
-// LockWait.
-func playStallingHolder(ctx context.Context, c *caseRun) error {
-	lockTTL := time.Duration(float64(2*time.Second) / c.t.speed)
-	lockSkew := time.Duration(float64(time.Second) / c.t.speed)
-	c.extra = fmt.Sprintf("LockTTL %s + LockSkew %s (instead of 180 s + 60 s): A's lock is stale by age long before "+
-		"LockWait ends, so only A's live presence protects it", human(lockTTL), human(lockSkew))
-	a, b, err := c.twoServers(ctx, func(n *datadriver.NodeConfig, d *datadriver.Config[player]) {
-		d.LockTTL, d.LockSkew = lockTTL, lockSkew
-		n.SaveTimeout = 2*c.t.lockWait + time.Second // A's stalled release outlasts B's wait
-	})
-	if err != nil {
-		return err
-	}
-	pa, err := c.joinA(ctx, a)
-	if err != nil {
-		return err
-	}
-	_ = pa.Update(func(d *player) { d.Coins += 20 })
-	if err := pa.Save(ctx); err != nil {
-		return fmt.Errorf("server A's save: %w", err)
-	}
-	c.tl.add("A", kindAction, fmt.Sprintf("save lands: %s (A's last landed save)", snapshot(pa)))
-	before, err := c.readRecord(ctx)
-	if err != nil {
-		return err
-	}
-
-	unstall := make(chan struct{})
-	var unstallOnce sync.Once
-	letThrough := func() { unstallOnce.Do(func() { close(unstall) }) }
-	defer letThrough() // however the case ends
-	a.hook.set(func(ctx context.Context, cmd redis.Cmder) error {
-		mode, ok := saveScriptMode(cmd)
-		if !ok || (mode != record.ModeSave && mode != record.ModeRelease) {
-			return nil
-		}
-		c.tl.addAt(time.Now(), "A", kindBad, string(mode)+" sent to Redis: it stalls (the demo's hook holds A's saves)", "stall")
-		select {
-		case <-unstall:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
-	c.tl.add("A", kindNote, "A's saves start stalling; its presence beats still land")
-
-	_, err = c.joinB(ctx, b)
-	if err != nil {
-		return err
-	}
-	after, err := c.readRecord(ctx)
-	if err != nil {
-		return err
-	}
-	c.dataOK = c.outcome == outcomeRefused && after.job == "A" && after.token == before.token &&
-		bytes.Equal(after.data, before.data)
-	var held player
-	_ = msgpack.Unmarshal(after.data, &held)
-	if c.dataOK {
-		age := ""
-		var le *datadriver.LockedError
-		if errors.As(c.joinErr, &le) && le.Age > lockTTL+lockSkew {
-			age = fmt.Sprintf(", %s old: past LockTTL+LockSkew (%s), kept because A reads alive", human(le.Age), human(lockTTL+lockSkew))
-		}
-		c.tl.add("·", kindGood, fmt.Sprintf("the record still holds A's lock (token %s…%s) and A's last landed save (%s)",
-			prefix8(after.token), age, held))
-	} else {
-		c.tl.add("·", kindBad, fmt.Sprintf("the record changed: lock of %q, data %s", after.job, held))
-	}
-
-	letThrough()
-	c.tl.add("·", kindNote, "end of the case: the demo's hook lets A's saves through")
-	return waitDone(ctx, pa)
-}
-
-// lockRecord is what the stalling case checks of the record.
-type lockRecord struct {
-	job, token string
-	data       []byte
-}
-
-// readRecord reads the case's record straight from Redis.
-func (c *caseRun) readRecord(ctx context.Context) (lockRecord, error) {
-	v, err := c.env.admin.HMGet(ctx, datadriver.RecordKey(c.env.namespace, demoDriver, c.def.key),
-		record.FieldLockJob, record.FieldLockToken, record.FieldData).Result()
-	if err != nil {
-		return lockRecord{}, fmt.Errorf("read the record: %w", err)
-	}
-	s := func(x any) string { t, _ := x.(string); return t }
-	return lockRecord{job: s(v[0]), token: s(v[1]), data: []byte(s(v[2]))}, nil
 }

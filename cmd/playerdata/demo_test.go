@@ -51,7 +51,7 @@ func TestDemoJSON(t *testing.T) {
 			"took the lock of user:103 from server A, which stopped beating presence"},
 		// Stalling holder: refused after LockWait (15 s), never before it.
 		{"stalling-holder", "refused", "kick after LockWait (15 s)", 10, 15 * time.Second, 19 * time.Second,
-			"Join failed closed after"},
+			`Kick(user:104, joined_elsewhere)`},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("demo --json gave %d cases, want %d:\n%s", len(got), len(want), r.stdout)
@@ -75,6 +75,13 @@ func TestDemoJSON(t *testing.T) {
 			found := false
 			for _, e := range g.Timeline {
 				found = found || strings.Contains(e.Event, w.event)
+				// Each case starts clean (no presence of an earlier case's
+				// A), and the stalling A keeps its lock: it never fences.
+				for _, bad := range []string{"took the JobID over", "fenced"} {
+					if strings.Contains(e.Event, bad) {
+						t.Errorf("timeline line %q: no case should say %q", e.Event, bad)
+					}
+				}
 			}
 			if !found {
 				t.Fatalf("timeline has no %q:\n%+v", w.event, g.Timeline)
@@ -96,7 +103,8 @@ func TestDemoHuman(t *testing.T) {
 		"release save of user:101 landed", "reply received: user:101 is no longer played there",
 		"took the lock of user:103 from server A, which stopped beating presence",
 		"presence of A read: stopped",
-		"the record still holds A's lock",
+		"the record still holds A's lock", "Join failed closed after",
+		"refused: the record keeps A's lock and last save",
 		"Summary", "reference design promises", "10 to 15 s", "kick after LockWait (15 s)",
 	} {
 		if !strings.Contains(r.stdout, want) {

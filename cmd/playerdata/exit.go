@@ -46,10 +46,15 @@ func checkProfile(command, driver, key string) error {
 
 // exitStatus maps run's error to the process's exit status.
 func exitStatus(err error) int {
-	var u *usageError
+	var (
+		u *usageError
+		c *childExit
+	)
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &c):
+		return c.code
 	case errors.As(err, &u):
 		return exitUsage
 	default:

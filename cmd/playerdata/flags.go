@@ -32,8 +32,8 @@ func newCommand(name, usage string) *command {
 
 // parse parses args, flags and positional arguments in any order ("--" ends
 // the flags). --help prints the usage to stdout and answers flag.ErrHelp; a
-// mistake prints it to stderr and answers an error naming the mistake.
-func (c *command) parse(args []string, stdout, stderr io.Writer) ([]string, error) {
+// mistake answers a one-line error naming it (help only when asked).
+func (c *command) parse(args []string, stdout io.Writer) ([]string, error) {
 	var positional []string
 	for {
 		err := c.fs.Parse(args)
@@ -42,7 +42,7 @@ func (c *command) parse(args []string, stdout, stderr io.Writer) ([]string, erro
 			return nil, flag.ErrHelp
 		}
 		if err != nil {
-			return nil, c.mistake(stderr, "%s", err)
+			return nil, c.mistake("%s", err)
 		}
 		rest := c.fs.Args()
 		if len(rest) == 0 {
@@ -56,11 +56,10 @@ func (c *command) parse(args []string, stdout, stderr io.Writer) ([]string, erro
 	}
 }
 
-// mistake prints the usage to stderr and returns the error to report: a
-// usageError, so the program exits with status 2.
-func (c *command) mistake(stderr io.Writer, format string, a ...any) error {
-	fmt.Fprint(stderr, c.usage)
-	return usagef("%s: %s", c.name, fmt.Sprintf(format, a...))
+// mistake returns the one line to report for a wrong command line, with
+// where the help is: a usageError, so the program exits with status 2.
+func (c *command) mistake(format string, a ...any) error {
+	return usagef("%s: %s (see playerdata help %s)", c.name, fmt.Sprintf(format, a...), c.name)
 }
 
 // connFlags are the flags that say where Redis and NATS are and which

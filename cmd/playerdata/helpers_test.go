@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -26,13 +28,14 @@ const (
 	fastTTL  = 400 * time.Millisecond
 )
 
-// testEnv is a Redis with a fresh namespace, and the flags that point the
-// program at it.
+// testEnv is a Redis deployment with a fresh namespace, and the flags that
+// point the program at it.
 type testEnv struct {
-	r   *testsupport.Redis
-	url string
-	ns  string
-	rdb redis.UniversalClient // the test's own client
+	url     string
+	ns      string
+	rdb     redis.UniversalClient                     // the test's own client
+	client  func(tb testing.TB) redis.UniversalClient // another client, closed with the test
+	cluster *testsupport.RedisCluster                 // nil on one Redis
 }
 
 // newTestEnv starts a Redis for the test (testsupport.StartRedis).
@@ -44,7 +47,20 @@ func newTestEnv(t *testing.T) testEnv {
 	if r.Kind == testsupport.KindEnv {
 		url = noEnvRedisURL
 	}
-	return testEnv{r: r, url: url, ns: r.Namespace, rdb: r.Client(t)}
+	client := func(tb testing.TB) redis.UniversalClient { return r.Client(tb) }
+	return testEnv{url: url, ns: r.Namespace, rdb: client(t), client: client}
+}
+
+// newClusterEnv is a fresh namespace on the Redis Cluster c, which the
+// program reaches through the plain URL of its second master (any node
+// does, as with redis-cli -c).
+func newClusterEnv(t *testing.T, c *testsupport.RedisCluster) testEnv {
+	t.Helper()
+	var b [4]byte
+	_, _ = crand.Read(b[:])
+	client := func(tb testing.TB) redis.UniversalClient { return c.Client(tb) }
+	return testEnv{url: "redis://" + c.Addrs[1], ns: c.Namespace + "-" + hex.EncodeToString(b[:]), rdb: client(t),
+		client: client, cluster: c}
 }
 
 // args is cmd with --redis and --namespace of the env, then extra.
@@ -68,6 +84,10 @@ type serverOpts struct {
 	migrations []datadriver.Migration
 	// requestKey is NodeConfig.RequestKey (nil: messages unauthenticated).
 	requestKey []byte
+	// presenceShards is NodeConfig.PresenceShards (0 for the default, 1).
+	presenceShards int
+	// maxMessageAttempts is Config.MaxMessageAttempts (0 for the default).
+	maxMessageAttempts int
 }
 
 // testServer is one game server: a real Node with its own Redis client,
@@ -82,9 +102,9 @@ type testServer struct {
 // startServer starts a server named job; it is closed when the test ends.
 func (e testEnv) startServer(t *testing.T, job string, o serverOpts) *testServer {
 	t.Helper()
-	rdb := e.r.Client(t)
+	rdb := e.client(t)
 	cfg := datadriver.NodeConfig{JobID: job, Redis: rdb, Namespace: e.ns, PresenceKey: o.presenceKey,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), RequestKey: o.requestKey}
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), RequestKey: o.requestKey, PresenceShards: o.presenceShards}
 	if o.fast {
 		cfg.Beat, cfg.PresenceTTL = fastBeat, fastTTL
 	}
@@ -108,7 +128,7 @@ func (e testEnv) startServer(t *testing.T, job string, o serverOpts) *testServer
 		_ = node.Close(ctx) // after a crash it fails: its client is closed
 	})
 	players, err := datadriver.NewDriver(node, datadriver.Config[profile]{Name: "PlayerData", Autosave: -1, LockWait: time.Second,
-		HistoryEvery: o.historyEvery, OnMessage: o.onMessage, Migrations: o.migrations})
+		HistoryEvery: o.historyEvery, OnMessage: o.onMessage, Migrations: o.migrations, MaxMessageAttempts: o.maxMessageAttempts})
 	if err != nil {
 		t.Fatal(err)
 	}

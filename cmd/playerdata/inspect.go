@@ -29,24 +29,36 @@ const inspectUsage = `Usage: playerdata inspect --driver NAME [flags] KEY
 Shows the record of profile KEY of driver NAME: the lock holder, the first 8
 characters of its token, the lock's age (Redis clock), its presence flag,
 whether the holder beats presence now, epoch, ver, a pending trade and its
-journal state, the inbox (how many messages sent with playerdata send or
-Driver.Send wait to be applied, the oldest one's id and age), the kept
-versions, and what a join of the key would meet now.
+journal state, the kept versions, and what a join of the key would meet now.
 The stored data is always checked: data that does not decode as msgpack
-makes the record corrupt, and the verdict says so. Reads only.
+makes the record corrupt, and the verdict says so. Reads only, in one MULTI
+on the record's node.
+
+Messages sent to the profile (playerdata send, Driver.Send) are told apart:
+  waiting        in the inbox "<record>:inbox": each one's id, age, size and
+                 idempotency key (the oldest 20), and what waiting means with
+                 this holder: a live holder applies and saves a message in
+                 one step within a round trip of being told of it (else at
+                 its next autosave or pull), so one still here after that
+                 was refused or the holder cannot write
+  refused        "<record>:tries": how often a holder refused it, the last
+                 error and the JobID that refused it
+  dead-lettered  "<record>:dead": messages refused MaxMessageAttempts times,
+                 which no server applies (the newest 20)
 
 Flags:
   --driver NAME        the driver's Config.Name, e.g. PlayerData (required)
   --data               also print the profile data, decoded from msgpack, as JSON
-  --redis URL          Redis (default $REDIS_URL, else redis://127.0.0.1:6379)
+  --redis URL          Redis, Redis Cluster (any node) or Sentinel (?master_name=M); default
+                       $REDIS_URL, else redis://127.0.0.1:6379
   --namespace NS       the servers' NodeConfig.Namespace (default none)
   --presence-key NAME  the servers' NodeConfig.PresenceKey (default CKPresence)
-  --presence-shards N  the servers' NodeConfig.PresenceShards (default 1)
+  --presence-shards N  override the shard count the servers mark in "<key>:shards"
   --presence-ttl D     the servers' PresenceTTL, to read presence as they do (default 10s)
   --json               print one JSON object
 
 Exit status: 0 shown (a missing record included), 1 failed, 2 usage, or a
-namespace with no records and no servers at all.
+namespace or driver that holds nothing (the ones that do are listed).
 `
 
 // runInspect is "playerdata inspect".
@@ -60,19 +72,19 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	f.add(cmd)
 	cmd.fs.StringVar(&driver, "driver", "", "")
 	cmd.fs.BoolVar(&showData, "data", false, "")
-	pos, err := cmd.parse(args, stdout, stderr)
+	pos, err := cmd.parse(args, stdout)
 	if err != nil {
 		return err
 	}
 	switch {
 	case driver == "":
-		return cmd.mistake(stderr, "--driver is required")
+		return cmd.mistake("--driver is required")
 	case len(pos) == 0:
-		return cmd.mistake(stderr, "the profile KEY is required")
+		return cmd.mistake("the profile KEY is required")
 	case len(pos) > 1:
-		return cmd.mistake(stderr, "one KEY only, got %d", len(pos))
+		return cmd.mistake("one KEY only, got %d", len(pos))
 	}
-	if err := f.check(cmd, stderr); err != nil {
+	if err := f.check(cmd); err != nil {
 		return err
 	}
 	key := pos[0]
@@ -89,17 +101,11 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("inspect %s: %w", key, err)
 	}
 	if !rep.Exists {
-		if err := r.checkNamespace(ctx, defaultScanLimit, stderr); err != nil {
+		if err := r.checkScope(ctx, driver, defaultScanLimit, stderr); err != nil {
 			return err
 		}
 	}
-	if f.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	printInspect(stdout, styleFor(stdout), rep)
-	return nil
+	return emit(stdout, f.json, rep, func(w io.Writer, st style) { printInspect(w, st, rep) })
 }
 
 // prefix8 is the first 8 characters of a lock token: enough to tell two
@@ -161,6 +167,9 @@ type lockReport struct {
 	HolderPresence    string   `json:"holder_presence,omitempty"` // alive, stopped, unknown
 	HolderExpiresInMS *float64 `json:"holder_expires_in_ms,omitempty"`
 	PresenceError     string   `json:"presence_error,omitempty"`
+	// PresenceWhy says why an unknown presence proves nothing yet, from
+	// what was read (the shard's run mark, INFO).
+	PresenceWhy string `json:"presence_why,omitempty"`
 }
 
 // corruptReport is what makes a record corrupt: a field that does not
@@ -214,28 +223,15 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 	rdb, ns := r.rdb, r.ns
 	rk := datadriver.RecordKey(ns, driver, key)
 	rep := &inspectReport{Namespace: ns, PresenceKey: r.presKey, Driver: driver, Key: key, RecordKey: rk, Versions: []versionReport{}}
-	var (
-		size  *redis.IntCmd
-		hm    *redis.SliceCmd
-		blobs *redis.SliceCmd
-		clock *redis.TimeCmd
-	)
-	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		size = p.HLen(ctx, rk)
-		hm = p.HMGet(ctx, rk, inspectFields...)
-		blobs = p.HMGet(ctx, rk, record.FieldData, record.FieldUserIDs, record.FieldMeta)
-		clock = p.Time(ctx)
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	rep.now = clock.Val()
-	inbox, err := readInbox(ctx, rdb, rk, rep.now)
+	snap, err := r.readSnapshot(ctx, rk)
 	if err != nil {
 		return nil, err
 	}
-	rep.Inbox = inbox
+	size, hm, blobs, msgs, clock := snap.size, snap.hm, snap.blobs, snap.msgs, snap.clock
+	rep.now = clock.Val()
+	rep.Inbox = msgs.report(rep.now)
 	if size.Val() == 0 {
+		rep.Inbox.explain("", false, "")
 		rep.Verdict = "no record: the key was never loaded (or was wiped); a join creates it"
 		return rep, nil
 	}
@@ -264,12 +260,17 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 	}
 	if lock.Held && lock.Holder != "" {
 		h := r.readHolder(ctx, lock.Holder)
-		lock.HolderPresence, lock.PresenceError = h.Status, h.Error
+		lock.HolderPresence, lock.PresenceError, lock.PresenceWhy = h.Status, h.Error, h.Why
 		if h.reading.Status == presence.Alive {
 			lock.HolderExpiresInMS = h.ExpiresInMS
 		}
 	}
 	rep.Lock = lock
+	holder := ""
+	if lock.Held {
+		holder = lock.Holder
+	}
+	rep.Inbox.explain(holder, lock.PresenceFlag, lock.HolderPresence)
 	if v[record.FieldReleased] != "" {
 		rep.LastRelease = &releaseReport{TokenPrefix: prefix8(v[record.FieldReleased]), Ver: num(record.FieldReleasedVer)}
 	}
@@ -284,6 +285,36 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 	rep.Trade = readTrade(ctx, rdb, ns, v[record.FieldTrade])
 	rep.Verdict = verdict(rep)
 	return rep, nil
+}
+
+// recordSnapshot is what inspect reads of a record in one MULTI.
+type recordSnapshot struct {
+	size      *redis.IntCmd
+	hm, blobs *redis.SliceCmd
+	msgs      *messageReads
+	clock     *redis.TimeCmd
+}
+
+// readSnapshot reads the record rk, its messages and the clock in one
+// MULTI on the record's node: every key read shares its slot, and TIME is
+// the clock of that node, which the servers' scripts read.
+func (r *reader) readSnapshot(ctx context.Context, rk string) (*recordSnapshot, error) {
+	node, err := r.nodeOf(ctx, rk)
+	if err != nil {
+		return nil, err
+	}
+	s := &recordSnapshot{}
+	if _, err := node.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		s.size = p.HLen(ctx, rk)
+		s.hm = p.HMGet(ctx, rk, inspectFields...)
+		s.blobs = p.HMGet(ctx, rk, record.FieldData, record.FieldUserIDs, record.FieldMeta)
+		s.msgs = queueMessageReads(ctx, p, rk)
+		s.clock = p.Time(ctx)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // readVersions lists the record's versions, newest first: the current data
@@ -406,9 +437,11 @@ func verdict(r *inspectReport) string {
 	case l.HolderPresence == "stopped":
 		s = fmt.Sprintf("%s stopped beating presence: a waiting join proves it (two stopped reads a beat apart) and "+
 			"takes the lock over with this record's data", l.Holder)
+	case l.PresenceError != "":
+		s = fmt.Sprintf("%s's presence could not be read (%s): the lock is kept until it reads alive or stopped",
+			l.Holder, l.PresenceError)
 	default:
-		s = fmt.Sprintf("%s's presence is unknown (Redis restarted or failed over less than one PresenceTTL ago, or "+
-			"the read failed): the lock is kept until it reads alive or stopped", l.Holder)
+		s = fmt.Sprintf("%s's presence is unknown (%s): the lock is kept until it reads alive or stopped", l.Holder, l.PresenceWhy)
 	}
 	if r.Trade != nil {
 		s += fmt.Sprintf("; a trade is pending on the record (%s): the next load settles or aborts it first", r.Trade.ID)

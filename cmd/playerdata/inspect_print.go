@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,9 +17,7 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 	fmt.Fprintf(w, "%s %s\n", st.bold("record"), r.RecordKey)
 	if !r.Exists {
 		fmt.Fprintf(w, "  no record for key %q of driver %s in namespace %q\n", r.Key, r.Driver, r.Namespace)
-		if r.Inbox != nil && r.Inbox.Count > 0 {
-			row("inbox", r.Inbox.String()+": the profile's first load applies them")
-		}
+		printMessages(w, st, r.Inbox, row)
 		return
 	}
 	when := func(t time.Time) string {
@@ -27,37 +26,7 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 		}
 		return fmt.Sprintf("%s (%s ago)", t.Local().Format("2006-01-02 15:04:05.000"), human(r.now.Sub(t).Round(time.Millisecond)))
 	}
-	l := r.Lock
-	age := time.Duration(l.AgeMS * float64(time.Millisecond))
-	flag := "presence flag 0 (holder does not beat presence)"
-	if l.PresenceFlag {
-		flag = "presence flag 1"
-	}
-	if l.Held {
-		row("lock", fmt.Sprintf("held by %s, token %s…, age %s, %s", st.bold(l.Holder), l.TokenPrefix, human(age), flag))
-		alive := l.HolderPresence
-		switch alive {
-		case "alive":
-			alive = st.green("alive") + " now"
-			if l.HolderExpiresInMS != nil {
-				alive += fmt.Sprintf(" (its beat expires in %s)", human(time.Duration(*l.HolderExpiresInMS*float64(time.Millisecond))))
-			}
-		case "stopped":
-			alive = st.red("stopped") + " now (no live beat for a full PresenceTTL)"
-		default:
-			alive = st.yellow(alive) + " now"
-			if l.PresenceError != "" {
-				alive += " (" + l.PresenceError + ")"
-			}
-		}
-		row("holder", l.Holder+" is "+alive)
-	} else {
-		free := "free"
-		if !l.At.IsZero() {
-			free += ", last changed " + human(age) + " ago"
-		}
-		row("lock", st.green(free))
-	}
+	printLockRows(st, r.Lock, row)
 	row("epoch", strconv.FormatInt(r.Epoch, 10))
 	ver := strconv.FormatInt(r.Ver, 10)
 	if r.WrittenAt != nil {
@@ -93,9 +62,7 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 	} else {
 		row("trade", "none pending")
 	}
-	if r.Inbox != nil {
-		row("inbox", r.Inbox.String())
-	}
+	printMessages(w, st, r.Inbox, row)
 	if len(r.Versions) == 0 {
 		row("versions", "none (no data saved yet)")
 	}
@@ -121,6 +88,40 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 	}
 }
 
+// printLockRows prints the lock and holder rows of a record.
+func printLockRows(st style, l *lockReport, row func(label, value string)) {
+	age := time.Duration(l.AgeMS * float64(time.Millisecond))
+	flag := "presence flag 0 (holder does not beat presence)"
+	if l.PresenceFlag {
+		flag = "presence flag 1"
+	}
+	if l.Held {
+		row("lock", fmt.Sprintf("held by %s, token %s…, age %s, %s", st.bold(l.Holder), l.TokenPrefix, human(age), flag))
+		alive := l.HolderPresence
+		switch alive {
+		case "alive":
+			alive = st.green("alive") + " now"
+			if l.HolderExpiresInMS != nil {
+				alive += fmt.Sprintf(" (its beat expires in %s)", human(time.Duration(*l.HolderExpiresInMS*float64(time.Millisecond))))
+			}
+		case "stopped":
+			alive = st.red("stopped") + " now (no live beat for a full PresenceTTL)"
+		default:
+			alive = st.yellow(alive) + " now"
+			if why := cmp.Or(l.PresenceError, l.PresenceWhy); why != "" {
+				alive += " (" + why + ")"
+			}
+		}
+		row("holder", l.Holder+" is "+alive)
+	} else {
+		free := "free"
+		if !l.At.IsZero() {
+			free += ", last changed " + human(age) + " ago"
+		}
+		row("lock", st.green(free))
+	}
+}
+
 // wrapText wraps s at width, indenting continuation lines.
 func wrapText(s string, width int, indent string) string {
 	var b strings.Builder
@@ -137,4 +138,50 @@ func wrapText(s string, width int, indent string) string {
 		n += len(word)
 	}
 	return b.String()
+}
+
+// printMessages prints the inbox row, what it means, each waiting message
+// shown and the dead letters.
+func printMessages(w io.Writer, st style, in *inboxReport, row func(label, value string)) {
+	if in == nil {
+		return
+	}
+	row("inbox", in.String())
+	if in.Meaning != "" {
+		row("", "→ "+wrapText(in.Meaning, 84, "               "))
+	}
+	for _, m := range in.Messages {
+		s := m.ID
+		if m.AgeMS != nil {
+			s += ", " + human(msDuration(*m.AgeMS).Round(time.Millisecond)) + " old"
+		}
+		s += fmt.Sprintf(", %d bytes", m.Bytes)
+		if m.IdemKey != "" {
+			s += ", idempotency key " + strconv.Quote(m.IdemKey)
+		}
+		if m.Refusals > 0 {
+			s += st.yellow(fmt.Sprintf(", refused %d %s, last by %s: %s", m.Refusals, plural(int(m.Refusals), "time", "times"),
+				m.RefusedBy, strconv.Quote(m.LastError)))
+		}
+		row("", "  "+s)
+	}
+	if more := in.Count - int64(len(in.Messages)); more > 0 {
+		row("", fmt.Sprintf("  … and %d more", more))
+	}
+	if in.Dead == 0 {
+		row("dead", "no message dead-lettered")
+		return
+	}
+	row("dead", st.red(fmt.Sprintf("%d %s dead-lettered", in.Dead, plural(int(in.Dead), "message", "messages"))))
+	for _, d := range in.DeadMessages {
+		s := fmt.Sprintf("%s (sent as %s), %d bytes, %d attempts, last refused by %s: %s", d.ID, d.OriginalID, d.Bytes,
+			d.Attempts, d.RefusedBy, strconv.Quote(d.LastError))
+		if d.IdemKey != "" {
+			s += ", idempotency key " + strconv.Quote(d.IdemKey)
+		}
+		row("", "  "+s)
+	}
+	if more := in.Dead - int64(len(in.DeadMessages)); more > 0 {
+		row("", fmt.Sprintf("  … and %d older", more))
+	}
 }

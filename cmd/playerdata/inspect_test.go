@@ -23,9 +23,8 @@ type fixture struct {
 	rdb     redis.UniversalClient
 }
 
-func newFixture(t *testing.T) fixture {
+func newFixture(t *testing.T, e testEnv) fixture {
 	t.Helper()
-	e := newTestEnv(t)
 	a := e.startServer(t, "server-a", serverOpts{})
 	p := a.hold(t, "user:42", 10)
 	_ = p.Update(func(d *profile) { d.Coins = 20 })
@@ -38,8 +37,8 @@ func newFixture(t *testing.T) fixture {
 	return fixture{url: e.url, ns: e.ns, rdb: e.rdb}
 }
 
-func TestInspect(t *testing.T) {
-	f := newFixture(t)
+func testInspect(t *testing.T, e testEnv) {
+	f := newFixture(t, e)
 	token, err := f.rdb.HGet(context.Background(), datadriver.RecordKey(f.ns, "PlayerData", "user:42"), "lock.token").Result()
 	if err != nil || len(token) < 8 {
 		t.Fatalf("lock token %q: %v", token, err)
@@ -132,8 +131,8 @@ func TestInspect(t *testing.T) {
 	}
 }
 
-func TestPresence(t *testing.T) {
-	f := newFixture(t)
+func testPresence(t *testing.T, e testEnv) {
+	f := newFixture(t, e)
 	// A server that beat once, long ago.
 	if err := f.rdb.HSet(context.Background(), presence.KeyFor(f.ns), "server-old", time.Now().Add(-time.Minute).UnixMilli()).Err(); err != nil {
 		t.Fatal(err)

@@ -6,12 +6,13 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
 )
@@ -29,15 +30,16 @@ Flags:
   --job ID             the server's JobID (required)
   --driver NAME        only this driver's records (default: every driver)
   --limit N            examine about N keys at most (default 100000)
-  --redis URL          Redis (default $REDIS_URL, else redis://127.0.0.1:6379)
+  --redis URL          Redis, Redis Cluster (any node) or Sentinel (?master_name=M); default
+                       $REDIS_URL, else redis://127.0.0.1:6379
   --namespace NS       the servers' NodeConfig.Namespace (default none)
   --presence-key NAME  the servers' NodeConfig.PresenceKey (default CKPresence)
-  --presence-shards N  the servers' NodeConfig.PresenceShards (default 1)
+  --presence-shards N  override the shard count the servers mark in "<key>:shards"
   --presence-ttl D     the servers' PresenceTTL, to read presence as they do (default 10s)
   --json               print one JSON object
 
 Exit status: 0 listed (none held included), 1 failed, 2 usage, or a namespace
-with no records and no servers at all.
+or --driver that holds nothing (the ones that do are listed).
 `
 
 // locksReport is what locks shows, and its --json output.
@@ -79,19 +81,19 @@ func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cmd.fs.StringVar(&job, "job", "", "")
 	cmd.fs.StringVar(&driver, "driver", "", "")
 	cmd.fs.IntVar(&limit, "limit", defaultScanLimit, "")
-	pos, err := cmd.parse(args, stdout, stderr)
+	pos, err := cmd.parse(args, stdout)
 	if err != nil {
 		return err
 	}
 	switch {
 	case len(pos) > 0:
-		return cmd.mistake(stderr, "unexpected argument %q", pos[0])
+		return cmd.mistake("unexpected argument %q", pos[0])
 	case job == "":
-		return cmd.mistake(stderr, "--job is required")
+		return cmd.mistake("--job is required")
 	case limit < 1:
-		return cmd.mistake(stderr, "--limit %d: want a number of keys, at least 1", limit)
+		return cmd.mistake("--limit %d: want a number of keys, at least 1", limit)
 	}
-	if err := f.check(cmd, stderr); err != nil {
+	if err := f.check(cmd); err != nil {
 		return err
 	}
 	if driver != "" {
@@ -109,17 +111,11 @@ func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("locks: %w", err)
 	}
 	if rep.Records == 0 && rep.Unreadable == 0 {
-		if err := r.checkNamespace(ctx, limit, stderr); err != nil {
+		if err := r.checkScope(ctx, driver, limit, stderr); err != nil {
 			return err
 		}
 	}
-	if f.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	printLocks(stdout, styleFor(stdout), rep)
-	return nil
+	return emit(stdout, f.json, rep, func(w io.Writer, st style) { printLocks(w, st, rep) })
 }
 
 // findLocks scans the records of driver (every driver when "") and keeps
@@ -127,8 +123,8 @@ func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func findLocks(ctx context.Context, r *reader, job, driver string, limit int) (*locksReport, error) {
 	rep := &locksReport{Namespace: r.ns, PresenceKey: r.presKey, Job: job, Driver: driver,
 		Pattern: recordPattern(r.ns, driver), Locks: []heldLock{}}
-	st, err := scanKeys(ctx, r.rdb, rep.Pattern, limit, func(keys []string) (bool, error) {
-		locks, now, err := readLocks(ctx, r.rdb, keys)
+	st, err := r.scan(ctx, rep.Pattern, limit, func(node redis.Cmdable, keys []string) (bool, error) {
+		locks, now, err := readLocks(ctx, node, keys)
 		if err != nil {
 			return true, err
 		}
@@ -200,7 +196,8 @@ func printLocks(w io.Writer, st style, r *locksReport) {
 		fmt.Fprintf(w, "  %s\n", st.yellow(fmt.Sprintf("the scan stopped after examining about %d of %d keys (--limit): "+
 			"more locks may exist; raise --limit to see them", r.Scan.Examined, r.Scan.DBSize)))
 	} else {
-		fmt.Fprintf(w, "  the scan examined every key (%d)\n", r.Scan.Examined)
+		fmt.Fprintf(w, "  the scan examined every key (%d) of %d %s\n", r.Scan.Examined, r.Scan.Masters,
+			plural(r.Scan.Masters, "master", "masters"))
 	}
 }
 

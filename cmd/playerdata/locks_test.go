@@ -14,8 +14,7 @@ import (
 	"github.com/ckernel/playerdata/presence"
 )
 
-func TestLocks(t *testing.T) {
-	e := newTestEnv(t)
+func testLocks(t *testing.T, e testEnv) {
 	a := e.startServer(t, "server-a", serverOpts{})
 	b := e.startServer(t, "server-b", serverOpts{})
 	for _, k := range []string{"user:1", "user:2", "user:3"} {
@@ -77,10 +76,31 @@ func TestLocks(t *testing.T) {
 			t.Fatalf("locks of server-z = %v:\n%s", r.err, r.stdout)
 		}
 	})
+
+	t.Run("every master", func(t *testing.T) {
+		if e.cluster == nil {
+			t.Skip("one Redis: one master")
+		}
+		// A lock of server-s on each master: a scan of one master finds one.
+		want := map[string]string{} // master → key
+		for i := 0; len(want) < len(e.cluster.Addrs); i++ {
+			key := fmt.Sprintf("spread:%d", i)
+			if m := e.cluster.MasterOf(e.rk("PlayerData", key)); want[m] == "" {
+				want[m] = key
+				e.putRecord(t, e.rk("PlayerData", key), record.FieldEpoch, 1, record.FieldLockJob, "server-s",
+					record.FieldLockToken, "token-of-s-"+key, record.FieldLockPresence, "1")
+			}
+		}
+		r := runArgs(t, 10*time.Second, e.args("locks", "--json", "--job", "server-s")...)
+		var rep locksReport
+		decodeJSON(t, r.stdout, &rep)
+		if len(rep.Locks) != len(want) || rep.Scan.Masters != len(e.cluster.Addrs) || !rep.Scan.Complete {
+			t.Fatalf("locks of server-s: %+v over %d masters, want one on each of %d", rep.Locks, rep.Scan.Masters, len(want))
+		}
+	})
 }
 
-func TestLocksScanIsBounded(t *testing.T) {
-	e := newTestEnv(t)
+func testLocksScanIsBounded(t *testing.T, e testEnv) {
 	// 2,500 records of a crashed server-c, written directly: the scan reads
 	// them in several batches.
 	const n = 2500

@@ -9,7 +9,9 @@
 //	playerdata unlock    free one lock whose holder reads stopped or unknown
 //	playerdata send      send a message to a profile (Driver.Send)
 //	playerdata restore   put back a kept version of a profile (Driver.RestoreAt)
+//	playerdata replay    move dead-lettered messages back to a profile's inbox
 //	playerdata version   the build: module version, VCS revision, Go version
+//	playerdata bench     runs playerdata-bench (cmd/playerdata-bench), the lab's measurements
 //	playerdata help      the general help, or one command's
 //
 // Everything happens in run, which tests call in-process; main only maps its
@@ -39,13 +41,17 @@ Usage:
   playerdata presence [reader flags]
   playerdata locks    --job ID [--driver NAME] [--limit N] [reader flags]
   playerdata unlock   [--driver NAME] [--dry-run] [reader flags] KEY
-  playerdata send     --driver NAME [--nats URL] [--max-inbox N] [--allow-new] [reader flags] KEY BODY_JSON
+  playerdata send     --driver NAME [--nats URL] [--idempotency-key K] [--max-inbox N] [--allow-new] [reader flags] KEY BODY_JSON
   playerdata restore  --driver NAME --at TIME [--dry-run] [--nats URL] [--wait D] [reader flags] KEY
+  playerdata replay   --driver NAME [--dry-run] [reader flags] KEY (ID... | --all)
   playerdata version  [--json]
-  playerdata bench    [--redis URL] [--nats URL] [--quick] [--json] [--report DIR]
+  playerdata bench    [flags of playerdata-bench]
   playerdata help     [COMMAND]
 
-Reader flags (inspect, presence, locks, unlock, send, restore):
+Redis: one Redis, Redis Cluster (the plain URL of any node) or Sentinel
+(redis://sentinel:26379?master_name=NAME, or a Sentinel's plain URL).
+
+Reader flags (inspect, presence, locks, unlock, send, restore, replay):
   --redis URL  --namespace NS  --presence-key NAME  --presence-shards N
   --presence-ttl D  --json
 
@@ -55,8 +61,8 @@ Commands:
             unless --redis / --nats (or REDIS_URL / NATS_URL) name real ones
   inspect   show one profile record: lock holder, token prefix, lock age,
             presence flag, whether the holder is alive now, epoch, ver,
-            pending trade, inbox, kept versions; --data prints the data as
-            JSON
+            pending trade, messages waiting, refused and dead-lettered,
+            kept versions; --data prints the data as JSON
   presence  list every server in the presence hash: last beat, alive/stopped
   locks     list the locks one server holds: key, driver, lock age,
             presence flag, epoch (a bounded SCAN of the records)
@@ -69,11 +75,15 @@ Commands:
   restore   put back the data a profile had at TIME (RFC 3339, or -2h) from
             its kept versions, under its lock like any load; repairs a
             record whose data does not decode; --dry-run shows the version
+  replay    move dead-lettered messages of a profile back to its inbox, in
+            one script call (once what made OnMessage refuse them is mended)
   version   print the module version, VCS revision and Go version
+  bench     run playerdata-bench, the lab's measurements (a command of its
+            own, so that this one links no plotting nor baselines)
   help      print this help, or a command's: playerdata help COMMAND
 
 Exit status: 0 done (or nothing to do), 1 failed or refused, 2 usage (a wrong
-command line, or a namespace with no records and no servers at all) or
+command line, or a namespace or driver that holds nothing) or
 nothing found (send and restore: no record of KEY; restore: no kept version
 at or before TIME).
 
@@ -84,7 +94,7 @@ Run "playerdata help COMMAND" or "playerdata COMMAND --help" for a command's fla
 const helpUsage = `Usage: playerdata help [COMMAND]
 
 Prints the general help, or the help of COMMAND (demo, inspect, presence,
-locks, unlock, send, restore, bench, version, help) with its flags.
+locks, unlock, send, restore, replay, bench, version, help) with its flags.
 `
 
 // subcommand is one entry of the command table.
@@ -102,6 +112,7 @@ var commands = map[string]subcommand{
 	"unlock":   {unlockUsage, runUnlock},
 	"send":     {sendUsage, runSend},
 	"restore":  {restoreUsage, runRestore},
+	"replay":   {replayUsage, runReplay},
 	"bench":    {benchUsage, runBench},
 	"version":  {versionUsage, runVersion},
 }
@@ -113,7 +124,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
+	var child *childExit
+	if err != nil && !errors.As(err, &child) { // a child printed its own
 		fmt.Fprintln(os.Stderr, "playerdata: "+oneLine(err.Error()))
 	}
 	os.Exit(exitStatus(err))
@@ -134,8 +146,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cmd, ok := commands[name]
 	if !ok {
-		fmt.Fprint(stderr, usage)
-		return usagef("unknown command %q", name)
+		return usagef("unknown command %q (see playerdata help)", name)
 	}
 	err := cmd.run(ctx, rest, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -151,16 +162,14 @@ func runHelp(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stdout, usage)
 		return nil
 	case len(args) > 1:
-		fmt.Fprint(stderr, helpUsage)
-		return usagef("help: one COMMAND only, got %d", len(args))
+		return usagef("help: one COMMAND only, got %d (see playerdata help help)", len(args))
 	case args[0] == "help" || args[0] == "-h" || args[0] == "-help" || args[0] == "--help":
 		fmt.Fprint(stdout, helpUsage)
 		return nil
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprint(stderr, usage)
-		return usagef("help: unknown command %q", args[0])
+		return usagef("help: unknown command %q (see playerdata help)", args[0])
 	}
 	fmt.Fprint(stdout, cmd.usage)
 	return nil

@@ -73,7 +73,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unlock without key", []string{"unlock", "--driver", "PlayerData"}, "KEY is required"},
 		{"unlock with two keys", []string{"unlock", "a", "b"}, "one KEY only"},
 		{"empty presence key", []string{"presence", "--presence-key", ""}, "--presence-key is empty"},
-		{"presence shards zero", []string{"inspect", "--presence-shards", "0", "--driver", "D", "k"}, "--presence-shards 0"},
+		{"presence shards negative", []string{"inspect", "--presence-shards", "-1", "--driver", "D", "k"}, "--presence-shards -1"},
 		{"presence ttl too short", []string{"unlock", "--presence-ttl", "1ms", "k"}, "--presence-ttl 1ms is too short"},
 		{"send without driver", []string{"send", "user:1", "{}"}, "--driver is required"},
 		{"send without body", []string{"send", "--driver", "PlayerData", "user:1"}, "KEY and BODY_JSON are required"},
@@ -96,8 +96,13 @@ func TestUsageErrors(t *testing.T) {
 			if r.err == nil || !strings.Contains(r.err.Error(), tc.want) {
 				t.Fatalf("run(%q) = %v, want an error containing %q", tc.args, r.err, tc.want)
 			}
-			if !strings.Contains(r.stderr, "Usage") {
-				t.Fatalf("run(%q) printed no usage on stderr:\n%s", tc.args, r.stderr)
+			// One line that says what was wrong; the help only when asked
+			// (no command at all asks for it).
+			if msg := r.err.Error(); strings.Contains(msg, "\n") || (tc.args != nil && !strings.Contains(msg, "see playerdata help")) {
+				t.Fatalf("run(%q) = %q, want one line pointing at the help", tc.args, msg)
+			}
+			if printed := strings.Contains(r.stderr, "Usage"); printed != (tc.args == nil) {
+				t.Fatalf("run(%q) printed usage %v on stderr, want %v:\n%s", tc.args, printed, tc.args == nil, r.stderr)
 			}
 			if r.stdout != "" {
 				t.Fatalf("run(%q) wrote to stdout:\n%s", tc.args, r.stdout)

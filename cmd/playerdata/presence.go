@@ -5,10 +5,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,18 +18,20 @@ import (
 const presenceUsage = `Usage: playerdata presence [flags]
 
 Lists every server in the presence hash "<namespace>:<presence key>"
-(CKPresence unless the servers set NodeConfig.PresenceKey; with
---presence-shards N, that key and "<key>:{1}" to "<key>:{N-1}"): the time
-since its last beat, when that beat expires (Redis clock), whether it reads
-alive, stopped or unknown (Redis restarted or failed over less than one
-PresenceTTL ago: a missing beat is no proof yet), and the instance (process)
-that wrote the beat. Reads only.
+(CKPresence unless the servers set NodeConfig.PresenceKey; with N shards,
+that key and "<key>:{1}" to "<key>:{N-1}", N being the count the servers
+mark in "<key>:shards"): the time since its last beat, when that beat
+expires (Redis clock), whether it reads alive, stopped or unknown (a missing
+beat is no proof yet: the line under the table says why, from the shard's
+run mark and Redis's INFO), and the instance (process) that wrote the beat.
+Reads only.
 
 Flags:
-  --redis URL          Redis (default $REDIS_URL, else redis://127.0.0.1:6379)
+  --redis URL          Redis, Redis Cluster (any node) or Sentinel (?master_name=M); default
+                       $REDIS_URL, else redis://127.0.0.1:6379
   --namespace NS       the servers' NodeConfig.Namespace (default none)
   --presence-key NAME  the servers' NodeConfig.PresenceKey (default CKPresence)
-  --presence-shards N  the servers' NodeConfig.PresenceShards (default 1)
+  --presence-shards N  override the shard count the servers mark in "<key>:shards"
   --presence-ttl D     the servers' PresenceTTL: a beat's age is TTL − time left (default 10s)
   --json               print one JSON object
 
@@ -40,7 +42,8 @@ namespace with no records and no servers at all.
 // presenceReport is what presence shows, and its --json output.
 type presenceReport struct {
 	Key     string         `json:"key"`    // shard 0 of the hash
-	Shards  int            `json:"shards"` // --presence-shards
+	Shards  int            `json:"shards"` // the shard count read with
+	Layout  shardLayout    `json:"layout"` // how it was found
 	TTLMS   float64        `json:"ttl_ms"`
 	Servers []serverReport `json:"servers"`
 	Note    string         `json:"note,omitempty"` // e.g. the hash does not exist
@@ -54,6 +57,9 @@ type serverReport struct {
 	Shard       int     `json:"shard"`
 	ExpiresInMS float64 `json:"expires_in_ms"` // negative once expired
 	LastBeatMS  float64 `json:"last_beat_ms_ago"`
+	// Why says, for an unknown server, why its missing beat proves nothing
+	// yet (its shard's run mark against INFO).
+	Why string `json:"why,omitempty"`
 }
 
 // runPresence is "playerdata presence".
@@ -61,14 +67,14 @@ func runPresence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	cmd := newCommand("presence", presenceUsage)
 	var f readFlags
 	f.add(cmd)
-	pos, err := cmd.parse(args, stdout, stderr)
+	pos, err := cmd.parse(args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return cmd.mistake(stderr, "unexpected argument %q", pos[0])
+		return cmd.mistake("unexpected argument %q", pos[0])
 	}
-	if err := f.check(cmd, stderr); err != nil {
+	if err := f.check(cmd); err != nil {
 		return err
 	}
 	r, err := f.open(ctx)
@@ -76,41 +82,42 @@ func runPresence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer r.Close()
-	rep := presenceReport{Key: r.presKey, Shards: f.presenceShards, TTLMS: ms(f.presenceTTL), Servers: []serverReport{}}
+	rep := presenceReport{Key: r.presKey, Shards: r.layout.Shards, Layout: r.layout, TTLMS: ms(f.presenceTTL),
+		Servers: []serverReport{}}
 	entries, err := r.pres.List(ctx)
 	switch {
 	case errors.Is(err, presence.ErrShardMismatch):
 		// What was read is shown; no entry of a mismatched shard reads stopped.
-		rep.Note = err.Error() + " (pass the servers' --presence-shards)"
+		rep.Note = err.Error()
 	case err != nil:
 		return err
 	}
-	if len(entries) == 0 {
+	if len(entries) == 0 && rep.Note == "" {
 		exists, err := r.presenceHashExists(ctx)
 		if err != nil {
 			return err
 		}
 		if !exists {
-			if err := r.checkNamespace(ctx, defaultScanLimit, stderr); err != nil {
+			if err := r.checkScope(ctx, "", defaultScanLimit, stderr); err != nil {
 				return err
 			}
 			rep.Note = "no presence hash: no server has beaten into " + r.presKey +
 				" (are --namespace and --presence-key the servers' own?)"
 		}
 	}
+	whys := map[int]string{} // per shard: one read of its run mark
 	for _, e := range entries {
-		rep.Servers = append(rep.Servers, serverReport{
-			JobID: e.JobID, Status: e.Status.String(), Instance: e.Instance, Shard: e.Shard,
-			ExpiresInMS: ms(e.ExpiresIn), LastBeatMS: ms(f.presenceTTL - e.ExpiresIn),
-		})
+		s := serverReport{JobID: e.JobID, Status: e.Status.String(), Instance: e.Instance, Shard: e.Shard,
+			ExpiresInMS: ms(e.ExpiresIn), LastBeatMS: ms(f.presenceTTL - e.ExpiresIn)}
+		if e.Status == presence.Unknown && !errors.Is(err, presence.ErrShardMismatch) {
+			if _, ok := whys[e.Shard]; !ok {
+				whys[e.Shard] = r.readRunEvidence(ctx, presence.ShardKey(r.presKey, e.Shard)).why(r.ttl)
+			}
+			s.Why = whys[e.Shard]
+		}
+		rep.Servers = append(rep.Servers, s)
 	}
-	if f.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	printPresence(stdout, styleFor(stdout), rep, f.presenceTTL)
-	return nil
+	return emit(stdout, f.json, rep, func(w io.Writer, st style) { printPresence(w, st, rep, f.presenceTTL) })
 }
 
 // printPresence prints a report for people.
@@ -120,6 +127,9 @@ func printPresence(w io.Writer, st style, r presenceReport, ttl time.Duration) {
 		shards = fmt.Sprintf(", %d shards", r.Shards)
 	}
 	fmt.Fprintf(w, "%s %s (PresenceTTL %s%s)\n", st.bold("presence hash"), r.Key, human(ttl), shards)
+	if r.Layout.Note != "" {
+		fmt.Fprintln(w, "  "+st.yellow(r.Layout.Note))
+	}
 	if r.Note != "" {
 		fmt.Fprintln(w, "  "+st.yellow(r.Note))
 	}
@@ -135,7 +145,7 @@ func printPresence(w io.Writer, st style, r presenceReport, ttl time.Duration) {
 	}
 	fmt.Fprintf(w, "  %s  %s  %s  %s  %s\n", st.bold(pad("server", width)), st.bold(pad("status", 7)),
 		st.bold(pad("last beat", 12)), st.bold(pad("beat expires", 14)), st.bold("instance"))
-	unknown := false
+	var whys []string
 	for _, s := range r.Servers {
 		status := pad(s.Status, 7)
 		switch s.Status {
@@ -145,7 +155,9 @@ func printPresence(w io.Writer, st style, r presenceReport, ttl time.Duration) {
 			status = st.red(status)
 		default:
 			status = st.yellow(status)
-			unknown = true
+			if s.Why != "" && !slices.Contains(whys, s.Why) {
+				whys = append(whys, s.Why)
+			}
 		}
 		left := time.Duration(s.ExpiresInMS * float64(time.Millisecond))
 		expires := "in " + human(left)
@@ -159,8 +171,8 @@ func printPresence(w io.Writer, st style, r presenceReport, ttl time.Duration) {
 		}
 		fmt.Fprintf(w, "  %s  %s  %s  %s  %s\n", pad(s.JobID, width), status, pad(last, 12), pad(expires, 14), inst)
 	}
-	if unknown {
-		fmt.Fprintln(w, "  unknown: Redis restarted or failed over less than one PresenceTTL ago (or the shard counts differ), so a missing beat proves nothing yet")
+	for _, why := range whys {
+		fmt.Fprintln(w, "  unknown: "+wrapText(why, 90, "    "))
 	}
 }
 

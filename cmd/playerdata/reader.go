@@ -7,7 +7,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,7 +32,7 @@ const minPresenceTTL = 4 * time.Millisecond
 type readFlags struct {
 	conn           connFlags
 	presenceKey    string
-	presenceShards int
+	presenceShards int // 0: found in the layout hash
 	presenceTTL    time.Duration
 	json           bool
 }
@@ -40,20 +42,21 @@ type readFlags struct {
 func (f *readFlags) add(c *command) {
 	f.conn.addRedis(c.fs)
 	c.fs.StringVar(&f.presenceKey, "presence-key", presence.DefaultKeyName, "")
-	c.fs.IntVar(&f.presenceShards, "presence-shards", presence.DefaultShards, "")
+	c.fs.IntVar(&f.presenceShards, "presence-shards", 0, "")
 	c.fs.DurationVar(&f.presenceTTL, "presence-ttl", presence.DefaultTTL, "")
 	c.fs.BoolVar(&f.json, "json", false, "")
 }
 
 // check refuses flag values no deployment can have, as usage mistakes.
-func (f *readFlags) check(c *command, stderr io.Writer) error {
+func (f *readFlags) check(c *command) error {
 	switch {
 	case f.presenceKey == "":
-		return c.mistake(stderr, "--presence-key is empty (the servers' NodeConfig.PresenceKey; default %s)", presence.DefaultKeyName)
-	case f.presenceShards < 1 || f.presenceShards > presence.MaxShards:
-		return c.mistake(stderr, "--presence-shards %d: want the servers' NodeConfig.PresenceShards, 1 to %d", f.presenceShards, presence.MaxShards)
+		return c.mistake("--presence-key is empty (the servers' NodeConfig.PresenceKey; default %s)", presence.DefaultKeyName)
+	case f.presenceShards < 0 || f.presenceShards > presence.MaxShards:
+		return c.mistake("--presence-shards %d: want the servers' NodeConfig.PresenceShards, 1 to %d (or 0: read it from Redis)",
+			f.presenceShards, presence.MaxShards)
 	case f.presenceTTL < minPresenceTTL:
-		return c.mistake(stderr, "--presence-ttl %s is too short (the servers' PresenceTTL; default %s)", f.presenceTTL, presence.DefaultTTL)
+		return c.mistake("--presence-ttl %s is too short (the servers' PresenceTTL; default %s)", f.presenceTTL, presence.DefaultTTL)
 	}
 	return nil
 }
@@ -79,39 +82,96 @@ func presenceHashKey(ns, name string) string {
 
 // reader is an open connection to the Redis of one deployment.
 type reader struct {
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
+	kind    string // deployStandalone, deployCluster or deploySentinel
 	pres    *presence.Presence
 	ns      string
 	presKey string        // the full key of the presence hash (its shard 0)
 	ttl     time.Duration // the servers' PresenceTTL
+	layout  shardLayout   // the shard count read with, and how it was found
 }
 
-// open connects to the Redis of f (a PING within a few seconds) and builds
-// a presence reader of its hash; the caller closes the reader.
+// open connects to the Redis of f (a PING within a few seconds), finds the
+// presence shard count the servers use (unless --presence-shards gives it)
+// and builds a presence reader of its hash; the caller closes the reader.
 func (f *readFlags) open(ctx context.Context) (*reader, error) {
-	rdb, err := connectRedis(ctx, f.redisURL())
+	conn, err := connectRedis(ctx, f.redisURL())
 	if err != nil {
 		return nil, err
 	}
-	key := presenceHashKey(f.conn.namespace, f.presenceKey)
-	pres, err := presence.New(rdb, presence.Config{Key: key, JobID: readerJob, TTL: f.presenceTTL, Beat: f.presenceTTL / 4,
-		Shards: f.presenceShards})
+	r := &reader{rdb: conn.rdb, kind: conn.kind, ns: f.conn.namespace, ttl: f.presenceTTL,
+		presKey: presenceHashKey(f.conn.namespace, f.presenceKey)}
+	if r.layout, err = r.readLayout(ctx, f.presenceShards); err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	r.pres, err = presence.New(r.rdb, presence.Config{Key: r.presKey, JobID: readerJob, TTL: f.presenceTTL,
+		Beat: f.presenceTTL / 4, Shards: r.layout.Shards})
 	if err != nil {
-		_ = rdb.Close()
+		_ = r.Close()
 		return nil, usagef("--presence-key %q: %w", f.presenceKey, err)
 	}
-	return &reader{rdb: rdb, pres: pres, ns: f.conn.namespace, presKey: key, ttl: f.presenceTTL}, nil
+	return r, nil
 }
 
 // Close closes the Redis client.
 func (r *reader) Close() error { return r.rdb.Close() }
 
+// nodeOf is the client of the node that serves key: the master of its slot
+// on a Redis Cluster, the client itself elsewhere. Reads of several keys of
+// one slot go there in one pipeline, with that node's TIME, which is the
+// clock the servers' scripts on those keys read.
+func (r *reader) nodeOf(ctx context.Context, key string) (redis.Cmdable, error) {
+	c, ok := r.rdb.(*redis.ClusterClient)
+	if !ok {
+		return r.rdb, nil
+	}
+	n, err := c.MasterForKey(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("find the master of %s: %w", key, err)
+	}
+	return n, nil
+}
+
+// masters are a client of each master, sorted by address: every master of
+// a Redis Cluster, the client itself elsewhere. A scan goes over each.
+func (r *reader) masters(ctx context.Context) ([]redis.Cmdable, error) {
+	c, ok := r.rdb.(*redis.ClusterClient)
+	if !ok {
+		return []redis.Cmdable{r.rdb}, nil
+	}
+	var (
+		mu  sync.Mutex
+		all []*redis.Client
+	)
+	err := c.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
+		mu.Lock()
+		all = append(all, m)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the cluster's masters: %w", err)
+	}
+	slices.SortFunc(all, func(a, b *redis.Client) int { return strings.Compare(a.Options().Addr, b.Options().Addr) })
+	out := make([]redis.Cmdable, len(all))
+	for i, m := range all {
+		out[i] = m
+	}
+	return out, nil
+}
+
 // presenceHashExists reports whether any shard of the presence hash exists:
 // a deployment whose servers beat presence always has one.
 func (r *reader) presenceHashExists(ctx context.Context) (bool, error) {
-	n, err := r.rdb.Exists(ctx, r.pres.Keys()...).Result()
-	if err != nil {
-		return false, fmt.Errorf("read the presence hash %s: %w", r.presKey, err)
+	for _, k := range r.pres.Keys() { // one EXISTS per key: the shards are in different slots
+		n, err := r.rdb.Exists(ctx, k).Result()
+		if err != nil {
+			return false, fmt.Errorf("read the presence hash %s: %w", k, err)
+		}
+		if n > 0 {
+			return true, nil
+		}
 	}
-	return n > 0, nil
+	return false, nil
 }

@@ -12,8 +12,7 @@ import (
 	"github.com/ckernel/playerdata/presence"
 )
 
-func TestPresenceKey(t *testing.T) {
-	e := newTestEnv(t)
+func testPresenceKey(t *testing.T, e testEnv) {
 	a := e.startServer(t, "server-a", serverOpts{presenceKey: "GamePresence"})
 	a.hold(t, "user:42", 10)
 	e.waitPresence(t, e.ns+":GamePresence", "server-a", presence.Alive)
@@ -78,8 +77,7 @@ func TestPresenceKey(t *testing.T) {
 	})
 }
 
-func TestMistypedNamespace(t *testing.T) {
-	e := newTestEnv(t)
+func testMistypedNamespace(t *testing.T, e testEnv) {
 	a := e.startServer(t, "server-a", serverOpts{})
 	a.hold(t, "user:42", 10)
 	typo := e.ns + "x" // no key starts with it, and no server beats under it
@@ -95,8 +93,10 @@ func TestMistypedNamespace(t *testing.T) {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			full := append([]string{args[0], "--redis", e.url, "--namespace", typo}, args[1:]...)
 			r := runArgs(t, 10*time.Second, full...)
-			if r.err == nil || r.err.Error() != want || exitStatus(r.err) != exitUsage {
-				t.Fatalf("run(%q) = %v (status %d), want %q with status 2", full, r.err, exitStatus(r.err), want)
+			// It lists the namespaces that hold records, the closest first.
+			listed := want + `; namespaces with records, closest first: "` + e.ns + `" (drivers PlayerData)`
+			if r.err == nil || !strings.HasPrefix(r.err.Error(), listed) || exitStatus(r.err) != exitUsage {
+				t.Fatalf("run(%q) = %v (status %d), want %q… with status 2", full, r.err, exitStatus(r.err), listed)
 			}
 			if r.stdout != "" {
 				t.Fatalf("run(%q) printed:\n%s", full, r.stdout)
@@ -120,8 +120,7 @@ type gameData struct {
 	Avatar []byte
 }
 
-func TestInspectData(t *testing.T) {
-	e := newTestEnv(t)
+func testInspectData(t *testing.T, e testEnv) {
 	joined := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	data, err := msgpack.Marshal(gameData{Coins: 250, Items: map[string]int{"sword": 1}, Slots: map[int]string{1: "sword"},
 		Joined: joined, Avatar: []byte("png")})
@@ -169,8 +168,7 @@ func TestInspectData(t *testing.T) {
 	})
 }
 
-func TestInspectCorrupt(t *testing.T) {
-	e := newTestEnv(t)
+func testInspectCorrupt(t *testing.T, e testEnv) {
 	good, err := msgpack.Marshal(struct { // a struct keeps its field order: "ada" is last
 		Coins int
 		Name  string

@@ -35,8 +35,21 @@ type recordLock struct {
 // Held reports whether the lock is taken.
 func (l recordLock) Held() bool { return l.Token != "" }
 
-// readLocks reads the lock of each record in keys in one pipeline, with
-// Redis's clock (TIME) at the read. A key that is not a record answers a
+// readLock reads the lock of the record rk on its node (see readLocks).
+func (r *reader) readLock(ctx context.Context, rk string) (recordLock, time.Time, error) {
+	node, err := r.nodeOf(ctx, rk)
+	if err != nil {
+		return recordLock{}, time.Time{}, err
+	}
+	locks, now, err := readLocks(ctx, node, []string{rk})
+	if err != nil {
+		return recordLock{}, time.Time{}, err
+	}
+	return locks[0], now, nil
+}
+
+// readLocks reads the lock of each record in keys in one pipeline on node
+// (the one node serving them all), with its clock (TIME) at the read. A key that is not a record answers a
 // recordLock with Err set; an error is returned only when the pipeline
 // itself failed (Redis unreachable).
 func readLocks(ctx context.Context, rdb redis.Cmdable, keys []string) ([]recordLock, time.Time, error) {
@@ -89,7 +102,10 @@ type holderPresence struct {
 	Status      string   `json:"status"` // alive, stopped, unknown
 	ExpiresInMS *float64 `json:"expires_in_ms,omitempty"`
 	Error       string   `json:"error,omitempty"`
-	reading     presence.Reading
+	// Why says, for an unknown reading without an error, why a missing
+	// beat proves nothing yet: from the shard's run mark and INFO.
+	Why     string `json:"why,omitempty"`
+	reading presence.Reading
 }
 
 // readHolder reads job's presence as the servers read it.
@@ -102,6 +118,8 @@ func (r *reader) readHolder(ctx context.Context, job string) holderPresence {
 	}
 	if rd.Err != nil {
 		h.Error = rd.Err.Error()
+	} else if rd.Status == presence.Unknown {
+		h.Why = r.readRunEvidence(ctx, r.pres.KeyOf(job)).why(r.ttl)
 	}
 	return h
 }
@@ -117,7 +135,6 @@ func (h holderPresence) String() string {
 	case rd.Err != nil:
 		return "unknown (the presence read failed: " + rd.Err.Error() + ")"
 	default:
-		return fmt.Sprintf("unknown (Redis restarted or failed over less than one PresenceTTL ago; "+
-			"a missing beat proves nothing for %s more)", human(rd.ExpiresIn))
+		return fmt.Sprintf("unknown (a missing beat proves nothing for %s more: %s)", human(rd.ExpiresIn), h.Why)
 	}
 }

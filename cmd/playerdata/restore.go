@@ -66,10 +66,11 @@ Flags:
   --wait D              how long to wait for a holder (default 15s with NATS, 0 without)
   --subject-prefix NAME the servers' NodeConfig.SubjectPrefix (default CKHandoff)
   --request-key-file F  a file holding the servers' NodeConfig.RequestKey, byte for byte
-  --redis URL           Redis (default $REDIS_URL, else redis://127.0.0.1:6379)
+  --redis URL           Redis, Redis Cluster (any node) or Sentinel (?master_name=M); default
+                        $REDIS_URL, else redis://127.0.0.1:6379
   --namespace NS        the servers' NodeConfig.Namespace (default none)
   --presence-key NAME   the servers' NodeConfig.PresenceKey (default CKPresence)
-  --presence-shards N   the servers' NodeConfig.PresenceShards (default 1)
+  --presence-shards N   override the shard count the servers mark in "<key>:shards"
   --presence-ttl D      the servers' PresenceTTL (default 10s)
   --json                print one JSON object
 
@@ -147,31 +148,31 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	cmd.fs.StringVar(&f.at, "at", "", "")
 	cmd.fs.BoolVar(&f.dryRun, "dry-run", false, "")
 	cmd.fs.DurationVar(&f.wait, "wait", 0, "")
-	pos, err := cmd.parse(args, stdout, stderr)
+	pos, err := cmd.parse(args, stdout)
 	if err != nil {
 		return err
 	}
 	cmd.fs.Visit(func(fl *flag.Flag) { f.waitSet = f.waitSet || fl.Name == "wait" })
 	switch {
 	case f.driver == "":
-		return cmd.mistake(stderr, "--driver is required")
+		return cmd.mistake("--driver is required")
 	case f.at == "":
-		return cmd.mistake(stderr, "--at is required (RFC 3339, or relative: -2h)")
+		return cmd.mistake("--at is required (RFC 3339, or relative: -2h)")
 	case len(pos) == 0:
-		return cmd.mistake(stderr, "the profile KEY is required")
+		return cmd.mistake("the profile KEY is required")
 	case len(pos) > 1:
-		return cmd.mistake(stderr, "one KEY only, got %d", len(pos))
+		return cmd.mistake("one KEY only, got %d", len(pos))
 	case f.wait < 0:
-		return cmd.mistake(stderr, "--wait %s: want a duration, 0 or more", f.wait)
+		return cmd.mistake("--wait %s: want a duration, 0 or more", f.wait)
 	}
 	at, err := parseAt(f.at)
 	if err != nil {
-		return cmd.mistake(stderr, "--at %q: %v", f.at, err)
+		return cmd.mistake("--at %q: %v", f.at, err)
 	}
-	if err := f.read.check(cmd, stderr); err != nil {
+	if err := f.read.check(cmd); err != nil {
 		return err
 	}
-	if err := f.admin.check(cmd, stderr); err != nil {
+	if err := f.admin.check(cmd); err != nil {
 		return err
 	}
 	key := pos[0]
@@ -208,7 +209,7 @@ func restore(ctx context.Context, r *reader, f *restoreFlags, key string, at tim
 		return nil, fmt.Errorf("restore %s: %w", key, err)
 	}
 	if !st.exists {
-		if err := r.checkNamespace(ctx, defaultScanLimit, stderr); err != nil {
+		if err := r.checkScope(ctx, f.driver, defaultScanLimit, stderr); err != nil {
 			return nil, err
 		}
 		return nil, usagef("restore %s: no record of the key under driver %s in namespace %q: nothing to restore",
@@ -330,9 +331,20 @@ func restoreVersion(ctx context.Context, r *reader, f *restoreFlags, st *restore
 		if r.Ver != st.ver && rep.Holder != "" {
 			rep.Reason += fmt.Sprintf("; %s saved ver %d as it handed the profile over", rep.Holder, r.Ver)
 		}
-		rep.Reason += fmt.Sprintf("; the data it replaced is kept as ver %d (undo: restore --at %s)", r.Ver, stamp(r.At))
+		rep.Reason += undoText(*r, rep.NewVer, after.at)
 	}
 	return nil
+}
+
+// undoText says how to undo a restore that wrote ver newVer at newAt over
+// the version replaced: restore --at its write time, unless both were
+// written in one millisecond, which no time tells apart.
+func undoText(replaced versionInfo, newVer int64, newAt time.Time) string {
+	if replaced.At.Before(newAt) {
+		return fmt.Sprintf("; the data it replaced is kept as ver %d (undo: restore --at %s)", replaced.Ver, stamp(replaced.At))
+	}
+	return fmt.Sprintf("; the data it replaced is kept as ver %d, written in the same millisecond as ver %d "+
+		"(no --at tells them apart: restore --at picks ver %d)", replaced.Ver, newVer, newVer)
 }
 
 // maxRestoreBytes is the admin driver's MaxDataBytes: Redis's own limit on

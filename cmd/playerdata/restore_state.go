@@ -54,7 +54,11 @@ func readRestoreState(ctx context.Context, r *reader, driver, key string) (*rest
 		hm    *redis.SliceCmd
 		clock *redis.TimeCmd
 	)
-	if _, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	node, err := r.nodeOf(ctx, rk)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		size = p.HLen(ctx, rk)
 		hm = p.HMGet(ctx, rk, record.FieldData, record.FieldSchema, record.FieldSchemaMin)
 		clock = p.Time(ctx)
@@ -78,14 +82,12 @@ func readRestoreState(ctx context.Context, r *reader, driver, key string) (*rest
 			st.corrupt = fmt.Sprintf("%d bytes follow the value in its data", len(data)-n)
 		}
 	}
-	locks, _, err := readLocks(ctx, r.rdb, []string{rk})
-	if err != nil {
+	if st.lock, _, err = r.readLock(ctx, rk); err != nil {
 		return nil, err
 	}
-	if err := locks[0].Err; err != nil {
+	if err := st.lock.Err; err != nil {
 		return nil, fmt.Errorf("read the record: %w", err)
 	}
-	st.lock = locks[0]
 	res, err := record.Versions(ctx, r.rdb, rk)
 	if err != nil {
 		return nil, fmt.Errorf("versions: %w", err)

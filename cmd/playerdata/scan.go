@@ -9,10 +9,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/internal/labenv"
 )
 
 const (
@@ -32,37 +33,72 @@ type scanStats struct {
 	Examined int `json:"examined"`
 	// Matched is how many distinct keys matched the pattern.
 	Matched int `json:"matched"`
-	// DBSize is the number of keys in the database when the scan began.
+	// DBSize is the number of keys in the database when the scan began
+	// (summed over the masters).
 	DBSize int64 `json:"db_size"`
-	// Complete is true when the scan went through the whole keyspace: every
-	// key that existed throughout was seen.
+	// Masters is how many masters were scanned: every master of a Redis
+	// Cluster, else 1.
+	Masters int `json:"masters"`
+	// Complete is true when the scan went through the whole keyspace of
+	// every master: every key that existed throughout was seen.
 	Complete bool `json:"complete"`
 	// Cut is true when the limit stopped the scan before it completed.
 	Cut bool `json:"cut_by_limit"`
 }
 
-// scanKeys runs SCAN MATCH pattern over the keyspace, calling fn with each
-// batch of keys not seen before, until the scan completes, about limit keys
-// have been examined (Cut), or fn answers stop. Each call is bounded by ctx.
-func scanKeys(ctx context.Context, rdb redis.Cmdable, pattern string, limit int,
-	fn func(keys []string) (stop bool, err error)) (scanStats, error) {
-	var st scanStats
-	size, err := rdb.DBSize(ctx).Result()
+// scanFunc receives each batch of keys not seen before and the node that
+// serves them; stop ends the scan.
+type scanFunc func(node redis.Cmdable, keys []string) (stop bool, err error)
+
+// scan runs SCAN MATCH pattern over the keyspace of every master in turn
+// (a Redis Cluster's SCAN sees one node's keys only), calling fn with each
+// batch of fresh keys, until every master's scan completes, about limit
+// keys have been examined in all (Cut), or fn answers stop. Each call is
+// bounded by ctx.
+func (r *reader) scan(ctx context.Context, pattern string, limit int, fn scanFunc) (scanStats, error) {
+	nodes, err := r.masters(ctx)
 	if err != nil {
-		return st, fmt.Errorf("dbsize: %w", err)
+		return scanStats{}, err
 	}
-	st.DBSize = size
+	st := scanStats{Masters: len(nodes)}
+	sizes := make([]int64, len(nodes))
+	for i, n := range nodes {
+		if sizes[i], err = n.DBSize(ctx).Result(); err != nil {
+			return st, fmt.Errorf("dbsize: %w", err)
+		}
+		st.DBSize += sizes[i]
+	}
+	for i, n := range nodes {
+		before := st.Examined
+		done, stop, err := scanNode(ctx, n, pattern, limit, &st, fn)
+		if err != nil || stop {
+			return st, err
+		}
+		if !done {
+			st.Cut = true
+			return st, nil
+		}
+		// A master scanned to the end examined its keys, not the COUNTs.
+		st.Examined = before + int(sizes[i])
+	}
+	st.Complete = true
+	st.Examined = int(max(st.DBSize, int64(st.Matched)))
+	return st, nil
+}
+
+// scanNode scans one node for scan, adding to st; done says its scan
+// completed within the limit.
+func scanNode(ctx context.Context, node redis.Cmdable, pattern string, limit int, st *scanStats, fn scanFunc) (done, stop bool, err error) {
 	seen := make(map[string]struct{})
 	var cursor uint64
 	for {
 		if st.Examined >= limit {
-			st.Cut = true
-			return st, nil
+			return false, false, nil
 		}
 		count := min(scanCount, limit-st.Examined)
-		keys, next, err := rdb.Scan(ctx, cursor, pattern, int64(count)).Result()
+		keys, next, err := node.Scan(ctx, cursor, pattern, int64(count)).Result()
 		if err != nil {
-			return st, fmt.Errorf("scan %s: %w", pattern, err)
+			return false, false, fmt.Errorf("scan %s: %w", pattern, err)
 		}
 		st.Examined += count
 		fresh := keys[:0]
@@ -73,34 +109,29 @@ func scanKeys(ctx context.Context, rdb redis.Cmdable, pattern string, limit int,
 			}
 		}
 		st.Matched += len(fresh)
-		if next == 0 {
-			st.Complete = true
-			st.Examined = int(max(st.DBSize, int64(st.Matched)))
-		}
 		if len(fresh) > 0 {
-			if stop, err := fn(fresh); err != nil || stop {
-				return st, err
+			if stop, err := fn(node, fresh); err != nil || stop {
+				return false, stop, err
 			}
 		}
-		if st.Complete {
-			return st, nil
+		if next == 0 {
+			return true, false, nil
 		}
 		cursor = next
 	}
 }
 
 // recordPattern matches the records of driver under ns,
-// "<ns>:{<driver>:*}", or of every driver when driver is "" (globEscape is
-// demo.go's).
+// "<ns>:{<driver>:*}", or of every driver when driver is "" .
 func recordPattern(ns, driver string) string {
 	p := "{*}"
 	if driver != "" {
-		p = "{" + globEscape(driver) + ":*}"
+		p = "{" + labenv.GlobEscape(driver) + ":*}"
 	}
 	if ns == "" {
 		return p
 	}
-	return globEscape(ns) + ":" + p
+	return labenv.GlobEscape(ns) + ":" + p
 }
 
 // parseRecordKey splits a record's Redis key, "<ns>:{<driver>:<key>}", into
@@ -126,65 +157,4 @@ func parseRecordKey(ns, driver, rk string) (drv, key string, ok bool) {
 	}
 	drv, key, ok = strings.Cut(inner, ":")
 	return drv, key, ok
-}
-
-// nsState is what a namespace was found to hold.
-type nsState int
-
-const (
-	// nsInUse: the presence hash exists, or a record was found.
-	nsInUse nsState = iota
-	// nsEmpty: no presence hash, and a complete scan found no record.
-	nsEmpty
-	// nsUnsure: no presence hash, and no record among the keys examined
-	// before the limit.
-	nsUnsure
-)
-
-// namespaceState tells a namespace in use from one that holds nothing at
-// all: no presence hash, and no record of any driver (a bounded SCAN, about
-// limit keys examined at most).
-func (r *reader) namespaceState(ctx context.Context, limit int) (nsState, scanStats, error) {
-	if ok, err := r.presenceHashExists(ctx); err != nil || ok {
-		return nsInUse, scanStats{}, err
-	}
-	found := false
-	st, err := scanKeys(ctx, r.rdb, recordPattern(r.ns, ""), limit, func([]string) (bool, error) {
-		found = true
-		return true, nil
-	})
-	switch {
-	case err != nil:
-		return nsInUse, st, err
-	case found:
-		return nsInUse, st, nil
-	case st.Complete:
-		return nsEmpty, st, nil
-	}
-	return nsUnsure, st, nil
-}
-
-// checkNamespace returns a usage error when the namespace holds nothing at
-// all (status 2), and writes a warning to stderr when a scan cut short
-// found nothing either.
-func (r *reader) checkNamespace(ctx context.Context, limit int, stderr io.Writer) error {
-	state, st, err := r.namespaceState(ctx, limit)
-	switch {
-	case err != nil:
-		return err
-	case state == nsEmpty:
-		return emptyNamespaceError(r.ns)
-	case state == nsUnsure:
-		fmt.Fprintf(stderr, "playerdata: warning: no presence hash %s, and no record of namespace %q among the first %d keys "+
-			"examined (of %d): is the namespace right?\n", r.presKey, r.ns, st.Examined, st.DBSize)
-	}
-	return nil
-}
-
-// emptyNamespaceError is the one line a namespace that holds nothing gets.
-func emptyNamespaceError(ns string) error {
-	if ns == "" {
-		return usagef("no namespace given, and Redis has no records and no servers outside a namespace: is --namespace missing?")
-	}
-	return usagef("namespace %q has no records and no servers: is the namespace right?", ns)
 }

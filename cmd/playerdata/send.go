@@ -41,7 +41,9 @@ The inbox is bounded like the servers bound it: when --max-inbox messages
 wait already, nothing is stored and send fails (ErrInboxFull). A key with no
 record under NAME is refused unless --allow-new (a typo in KEY, --driver or
 --namespace would store a message nobody reads). Put -- before a BODY_JSON
-that begins with '-'.
+that begins with '-'. A send that failed without an answer (a timeout, a
+lost connection) may have stored the message: retry it with the same
+--idempotency-key, which stores it at most once.
 
 Flags:
   --driver NAME         the driver's Config.Name, e.g. PlayerData (required)
@@ -49,12 +51,16 @@ Flags:
   --max-inbox N         the servers' Config.MaxInbox (default 1000)
   --max-message-bytes N the servers' Config.MaxMessageBytes (default 65536)
   --allow-new           send to a key that has no record yet (its first load applies it)
+  --idempotency-key K   make the send safe to retry: a send with the same K stores nothing
+                        new and prints the first message's id (while it waits or lies
+                        dead, and for the servers' IdempotencyWindow, 24 h by default)
   --subject-prefix NAME the servers' NodeConfig.SubjectPrefix (default CKHandoff)
   --request-key-file F  a file holding the servers' NodeConfig.RequestKey, byte for byte
-  --redis URL           Redis (default $REDIS_URL, else redis://127.0.0.1:6379)
+  --redis URL           Redis, Redis Cluster (any node) or Sentinel (?master_name=M); default
+                        $REDIS_URL, else redis://127.0.0.1:6379
   --namespace NS        the servers' NodeConfig.Namespace (default none)
   --presence-key NAME   the servers' NodeConfig.PresenceKey (default CKPresence)
-  --presence-shards N   the servers' NodeConfig.PresenceShards (default 1)
+  --presence-shards N   override the shard count the servers mark in "<key>:shards"
   --presence-ttl D      the servers' PresenceTTL (default 10s)
   --json                print one JSON object
 
@@ -66,7 +72,8 @@ holder applies the message as without NATS.
 
 Exit status: 0 sent; 1 failed (the inbox is full, the body too large, Redis
 or NATS unreachable: nothing stored); 2 usage (BODY_JSON that is not JSON
-included), or no record of KEY without --allow-new.
+included), no record of KEY without --allow-new, or a namespace or --driver
+that holds nothing (the ones that do are listed).
 `
 
 // sendReport is what send did, and its --json output.
@@ -97,6 +104,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		maxInbox int
 		maxBytes int
 		allowNew bool
+		idemKey  string
 	)
 	f.add(cmd)
 	af.add(cmd)
@@ -104,26 +112,27 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cmd.fs.IntVar(&maxInbox, "max-inbox", datadriver.DefaultMaxInbox, "")
 	cmd.fs.IntVar(&maxBytes, "max-message-bytes", datadriver.DefaultMaxMessageBytes, "")
 	cmd.fs.BoolVar(&allowNew, "allow-new", false, "")
-	pos, err := cmd.parse(args, stdout, stderr)
+	cmd.fs.StringVar(&idemKey, "idempotency-key", "", "")
+	pos, err := cmd.parse(args, stdout)
 	if err != nil {
 		return err
 	}
 	switch {
 	case driver == "":
-		return cmd.mistake(stderr, "--driver is required")
+		return cmd.mistake("--driver is required")
 	case len(pos) < 2:
-		return cmd.mistake(stderr, "KEY and BODY_JSON are required, got %d argument(s)", len(pos))
+		return cmd.mistake("KEY and BODY_JSON are required, got %d argument(s)", len(pos))
 	case len(pos) > 2:
-		return cmd.mistake(stderr, "KEY and BODY_JSON only, got %d arguments (quote the JSON)", len(pos))
+		return cmd.mistake("KEY and BODY_JSON only, got %d arguments (quote the JSON)", len(pos))
 	case maxInbox < 1:
-		return cmd.mistake(stderr, "--max-inbox %d: want the servers' MaxInbox, at least 1", maxInbox)
+		return cmd.mistake("--max-inbox %d: want the servers' MaxInbox, at least 1", maxInbox)
 	case maxBytes < 1:
-		return cmd.mistake(stderr, "--max-message-bytes %d: want the servers' MaxMessageBytes, at least 1", maxBytes)
+		return cmd.mistake("--max-message-bytes %d: want the servers' MaxMessageBytes, at least 1", maxBytes)
 	}
-	if err := f.check(cmd, stderr); err != nil {
+	if err := f.check(cmd); err != nil {
 		return err
 	}
-	if err := af.check(cmd, stderr); err != nil {
+	if err := af.check(cmd); err != nil {
 		return err
 	}
 	key := pos[0]
@@ -132,7 +141,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	body, err := jsonToMsgpack(pos[1])
 	if err != nil {
-		return cmd.mistake(stderr, "BODY_JSON: %v", err)
+		return cmd.mistake("BODY_JSON: %v", err)
 	}
 	r, err := f.open(ctx)
 	if err != nil {
@@ -146,38 +155,45 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("send %s: %w", key, err)
 		}
 		if n == 0 {
-			if err := r.checkNamespace(ctx, defaultScanLimit, stderr); err != nil {
+			if err := r.checkScope(ctx, driver, defaultScanLimit, stderr); err != nil {
 				return err
 			}
 			return usagef("send %s: no record of the key under driver %s in namespace %q: check KEY, --driver and "+
 				"--namespace, or give --allow-new to send to a profile never loaded; nothing was stored", key, driver, r.ns)
 		}
 	}
-	rep, err := send(ctx, r, &f, &af, driver, key, body, maxInbox, maxBytes, stderr)
+	rep, err := send(ctx, r, &f, &af, sendSpec{driver: driver, key: key, body: body, maxInbox: maxInbox, maxBytes: maxBytes,
+		idemKey: idemKey}, stderr)
 	if err != nil {
 		return err
 	}
-	if f.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	printSend(stdout, styleFor(stdout), rep)
-	return nil
+	return emit(stdout, f.json, rep, func(w io.Writer, st style) { printSend(w, st, rep) })
+}
+
+// sendSpec is what to send, and the servers' bounds.
+type sendSpec struct {
+	driver, key        string
+	body               []byte
+	maxInbox, maxBytes int
+	idemKey            string // "" for none
 }
 
 // send sends body through a Driver[msgpack.RawMessage] of a Node of the
 // CLI (with handoff on only when NATS is given: the notification needs the
 // bus), then reads who holds the profile and its inbox.
-func send(ctx context.Context, r *reader, f *readFlags, af *adminFlags, driver, key string, body []byte,
-	maxInbox, maxBytes int, stderr io.Writer) (*sendReport, error) {
+func send(ctx context.Context, r *reader, f *readFlags, af *adminFlags, s sendSpec, stderr io.Writer) (*sendReport, error) {
+	driver, key, body, maxInbox := s.driver, s.key, s.body, s.maxInbox
 	natsURL := af.natsServer()
 	a, err := openAdmin(ctx, r, f, af, adminSpec{command: "send", driver: driver, handoff: natsURL != "", natsURL: natsURL,
-		cfg: datadriver.Config[msgpack.RawMessage]{MaxInbox: maxInbox, MaxMessageBytes: maxBytes, Autosave: -1}}, stderr)
+		cfg: datadriver.Config[msgpack.RawMessage]{MaxInbox: maxInbox, MaxMessageBytes: s.maxBytes, Autosave: -1}}, stderr)
 	if err != nil {
 		return nil, fmt.Errorf("send %s: %w", key, err)
 	}
-	id, err := a.drv.Send(ctx, key, msgpack.RawMessage(body))
+	var opts []datadriver.SendOption
+	if s.idemKey != "" {
+		opts = append(opts, datadriver.IdempotencyKey(s.idemKey))
+	}
+	id, err := a.drv.Send(ctx, key, msgpack.RawMessage(body), opts...)
 	cerr := a.close() // waits for the notification to reach NATS
 	switch {
 	case errors.Is(err, datadriver.ErrInboxFull):
@@ -191,21 +207,23 @@ func send(ctx context.Context, r *reader, f *readFlags, af *adminFlags, driver, 
 	if cerr != nil {
 		fmt.Fprintf(stderr, "playerdata: warning: message %s is stored, but: %v\n", id, oneLine(cerr.Error()))
 	}
-	locks, now, err := readLocks(ctx, r.rdb, []string{rep.RecordKey})
+	l, _, err := r.readLock(ctx, rep.RecordKey)
 	if err != nil {
 		return nil, fmt.Errorf("message %s is stored, but: %w", id, err)
 	}
-	if l := locks[0]; l.Held() {
+	if l.Held() {
 		rep.Holder = l.Job
 	}
-	if rep.Inbox, err = readInbox(ctx, r.rdb, rep.RecordKey, now); err != nil {
+	if rep.Inbox, err = r.readInbox(ctx, rep.RecordKey); err != nil {
 		return nil, fmt.Errorf("message %s is stored, but: %w", id, err)
 	}
 	switch {
 	case rep.Holder == "":
 		rep.Next = "no server holds the profile: the next load applies the message before Join returns"
 	case rep.Notified:
-		rep.Next = rep.Holder + " holds the profile and was told over NATS: it applies the message at once"
+		rep.Next = rep.Holder + " holds the profile and was told over NATS: it applies the message and saves it in one " +
+			"step within a round trip; inspect shows it still waiting after that only if it was refused (with the " +
+			"refusal count) or " + rep.Holder + " cannot write to Redis"
 	case natsURL == "":
 		rep.Next = rep.Holder + " holds the profile; without --nats it was not told: it applies the message at its " +
 			"next autosave or inbox pull (within its Autosave period), or the next load does"

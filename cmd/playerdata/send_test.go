@@ -90,8 +90,7 @@ func (e testEnv) sendJSON(t *testing.T, extra ...string) sendReport {
 	return rep
 }
 
-func TestSendIsAppliedAtOnceByALiveHolder(t *testing.T) {
-	e := newTestEnv(t)
+func testSendIsAppliedAtOnceByALiveHolder(t *testing.T, e testEnv) {
 	n := testsupport.StartNATS(t)
 	a := e.startGrantServer(t, "server-a", n.URL) // Autosave off: only a notification makes it pull
 	p := a.hold(t, "user:42", 10)
@@ -129,8 +128,7 @@ func TestSendIsAppliedAtOnceByALiveHolder(t *testing.T) {
 // TestSendToServersThatRequireARequestKey: a holder that authenticates its
 // messages drops the notification of a send without the key, and applies
 // at once the one of a send given the key with --request-key-file.
-func TestSendToServersThatRequireARequestKey(t *testing.T) {
-	e := newTestEnv(t)
+func testSendToServersThatRequireARequestKey(t *testing.T, e testEnv) {
 	n := testsupport.StartNATS(t)
 	key := []byte("0123456789abcdef0123456789abcdef")
 	a := e.startGrantServer(t, "server-a", n.URL, key...) // Autosave off: only a notification makes it pull
@@ -165,9 +163,8 @@ func TestSendToServersThatRequireARequestKey(t *testing.T) {
 	}
 }
 
-func TestSendWithoutNATSWaitsForTheHoldersNextSave(t *testing.T) {
+func testSendWithoutNATSWaitsForTheHoldersNextSave(t *testing.T, e testEnv) {
 	t.Setenv(envNATS, "")
-	e := newTestEnv(t)
 	n := testsupport.StartNATS(t)
 	a := e.startGrantServer(t, "server-a", n.URL)
 	p := a.hold(t, "user:42", 10)
@@ -197,9 +194,8 @@ func TestSendWithoutNATSWaitsForTheHoldersNextSave(t *testing.T) {
 	}
 }
 
-func TestSendToAnIdleProfileIsAppliedByTheNextJoin(t *testing.T) {
+func testSendToAnIdleProfileIsAppliedByTheNextJoin(t *testing.T, e testEnv) {
 	t.Setenv(envNATS, "")
-	e := newTestEnv(t)
 	a := e.startGrantServer(t, "server-a", "")
 	p := a.hold(t, "user:7", 100)
 	if err := p.Release(context.Background()); err != nil {
@@ -224,9 +220,8 @@ func TestSendToAnIdleProfileIsAppliedByTheNextJoin(t *testing.T) {
 	}
 }
 
-func TestInspectShowsTheInbox(t *testing.T) {
+func testInspectShowsTheInbox(t *testing.T, e testEnv) {
 	t.Setenv(envNATS, "")
-	e := newTestEnv(t)
 	a := e.startServer(t, "server-a", serverOpts{}) // no OnMessage: messages wait
 	a.hold(t, "user:42", 10)
 
@@ -262,9 +257,8 @@ func TestInspectShowsTheInbox(t *testing.T) {
 	}
 }
 
-func TestSendBeyondMaxInboxStoresNothing(t *testing.T) {
+func testSendBeyondMaxInboxStoresNothing(t *testing.T, e testEnv) {
 	t.Setenv(envNATS, "")
-	e := newTestEnv(t)
 	a := e.startServer(t, "server-a", serverOpts{})
 	a.hold(t, "user:42", 10)
 	rk := e.rk("PlayerData", "user:42")
@@ -290,9 +284,8 @@ func TestSendBeyondMaxInboxStoresNothing(t *testing.T) {
 	}
 }
 
-func TestSendRefusesWhatItCannotSend(t *testing.T) {
+func testSendRefusesWhatItCannotSend(t *testing.T, e testEnv) {
 	t.Setenv(envNATS, "")
-	e := newTestEnv(t)
 	a := e.startServer(t, "server-a", serverOpts{})
 	a.hold(t, "user:42", 10)
 	for _, tc := range []struct {

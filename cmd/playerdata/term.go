@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"os"
 )
@@ -41,4 +42,16 @@ func (s style) server(name string) string {
 		return s.paint("1;35", name)
 	}
 	return s.paint("1", name)
+}
+
+// emit writes a command's report: one indented JSON object with --json,
+// else text for people (coloured on a terminal).
+func emit(w io.Writer, asJSON bool, rep any, text func(io.Writer, style)) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	text(w, styleFor(w))
+	return nil
 }

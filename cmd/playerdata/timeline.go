@@ -166,7 +166,7 @@ func describe(level slog.Level, msg string, a map[string]string) (text string, k
 	case msg == "handoff: reply sent":
 		return fmt.Sprintf("reply sent to %s: %s is no longer played here", a["to"], a["key"]), kindAction, ""
 	case msg == "handoff: reply received":
-		return fmt.Sprintf("reply received: %s is no longer played there, taking its lock", a["key"]), kindAction, ""
+		return fmt.Sprintf("reply received: %s is no longer played there; B tries to take its lock", a["key"]), kindAction, ""
 	case msg == "handoff: presence read":
 		st := a["presence"]
 		text = fmt.Sprintf("presence of %s read: %s", a["holder"], st)

@@ -13,7 +13,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/labenv"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 )
@@ -23,8 +26,10 @@ const unlockUsage = `Usage: playerdata unlock [flags] KEY
 Frees the lock on profile KEY, only when its holder reads stopped or unknown
 in presence (read as the servers read it), so that the next join on any
 server takes the record at once. Stopped: no live beat for a full
-PresenceTTL. Unknown: Redis restarted or failed over less than one
-PresenceTTL ago, so no beat can be told apart yet. Otherwise it refuses and
+PresenceTTL. Unknown: a missing beat proves nothing yet, because Redis
+restarted or failed over, or the presence hash was first beaten into, less
+than one PresenceTTL ago (the output says which, from the hash's run mark
+and INFO). Otherwise it refuses and
 says why:
   - the holder reads alive: it would lose a live session;
   - the lock has no presence flag: its holder does not beat presence, so a
@@ -45,17 +50,18 @@ Flags:
                        under exactly one, by a scan that went through
   --dry-run            say what would be done, change nothing
   --limit N            the lookup without --driver examines about N keys at most (default 100000)
-  --redis URL          Redis (default $REDIS_URL, else redis://127.0.0.1:6379)
+  --redis URL          Redis, Redis Cluster (any node) or Sentinel (?master_name=M); default
+                       $REDIS_URL, else redis://127.0.0.1:6379
   --namespace NS       the servers' NodeConfig.Namespace (default none)
   --presence-key NAME  the servers' NodeConfig.PresenceKey (default CKPresence)
-  --presence-shards N  the servers' NodeConfig.PresenceShards (default 1)
+  --presence-shards N  override the shard count the servers mark in "<key>:shards"
   --presence-ttl D     the servers' PresenceTTL, to read presence as they do (default 10s)
   --json               print one JSON object
 
 Exit status: 0 freed, or nothing to do (no record, the lock already free or
 released meanwhile; with --dry-run: it would free it); 1 refused, failed, or
-the lock changed hands meanwhile (nothing done); 2 usage, or a namespace with
-no records and no servers at all.
+the lock changed hands meanwhile (nothing done); 2 usage, or a namespace or
+--driver that holds nothing (the ones that do are listed).
 `
 
 // The outcomes of unlock, as --json prints them.
@@ -106,19 +112,19 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cmd.fs.StringVar(&driver, "driver", "", "")
 	cmd.fs.BoolVar(&dryRun, "dry-run", false, "")
 	cmd.fs.IntVar(&limit, "limit", defaultScanLimit, "")
-	pos, err := cmd.parse(args, stdout, stderr)
+	pos, err := cmd.parse(args, stdout)
 	if err != nil {
 		return err
 	}
 	switch {
 	case len(pos) == 0:
-		return cmd.mistake(stderr, "the profile KEY is required")
+		return cmd.mistake("the profile KEY is required")
 	case len(pos) > 1:
-		return cmd.mistake(stderr, "one KEY only, got %d", len(pos))
+		return cmd.mistake("one KEY only, got %d", len(pos))
 	case limit < 1:
-		return cmd.mistake(stderr, "--limit %d: want a number of keys, at least 1", limit)
+		return cmd.mistake("--limit %d: want a number of keys, at least 1", limit)
 	}
-	if err := f.check(cmd, stderr); err != nil {
+	if err := f.check(cmd); err != nil {
 		return err
 	}
 	key := pos[0]
@@ -143,7 +149,7 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("unlock %s: %w", key, err)
 	}
 	if rep.Outcome == unlockNoRecord {
-		if err := r.checkNamespace(ctx, limit, stderr); err != nil {
+		if err := r.checkScope(ctx, driver, limit, stderr); err != nil {
 			return err
 		}
 	}
@@ -177,7 +183,7 @@ func findDriver(ctx context.Context, r *reader, key string, limit int) (string, 
 	}
 	suffix := ":" + key + "}"
 	var drivers []string
-	st, err := scanKeys(ctx, r.rdb, globEscape(prefix)+"*"+globEscape(suffix), limit, func(keys []string) (bool, error) {
+	st, err := r.scan(ctx, labenv.GlobEscape(prefix)+"*"+labenv.GlobEscape(suffix), limit, func(_ redis.Cmdable, keys []string) (bool, error) {
 		for _, k := range keys {
 			if d, ok := strings.CutPrefix(k, prefix); ok {
 				if d, ok = strings.CutSuffix(d, suffix); ok && datadriver.ValidName(d) == nil {
@@ -215,11 +221,10 @@ func findDriver(ctx context.Context, r *reader, key string, limit int) (string, 
 func unlock(ctx context.Context, r *reader, driver, key string, dryRun bool) (*unlockReport, error) {
 	rk := datadriver.RecordKey(r.ns, driver, key)
 	rep := &unlockReport{Namespace: r.ns, PresenceKey: r.presKey, Driver: driver, Key: key, RecordKey: rk, DryRun: dryRun}
-	locks, now, err := readLocks(ctx, r.rdb, []string{rk})
+	l, now, err := r.readLock(ctx, rk)
 	if err != nil {
 		return nil, err
 	}
-	l := locks[0]
 	switch {
 	case l.Err != nil:
 		return nil, fmt.Errorf("read the record: %w", l.Err)

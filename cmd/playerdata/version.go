@@ -38,12 +38,12 @@ type buildReport struct {
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := newCommand("version", versionUsage)
 	asJSON := cmd.fs.Bool("json", false, "")
-	pos, err := cmd.parse(args, stdout, stderr)
+	pos, err := cmd.parse(args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return cmd.mistake(stderr, "unexpected argument %q", pos[0])
+		return cmd.mistake("unexpected argument %q", pos[0])
 	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {

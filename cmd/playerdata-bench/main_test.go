@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,15 +23,15 @@ func TestBenchQuickJSON(t *testing.T) {
 	if testing.Short() {
 		t.Skip("bench --quick runs for about 20 s")
 	}
-	t.Setenv(envRedis, "")
-	t.Setenv(envNATS, "")
+	t.Setenv("REDIS_URL", "")
+	t.Setenv("NATS_URL", "")
 	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
 	url := "redis://" + r.Addr
 	if r.Kind == testsupport.KindEnv {
 		url = os.Getenv("REDIS_URL") // StartRedis used it: so do we
 	}
 	dir := t.TempDir()
-	res := runArgs(t, 3*time.Minute, "bench", "--quick", "--json", "--redis", url, "--nats", n.URL,
+	res := runArgs(t, 3*time.Minute, "--quick", "--json", "--redis", url, "--nats", n.URL,
 		"--namespace", r.Namespace, "--report", dir)
 	if res.err != nil {
 		t.Fatalf("bench --quick --json: %v\nstderr:\n%s", res.err, res.stderr)
@@ -67,25 +70,52 @@ func TestBenchQuickJSON(t *testing.T) {
 }
 
 func TestBenchUsageErrors(t *testing.T) {
-	t.Setenv(envRedis, "")
-	t.Setenv(envNATS, "")
+	t.Setenv("REDIS_URL", "")
+	t.Setenv("NATS_URL", "")
 	for _, tc := range []struct {
 		name string
 		args []string
 		want string
 	}{
-		{"an argument", []string{"bench", "extra"}, `unexpected argument "extra"`},
-		{"bad namespace", []string{"bench", "--namespace", "a.b"}, `--namespace "a.b"`},
-		{"unknown flag", []string{"bench", "--rounds", "3"}, "flag provided but not defined: -rounds"},
+		{"an argument", []string{"extra"}, `unexpected argument "extra"`},
+		{"bad namespace", []string{"--namespace", "a.b"}, `--namespace "a.b"`},
+		{"unknown flag", []string{"--rounds", "3"}, "flag provided but not defined: -rounds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runArgs(t, 5*time.Second, tc.args...)
-			if r.err == nil || !strings.Contains(r.err.Error(), tc.want) || exitStatus(r.err) != exitUsage {
-				t.Fatalf("run(%q) = %v (status %d), want a usage error containing %q", tc.args, r.err, exitStatus(r.err), tc.want)
+			var u *usageError
+			if r.err == nil || !strings.Contains(r.err.Error(), tc.want) || !errors.As(r.err, &u) {
+				t.Fatalf("run(%q) = %v, want a usage error containing %q", tc.args, r.err, tc.want)
 			}
-			if !strings.Contains(r.stderr, "Usage: playerdata bench") {
-				t.Fatalf("run(%q) printed no usage:\n%s", tc.args, r.stderr)
+			if r.stderr != "" || r.stdout != "" {
+				t.Fatalf("run(%q) printed more than its one line:\n%s%s", tc.args, r.stdout, r.stderr)
 			}
 		})
 	}
+}
+
+func TestBenchHelp(t *testing.T) {
+	r := runArgs(t, 5*time.Second, "--help")
+	if r.err != nil || !strings.HasPrefix(r.stdout, "Usage: playerdata-bench") {
+		t.Fatalf("--help = %v:\n%s", r.err, r.stdout)
+	}
+}
+
+// result is what run returned and printed.
+type result struct {
+	stdout, stderr string
+	err            error
+}
+
+// runArgs runs the command in-process, failing the test after within.
+func runArgs(tb testing.TB, within time.Duration, args ...string) result {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err := run(ctx, args, &out, &errOut)
+	if ctx.Err() != nil {
+		tb.Fatalf("run(%q) did not end within %s", args, within)
+	}
+	return result{stdout: out.String(), stderr: errOut.String(), err: err}
 }

@@ -1,0 +1,181 @@
+// Command playerdata-bench measures what the library costs per player and
+// how fast a profile changes hands, beside baselines measured in the same
+// run (raw go-redis, redsync). It is the lab beside the operator's tool:
+// playerdata bench runs it, and playerdata itself links none of it. The
+// measuring is package internal/bench; this command holds the flags, the
+// servers it runs on and the output.
+//
+// Everything happens in run, which tests call in-process; main only maps
+// its error to an exit status with one line on stderr.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/internal/bench"
+	"github.com/ckernel/playerdata/internal/labenv"
+	"github.com/ckernel/playerdata/messaging"
+)
+
+const usage = `Usage: playerdata-bench [flags]   (also: playerdata bench [flags])
+
+Measures the library beside baselines, every figure in the same run as its
+baselines, rounds interleaved, after a warm-up:
+
+  session cycle   load under the lock → save → save-and-release, at 1, 8 and
+                  64 players: ours, raw go-redis (HGETALL, HSET, HSET, no
+                  lock) and redsync (lock, read, write, write, unlock);
+                  cycles/s, ratios, Redis CPU per cycle, script times
+  handoff         stale-connection handoffs between two servers: p50, p90,
+                  p99, max, beside an EVALSHA and a NATS request round trip
+  crash takeover  a holder stops beating (beat 100 ms, TTL 400 ms); another
+                  server joins its profiles: mean and max against TTL + beat
+  presence        200 servers beating: Redis commands and CPU per beat
+  memory          Redis bytes per record (1 KiB of data, default history),
+                  Go heap per resident profile
+  messages        Driver.Send → OnMessage on the holder: p50, p99
+
+Without --redis / --nats it starts an embedded Redis (miniredis) and NATS in
+the process, and says loudly that such figures are not representative: give
+a real Redis and NATS of your own (not one under other load). It works under
+a fresh namespace "<prefix>-<random>" and deletes its keys as it goes; it
+never resets the server's statistics or changes its configuration.
+
+Flags:
+  --redis URL        Redis to use (default $REDIS_URL; embedded when neither)
+  --nats URL         NATS to use (default $NATS_URL; embedded when neither)
+  --namespace PREFIX prefix of the run's fresh namespace (default "bench")
+  --quick            a shorter run: ends within a minute
+  --json             print one JSON object instead of the text
+  --report DIR       also write charts (SVG), result.json and index.html into DIR
+
+Exit status: 0 measured, 1 a measurement failed or a server cannot be
+reached, 2 usage.
+`
+
+// usageError is a mistake in the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// usagef returns a usageError that points at the help.
+func usagef(format string, a ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, a...) + " (see playerdata-bench --help)"}
+}
+
+func main() {
+	redis.SetLogger(quietLogger{}) // the command reports a failed dial itself, in one line
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	var u *usageError
+	switch {
+	case err == nil:
+		os.Exit(0)
+	case errors.As(err, &u):
+		fmt.Fprintln(os.Stderr, "playerdata-bench: "+err.Error())
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "playerdata-bench: "+strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; "))
+		os.Exit(1)
+	}
+}
+
+// quietLogger drops go-redis's own log lines.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// flags are the command's flags.
+type flags struct {
+	redisURL, natsURL, prefix string
+	quick, json               bool
+	report                    string
+}
+
+// parse parses args; --help prints the usage to stdout (flag.ErrHelp).
+func parse(args []string, stdout io.Writer) (flags, error) {
+	var f flags
+	fs := flag.NewFlagSet("playerdata-bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.redisURL, "redis", "", "")
+	fs.StringVar(&f.natsURL, "nats", "", "")
+	fs.StringVar(&f.prefix, "namespace", "bench", "")
+	fs.BoolVar(&f.quick, "quick", false, "")
+	fs.BoolVar(&f.json, "json", false, "")
+	fs.StringVar(&f.report, "report", "", "")
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		return f, err
+	case err != nil:
+		return f, usagef("%v", err)
+	case fs.NArg() > 0:
+		return f, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if err := messaging.ValidJobID(f.prefix); err != nil {
+		return f, usagef("--namespace %q: %v", f.prefix, err)
+	}
+	if f.redisURL == "" {
+		f.redisURL = os.Getenv("REDIS_URL")
+	}
+	if f.natsURL == "" {
+		f.natsURL = os.Getenv("NATS_URL")
+	}
+	return f, nil
+}
+
+// run runs the bench with args, writing the result to stdout and progress
+// and warnings to stderr. ctx cancels it.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parse(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	env, err := labenv.Start(ctx, labenv.Config{RedisURL: f.redisURL, NATSURL: f.natsURL, Prefix: f.prefix, Tool: "playerdata-bench"})
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	if env.Embedded || env.EmbeddedNATS {
+		fmt.Fprintf(stderr, "playerdata-bench: %s\n  Redis %s\n  NATS  %s\n", bench.Warning, env.RedisDesc, env.NATSDesc)
+	}
+	cfg := bench.Config{}
+	if f.quick {
+		cfg = bench.QuickConfig()
+	}
+	res, err := bench.Run(ctx, bench.Env{
+		RedisOptions: env.RedisOptions, NATSURL: env.NATSURL, Namespace: env.Namespace,
+		EmbeddedRedis: env.Embedded, EmbeddedNATS: env.EmbeddedNATS, Progress: stderr,
+	}, cfg)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if f.report != "" {
+		if err := bench.WriteReport(f.report, res); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		fmt.Fprintf(stderr, "playerdata-bench: report written to %s\n", f.report)
+	}
+	if f.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	return res.WriteText(stdout)
+}
