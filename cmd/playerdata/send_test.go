@@ -97,8 +97,10 @@ func testSendIsAppliedAtOnceByALiveHolder(t *testing.T, e testEnv) {
 	rk := e.rk("PlayerData", "user:42")
 
 	rep := e.sendJSON(t, "--nats", n.URL, "user:42", `{"coins": 50, "note": "sorry for the outage"}`)
-	if rep.ID == "" || rep.Holder != "server-a" || !rep.Notified || rep.Inbox == nil || rep.Inbox.Count != 1 {
-		t.Fatalf("send report %+v, want an id, holder server-a notified, one message in the inbox", rep)
+	// The inbox, read right after the send, holds the message, or nothing
+	// when the holder already applied and saved it.
+	if rep.ID == "" || rep.Holder != "server-a" || !rep.Notified || rep.Inbox == nil || rep.Inbox.Count > 1 {
+		t.Fatalf("send report %+v, want an id, holder server-a notified, at most one message in the inbox", rep)
 	}
 	m := a.next(t, 5*time.Second)
 	var g grant
@@ -108,15 +110,18 @@ func testSendIsAppliedAtOnceByALiveHolder(t *testing.T, e testEnv) {
 	if c := coins(p); c != 60 {
 		t.Fatalf("the live profile has %d coins, want 10 + 50", c)
 	}
-	// The save that writes the change takes the message out of the inbox.
-	if ids := e.inbox(t, rk); len(ids) != 1 {
-		t.Fatalf("inbox before the save: %v, want the message until its change is saved", ids)
+	// The holder saves the change at once, in the write that takes the
+	// message out of the inbox.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(e.inbox(t, rk)) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("inbox %v 5 s after the holder applied it, want empty: the holder saves what it applies at once",
+				e.inbox(t, rk))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if err := p.Save(context.Background()); err != nil {
 		t.Fatal(err)
-	}
-	if ids := e.inbox(t, rk); len(ids) != 0 {
-		t.Fatalf("inbox after the save: %v, want empty", ids)
 	}
 	select {
 	case m := <-a.applied:
