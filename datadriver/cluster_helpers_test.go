@@ -99,9 +99,16 @@ func (sc *clusterScope) serverWith(tb testing.TB, job string, hooks []redis.Hook
 	}
 	s := &server{rdb: rdb, faults: &testsupport.FaultHook{}, logs: &testsupport.LogBuffer{}}
 	rdb.AddHook(s.faults)
+	prdb := sc.rc.Client(tb) // beats apart, with the same hooks
+	sc.audit.watch(prdb)
+	for _, h := range hooks {
+		prdb.AddHook(h)
+	}
+	prdb.AddHook(s.faults)
 	cfg := datadriver.NodeConfig{
 		JobID:          job,
 		Redis:          rdb,
+		PresenceRedis:  prdb,
 		NATS:           sc.nats.Connect(tb),
 		Namespace:      sc.ns,
 		PresenceShards: clusterPresenceShards,

@@ -86,6 +86,15 @@ type NodeConfig struct {
 	// Redis holds the records and the presence hash (required). One Redis,
 	// Sentinel or Cluster: any redis.UniversalClient.
 	Redis redis.UniversalClient
+	// PresenceRedis carries the presence beats and reads, apart from the
+	// records' writes, so that beats never wait for a pool connection saves
+	// hold (a replica wait, a hung save). Give one when the Redis client
+	// carries hooks the beats need too (tracing, fault injection in tests).
+	// default: a client made from Redis's options (same servers,
+	// credentials, TLS, Sentinel dialer) with a pool of 4, closed by Close;
+	// the Redis client itself when it is not a *redis.Client, ClusterClient
+	// or Ring
+	PresenceRedis redis.UniversalClient
 	// Namespace prefixes every Redis key (and bus subject).
 	// default: "" (no prefix)
 	Namespace string

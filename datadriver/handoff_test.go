@@ -401,8 +401,9 @@ func TestHandoffPresenceCost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	counter := &testsupport.CommandCounter{}
-	a.rdb.AddHook(counter)
+	counter, records := &testsupport.CommandCounter{}, &testsupport.CommandCounter{}
+	a.prdb.AddHook(counter)
+	a.rdb.AddHook(records)
 	time.Sleep(time.Second) // ten beats
 	beats := 0
 	for _, c := range counter.Commands() {
@@ -412,6 +413,10 @@ func TestHandoffPresenceCost(t *testing.T) {
 	}
 	if beats < 5 || beats > 12 {
 		t.Fatalf("%d script calls in ten beats with five players: want one presence write per beat, whatever the player count (%v)", beats, counter.Commands())
+	}
+	if n := records.RoundTrips(); n != 0 {
+		t.Fatalf("%d calls on the records' client with nothing to save (%v): beats go through the presence client", n,
+			records.Commands())
 	}
 	if s := a.node.HandoffStats(); s.RequestsSent+s.RepliesSent != 0 {
 		t.Fatalf("messages on the bus with no join waiting: %+v", s)
@@ -513,7 +518,7 @@ func TestHandoffOneSubscriptionPerServer(t *testing.T) {
 		return ok
 	})
 	counter := &testsupport.CommandCounter{}
-	s.rdb.AddHook(counter)
+	s.prdb.AddHook(counter)
 	time.Sleep(500 * time.Millisecond) // five beats
 	if n := counter.RoundTrips(); n < 3 || n > 7 {
 		t.Fatalf("%d presence writes in five beats with four drivers, want one per beat (%v)", n, counter.Commands())

@@ -29,6 +29,7 @@ type player struct {
 type server struct {
 	node   *datadriver.Node
 	rdb    redis.UniversalClient
+	prdb   redis.UniversalClient // its presence client
 	faults *testsupport.FaultHook
 	logs   *testsupport.LogBuffer
 }
@@ -38,11 +39,17 @@ func newServer(tb testing.TB, r *testsupport.Redis, job string, opts ...func(*da
 	tb.Helper()
 	s := &server{rdb: r.Client(tb), faults: &testsupport.FaultHook{}, logs: &testsupport.LogBuffer{}}
 	s.rdb.AddHook(s.faults)
+	// Beats go through a client of their own, with the same fault hook:
+	// a test that fails or hangs the server's calls fails its beats too.
+	prdb := r.Client(tb)
+	prdb.AddHook(s.faults)
+	s.prdb = prdb
 	cfg := datadriver.NodeConfig{
-		JobID:     job,
-		Redis:     s.rdb,
-		Namespace: r.Namespace,
-		Logger:    slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		JobID:         job,
+		Redis:         s.rdb,
+		PresenceRedis: prdb,
+		Namespace:     r.Namespace,
+		Logger:        slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, o := range opts {
 		o(&cfg)

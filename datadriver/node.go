@@ -56,6 +56,10 @@ type Node struct {
 
 	wg sync.WaitGroup // background writes of the Node (trade settle marks)
 
+	// closePresenceRedis closes the presence client the Node made (nil:
+	// none).
+	closePresenceRedis func() error
+
 	ctx    context.Context // cancelled by Close: stops background work
 	cancel context.CancelFunc
 
@@ -96,7 +100,7 @@ const DefaultPingTimeout = 2 * time.Second
 // lapse; a JobID whose earlier run closed cleanly is free at once. An empty
 // JobID gets a random one ("anon-" and 16 hex digits), with presence and
 // handoff like any other.
-func NewNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
+func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	if cfg.Redis == nil {
 		return nil, fmt.Errorf("%w: Redis is required", ErrInvalidConfig)
 	}
@@ -151,6 +155,11 @@ func NewNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		n.jobID = "anon-" + id
 	}
 	n.log = cfg.Logger.With("job", n.jobID)
+	defer func() {
+		if err != nil && n.closePresenceRedis != nil {
+			_ = n.closePresenceRedis()
+		}
+	}()
 	if err := n.startHandoff(); err != nil {
 		return nil, err
 	}

@@ -96,6 +96,9 @@ func (n *Node) Close(ctx context.Context) error {
 		}
 	}
 	n.unregBus()
+	if n.closePresenceRedis != nil {
+		_ = n.closePresenceRedis()
+	}
 	n.cancel()
 	err := errors.Join(errs...)
 	if err != nil {

@@ -28,7 +28,14 @@ func (n *Node) startHandoff() error {
 	if n.ns != "" {
 		key = n.ns + ":" + name
 	}
-	pres, err := presence.New(n.rdb, presence.Config{
+	prdb, own := presenceClient(cfg)
+	if own {
+		n.closePresenceRedis = prdb.Close
+	} else if cfg.PresenceRedis == nil {
+		n.log.Warn("presence shares the Redis client (not a *redis.Client, ClusterClient or Ring): a saturated pool "+
+			"can delay beats; give NodeConfig.PresenceRedis")
+	}
+	pres, err := presence.New(prdb, presence.Config{
 		Key: key, JobID: n.jobID, Beat: cfg.Beat, TTL: cfg.PresenceTTL, FenceMargin: cfg.FenceMargin,
 		Shards: cfg.PresenceShards, Clock: n.clock, Logger: n.log, OnLapse: n.onLapse,
 	})

@@ -3,9 +3,15 @@ package datadriver_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/testsupport"
@@ -143,5 +149,87 @@ func TestReplicaAutosaveDoesNotWait(t *testing.T) {
 	case err := <-saveErrs:
 		t.Fatalf("an autosave reported %v; autosaves do not wait for replicas", err)
 	default:
+	}
+}
+
+// Replica waits never starve the beat: with MinReplicas, a replica that
+// does not answer and forty players saving in a loop over a pool of four
+// connections, every durable write waits its ReplicaTimeout (at most half
+// the pool at once), and the server never fences itself: its beats go
+// through a client of their own.
+func TestReplicaWaitsDoNotStarveTheBeat(t *testing.T) {
+	rr := testsupport.StartRedisReplicated(t, 1)
+	logs := &testsupport.LogBuffer{}
+	rdb := rr.Client(t, func(o *redis.Options) { o.PoolSize = 4 })
+	n, err := datadriver.NewNode(context.Background(), datadriver.NodeConfig{
+		JobID: "server-a", Redis: rdb, Namespace: rr.Namespace,
+		MinReplicas: 1, ReplicaTimeout: 300 * time.Millisecond,
+		Beat: 250 * time.Millisecond, PresenceTTL: time.Second,
+		Logger: logs.Logger(slog.LevelInfo),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = n.Close(ctx)
+	})
+	d, err := datadriver.NewDriver(n, datadriver.Config[bag]{Name: "PlayerData", Autosave: -1, LockWait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sessions []*datadriver.Profile[bag]
+	for i := range 40 {
+		p, err := d.Join(context.Background(), fmt.Sprintf("user:%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, p)
+	}
+	rr.PauseReplica(t, 0) // WAIT times out: every durable write holds a connection 300 ms
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var cycles, notReplicated atomic.Int64
+	for _, p := range sessions {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				_ = p.Update(func(b *bag) { b.Coins++ })
+				if err := p.Save(ctx); errors.Is(err, datadriver.ErrNotReplicated) {
+					notReplicated.Add(1)
+				}
+				cycles.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	rr.ResumeReplica(t, 0)
+	t.Logf("%d saves, %d of them not replicated, in 4 s", cycles.Load(), notReplicated.Load())
+	if notReplicated.Load() == 0 {
+		t.Fatal("no durable write waited for the paused replica: the test tested nothing")
+	}
+	if err := n.Healthy(); err != nil {
+		t.Errorf("Healthy after the replica waits = %v", err)
+	}
+	if strings.Contains(logs.String(), "presence lease lapsed") {
+		t.Errorf("the server fenced itself while only its replica was slow:\n%s", logs.String())
+	}
+
+	// Every connection of the pool held by other work for three presence
+	// TTLs: saves wait for a connection (and may fail); the beats go on.
+	var held sync.WaitGroup
+	for range 4 {
+		held.Go(func() { _ = rdb.BLPop(context.Background(), 3*time.Second, rr.Key("nothing")).Err() })
+	}
+	held.Wait()
+	if err := n.Healthy(); err != nil {
+		t.Errorf("Healthy after the pool was held for 3 s = %v", err)
+	}
+	if strings.Contains(logs.String(), "presence lease lapsed") {
+		t.Errorf("the server fenced itself while its records' pool was held:\n%s", logs.String())
+	}
+	if err := sessions[0].Update(func(*bag) {}); err != nil {
+		t.Errorf("a session after the pool was held: %v", err)
 	}
 }

@@ -74,7 +74,7 @@ const (
 	// BeatRefused: another instance's beat is live; nothing was written.
 	BeatRefused
 	// BeatTakenOver: the beat was written over another instance's beat
-	// that had expired (or one without an owner).
+	// that had expired.
 	BeatTakenOver
 )
 

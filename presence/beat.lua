@@ -4,8 +4,8 @@
 --          (TIME at the beat + TTL); "\0run" = run_id of the Redis process
 --          that wrote "\0since" ("" when INFO has none, e.g. miniredis);
 --          "\0since" = Redis time (ms) since which that run has been seen.
---          Meta names start with a NUL byte, which no JobID may. The format
---          is the one older builds read: a field is a plain integer.
+--          Meta names start with a NUL byte, which no JobID may. A field is a
+--          plain integer.
 -- KEYS[2]  the shard's owners hash, in the same Cluster slot: <JobID> = the
 --          instance (process) that wrote the JobID's beat.
 -- ARGV[1]  JobID of the beating server (non-empty, never starts with "\0")
@@ -24,9 +24,10 @@
 -- decides.
 --
 -- Full path: read the field, its owner and the run meta. A live beat of
--- another instance (or a live beat without an owner, e.g. from an older
--- build) is left alone and the beat is refused. Otherwise the beat and its
--- owner are written, and the run meta when it is missing or unreadable, or,
+-- another instance (its owner entry names another instance) is left alone
+-- and the beat is refused. A field whose owner entry is missing (the owners
+-- hash was evicted or deleted by hand) is nobody's: the beat re-claims it.
+-- Otherwise the beat and its owner are written, and the run meta when it is missing or unreadable, or,
 -- when check is 1, names another run than INFO's. With check 1, three random
 -- fields of the hash and two of the owners are looked at and the expired
 -- ones dropped: O(1) work, and no answer depends on it.
@@ -35,7 +36,7 @@
 --   code        0: written. 1: refused: `other` has a live beat until
 --               otherExpiresAt (ms). 2: written, taking the field over from
 --               instance `other` whose beat had expired at otherExpiresAt
---               (0: unreadable). `other` is "" for a beat without an owner.
+--               (0: unreadable).
 --   expiresAt   this beat's expiry (ms, Redis clock); 0 when refused
 --   reset       1 when the run meta was rewritten (a new Redis run: restart,
 --               failover, or a hash that was lost), else 0
@@ -70,12 +71,12 @@ local cur = redis.call('HMGET', key, job, '\0run', '\0since')
 local owner = redis.call('HGET', owners, job)
 local val = tonumber(cur[1])
 
-if val ~= nil and val > now and owner ~= inst then
-  return {1, 0, 0, owner or '', val, now}
+if val ~= nil and val > now and owner and owner ~= inst then
+  return {1, 0, 0, owner, val, now}
 end
 local code, other = 0, ''
-if (owner and owner ~= inst) or (cur[1] and not owner) then
-  code, other = 2, owner or ''
+if owner and owner ~= inst then
+  code, other = 2, owner
 end
 
 local write = {key, job, ms(expires)}

@@ -21,8 +21,7 @@
 // "<namespace>:CKPresence:{n}" ([ShardKey]), each in a Redis Cluster slot of
 // its own. Each shard hash holds:
 //
-//	<JobID>   expiry of its last beat, ms on the Redis clock (a plain integer,
-//	          the format older builds read)
+//	<JobID>   expiry of its last beat, ms on the Redis clock (a plain integer)
 //	"\0run"   run_id of the Redis process the meta below was written under
 //	"\0since" Redis time (ms) since which that run has been seen
 //
@@ -55,8 +54,9 @@
 //     waits: if that beat expires unrenewed (the process is gone: a restart),
 //     Claim takes the JobID, at most one TTL after that process's last beat;
 //     if it is renewed (a live process), Claim returns an [*InUseError]
-//     ([ErrJobIDInUse]), usually within one Beat. A beat without an owner (an
-//     older build) counts as another instance's.
+//     ([ErrJobIDInUse]), usually within one Beat. A beat whose owner entry is
+//     missing (the owners hash was evicted or deleted) is nobody's: it is
+//     taken at once, and a running server re-claims its own.
 //   - A running server whose beat meets another instance's beat of its JobID
 //     (two processes with one JobID; or this one was paused longer than a TTL
 //     and a new process took the JobID) fences itself: its lease lapses at

@@ -61,9 +61,6 @@ type InUseError struct {
 // Error implements error.
 func (e *InUseError) Error() string {
 	other := "instance " + e.Other
-	if e.Other == "" {
-		other = "a beat without an instance id (an older build, or written by hand)"
-	}
 	if e.Fenced {
 		return fmt.Sprintf("presence: JobID %q was beaten by %s while instance %s held it; this instance fenced itself",
 			e.JobID, other, e.Instance)

@@ -26,8 +26,9 @@ const claimSlack = 5 * time.Millisecond
 //     usually within one Beat.
 //
 // A JobID whose last process shut down cleanly (Remove deleted its field)
-// is free at once. A beat written without an owner (by a build older than
-// instance ids) counts as another instance's.
+// is free at once, and so is one whose owner entry is missing (the owners
+// hash evicted or deleted): only an entry naming another instance is an
+// intruder.
 //
 // Any other failure is returned as Beat returns it; ctx bounds the whole
 // wait (its error is returned wrapped), and Close ends it with ErrClosed.

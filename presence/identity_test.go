@@ -83,11 +83,11 @@ func TestClaim(t *testing.T) {
 			mustBeat(t, old) // and never again
 			return nil
 		}, true, nil},
-		{"beat of an older build (no owner), not renewed: once it expires", func(t *testing.T, rdb *redis.Client, key string) func() {
+		{"a live beat whose owner entry is lost (the owners hash evicted or deleted): at once", func(t *testing.T, rdb *redis.Client, key string) func() {
 			p := server(t, rdb, key, "probe", Config{})
 			writeBeat(t, rdb, p, "a", "", short.TTL)
 			return nil
-		}, true, nil},
+		}, false, nil},
 		{"live process: refused", func(t *testing.T, rdb *redis.Client, key string) func() {
 			live := server(t, rdb, key, "a", Config{Instance: "live", Beat: short.Beat, TTL: short.TTL})
 			live.Start()
@@ -327,6 +327,39 @@ func TestNewValidatesInstanceAndShards(t *testing.T) {
 			}
 			if err == nil && (checkInstance(p.Instance()) != nil || (tt.cfg.Instance != "" && p.Instance() != tt.cfg.Instance)) {
 				t.Errorf("Instance() = %q", p.Instance())
+			}
+		})
+	}
+}
+
+// A running server whose owner entry vanishes (the owners hash evicted by
+// an allkeys policy, or deleted by hand) re-claims it at its next full
+// beat: nothing else beats its JobID, so it is no intruder, and it does not
+// fence itself.
+func TestOwnerEntryLostIsReclaimed(t *testing.T) {
+	r := startRedis(t)
+	for _, what := range []string{"owners hash deleted", "whole presence hash evicted"} {
+		t.Run(what, func(t *testing.T) {
+			rdb := r.client(t)
+			key := testKey(t)
+			p := server(t, rdb, key, "a", Config{Instance: "inst-a"})
+			mustBeat(t, p)
+			s := p.shardOf("a")
+			keys := []string{s.owners}
+			if what == "whole presence hash evicted" {
+				keys = append(keys, s.key)
+			}
+			if err := rdb.Del(context.Background(), keys...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			for range 3 { // full checks, as the loop makes every CheckEvery beats
+				mustBeat(t, p)
+			}
+			if p.Stale() {
+				t.Fatal("the server fenced itself over its own lost owner entry")
+			}
+			if got := ownerOf(t, rdb, p, "a"); got != "inst-a" {
+				t.Errorf("owner after the re-claim = %q, want inst-a", got)
 			}
 		})
 	}

@@ -112,6 +112,8 @@ type Presence struct {
 	noRenewBefore time.Time // a beat sent before this cannot extend or start a lease (a conflict was seen)
 	conflicted    bool      // a conflict was logged and no beat has succeeded since
 	otherShards   string    // the other shard counts in use last logged; "": none
+	// ahead are the beats read further ahead than one TTL (read.go).
+	ahead map[string]aheadState
 }
 
 // New validates cfg, applies its defaults and returns a Presence over rdb. It
@@ -143,6 +145,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Presence, error) {
 		leaseChanged: make(chan struct{}, 1),
 		renewed:      make(chan struct{}),
 		needCheck:    true,
+		ahead:        make(map[string]aheadState),
 	}, nil
 }
 

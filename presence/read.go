@@ -39,7 +39,7 @@ func (p *Presence) Read(ctx context.Context, jobID string) Reading {
 	at := time.UnixMilli(res[2])
 	switch res[0] {
 	case 1:
-		return Reading{Status: Alive, ExpiresIn: ms, At: at}
+		return p.clampAhead(ctx, jobID, s, Reading{Status: Alive, ExpiresIn: ms, At: at}, res[2]+res[1])
 	case 2:
 		if err := p.checkLayout(ctx, jobID, s, res[2]); err != nil {
 			return Reading{Status: Unknown, At: at, Err: fmt.Errorf("presence read %s: %w", jobID, err)}
@@ -50,6 +50,52 @@ func (p *Presence) Read(ctx context.Context, jobID string) Reading {
 	default:
 		return Reading{Status: Unknown, Err: fmt.Errorf("presence read %s: %w: code %d", jobID, ErrUnexpectedReply, res[0])}
 	}
+}
+
+// aheadState is what a reader remembers of a beat further ahead than one
+// TTL: its expiry (ms, Redis clock) and when it was first seen so (local
+// clock).
+type aheadState struct {
+	expiry int64
+	since  time.Time
+}
+
+// clampAhead bounds what a beat stamped further ahead than one TTL can hold
+// off: a live server writes its field every Beat, each time Redis TIME +
+// TTL, so a field further ahead was written before a backward step of the
+// Redis clock, and says nothing of when its server last beat. It counts as
+// expiring one TTL after it was first seen so: until then Alive with at
+// most TTL left, then, if the field still holds that very value (no beat
+// landed for a whole TTL of this reader's clock), Stopped, after the same
+// layout check as a missing beat. A backward step of the Redis clock thus
+// delays a takeover by at most one TTL, however large.
+func (p *Presence) clampAhead(ctx context.Context, jobID string, s shard, r Reading, expiry int64) Reading {
+	p.mu.Lock()
+	if r.ExpiresIn <= p.cfg.TTL {
+		delete(p.ahead, jobID)
+		p.mu.Unlock()
+		return r
+	}
+	now := p.clock.Now()
+	a, ok := p.ahead[jobID]
+	if !ok || a.expiry != expiry {
+		a = aheadState{expiry: expiry, since: now}
+		p.ahead[jobID] = a
+		for job, o := range p.ahead { // bounded memory: forget what nobody read for a while
+			if now.Sub(o.since) > 4*p.cfg.TTL {
+				delete(p.ahead, job)
+			}
+		}
+	}
+	p.mu.Unlock()
+	if left := p.cfg.TTL - now.Sub(a.since); left > 0 {
+		r.ExpiresIn = left
+		return r
+	}
+	if err := p.checkLayout(ctx, jobID, s, r.At.UnixMilli()); err != nil {
+		return Reading{Status: Unknown, At: r.At, Err: fmt.Errorf("presence read %s: %w", jobID, err)}
+	}
+	return Reading{Status: Stopped, At: r.At}
 }
 
 // checkLayout is the look before a Stopped answer for jobID, found missing

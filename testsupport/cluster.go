@@ -50,11 +50,14 @@ type Cluster struct {
 
 // Server is one game server of a Cluster.
 type Server struct {
-	JobID  string
-	Node   *datadriver.Node
-	Redis  redis.UniversalClient
-	Faults *FaultHook
-	Logs   *LogBuffer
+	JobID string
+	Node  *datadriver.Node
+	Redis redis.UniversalClient
+	// PresenceRedis is the client of the Node's presence beats and reads,
+	// with the same hooks as Redis.
+	PresenceRedis redis.UniversalClient
+	Faults        *FaultHook
+	Logs          *LogBuffer
 
 	cluster *Cluster
 	crashed bool
@@ -96,6 +99,7 @@ func NewCluster(tb testing.TB, opts ...ClusterOption) *Cluster {
 				cancel()
 			}
 			_ = s.Redis.Close()
+			_ = s.PresenceRedis.Close()
 		}
 		c.Bus.Close()
 		c.Mini.Close()
@@ -147,13 +151,20 @@ func (c *Cluster) Start(cfg func(*datadriver.NodeConfig)) *Server {
 	s := &Server{JobID: job, Redis: c.Client(c.tb), Faults: &FaultHook{}, Logs: &LogBuffer{}, cluster: c}
 	s.Redis.AddHook(s.Faults)
 	s.Redis.AddHook(&observer{c: c, job: job})
+	// Beats go through a client of their own, with the same hooks, so that
+	// faults on the server's calls reach its beats as they did.
+	prdb := c.Client(c.tb)
+	prdb.AddHook(s.Faults)
+	prdb.AddHook(&observer{c: c, job: job})
+	s.PresenceRedis = prdb
 	nc := datadriver.NodeConfig{
-		JobID:     job,
-		Redis:     s.Redis,
-		Bus:       c.Bus.Endpoint(job),
-		Namespace: "sim",
-		Logger:    slog.New(slog.NewTextHandler(s.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Entropy:   mrand.NewChaCha8(seedBytes(c.Seed, uint64(n))),
+		JobID:         job,
+		Redis:         s.Redis,
+		PresenceRedis: prdb,
+		Bus:           c.Bus.Endpoint(job),
+		Namespace:     "sim",
+		Logger:        slog.New(slog.NewTextHandler(s.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Entropy:       mrand.NewChaCha8(seedBytes(c.Seed, uint64(n))),
 	}
 	if cfg != nil {
 		cfg(&nc)
