@@ -32,7 +32,7 @@ func (n *Node) startHandoff() error {
 	if own {
 		n.closePresenceRedis = prdb.Close
 	} else if cfg.PresenceRedis == nil {
-		n.log.Warn("presence shares the Redis client (not a *redis.Client, ClusterClient or Ring): a saturated pool "+
+		n.log.Warn("presence shares the Redis client (not a *redis.Client, ClusterClient or Ring): a saturated pool " +
 			"can delay beats; give NodeConfig.PresenceRedis")
 	}
 	pres, err := presence.New(prdb, presence.Config{
