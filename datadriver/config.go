@@ -95,6 +95,13 @@ type NodeConfig struct {
 	// the Redis client itself when it is not a *redis.Client, ClusterClient
 	// or Ring
 	PresenceRedis redis.UniversalClient
+	// AcceptEviction lets NewNode start on a Redis whose maxmemory-policy is
+	// allkeys-* (common on shared and managed Redis): such a Redis evicts
+	// records when its memory fills, and an evicted record reads as a new
+	// profile, so its player's next Join gets Defaults. Set it only where
+	// losing a profile is acceptable (a cache of data kept elsewhere).
+	// default: false (NewNode refuses with ErrEvictionPolicy)
+	AcceptEviction bool
 	// Namespace prefixes every Redis key (and bus subject).
 	// default: "" (no prefix)
 	Namespace string

@@ -59,6 +59,12 @@ type Node struct {
 	// closePresenceRedis closes the presence client the Node made (nil:
 	// none).
 	closePresenceRedis func() error
+	// memory is what the Node knows of Redis's eviction policy
+	// (eviction.go); watchers are its goroutines that outlive Close's
+	// release work (the memory watch), stopped by cancel.
+	memory     memoryWatch
+	watchers   sync.WaitGroup
+	unregRedis func()
 
 	ctx    context.Context // cancelled by Close: stops background work
 	cancel context.CancelFunc
@@ -170,6 +176,9 @@ func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	if err := n.pingNATS(ctx); err != nil {
 		return nil, err
 	}
+	if err := n.checkEviction(ctx); err != nil {
+		return nil, err
+	}
 	{
 		// The first beat claims the JobID, with handoff on or off, before the
 		// first Join so that it finds a lease: another live process with this
@@ -194,6 +203,9 @@ func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	n.presence.Start()
+	n.unregRedis = n.tel.RegisterRedis(n.lastMemory)
+	n.watchers.Add(1)
+	go n.watchMemory()
 	n.handoff.Start()
 	return n, nil
 }

@@ -22,9 +22,11 @@ func (n *Node) Closing() <-chan struct{} { return n.closing }
 // Healthy is nil while the Node can start sessions and hand them over, and
 // otherwise says why not: ErrClosing (Close began), an error matching
 // ErrFenced (no presence lease: its beats are not acknowledged, so Redis
-// cannot be reached or is failing), or one matching ErrBusDown (its NATS
-// connection is down: its players cannot be handed over, and joins
-// elsewhere wait for their presence to expire). Use it for a readiness
+// cannot be reached or is failing), one matching ErrEvictionPolicy (Redis
+// was set, since NewNode, to a maxmemory-policy that may evict records,
+// and AcceptEviction is not set: read every minute), or one matching
+// ErrBusDown (its NATS connection is down: its players cannot be handed
+// over, and joins elsewhere wait for their presence to expire). Use it for a readiness
 // probe (send players only while it is nil), not for liveness: a Node
 // recovers from each of these by itself.
 func (n *Node) Healthy() error {
@@ -35,6 +37,9 @@ func (n *Node) Healthy() error {
 	}
 	if n.handoffOn && !n.presence.Lease().ValidAt(n.clock.Now()) {
 		return fmt.Errorf("%w: no presence lease (its beats are not acknowledged)", ErrFenced)
+	}
+	if err := n.memoryErr(); err != nil {
+		return err
 	}
 	if nc := n.cfg.NATS; nc != nil && n.handoffOn && !nc.IsConnected() {
 		return fmt.Errorf("%w: NATS connection %s", ErrBusDown, strings.ToLower(nc.Status().String()))
@@ -96,10 +101,12 @@ func (n *Node) Close(ctx context.Context) error {
 		}
 	}
 	n.unregBus()
+	n.unregRedis()
 	if n.closePresenceRedis != nil {
 		_ = n.closePresenceRedis()
 	}
 	n.cancel()
+	n.watchers.Wait()
 	err := errors.Join(errs...)
 	if err != nil {
 		n.log.Error("node closed; some profiles could not be released", "took", n.clock.Since(start), "err", err)

@@ -277,3 +277,31 @@ func FuzzRecordFields(f *testing.F) {
 		}
 	})
 }
+
+// A release whose answer was lost and that is retried after another
+// session took the lock answers already-released: it landed, and the
+// retry writes nothing over the new holder (found by the robustness suite:
+// the retry used to answer lost, so the holder reported a lost lock for a
+// release that had landed).
+func TestReleaseRetriedAfterAnotherAcquired(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := context.Background()
+	key := record.Key(r.Namespace, "PlayerData", "user:1")
+	record.Acquire(ctx, rdb, key, acquireArgs("server-a", "tok-a"))
+	release := record.SaveArgs{Mode: record.ModeRelease, Token: "tok-a", Data: []byte("a's data")}
+	if res, err := record.Save(ctx, rdb, key, release); err != nil || res.How != record.HowReleased {
+		t.Fatalf("release = %+v, %v", res, err)
+	}
+	if res, err := record.Acquire(ctx, rdb, key, acquireArgs("server-b", "tok-b")); err != nil || res.Outcome != record.Acquired {
+		t.Fatalf("B's acquire = %+v, %v", res, err)
+	}
+	before := snapshot(t, rdb, key)
+	res, err := record.Save(ctx, rdb, key, release) // the client's retry
+	if err != nil || res.Outcome != record.Written || res.How != record.HowAlreadyReleased {
+		t.Fatalf("retried release = %+v, %v; want already-released", res, err)
+	}
+	if after := snapshot(t, rdb, key); !reflect.DeepEqual(after, before) {
+		t.Errorf("the retried release wrote over B's lock:\nbefore %v\nafter  %v", before, after)
+	}
+}
