@@ -14,13 +14,13 @@ import (
 // The faults of the robustness suite, one per run, each applied to server
 // "a" (or to Redis) after the warm-up.
 const (
-	faultKill          = "kill-9"            // kill -9 of a, restarted (same JobID) after the hold
-	faultPause         = "sigstop"           // SIGSTOP of a past its presence TTL, then SIGCONT
-	faultCutRedis      = "partition-redis"   // a cut from Redis both ways, NATS untouched
-	faultCutNATS       = "partition-nats"    // a cut from NATS both ways, Redis untouched
-	faultDropToRedis   = "oneway-to-redis"   // a's packets to Redis dropped, Redis's reach it
-	faultDropFromRedis = "oneway-from-redis" // Redis's packets to a dropped, a's reach Redis
-	faultRedisRestart  = "redis-restart-aof" // Redis killed -9 and restarted from its AOF (fsync always)
+	faultKill          = "kill-9"             // kill -9 of a, restarted (same JobID) after the hold
+	faultPause         = "sigstop"            // SIGSTOP of a past its presence TTL, then SIGCONT
+	faultCutRedis      = "partition-redis"    // a cut from Redis both ways, NATS untouched
+	faultCutNATS       = "partition-nats"     // a cut from NATS both ways, Redis untouched
+	faultDropToRedis   = "oneway-to-redis"    // a's packets to Redis dropped, Redis's reach it
+	faultDropFromRedis = "oneway-from-redis"  // Redis's packets to a dropped, a's reach Redis
+	faultRedisRestart  = "redis-restart-aof"  // Redis killed -9 and restarted from its AOF (fsync always)
 	faultClockForward  = "clock-step-forward" // Redis's wall clock steps +300 s (past LockTTL + LockSkew)
 	faultClockBack     = "clock-step-back"    // Redis's wall clock steps -30 s
 	faultPromotion     = "sentinel-promotion" // kill -9 of the primary, Sentinel promotes a replica; MinReplicas 1

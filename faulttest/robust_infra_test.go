@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"testing"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/ckernel/playerdata/testsupport"
