@@ -23,6 +23,9 @@ type history struct {
 	// counts of what was read: calls, and the operations left out
 	// (failed, or acquires and updates that never returned).
 	calls, dropped, unknown int
+	// endedJoins are Joins that returned a profile whose Done had closed
+	// already: not a linearizability matter, reported beside it.
+	endedJoins []string
 }
 
 // opMeta is what the visualization shows beside an operation.
@@ -108,6 +111,10 @@ func buildHistory(lines []HistLine) history {
 			}
 			if c.Kind == KindAcquire {
 				in.Sess, in.Adopt = r.Sess, r.Adopt
+				if r.Ended {
+					h.endedJoins = append(h.endedJoins, fmt.Sprintf("%s on %s (session %s, adopt %v, data %v): %s",
+						c.Op, c.Key, r.Sess, r.Adopt, deref(r.V), r.Err))
+				}
 				op.Output = opOut{V: deref(r.V)}
 			} else {
 				in.From, in.V = deref(r.From), deref(r.V)

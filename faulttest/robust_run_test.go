@@ -106,12 +106,16 @@ func (r *robustRun) report(h history, res runResult) {
 	t, v := r.t, res.verdict
 	t.Logf("ROBUST | %s | %s | %d ops checked (%d of unknown outcome, %d failed left out) | %.0f ops/s before the fault, %d handoffs | %s | %v |",
 		r.p.fault, r.in.variant, res.ops, res.unknown, res.dropped, res.rate, res.handoffs, v.result, v.took.Round(time.Millisecond))
+	for _, e := range h.endedJoins {
+		t.Logf("FINDING under %s: Join returned a profile that had ended already: %s", r.p.fault, e)
+	}
 	if res.rate < minOpsPerSecond || res.handoffs == 0 {
 		t.Errorf("traffic too slow to mean anything: %.0f operations/s before the fault (want %d), %d handoffs (want some)",
 			res.rate, minOpsPerSecond, res.handoffs)
 	}
 	switch v.result {
 	case porcupine.Ok:
+		r.checkMutations(h)
 		if os.Getenv("PLAYERDATA_ROBUST_KEEP") != "" {
 			out := failureDir(t)
 			if _, err := writeFailure(out, r.dir, v); err != nil {
@@ -133,6 +137,21 @@ func (r *robustRun) report(h history, res runResult) {
 		t.Logf("write the failure's evidence to %s: %v", out, err)
 	}
 	t.Errorf("evidence in %s (histories, explanations, visualizations %v); replay: %s", out, files, r.p)
+}
+
+// checkMutations asks the checker to find each mutation of this run's
+// history illegal (wherever the history has a place for it): a checker that
+// passes everything would fail here.
+func (r *robustRun) checkMutations(h history) {
+	var got []string
+	for _, m := range mutations {
+		caught, applied := mutationsCaught(h, m)
+		got = append(got, fmt.Sprintf("%d/%d", caught, applied))
+		if caught < applied {
+			r.t.Errorf("the checker found only %d of %d keys illegal after %s", caught, applied, m.name)
+		}
+	}
+	r.t.Logf("robustness: mutated histories found illegal (per mutation, keys caught/mutated): %v", got)
 }
 
 // failureDir is where a failing run's evidence goes (and with

@@ -198,7 +198,14 @@ func (t *traffic) join(ctx context.Context, rng *rand.Rand) *tsession {
 	s, adopted := t.session(key, p)
 	var v faulttest.Register
 	p.View(func(d *faulttest.Register) { v = *d })
-	t.hist.Write(faulttest.HistLine{Ret: true, Op: op, Out: faulttest.OutOK, Sess: s.id, Epoch: s.epoch, V: &v, Adopt: adopted})
+	ended := false
+	select {
+	case <-p.Done():
+		ended = true
+	default:
+	}
+	t.hist.Write(faulttest.HistLine{Ret: true, Op: op, Out: faulttest.OutOK, Sess: s.id, Epoch: s.epoch, V: &v,
+		Adopt: adopted, Ended: ended, Err: errText(p.Err())})
 	p.OnRelease(func(d *faulttest.Register) { t.onRelease(s, *d) })
 	return s
 }
@@ -223,7 +230,9 @@ func (t *traffic) session(key string, p *profile) (*tsession, bool) {
 }
 
 // watch waits for the session's end and returns its library release, if
-// one runs: landed when the profile ended released, else unknown.
+// one runs: landed when the profile ended released, else unknown. The
+// session stays known: a Join that hands the same profile back again (an
+// adoption) goes on with it.
 func (t *traffic) watch(s *tsession) {
 	<-s.p.Done()
 	err := s.p.Err()
@@ -238,9 +247,6 @@ func (t *traffic) watch(s *tsession) {
 		}
 		t.hist.Write(faulttest.HistLine{Ret: true, Op: op, Out: out, Err: errText(err)})
 	}
-	t.mu.Lock()
-	delete(t.sessions, s.p)
-	t.mu.Unlock()
 }
 
 // onRelease is the session's leave cleanup: for a release the worker did
