@@ -75,7 +75,7 @@ type HistLine struct {
 	V     *Register `json:"v,omitempty"`
 	From  *Register `json:"from,omitempty"`
 	Adopt bool      `json:"adopt,omitempty"`
-	Ended bool      `json:"ended,omitempty"` // acquire: the profile Join returned had ended already (Err)
+	Ended bool      `json:"ended,omitempty"` // acquire: the profile Join returned had ended already, not by a release (Err)
 	Out   string    `json:"out,omitempty"`
 	Err   string    `json:"err,omitempty"`
 }

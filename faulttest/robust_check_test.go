@@ -23,9 +23,10 @@ type history struct {
 	// counts of what was read: calls, and the operations left out
 	// (failed, or acquires and updates that never returned).
 	calls, dropped, unknown int
-	// endedJoins are Joins that returned a profile whose Done had closed
-	// already: not a linearizability matter, reported beside it.
-	endedJoins []string
+	// endedAdoptions are Joins that adopted a retained profile whose Done
+	// had closed already, and not by a release (a handoff racing the
+	// return is no fault): not a linearizability matter, reported beside it.
+	endedAdoptions []string
 }
 
 // opMeta is what the visualization shows beside an operation.
@@ -111,8 +112,8 @@ func buildHistory(lines []HistLine) history {
 			}
 			if c.Kind == KindAcquire {
 				in.Sess, in.Adopt = r.Sess, r.Adopt
-				if r.Ended {
-					h.endedJoins = append(h.endedJoins, fmt.Sprintf("%s on %s (session %s, adopt %v, data %v): %s",
+				if r.Ended && r.Adopt {
+					h.endedAdoptions = append(h.endedAdoptions, fmt.Sprintf("%s on %s (session %s, adopt %v, data %v): %s",
 						c.Op, c.Key, r.Sess, r.Adopt, deref(r.V), r.Err))
 				}
 				op.Output = opOut{V: deref(r.V)}

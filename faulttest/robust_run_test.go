@@ -55,6 +55,7 @@ var robustJobs = []string{"a", "b", "c"}
 // runResult is what a run measured, for the report.
 type runResult struct {
 	ops, unknown, dropped int
+	endedAdoptions        []string
 	rate                  float64 // operations with an effect per second before the fault
 	handoffs              int     // library releases that landed
 	verdict               verdict
@@ -92,7 +93,8 @@ func runRobustness(t *testing.T, p plan) runResult {
 	if err != nil {
 		t.Fatalf("read histories: %v", err)
 	}
-	res := runResult{ops: h.ops(), unknown: h.unknown, dropped: h.dropped, handoffs: h.landedLibReleases(started, faultAt)}
+	res := runResult{ops: h.ops(), unknown: h.unknown, dropped: h.dropped, handoffs: h.landedLibReleases(started, faultAt),
+		endedAdoptions: h.endedAdoptions}
 	window := time.Duration(faultAt - started - int64(time.Second))
 	res.rate = float64(h.okBetween(started+int64(time.Second), faultAt)) / window.Seconds()
 	res.verdict = check(h, p.limit)
@@ -106,8 +108,8 @@ func (r *robustRun) report(h history, res runResult) {
 	t, v := r.t, res.verdict
 	t.Logf("ROBUST | %s | %s | %d ops checked (%d of unknown outcome, %d failed left out) | %.0f ops/s before the fault, %d handoffs | %s | %v |",
 		r.p.fault, r.in.variant, res.ops, res.unknown, res.dropped, res.rate, res.handoffs, v.result, v.took.Round(time.Millisecond))
-	for _, e := range h.endedJoins {
-		t.Logf("FINDING under %s: Join returned a profile that had ended already: %s", r.p.fault, e)
+	for _, e := range h.endedAdoptions {
+		t.Logf("FINDING under %s: a Join adopted a retained profile that had ended already: %s", r.p.fault, e)
 	}
 	if res.rate < minOpsPerSecond || res.handoffs == 0 {
 		t.Errorf("traffic too slow to mean anything: %.0f operations/s before the fault (want %d), %d handoffs (want some)",

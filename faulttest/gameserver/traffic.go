@@ -198,10 +198,12 @@ func (t *traffic) join(ctx context.Context, rng *rand.Rand) *tsession {
 	s, adopted := t.session(key, p)
 	var v faulttest.Register
 	p.View(func(d *faulttest.Register) { v = *d })
+	// A profile that ended before Join returned, other than by a handoff
+	// racing the return, is a fault of its own (reported beside the check).
 	ended := false
 	select {
 	case <-p.Done():
-		ended = true
+		ended = !errors.Is(p.Err(), datadriver.ErrReleased)
 	default:
 	}
 	t.hist.Write(faulttest.HistLine{Ret: true, Op: op, Out: faulttest.OutOK, Sess: s.id, Epoch: s.epoch, V: &v,

@@ -1,0 +1,57 @@
+//go:build linux
+
+package faulttest
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+// Replays of what the robustness suite found, as etcd keeps
+// test-robustness-issueNNNN: each names the fault schedule and the seed of
+// the run that found it, and asserts what that run broke. A replay of a bug
+// the library still has runs only with PLAYERDATA_ROBUST_KNOWN_BUGS=1 (it
+// would fail CI until the fix lands); the lead runs it to see the fix work:
+//
+//	PLAYERDATA_ROBUST_KNOWN_BUGS=1 go test ./faulttest/ -run TestRobustnessReplay -v
+
+// replayPlan is the CI-sized schedule the findings came from.
+func replayPlan(fault string, seed int64) plan {
+	return plan{fault: fault, seed: seed, warmup: 4 * time.Second, hold: 3 * time.Second,
+		recover: 5 * time.Second, limit: time.Minute}
+}
+
+// knownBug skips a replay of a bug the library still has, unless asked.
+func knownBug(t *testing.T, what string) {
+	if os.Getenv("PLAYERDATA_ROBUST_KNOWN_BUGS") == "" {
+		t.Skipf("replays a known library bug (%s); set PLAYERDATA_ROBUST_KNOWN_BUGS=1 to run it", what)
+	}
+}
+
+// TestRobustnessReplayAdoptFenced: found under partition-redis (seed 1,
+// two keys), oneway-to-redis and sentinel-promotion (seeds 1 and 3). A
+// server whose Redis calls fail releases a profile (the release fails: the
+// profile is retained), a worker of the same server joins the key again and
+// the rejoin adopts it; its adoption save fails too, and while it is in
+// flight the server's presence lease lapses and the fence ends the
+// profile ("session fenced off"). adopt() then reports the adoption good
+// ("rejoin adopted the retained profile but its save failed; autosave
+// keeps retrying": setState leaves a closed profile closed, and adopt
+// returns true regardless), so Join returns nil error and a Profile whose
+// Done is already closed with ErrFenced, holding data no write landed.
+// The history stays linearizable (it is the same session going on), but
+// Join's word is broken: the fix is for adopt to load the record normally
+// (or fail) when the profile closed during its save. This replay runs the
+// partition-redis schedule three times and asserts no Join adopted an
+// ended profile.
+func TestRobustnessReplayAdoptFenced(t *testing.T) {
+	knownBug(t, "a rejoin adopts a retained profile the fence ended during its adoption save")
+	t.Parallel()
+	for _, seed := range []int64{1, 2, 3} {
+		res := runRobustness(t, replayPlan(faultCutRedis, seed))
+		for _, e := range res.endedAdoptions {
+			t.Errorf("seed %d: Join adopted a profile that had ended: %s", seed, e)
+		}
+	}
+}
