@@ -4,12 +4,14 @@ package faulttest
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -57,7 +59,8 @@ type runResult struct {
 	ops, unknown, dropped int
 	endedAdoptions        []string
 	rate                  float64 // operations with an effect per second before the fault
-	handoffs              int     // library releases that landed
+	handoffs              int     // library releases that landed before the fault
+	takeovers             int     // keys taken from a session that had not released them
 	verdict               verdict
 }
 
@@ -94,7 +97,7 @@ func runRobustness(t *testing.T, p plan) runResult {
 		t.Fatalf("read histories: %v", err)
 	}
 	res := runResult{ops: h.ops(), unknown: h.unknown, dropped: h.dropped, handoffs: h.landedLibReleases(started, faultAt),
-		endedAdoptions: h.endedAdoptions}
+		endedAdoptions: h.endedAdoptions, takeovers: h.takeovers()}
 	window := time.Duration(faultAt - started - int64(time.Second))
 	res.rate = float64(h.okBetween(started+int64(time.Second), faultAt)) / window.Seconds()
 	res.verdict = check(h, p.limit)
@@ -106,8 +109,8 @@ func runRobustness(t *testing.T, p plan) runResult {
 // run too slow to mean anything, leaving the evidence where it says.
 func (r *robustRun) report(h history, res runResult) {
 	t, v := r.t, res.verdict
-	t.Logf("ROBUST | %s | %s | %d ops checked (%d of unknown outcome, %d failed left out) | %.0f ops/s before the fault, %d handoffs | %s | %v |",
-		r.p.fault, r.in.variant, res.ops, res.unknown, res.dropped, res.rate, res.handoffs, v.result, v.took.Round(time.Millisecond))
+	t.Logf("ROBUST | %s | %s | %d ops checked (%d of unknown outcome, %d failed left out) | %.0f ops/s before the fault, %d handoffs, %d takeovers | %s | %v |",
+		r.p.fault, r.in.variant, res.ops, res.unknown, res.dropped, res.rate, res.handoffs, res.takeovers, v.result, v.took.Round(time.Millisecond))
 	for _, e := range h.endedAdoptions {
 		t.Logf("FINDING under %s: a Join adopted a retained profile that had ended already: %s", r.p.fault, e)
 	}
@@ -181,6 +184,32 @@ func (h history) landedLibReleases(from, to int64) int {
 		for _, op := range ops {
 			if in := op.Input.(opIn); in.Kind == KindLibRelease && !in.Unknown && op.Return >= from && op.Return <= to {
 				n++
+			}
+		}
+	}
+	return n
+}
+
+// takeovers counts acquires that took a key from a session that had not
+// released it (in return order): keys moved by a proof that the holder
+// stopped, or lost by a fault, rather than handed off.
+func (h history) takeovers() int {
+	n := 0
+	for _, ops := range h.keys {
+		sorted := slices.Clone(ops)
+		slices.SortFunc(sorted, func(a, b porcupine.Operation) int { return cmp.Compare(a.Return, b.Return) })
+		owner, released := "", true
+		for _, op := range sorted {
+			in := inOf(op)
+			switch {
+			case !returned(op):
+			case in.Kind == KindAcquire && !in.Adopt:
+				if !released && owner != in.Sess {
+					n++
+				}
+				owner, released = in.Sess, false
+			case (in.Kind == KindRelease || in.Kind == KindLibRelease) && in.Sess == owner:
+				released = true
 			}
 		}
 	}

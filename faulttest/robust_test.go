@@ -15,9 +15,9 @@ import (
 // hold profiles while the fault is injected after a warm-up; every
 // operation's call and return is recorded, and porcupine checks that some
 // legal order of them, per key, explains what was seen (see regState for
-// the model). One short run per fault by default (about 20 s each, several
-// at once); PLAYERDATA_ROBUST_LONG=1 runs PLAYERDATA_ROBUST_RUNS runs (5)
-// of each fault for about a minute each, with seeds from
+// the model). One short run per fault by default (about 12 s each, four
+// at once); PLAYERDATA_ROBUST_LONG=1 runs PLAYERDATA_ROBUST_RUNS runs (10)
+// of each fault for about 35 s each, with seeds from
 // PLAYERDATA_ROBUST_SEED (1) on. PLAYERDATA_ROBUST_FAULTS (comma-separated)
 // narrows the faults.
 func TestRobustness(t *testing.T) {
@@ -26,8 +26,8 @@ func TestRobustness(t *testing.T) {
 	runs := 1
 	p := plan{warmup: 4 * time.Second, hold: 3 * time.Second, recover: 5 * time.Second, limit: 60 * time.Second}
 	if os.Getenv("PLAYERDATA_ROBUST_LONG") != "" {
-		runs = int(envInt(t, "PLAYERDATA_ROBUST_RUNS", 5))
-		p = plan{warmup: 10 * time.Second, hold: 5 * time.Second, recover: 40 * time.Second, limit: 5 * time.Minute}
+		runs = int(envInt(t, "PLAYERDATA_ROBUST_RUNS", 10))
+		p = plan{warmup: 8 * time.Second, hold: 5 * time.Second, recover: 20 * time.Second, limit: 5 * time.Minute}
 	}
 	for _, f := range selectedFaults(t) {
 		t.Run(f, func(t *testing.T) {
