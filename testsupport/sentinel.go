@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,9 +51,8 @@ type Sentinel struct {
 	// gives; tests prefix their keys with it (see Key).
 	Namespace string
 
-	mu        sync.Mutex
-	data      []*RedisProcess // the primary and replicas, in start order
-	primary   *RedisProcess
+	rr        *ReplicatedRedis // the data processes; its primary follows promotions
+	data      []*RedisProcess  // the primary and replicas, in start order
 	sentinels []*RedisProcess
 }
 
@@ -82,13 +79,13 @@ func StartSentinel(tb testing.TB, cfg SentinelConfig) *Sentinel {
 		tb.Fatalf("testsupport: StartSentinel(%+v): negative field", cfg)
 	}
 	rr := StartRedisReplicated(tb, cfg.Replicas)
-	s := &Sentinel{MasterName: sentinelMaster, Namespace: rr.Namespace, primary: rr.Primary()}
+	s := &Sentinel{MasterName: sentinelMaster, Namespace: rr.Namespace, rr: rr}
 	s.data = append(s.data, rr.Primary())
 	for i := range cfg.Replicas {
 		s.data = append(s.data, rr.Replica(i))
 	}
 	quorum := cfg.Sentinels/2 + 1
-	host, port, _ := net.SplitHostPort(s.primary.Addr)
+	host, port, _ := net.SplitHostPort(rr.Primary().Addr)
 	for i := range cfg.Sentinels {
 		p := spawnSentinel(tb, binary, i, fmt.Sprintf(
 			"sentinel monitor %s %s %s %d\nsentinel down-after-milliseconds %s %d\nsentinel failover-timeout %s 5000\nsentinel parallel-syncs %s 1\n",
@@ -164,17 +161,11 @@ func (s *Sentinel) checkWatching(ctx context.Context, replicas, others int) erro
 }
 
 // Key returns Namespace and parts joined by ":", as [Redis.Key] does.
-func (s *Sentinel) Key(parts ...string) string {
-	return strings.Join(append([]string{s.Namespace}, parts...), ":")
-}
+func (s *Sentinel) Key(parts ...string) string { return s.rr.Key(parts...) }
 
 // Primary returns the process that is the primary now: the one started as
 // primary, or the replica a KillPrimary promoted.
-func (s *Sentinel) Primary() *RedisProcess {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.primary
-}
+func (s *Sentinel) Primary() *RedisProcess { return s.rr.Primary() }
 
 // Client returns a go-redis failover client (redis.NewFailoverClient) of
 // the sentinels, closed when the test ends: it asks them for the primary,
@@ -211,9 +202,9 @@ func (s *Sentinel) KillPrimary(tb testing.TB) *RedisProcess {
 	if err != nil {
 		tb.Fatalf("testsupport: no promotion within %v of killing %s: %v", sentinelPromoteWithin, old.Addr, err)
 	}
-	s.mu.Lock()
-	s.primary = promoted
-	s.mu.Unlock()
+	s.rr.mu.Lock()
+	s.rr.primary = promoted
+	s.rr.mu.Unlock()
 	return promoted
 }
 

@@ -289,13 +289,7 @@ func (t *traffic) update(s *tsession) bool {
 
 // save saves the session's data and records it.
 func (t *traffic) save(ctx context.Context, s *tsession) {
-	op := t.opID()
-	v := s.data()
-	t.hist.Write(faulttest.HistLine{Op: op, Kind: faulttest.KindSave, Key: s.key, Sess: s.id, V: &v})
-	sctx, cancel := context.WithTimeout(ctx, callWithin)
-	defer cancel()
-	err := s.p.Save(sctx)
-	t.hist.Write(faulttest.HistLine{Ret: true, Op: op, Out: writeOutcome(err), Err: errText(err)})
+	t.write(ctx, s, faulttest.KindSave, s.p.Save)
 }
 
 // release releases the session, unless the library is releasing it
@@ -308,12 +302,18 @@ func (t *traffic) release(ctx context.Context, s *tsession) {
 	}
 	s.releasing = true
 	s.mu.Unlock()
+	t.write(ctx, s, faulttest.KindRelease, s.p.Release)
+}
+
+// write records a write of the session's data (its call and its
+// outcome) around call, bounded by callWithin.
+func (t *traffic) write(ctx context.Context, s *tsession, kind string, call func(context.Context) error) {
 	op := t.opID()
 	v := s.data()
-	t.hist.Write(faulttest.HistLine{Op: op, Kind: faulttest.KindRelease, Key: s.key, Sess: s.id, V: &v})
-	rctx, cancel := context.WithTimeout(ctx, callWithin)
+	t.hist.Write(faulttest.HistLine{Op: op, Kind: kind, Key: s.key, Sess: s.id, V: &v})
+	wctx, cancel := context.WithTimeout(ctx, callWithin)
 	defer cancel()
-	err := s.p.Release(rctx)
+	err := call(wctx)
 	t.hist.Write(faulttest.HistLine{Ret: true, Op: op, Out: writeOutcome(err), Err: errText(err)})
 }
 
