@@ -23,6 +23,8 @@ type history struct {
 	// counts of what was read: calls, and the operations left out
 	// (failed, or acquires and updates that never returned).
 	calls, dropped, unknown int
+	// lines are the lines it was built from.
+	lines []HistLine
 	// endedAdoptions are Joins that adopted a retained profile whose Done
 	// had closed already, and not by a release (a handoff racing the
 	// return is no fault): not a linearizability matter, reported beside it.
@@ -55,7 +57,7 @@ func readHistories(dir string) (history, error) {
 		}
 		lines = append(lines, ls...)
 	}
-	return buildHistory(lines), nil
+	return buildHistory(lines, false), nil
 }
 
 // readHistoryFile reads one process's history. A last line cut short (the
@@ -86,15 +88,16 @@ func readHistoryFile(path string) ([]HistLine, error) {
 }
 
 // buildHistory pairs calls with returns and turns them into porcupine
-// operations, one client per session.
-func buildHistory(lines []HistLine) history {
+// operations, one client per session. With knownBugs it reads the history
+// as the library's known bugs would have made it (see knownBugsReading).
+func buildHistory(lines []HistLine, knownBugs bool) history {
 	rets := make(map[string]HistLine)
 	for _, l := range lines {
 		if l.Ret {
 			rets[l.Op] = l
 		}
 	}
-	h := history{keys: make(map[string][]porcupine.Operation)}
+	h := history{keys: make(map[string][]porcupine.Operation), lines: lines}
 	clients := make(map[string]map[string]int) // key → session → client id
 	for _, c := range lines {
 		if c.Ret {
@@ -106,7 +109,9 @@ func buildHistory(lines []HistLine) history {
 		op := porcupine.Operation{Call: c.T, Return: r.T, Metadata: opMeta{Op: c.Op, Err: r.Err}}
 		switch c.Kind {
 		case KindAcquire, KindUpdate:
-			if !returned || r.Out != OutOK {
+			keptFailed := knownBugs && c.Kind == KindUpdate && r.Out == OutFail && r.From != nil && r.V != nil
+			endedAdopt := knownBugs && c.Kind == KindAcquire && r.Ended && r.Adopt
+			if !returned || (r.Out != OutOK && !keptFailed) || endedAdopt {
 				h.dropped++
 				continue
 			}
@@ -179,6 +184,64 @@ func (h history) okBetween(from, to int64) int {
 		}
 	}
 	return n
+}
+
+// failedUpdatesKept lists the Updates that returned an error after their
+// function ran and whose change a write or a load carried all the same
+// (issue 19: "an Update that returns an error has changed nothing that any
+// server will load").
+func (h history) failedUpdatesKept() []string {
+	failed := make(map[Register]HistLine) // the value a failed Update made → its call
+	calls := make(map[string]HistLine)
+	for _, l := range h.lines {
+		if !l.Ret {
+			calls[l.Op] = l
+		}
+	}
+	for _, l := range h.lines {
+		if l.Ret && l.Out == OutFail && l.V != nil && calls[l.Op].Kind == KindUpdate {
+			failed[*l.V] = calls[l.Op]
+		}
+	}
+	var out []string
+	seen := make(map[Register]bool)
+	for _, l := range h.lines {
+		if l.V == nil || seen[*l.V] {
+			continue
+		}
+		c, ok := failed[*l.V]
+		kind := l.Kind
+		if l.Ret {
+			kind = calls[l.Op].Kind
+		}
+		if ok && l.Op != c.Op && (kind == KindAcquire || kind == KindSave || kind == KindRelease || kind == KindLibRelease) {
+			seen[*l.V] = true
+			out = append(out, fmt.Sprintf("update %s on %s (session %s) failed, yet %s %s carried its value %v", c.Op, c.Key, c.Sess, kind, l.Op, *l.V))
+		}
+	}
+	return out
+}
+
+// knownBugsReading is h read as the library's known bugs make it behave,
+// to tell whether they explain an illegal history (and nothing else is
+// wrong): an Update that returned an error but whose function ran is read
+// as made (issue 19: its change is saved by the release under way), and an
+// adoption of a profile that had ended already is left out (a rejoin
+// adopts a profile the fence ended during its adoption save).
+func (h history) knownBugsReading() history { return buildHistory(h.lines, true) }
+
+// explainedByKnownBugs reports whether every illegal key of v checks under
+// h's known-bugs reading.
+func explainedByKnownBugs(h history, v verdict, limit time.Duration) bool {
+	if v.result != porcupine.Illegal || len(v.unknown) > 0 {
+		return false
+	}
+	kb := h.knownBugsReading()
+	sub := history{keys: make(map[string][]porcupine.Operation)}
+	for _, kv := range v.illegal {
+		sub.keys[kv.key] = kb.keys[kv.key]
+	}
+	return check(sub, limit).result == porcupine.Ok
 }
 
 // verdict is porcupine's answer for a whole history.

@@ -56,6 +56,11 @@ type tsession struct {
 	mu        sync.Mutex
 	releasing bool   // the worker called Release, or the library began one
 	libOp     string // the library release recorded from OnRelease, not yet returned
+	// joinCall and joined are the call time and the value of the Join that
+	// began (or adopted) the session: a library release that starts before
+	// OnRelease is registered writes joined (no Update can have run).
+	joinCall int64
+	joined   faulttest.Register
 }
 
 func newTraffic(ctx context.Context, cfg config, stdout, stderr io.Writer) (*traffic, error) {
@@ -187,17 +192,18 @@ func (t *traffic) join(ctx context.Context, rng *rand.Rand) *tsession {
 	if !ok {
 		return nil
 	}
-	op := t.opID()
-	t.hist.Write(faulttest.HistLine{Op: op, Kind: faulttest.KindAcquire, Key: key})
+	op, called := t.opID(), faulttest.MonoNow()
+	t.hist.Write(faulttest.HistLine{T: called, Op: op, Kind: faulttest.KindAcquire, Key: key})
 	p, err := t.regs.Join(ctx, key)
 	if err != nil {
 		t.hist.Write(faulttest.HistLine{Ret: true, Op: op, Out: faulttest.OutFail, Err: err.Error()})
 		t.unclaim(key)
 		return nil
 	}
-	s, adopted := t.session(key, p)
 	var v faulttest.Register
 	p.View(func(d *faulttest.Register) { v = *d })
+	s, adopted := t.session(key, p, called, v)
+	p.OnRelease(func(d *faulttest.Register) { t.onRelease(s, *d) })
 	// A profile that ended before Join returned, other than by a handoff
 	// racing the return, is a fault of its own (reported beside the check).
 	ended := false
@@ -208,40 +214,48 @@ func (t *traffic) join(ctx context.Context, rng *rand.Rand) *tsession {
 	}
 	t.hist.Write(faulttest.HistLine{Ret: true, Op: op, Out: faulttest.OutOK, Sess: s.id, Epoch: s.epoch, V: &v,
 		Adopt: adopted, Ended: ended, Err: errText(p.Err())})
-	p.OnRelease(func(d *faulttest.Register) { t.onRelease(s, *d) })
 	return s
 }
 
 // session returns the session of p: a new one, or, when a rejoin adopted
 // a retained profile, the one it had (its library release, if one was
 // recorded, never landed: it stays unknown).
-func (t *traffic) session(key string, p *profile) (*tsession, bool) {
+func (t *traffic) session(key string, p *profile, called int64, v faulttest.Register) (*tsession, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s := t.sessions[p]; s != nil {
 		s.mu.Lock()
-		s.releasing, s.libOp = false, ""
+		s.releasing, s.libOp, s.joinCall, s.joined = false, "", called, v
 		s.mu.Unlock()
 		return s, true
 	}
 	t.nsess++
-	s := &tsession{id: fmt.Sprintf("%s.%d.%d", t.cfg.job, t.pid, t.nsess), key: key, epoch: p.Epoch(), p: p}
+	s := &tsession{id: fmt.Sprintf("%s.%d.%d", t.cfg.job, t.pid, t.nsess), key: key, epoch: p.Epoch(), p: p,
+		joinCall: called, joined: v}
 	t.sessions[p] = s
 	t.wg.Go(func() { t.watch(s) })
 	return s, false
 }
 
 // watch waits for the session's end and returns its library release, if
-// one runs: landed when the profile ended released, else unknown. The
-// session stays known: a Join that hands the same profile back again (an
-// adoption) goes on with it.
+// one runs: landed when the profile ended released, else unknown. A
+// release the library began before OnRelease was registered (a request
+// that came while the Join was returning) is recorded here, from the
+// Join's call to now, with the data the Join loaded. The session stays
+// known: a Join that hands the same profile back again (an adoption) goes
+// on with it.
 func (t *traffic) watch(s *tsession) {
 	<-s.p.Done()
 	err := s.p.Err()
 	s.mu.Lock()
-	op := s.libOp
-	s.libOp = ""
+	op, unrecorded := s.libOp, !s.releasing && errors.Is(err, datadriver.ErrReleased)
+	s.libOp, s.releasing = "", true
+	called, joined := s.joinCall, s.joined
 	s.mu.Unlock()
+	if unrecorded {
+		op = t.opID()
+		t.hist.Write(faulttest.HistLine{T: called, Op: op, Kind: faulttest.KindLibRelease, Key: s.key, Sess: s.id, V: &joined})
+	}
 	if op != "" {
 		out := faulttest.OutUnknown
 		if errors.Is(err, datadriver.ErrReleased) {
