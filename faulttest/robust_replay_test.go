@@ -86,3 +86,28 @@ func TestRobustnessReplayUpdateErrorSaved(t *testing.T) {
 		})
 	}
 }
+
+// TestRobustnessReplayPromotionLostAcquire: found under sentinel-promotion
+// (seed 1 of a CI-sized run, once in about twenty runs of the fault). With
+// MinReplicas 1, releases and saves wait for a replica, acquisitions do
+// not (issue 20). Server a's join of r:0 (epoch 137, loading 121 that b
+// had released) was acknowledged by the primary just before it was killed
+// and never reached the promoted replica, which still held the key as c
+// had released it (118, released under c's token: c's release had landed
+// but its answer was lost, so c kept the profile retained). On the new
+// primary c's rejoin adopted that retained profile (its save found the
+// record free and last released under one of its own earlier tokens), and
+// b's join loaded 118, while a, never told, kept accepting Updates of its
+// session (122 to 132): one profile live on two servers. Porcupine finds
+// r:0 illegal: no order lets c own the key again after a's acquire. This
+// replay runs the promotion schedule for seeds 1 to 5 and asserts every
+// history checks; it passes once acquisitions wait for MinReplicas too
+// (or once a server whose acquire was not replicated never takes
+// Updates).
+func TestRobustnessReplayPromotionLostAcquire(t *testing.T) {
+	knownBug(t, "a failover loses an acquisition it acknowledged (MinReplicas does not cover acquisitions)")
+	t.Parallel()
+	for seed := int64(1); seed <= 5; seed++ {
+		runRobustness(t, replayPlan(faultPromotion, seed))
+	}
+}
