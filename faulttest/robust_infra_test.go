@@ -3,6 +3,7 @@
 package faulttest
 
 import (
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -76,11 +77,7 @@ func partitionInfra(t *testing.T, jobs []string) *infra {
 }
 
 // errProxyForced: PLAYERDATA_ROBUST_PROXY asks for the proxy variant.
-var errProxyForced = errorString("PLAYERDATA_ROBUST_PROXY is set")
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
+var errProxyForced = errors.New("PLAYERDATA_ROBUST_PROXY is set")
 
 // labInfra: Redis and NATS each in a namespace of their own, every server
 // in one of its own, all behind a NetLab's hub; a cut drops packets
