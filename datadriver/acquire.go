@@ -31,9 +31,9 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 		}
 	}()
 	args := record.AcquireArgs{Job: d.node.jobID, Token: token, Presence: d.presenceFlag(),
-		MaxAge: d.cfg.LockTTL + d.cfg.LockSkew, Format: record.Format, Schema: d.codec.Version()}
+		MaxAge: d.cfg.LockTTL + d.cfg.LockSkew, Skew: d.cfg.LockSkew, Format: record.Format, Schema: d.codec.Version()}
 	if d.cfg.OnMessage != nil {
-		args.MaxMessages = d.cfg.MaxInbox
+		args.MaxMessages, args.MaxMessageBytes, args.MessagesPerRead = d.cfg.MaxInbox, inboxPageBytes, d.inboxPage()
 	}
 	for {
 		// A lock with the presence flag is taken under a lease generation,
@@ -54,6 +54,8 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 		case record.SchemaTooNew:
 			return nil, fmt.Errorf("load %q: %w: the record may only be read at schema version %d or later, "+
 				"and this driver's is %d (len(Migrations))", key, ErrSchemaTooNew, res.SchemaMin, d.codec.Version())
+		case record.Corrupt:
+			return nil, d.corruptField(key, res.Corrupt)
 		case record.Acquired:
 			if gen != 0 && !d.node.presence.Holds(gen) {
 				// The lease lapsed while the lock was being taken: another
@@ -90,12 +92,9 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 			}
 			return nil, err
 		}
-		args.StealJob, args.StealToken, args.NotAliveToken = at.StealJob, at.StealToken, at.NotAliveToken
-		switch {
-		case at.StealJob != "":
+		args.StealJob, args.StealToken = at.StealJob, at.StealToken
+		if at.StealJob != "" {
 			d.tel.TakeoverDecision(ctx, telemetry.TakeoverStopped, at.StealJob)
-		case at.NotAliveToken != "":
-			d.tel.TakeoverDecision(ctx, telemetry.TakeoverAged, l.Job)
 		}
 	}
 }
@@ -107,14 +106,25 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 // fenced by the token, and a release request naming it later gives it back
 // again (releaseOrphanLocked), so no lock is left that no session uses.
 func (d *Driver[T]) acquireOnce(ctx context.Context, key string, args record.AcquireArgs) (record.AcquireResult, error) {
-	cctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout)
+	cctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout+d.node.cfg.ReplicaTimeout)
 	defer cancel()
 	actx, span := d.tel.StartAcquire(cctx)
-	res, err := record.Acquire(actx, d.node.rdb, d.recordKey(key), args)
+	v, acked, err := d.node.runReplicated(actx, args.Call(d.recordKey(key)))
+	var res record.AcquireResult
+	if err == nil {
+		res, err = record.ParseAcquire(v)
+	}
+	if want := d.node.cfg.MinReplicas; err == nil && res.Outcome == record.Acquired && want > 0 && acked < int64(want) {
+		// A lock that a failover could lose is no lock: another server could
+		// take the key from the promoted replica while this one plays it.
+		err = fmt.Errorf("%w: %d of %d replicas acknowledged the lock within %s", ErrNotReplicated, acked, want,
+			d.node.cfg.ReplicaTimeout)
+	}
 	span.End(acquireOutcome(res.Outcome), res.Lock.Job, err)
 	if err == nil {
 		return res, nil
 	}
+	d.orphans.remember(args.Token)
 	d.mu.Lock()
 	d.goTracked(func() { d.giveBack(key, args.Token, nil) })
 	d.mu.Unlock()
@@ -187,7 +197,9 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		redisNow: a.Now,
 		loadedAt: sentAt,
 		inboxSeq: a.InboxSeq,
-		seenSeq:  a.InboxSeq,
+	}
+	if !a.MoreMessages {
+		p.seenSeq = a.InboxSeq // the acquire read the whole inbox
 	}
 	p.ctx, p.cancel = context.WithCancel(d.ctx)
 	if derr == nil {

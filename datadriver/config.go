@@ -48,6 +48,18 @@ const (
 	// DefaultMaxMessageBytes bounds one message body: a message is a gift or
 	// a grant, not a profile.
 	DefaultMaxMessageBytes = 64 << 10
+	// DefaultMaxMessageAttempts is how many times OnMessage may refuse a
+	// message before it is dead-lettered: enough to ride out a passing
+	// failure (a service the handler calls), few enough that a message that
+	// can never apply stops costing every pull.
+	DefaultMaxMessageAttempts = 5
+	// DefaultIdempotencyWindow is how long a profile remembers a Send's
+	// idempotency key: a sender retrying a failed call (a shop, a reward
+	// service) does so within minutes, a batch job within a day.
+	DefaultIdempotencyWindow = 24 * time.Hour
+	// DefaultMaxIdempotencyKeys bounds the keys a profile remembers (the
+	// oldest go first): ten inboxes' worth.
+	DefaultMaxIdempotencyKeys = 10 * DefaultMaxInbox
 	// DefaultMaxDataBytes bounds one encoded profile; Redis is happiest with
 	// values well under its 512 MiB limit, and a profile that large is a bug.
 	DefaultMaxDataBytes = 4 << 20
@@ -263,6 +275,21 @@ type Config[T any] struct {
 	// MaxMessageBytes bounds one encoded message body (ErrTooLarge).
 	// default: DefaultMaxMessageBytes (64 KiB)
 	MaxMessageBytes int
+	// MaxMessageAttempts is how many times OnMessage may refuse (or panic
+	// on) one message before it moves, in the script that counts the last
+	// refusal, to the profile's dead letters: kept beside the record, shown
+	// by `playerdata inspect`, put back by `playerdata replay`. A negative
+	// value never dead-letters.
+	// default: DefaultMaxMessageAttempts (5)
+	MaxMessageAttempts int
+	// IdempotencyWindow is how long a profile remembers the idempotency key
+	// of a Send (IdempotencyKey) after it stored the message; a key is also
+	// remembered, whatever the window, while its message waits in the inbox
+	// or is dead-lettered. MaxIdempotencyKeys bounds how many keys one
+	// profile remembers (the oldest are forgotten first).
+	// default: DefaultIdempotencyWindow (24 h), DefaultMaxIdempotencyKeys (10000)
+	IdempotencyWindow  time.Duration
+	MaxIdempotencyKeys int
 	// MaxDataBytes bounds one encoded profile. A save of larger data is
 	// refused with ErrTooLarge and writes nothing; a release of it frees the
 	// lock with the last data that fit (and reports ErrTooLarge), so the
@@ -330,8 +357,21 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 	if c.History > MaxHistory {
 		return c, fmt.Errorf("%w: History %d is more than %d", ErrInvalidConfig, c.History, MaxHistory)
 	}
-	if c.HistoryEvery < 0 || c.MaxInbox < 0 || c.MaxMessageBytes < 0 {
-		return c, fmt.Errorf("%w: HistoryEvery, MaxInbox and MaxMessageBytes must not be negative", ErrInvalidConfig)
+	if c.HistoryEvery < 0 || c.MaxInbox < 0 || c.MaxMessageBytes < 0 || c.IdempotencyWindow < 0 || c.MaxIdempotencyKeys < 0 {
+		return c, fmt.Errorf("%w: HistoryEvery, MaxInbox, MaxMessageBytes, IdempotencyWindow and MaxIdempotencyKeys "+
+			"must not be negative", ErrInvalidConfig)
+	}
+	switch {
+	case c.MaxMessageAttempts == 0:
+		c.MaxMessageAttempts = DefaultMaxMessageAttempts
+	case c.MaxMessageAttempts < 0:
+		c.MaxMessageAttempts = 0 // the scripts' "never"
+	}
+	if c.IdempotencyWindow == 0 {
+		c.IdempotencyWindow = DefaultIdempotencyWindow
+	}
+	if c.MaxIdempotencyKeys == 0 {
+		c.MaxIdempotencyKeys = DefaultMaxIdempotencyKeys
 	}
 	if c.HistoryEvery == 0 {
 		c.HistoryEvery = DefaultHistoryEvery

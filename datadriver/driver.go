@@ -38,8 +38,11 @@ type Driver[T any] struct {
 	waits    map[string]chan struct{} // closed when a key's local state changes
 	// loadRequests are release requests for keys still loading.
 	loadRequests map[string][]loadRequest
-	closed       bool
-	wg           sync.WaitGroup // loads, autosave loops and callbacks
+	// orphans gives back locks that release requests name and no session
+	// uses (orphans.go).
+	orphans *orphans
+	closed  bool
+	wg      sync.WaitGroup // loads, autosave loops and callbacks
 }
 
 // NewDriver creates the driver for profiles of type T on node. The name
@@ -73,8 +76,14 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 		profiles:     make(map[string]*Profile[T]),
 		waits:        make(map[string]chan struct{}),
 		loadRequests: make(map[string][]loadRequest),
+		orphans:      newOrphans(node.clock),
 	}
 	d.ctx, d.cancel = context.WithCancel(node.ctx)
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.runOrphans()
+	}()
 	d.unregTel = d.tel.RegisterProfiles(d.profileCounts)
 	if err := node.register(cfg.Name, d); err != nil {
 		d.stop()

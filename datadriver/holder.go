@@ -87,20 +87,10 @@ func (d *Driver[T]) answerLoadRequestsLocked(key string) {
 
 // releaseOrphanLocked gives back key's lock if it still carries token, for
 // a request naming a lock of this server that no session or load of this
-// driver uses: an acquire that landed but whose answer was lost (its call
-// ended at its deadline), or one that was still in flight when the load gave
-// up and landed after its give-back, or a lock left by an earlier run of
-// this JobID. The release is fenced by token and writes no data, so a late
-// or forged request costs one script call and changes nothing else. The
-// channel closes once the attempt settles. d.mu held.
+// driver uses (see orphans.go: the work a forged request can cost is
+// bounded). The release is fenced by token and writes no data. The channel
+// closes once the attempt settles, or at once when the request is dropped.
+// d.mu held.
 func (d *Driver[T]) releaseOrphanLocked(key, token string) <-chan struct{} {
-	done := make(chan struct{})
-	if !d.goTracked(func() {
-		defer close(done)
-		d.log.Info("a release request names a lock of this server no session uses; giving it back", "key", key)
-		d.giveBackOnce(key, token, nil)
-	}) {
-		close(done)
-	}
-	return done
+	return d.orphans.ask(key, token)
 }

@@ -168,6 +168,7 @@ func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profi
 					d.profiles[key] = p
 					p.startAutosaveLocked()
 					p.armKeeperLocked()
+					p.noteInboxLocked(p.inboxSeq) // more messages than the acquire's page: pull them
 				}
 			}
 		}

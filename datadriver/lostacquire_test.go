@@ -2,7 +2,10 @@ package datadriver_test
 
 import (
 	"context"
+	"fmt"
+	"github.com/ckernel/playerdata/messaging"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,5 +99,50 @@ func TestReleaseRequestForALockNoSessionUses(t *testing.T) {
 	}
 	if !strings.Contains(p.a.logs.String(), "no session uses; giving it back") {
 		t.Error("A did not log the give-back")
+	}
+}
+
+// Release requests naming locks this server does not hold cost bounded
+// work, whoever sends them: a flood of forged requests for thousands of
+// keys makes at most a few give-back scripts a second (tokens this server
+// never issued are rate limited), not one per request.
+func TestForgedReleaseRequestsCostBoundedWork(t *testing.T) {
+	p := newPair(t)
+	players(t, p.a)
+	var saves atomic.Int64
+	p.a.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+		if isScript(cmd, record.ScriptSave) {
+			saves.Add(1)
+		}
+		return nil
+	})
+	nc := p.n.Connect(t)
+	subject := p.r.Namespace + "." + messaging.DefaultPrefix + ".server-a"
+	const forged = 3000
+	start := time.Now()
+	for i := range forged {
+		b, err := messaging.Encode(messaging.Message{Type: messaging.TypeRequest, Driver: "PlayerData",
+			Key: fmt.Sprintf("user:%d", i), Requester: "attacker", Sender: "attacker", Token: fmt.Sprintf("%032x", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Publish(subject, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "A received the requests", func() bool {
+		return p.a.node.HandoffStats().RequestsReceived >= forged
+	})
+	time.Sleep(200 * time.Millisecond) // let queued give-backs run
+	elapsed := time.Since(start)
+	// 50 a second plus the first burst of 50, and slack for a slow machine.
+	if bound := int64(100 + 50*elapsed.Seconds()); saves.Load() > bound {
+		t.Errorf("%d forged requests made %d give-back scripts in %v; want at most %d", forged, saves.Load(), elapsed, bound)
+	}
+	if saves.Load() == 0 {
+		t.Error("no give-back at all: a request naming an unknown lock of this server must still be tried")
 	}
 }

@@ -38,6 +38,26 @@ type Message struct {
 // Decode decodes the message's body into v (msgpack).
 func (m Message) Decode(v any) error { return msgpack.Unmarshal(m.Body, v) }
 
+// SendOption changes one Send.
+type SendOption func(*sendOptions)
+
+type sendOptions struct {
+	idempotencyKey string
+}
+
+// IdempotencyKey makes a Send safe to retry: a Send to the same profile with
+// the same key k within Config.IdempotencyWindow (and always while the first
+// message waits in the inbox or is dead-lettered) stores nothing new and
+// answers the first send's id, whether that message was applied yet or not.
+// Use the id of what the message pays for (an order, a grant): a sender that
+// retries until it gets an id applies the message exactly once.
+func IdempotencyKey(k string) SendOption {
+	return func(o *sendOptions) { o.idempotencyKey = k }
+}
+
+// maxIdempotencyKeyBytes bounds an idempotency key.
+const maxIdempotencyKeyBytes = 256
+
 // Send stores a message for key's profile: one round trip, one script, in
 // the record's slot. body is encoded with msgpack. When a server holds the
 // profile it is told at once (one bus message, fire and forget) and applies
@@ -46,10 +66,23 @@ func (m Message) Decode(v any) error { return msgpack.Unmarshal(m.Body, v) }
 // one autosave period: every save tells its holder how many messages were
 // ever sent. It answers the message id, ErrInboxFull when MaxInbox messages
 // wait already, ErrTooLarge for a body over MaxMessageBytes (nothing stored
-// either way), or ErrInvalidKey.
-func (d *Driver[T]) Send(ctx context.Context, key string, body any) (string, error) {
+// either way), ErrInvalidKey, or ErrCorruptRecord when the record's keys are
+// not what this library writes. With MinReplicas it waits for replicas and
+// answers ErrNotReplicated (the message is stored) when too few acknowledge.
+//
+// A Send that fails without an answer (a timeout, a lost connection) may
+// have stored the message: retry it with the same IdempotencyKey.
+func (d *Driver[T]) Send(ctx context.Context, key string, body any, opts ...SendOption) (string, error) {
+	var o sendOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if err := ValidKey(key); err != nil {
 		return "", fmt.Errorf("send: %w", err)
+	}
+	if len(o.idempotencyKey) > maxIdempotencyKeyBytes {
+		return "", fmt.Errorf("send %q: %w: the idempotency key is %d bytes, limit %d", key, ErrInvalidConfig,
+			len(o.idempotencyKey), maxIdempotencyKeyBytes)
 	}
 	b, err := msgpack.Marshal(body)
 	if err != nil {
@@ -58,7 +91,9 @@ func (d *Driver[T]) Send(ctx context.Context, key string, body any) (string, err
 	if len(b) > d.cfg.MaxMessageBytes {
 		return "", fmt.Errorf("send %q: %w: the body is %d bytes, limit %d", key, ErrTooLarge, len(b), d.cfg.MaxMessageBytes)
 	}
-	res, err := record.Send(ctx, d.node.rdb, d.recordKey(key), b, d.cfg.MaxInbox)
+	args := record.SendArgs{MaxInbox: d.cfg.MaxInbox, IdempotencyKey: o.idempotencyKey,
+		IdempotencyWindow: d.cfg.IdempotencyWindow, IdempotencyKeys: d.cfg.MaxIdempotencyKeys}
+	res, acked, err := d.node.send(ctx, d.recordKey(key), b, args)
 	switch {
 	case err != nil:
 		d.tel.MessageSent(ctx, telemetry.SendFailed)
@@ -66,6 +101,12 @@ func (d *Driver[T]) Send(ctx context.Context, key string, body any) (string, err
 	case res.Outcome == record.InboxFull:
 		d.tel.MessageSent(ctx, telemetry.SendInboxFull)
 		return "", fmt.Errorf("send %q: %w (%d messages wait)", key, ErrInboxFull, res.Count)
+	case res.Outcome == record.SendCorrupt:
+		d.tel.MessageSent(ctx, telemetry.SendFailed)
+		return "", fmt.Errorf("send: %w", d.corruptField(key, res.Corrupt))
+	case res.Outcome == record.Duplicate:
+		d.log.Debug("message already sent under this idempotency key", "key", key, "id", res.ID)
+		return res.ID, nil
 	}
 	d.tel.MessageSent(ctx, telemetry.SendOK)
 	if res.Holder.Token != "" {
@@ -76,6 +117,10 @@ func (d *Driver[T]) Send(ctx context.Context, key string, body any) (string, err
 		}
 	}
 	d.log.Debug("message sent", "key", key, "id", res.ID, "holder", res.Holder.Job)
+	if want := d.node.cfg.MinReplicas; want > 0 && acked < int64(want) {
+		return res.ID, fmt.Errorf("send %q: %w: %d of %d replicas acknowledged within %s (the message is stored)", key,
+			ErrNotReplicated, acked, want, d.node.cfg.ReplicaTimeout)
+	}
 	return res.ID, nil
 }
 
@@ -133,14 +178,22 @@ func (p *Profile[T]) pullOnce() error {
 	d.mu.Lock()
 	seq := p.inboxSeq
 	d.mu.Unlock()
-	ctx, cancel := d.node.clock.WithTimeout(p.ctx, d.node.cfg.SaveTimeout)
-	defer cancel()
-	msgs, err := record.ReadInbox(ctx, d.node.rdb, d.recordKey(p.key), d.cfg.MaxInbox)
-	if err != nil {
-		return err
-	}
-	if _, waiting := p.applyMessages(msgs); waiting {
-		return nil // seenSeq stays: the save that learns the trade's outcome pulls again
+	// Page by page, each read bounded in bytes (inboxPage).
+	after := ""
+	for {
+		ctx, cancel := d.node.clock.WithTimeout(p.ctx, d.node.cfg.SaveTimeout)
+		msgs, err := record.ReadInbox(ctx, d.node.rdb, d.recordKey(p.key), after, d.inboxPage())
+		cancel()
+		if err != nil {
+			return err
+		}
+		if _, waiting := p.applyMessages(msgs); waiting {
+			return nil // seenSeq stays: the save that learns the trade's outcome pulls again
+		}
+		if len(msgs) < d.inboxPage() {
+			break
+		}
+		after = msgs[len(msgs)-1].ID
 	}
 	d.mu.Lock()
 	p.seenSeq = max(p.seenSeq, seq)
@@ -225,4 +278,15 @@ func (p *Profile[T]) forgetAppliedLocked(ids []string) {
 		return
 	}
 	p.applied = slices.DeleteFunc(p.applied, func(id string) bool { return slices.Contains(ids, id) })
+}
+
+// inboxPageBytes bounds the bytes of messages an acquire reads with the
+// record: a profile with a large inbox never holds Redis for long, for
+// anyone; its holder pulls the rest after the join, a page at a time.
+const inboxPageBytes = 256 << 10
+
+// inboxPage is how many messages one read of an inbox asks for: as many as
+// fit in inboxPageBytes at MaxMessageBytes each, at least one.
+func (d *Driver[T]) inboxPage() int {
+	return max(1, min(d.cfg.MaxInbox, inboxPageBytes/d.cfg.MaxMessageBytes))
 }

@@ -35,6 +35,9 @@ type Node struct {
 	cfg   NodeConfig
 
 	saveSem chan struct{} // bounds concurrent autosaves
+	// waitSlots bounds the replica waits holding pool connections at once
+	// (replicas.go).
+	waitSlots chan struct{}
 
 	// presence is this server's presence: beaten (and its lease kept) while
 	// handoff is on, read to tell live holders from stopped ones either way.
@@ -133,6 +136,7 @@ func NewNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		clock:     cfg.Clock,
 		cfg:       cfg,
 		saveSem:   make(chan struct{}, cfg.MaxConcurrentSaves),
+		waitSlots: make(chan struct{}, waitSlotsFor(cfg.Redis)),
 		drivers:   make(map[string]driverHandle),
 		closing:   make(chan struct{}),
 		handoffOn: !cfg.DisableHandoff,

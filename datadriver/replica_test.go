@@ -49,6 +49,10 @@ func TestReplicaMinReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	q, err := d.Join(ctx, "user:2")
+	if err != nil {
+		t.Fatal(err)
+	}
 	_ = p.Update(func(b *bag) { b.Coins = 1 })
 	if err := p.Save(ctx); err != nil {
 		t.Fatalf("Save with a live replica: %v", err)
@@ -73,10 +77,15 @@ func TestReplicaMinReplicas(t *testing.T) {
 		t.Fatalf("the profile after ErrNotReplicated: %v (it stays live)", err)
 	}
 
-	q, err := d.Join(ctx, "user:2")
-	if err != nil {
-		t.Fatal(err)
+	// A lock a failover could lose is no lock: the join fails closed and
+	// gives it back.
+	if _, err := d.Join(ctx, "user:3"); !errors.Is(err, datadriver.ErrNotReplicated) {
+		t.Fatalf("Join with the replica paused = %v, want ErrNotReplicated", err)
 	}
+	eventually(t, 5*time.Second, "the unreplicated lock given back", func() bool {
+		tok, _ := rr.Client(t).HGet(ctx, datadriver.RecordKey(rr.Namespace, "PlayerData", "user:3"), "lock.token").Result()
+		return tok == ""
+	})
 	err = datadriver.Trade(ctx, func(tx *datadriver.Tx) error {
 		datadriver.TradeData(tx, p).Coins--
 		datadriver.TradeData(tx, q).Coins++

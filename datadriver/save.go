@@ -45,8 +45,11 @@ func (d *Driver[T]) writeWait(ctx context.Context, key string, a record.SaveArgs
 	ctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout+d.node.cfg.ReplicaTimeout)
 	defer cancel()
 	sentAt := d.node.clock.Now()
-	res, acked, err := record.SaveWait(ctx, d.node.rdb, d.recordKey(key), d.saveArgs(a), d.node.cfg.MinReplicas,
-		d.node.cfg.ReplicaTimeout)
+	v, acked, err := d.node.runReplicated(ctx, d.writeCall(key, a))
+	var res record.SaveResult
+	if err == nil {
+		res, err = record.ParseSave(v)
+	}
 	w, err := writeResult(key, a.Mode, res, err, sentAt)
 	return w, acked, err
 }

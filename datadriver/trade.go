@@ -297,7 +297,13 @@ func (r *tradeRun) commit(ctx context.Context) error {
 	if want := node.cfg.MinReplicas; want > 0 {
 		sctx, cancel := node.clock.WithTimeout(ctx, node.cfg.SaveTimeout+node.cfg.ReplicaTimeout)
 		var acked int64
-		acked, err = r.journal.CommitWait(sctx, r.id, want, node.cfg.ReplicaTimeout)
+		select {
+		case node.waitSlots <- struct{}{}: // a replica wait holds a pool connection (replicas.go)
+			acked, err = r.journal.CommitWait(sctx, r.id, want, node.cfg.ReplicaTimeout)
+			<-node.waitSlots
+		case <-sctx.Done():
+			err = sctx.Err()
+		}
 		cancel()
 		if err == nil && acked < int64(want) {
 			r.notReplicated = fmt.Errorf("trade %s committed, but %w: %d of %d replicas acknowledged the commit within %s",

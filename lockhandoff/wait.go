@@ -22,9 +22,6 @@ type Attempt struct {
 	// the lock was written: it may be taken if it still names that token
 	// and carries the presence flag (see prover).
 	StealJob, StealToken string
-	// NotAliveToken names a stale lock whose holder's presence read stopped
-	// or unknown: it may be taken by age.
-	NotAliveToken string
 }
 
 // Wait is one load waiting on another server's lock. It is not safe for
@@ -124,22 +121,6 @@ func (w *Wait) next(ctx context.Context, l Lock) (Attempt, error) {
 		// A new lock, or the repeat came due while we were not parked.
 		h.request(ctx, w.wk.driver, w.wk.key, l.Job, l.Token)
 		w.requested = now
-	}
-
-	// A stale lock (past the age limit, with the presence flag) goes by age
-	// once its holder reads not alive: read it first.
-	if l.Stale {
-		// A reading sent at this instant serves (the last park's, in virtual
-		// time): the wait parks after an alive one, so it cannot spin on it.
-		r, _, _, err := w.readBounded(ctx, l, now.Add(-time.Nanosecond))
-		if err != nil {
-			return Attempt{}, err
-		}
-		if r.Status != presence.Alive {
-			h.log.Debug("handoff: stale lock whose holder is not alive", "key", w.wk.key, "holder", l.Job,
-				"presence", r.Status.String())
-			return Attempt{NotAliveToken: l.Token}, nil
-		}
 	}
 
 	proving := w.active && l.Presence

@@ -1,6 +1,7 @@
 package lockhandoff_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -10,89 +11,58 @@ import (
 	"github.com/ckernel/playerdata/presence"
 )
 
-func TestWaitAgeRule(t *testing.T) {
-	notAlive := lockhandoff.Attempt{NotAliveToken: "tok-1"}
+// A lock with the presence flag changes hands only with the proof of a
+// crash (two stopped reads a beat apart), however old it looks: a step of
+// the Redis clock changes every lock's age, so the age says nothing about
+// its holder. An old lock goes through exactly the steps and reads a young
+// one does, whatever the holder's presence reads.
+func TestWaitAgeGivesNothing(t *testing.T) {
 	restarted := presence.Reading{Status: presence.Unknown, ExpiresIn: 5 * time.Second}
-	tests := []struct {
-		name      string
-		cfg       lockhandoff.Config // (unused)
-		reading   presence.Reading
-		flagged   bool
-		age       time.Duration
-		active    bool
-		want      []step
-		wantReads []time.Duration
+	readings := []struct {
+		name    string
+		reading presence.Reading
 	}{
-		{
-			name: "old, holder stopped: NotAliveToken at once", reading: stopped,
-			flagged: true, age: maxAge + time.Millisecond, active: true,
-			want: []step{{At: 0, Attempt: notAlive}}, wantReads: []time.Duration{0},
-		},
-		{
-			name: "old, read failed: NotAliveToken at once", reading: unknown,
-			flagged: true, age: 10 * time.Minute, active: true,
-			want: []step{{At: 0, Attempt: notAlive}}, wantReads: []time.Duration{0},
-		},
-		{
-			name: "old, Redis restarted: NotAliveToken at once", reading: restarted,
-			flagged: true, age: 10 * time.Minute, active: true,
-			want: []step{{At: 0, Attempt: notAlive}}, wantReads: []time.Duration{0},
-		},
-		{
-			name: "old, holder alive: keeps its lock", reading: alive10s,
-			flagged: true, age: time.Hour, active: true,
-			want: quietSteps(4),
-			// One read before each park (age rule) and one after (proof),
-			// shared when they fall at one instant.
-			wantReads: []time.Duration{0, sec(0.5), sec(1.5), sec(3.5), sec(5.5)},
-		},
-		{
-			name: "old, holder alive, passive wait: keeps its lock", reading: alive10s,
-			flagged: true, age: time.Hour,
-			want:      quietSteps(3),
-			wantReads: []time.Duration{0, sec(0.5), sec(1.5)},
-		},
-		{
-			name: "old, holder stopped, passive wait: NotAliveToken at once", reading: stopped,
-			flagged: true, age: time.Hour,
-			want: []step{{At: 0, Attempt: notAlive}}, wantReads: []time.Duration{0},
-		},
-		{
-			name: "at the age limit, holder stopped: parks", reading: stopped,
-			flagged: true, age: maxAge, active: true,
-			want: []step{{At: sec(0.5)}}, wantReads: []time.Duration{sec(0.5)},
-		},
-		{
-			name: "old, no presence flag: lockhandoff says nothing, reads nothing", reading: stopped,
-			age: time.Hour, active: true,
-			want: []step{{At: sec(0.5)}},
-		},
+		{"holder stopped", stopped}, {"read failed", unknown}, {"Redis restarted", restarted}, {"holder alive", alive10s},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				wd := newWorld(t)
-				p := newFakePresence(wd.clk)
-				p.set(jobA, tc.reading)
-				cfg := tc.cfg
-				cfg.JobID, cfg.Bus, cfg.Presence = jobB, wd.bus.Endpoint(jobB), p
-				h := wd.handoff(t, cfg)
-				h.Start()
-				w := h.NewWait(driverName, playerKey, wd.clk.Now().Add(time.Minute), tc.active)
-				defer w.Close()
-
-				// acquire.lua calls a presence-flagged lock past the age limit stale.
-				l := lockhandoff.Lock{Job: jobA, Token: "tok-1", Presence: tc.flagged, Age: tc.age, Stale: tc.flagged && tc.age > maxAge}
-				var got []step
-				for range tc.want {
-					got = append(got, next(t.Context(), wd, w, l))
+	run := func(t *testing.T, r presence.Reading, active bool, age time.Duration) ([]step, []time.Duration) {
+		var got []step
+		var reads []time.Duration
+		synctest.Test(t, func(t *testing.T) {
+			wd := newWorld(t)
+			p := newFakePresence(wd.clk)
+			p.set(jobA, r)
+			h := wd.handoff(t, lockhandoff.Config{JobID: jobB, Bus: wd.bus.Endpoint(jobB), Presence: p})
+			h.Start()
+			w := h.NewWait(driverName, playerKey, wd.clk.Now().Add(time.Minute), active)
+			defer w.Close()
+			l := lockhandoff.Lock{Job: jobA, Token: "tok-1", Presence: true, Age: age}
+			for range 6 {
+				s := next(t.Context(), wd, w, l)
+				got = append(got, s)
+				if s.Attempt.StealJob != "" || s.Err != nil {
+					break
 				}
-				checkSteps(t, got, tc.want)
-				if reads := p.readTimes(jobA); !slices.Equal(reads, tc.wantReads) {
-					t.Errorf("presence read at %v, want %v", reads, tc.wantReads)
+			}
+			reads = p.readTimes(jobA)
+		})
+		return got, reads
+	}
+	for _, rd := range readings {
+		for _, active := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s, active %t", rd.name, active), func(t *testing.T) {
+				young, youngReads := run(t, rd.reading, active, time.Second)
+				old, oldReads := run(t, rd.reading, active, 10*maxAge)
+				checkSteps(t, old, young)
+				if !slices.Equal(oldReads, youngReads) {
+					t.Errorf("an old lock's holder read at %v, a young one's at %v", oldReads, youngReads)
+				}
+				for _, s := range old {
+					if s.Attempt.StealJob != "" && rd.reading.Status != presence.Stopped {
+						t.Errorf("an old lock taken at %v with its holder reading %v", s.At, rd.reading.Status)
+					}
 				}
 			})
-		})
+		}
 	}
 }
 

@@ -498,7 +498,6 @@ func TestWaitContext(t *testing.T) {
 		name     string
 		cancelAt time.Duration // cancel at this time (<0: never, 0: before Next)
 		timeout  time.Duration // a ctx deadline (0: none)
-		old      bool          // the lock is past its age limit (read before the park)
 		// cancelInRead: the presence read cancels ctx (as if cut short).
 		cancelInRead bool
 		want         []step
@@ -514,10 +513,6 @@ func TestWaitContext(t *testing.T) {
 		{
 			name: "ctx deadline before the wait's", cancelAt: -1, timeout: sec(0.7),
 			want: []step{{At: sec(0.5)}, {At: sec(0.7), Err: context.DeadlineExceeded}},
-		},
-		{
-			name: "cancelled during the age read: no NotAliveToken", cancelAt: -1, old: true, cancelInRead: true,
-			want: []step{{At: 0, Err: context.Canceled}},
 		},
 		{
 			name: "cancelled during the read after a park: no steal", cancelAt: -1, cancelInRead: true,
@@ -554,9 +549,6 @@ func TestWaitContext(t *testing.T) {
 				}
 
 				l := lockOf(jobA, "tok-1", true)
-				if tc.old {
-					l.Age, l.Stale = time.Hour, true
-				}
 				var got []step
 				for range tc.want {
 					got = append(got, next(ctx, wd, w, l))

@@ -17,43 +17,48 @@ type AcquireArgs struct {
 	Job, Token string
 	// Presence is the flag the lock gets: the caller beats presence.
 	Presence bool
-	// MaxAge is LockTTL + LockSkew: the age past which a lock is stale.
+	// MaxAge is LockTTL + LockSkew: the age past which a lock without the
+	// presence flag is stale.
 	MaxAge time.Duration
+	// Skew is LockSkew: a lock stamped further ahead of the Redis clock was
+	// not written by this library (a lock with the presence flag counts as
+	// fresh instead).
+	Skew time.Duration
 	// StealJob and StealToken name a lock that may be taken: of a holder
 	// proven stopped (the lock carries the presence flag and was written
-	// before the proof), or of an earlier run of the caller's own JobID.
+	// before the proof), or of an earlier instance of the caller's own JobID
+	// (proven stopped by the caller's presence claim).
 	StealJob, StealToken string
-	// NotAliveToken names a lock whose holder's presence read stopped or
-	// unknown: a stale one goes by age.
-	NotAliveToken string
 	// Format is the highest record format the caller reads.
 	Format int
 	// Schema is the caller's schema version: a record whose min-reader is
 	// higher is refused (SchemaTooNew) before the lock is looked at.
 	Schema int
-	// MaxMessages bounds the inbox messages returned with the record.
-	MaxMessages int
+	// MaxMessages bounds the inbox messages returned with the record (0:
+	// none), MaxMessageBytes the bytes of their bodies (more by at most one
+	// read of MessagesPerRead messages).
+	MaxMessages, MaxMessageBytes, MessagesPerRead int
 }
 
-// argv is ARGV of acquire.lua: 7 arguments, 10 when a steal or not-alive
-// token is given.
+// acquireFixedArgs is how many arguments every acquire.lua call has; the
+// steal job and token follow when given.
+const acquireFixedArgs = 10
+
+// argv is ARGV of acquire.lua.
 func (a AcquireArgs) argv() []any {
-	argv := make([]any, 7, 10)
+	argv := make([]any, acquireFixedArgs, acquireFixedArgs+2)
 	argv[0], argv[1], argv[2], argv[3] = a.Job, a.Token, flag(a.Presence), a.MaxAge.Milliseconds()
-	argv[4], argv[5], argv[6] = a.Format, a.Schema, a.MaxMessages
-	if a.StealJob != "" || a.StealToken != "" || a.NotAliveToken != "" {
-		argv = append(argv, a.StealJob, a.StealToken, a.NotAliveToken)
+	argv[4], argv[5], argv[6], argv[7] = a.Skew.Milliseconds(), a.Format, a.Schema, a.MaxMessages
+	argv[8], argv[9] = a.MaxMessageBytes, max(a.MessagesPerRead, 1)
+	if a.StealJob != "" || a.StealToken != "" {
+		argv = append(argv, a.StealJob, a.StealToken)
 	}
 	return argv
 }
 
-// keys are KEYS of acquire.lua for the record at key: its inbox only when
-// messages are to come back with it.
+// keys are KEYS of acquire.lua for the record at key.
 func (a AcquireArgs) keys(key string) []string {
-	if a.MaxMessages > 0 {
-		return []string{key, InboxKey(key)}
-	}
-	return []string{key}
+	return []string{key, InboxKey(key), HistoryKey(key)}
 }
 
 // Call is the acquire.lua call for the record at key, to run in a pipeline
@@ -64,16 +69,21 @@ func (a AcquireArgs) Call(key string) rscript.Call {
 
 // ParseAcquireArgs reads the ARGV of an observed acquire.lua call.
 func ParseAcquireArgs(argv []string) (AcquireArgs, error) {
-	if len(argv) != 7 && len(argv) != 10 {
-		return AcquireArgs{}, fmt.Errorf("record: %s call with %d arguments, want 7 or 10", ScriptAcquire, len(argv))
+	if len(argv) != acquireFixedArgs && len(argv) != acquireFixedArgs+2 {
+		return AcquireArgs{}, fmt.Errorf("record: %s call with %d arguments, want %d or %d", ScriptAcquire, len(argv),
+			acquireFixedArgs, acquireFixedArgs+2)
 	}
 	a := AcquireArgs{Job: arg(argv, 1), Token: arg(argv, 2), Presence: arg(argv, 3) == "1",
-		StealJob: arg(argv, 8), StealToken: arg(argv, 9), NotAliveToken: arg(argv, 10)}
+		StealJob: arg(argv, 11), StealToken: arg(argv, 12)}
 	ms, _ := strconv.ParseInt(arg(argv, 4), 10, 64)
 	a.MaxAge = time.Duration(ms) * time.Millisecond
-	a.Format, _ = strconv.Atoi(arg(argv, 5))
-	a.Schema, _ = strconv.Atoi(arg(argv, 6))
-	a.MaxMessages, _ = strconv.Atoi(arg(argv, 7))
+	ms, _ = strconv.ParseInt(arg(argv, 5), 10, 64)
+	a.Skew = time.Duration(ms) * time.Millisecond
+	a.Format, _ = strconv.Atoi(arg(argv, 6))
+	a.Schema, _ = strconv.Atoi(arg(argv, 7))
+	a.MaxMessages, _ = strconv.Atoi(arg(argv, 8))
+	a.MaxMessageBytes, _ = strconv.Atoi(arg(argv, 9))
+	a.MessagesPerRead, _ = strconv.Atoi(arg(argv, 10))
 	return a, nil
 }
 
@@ -91,6 +101,9 @@ const (
 	// SchemaTooNew: the record may only be read at a higher schema version
 	// than the caller's (AcquireResult.SchemaMin); nothing was changed.
 	SchemaTooNew
+	// Corrupt: a field or key the script relies on is not what this library
+	// writes (AcquireResult.Corrupt); nothing was changed.
+	Corrupt
 )
 
 // Taken says how an acquired lock was taken.
@@ -126,15 +139,30 @@ type AcquireResult struct {
 	// Redis time of the acquire.
 	HistAt, Now time.Time
 	// InboxSeq counts the messages ever sent; Messages are the oldest in
-	// the inbox (at most AcquireArgs.MaxMessages).
-	InboxSeq int64
-	Messages []Message
+	// the inbox (at most AcquireArgs.MaxMessages), MoreMessages says more
+	// wait behind them.
+	InboxSeq     int64
+	Messages     []Message
+	MoreMessages bool
 
 	// When Locked: who holds it.
 	Lock Lock
 
 	// When FormatTooNew: the record's format.
 	Format string
+
+	// When Corrupt: what is wrong.
+	Corrupt CorruptField
+}
+
+// CorruptField names a field (or key) of a record that is not what this
+// library writes, and what is wrong with it.
+type CorruptField struct {
+	// Field is the record field ("ver", "lock.at", ...), or "inbox",
+	// "history" or "(record)" for a key.
+	Field string
+	// Why says what is wrong ("not an integer", ...).
+	Why string
 }
 
 // Acquire runs acquire.lua on the record at key: one round trip.
@@ -155,22 +183,23 @@ func ParseAcquire(v any) (AcquireResult, error) {
 	switch tag {
 	case "OK":
 		return AcquireResult{
-			Outcome:   Acquired,
-			How:       Taken(str(elem(arr, 1))),
-			Epoch:     num(elem(arr, 2)),
-			Ver:       num(elem(arr, 3)),
-			Data:      blob(elem(arr, 4)),
-			At:        msTime(elem(arr, 5)),
-			Trade:     str(elem(arr, 6)),
-			UserIDs:   blob(elem(arr, 7)),
-			Meta:      blob(elem(arr, 8)),
-			PrevJob:   str(elem(arr, 9)),
-			Schema:    int(num(elem(arr, 10))),
-			SchemaMin: int(num(elem(arr, 11))),
-			HistAt:    msTime(elem(arr, 12)),
-			InboxSeq:  num(elem(arr, 13)),
-			Now:       msTime(elem(arr, 14)),
-			Messages:  messages(elem(arr, 15)),
+			Outcome:      Acquired,
+			How:          Taken(str(elem(arr, 1))),
+			Epoch:        num(elem(arr, 2)),
+			Ver:          num(elem(arr, 3)),
+			Data:         blob(elem(arr, 4)),
+			At:           msTime(elem(arr, 5)),
+			Trade:        str(elem(arr, 6)),
+			UserIDs:      blob(elem(arr, 7)),
+			Meta:         blob(elem(arr, 8)),
+			PrevJob:      str(elem(arr, 9)),
+			Schema:       int(num(elem(arr, 10))),
+			SchemaMin:    int(num(elem(arr, 11))),
+			HistAt:       msTime(elem(arr, 12)),
+			InboxSeq:     num(elem(arr, 13)),
+			Now:          msTime(elem(arr, 14)),
+			Messages:     messages(elem(arr, 15)),
+			MoreMessages: num(elem(arr, 16)) == 1,
 		}, nil
 	case "LOCKED":
 		return AcquireResult{Outcome: Locked, Lock: Lock{
@@ -178,12 +207,13 @@ func ParseAcquire(v any) (AcquireResult, error) {
 			Token:    str(elem(arr, 2)),
 			Presence: str(elem(arr, 3)) == "1",
 			Age:      time.Duration(num(elem(arr, 4))) * time.Millisecond,
-			Stale:    num(elem(arr, 5)) == 1,
 		}}, nil
 	case "FORMAT":
 		return AcquireResult{Outcome: FormatTooNew, Format: str(elem(arr, 1))}, nil
 	case "SCHEMA":
 		return AcquireResult{Outcome: SchemaTooNew, SchemaMin: int(num(elem(arr, 1)))}, nil
+	case "CORRUPT":
+		return AcquireResult{Outcome: Corrupt, Corrupt: CorruptField{Field: str(elem(arr, 1)), Why: str(elem(arr, 2))}}, nil
 	}
 	return AcquireResult{}, fmt.Errorf("%w: acquire answered %q", ErrUnexpectedAnswer, tag)
 }

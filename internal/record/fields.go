@@ -64,6 +64,29 @@ func Key(ns, driver, key string) string {
 // for the profile, in the record's Redis Cluster slot.
 func InboxKey(recordKey string) string { return recordKey + ":inbox" }
 
+// TriesKey is the refusal counts of the record at recordKey's inbox
+// messages: a hash (<id>, <id>:err, <id>:job), in the record's slot.
+func TriesKey(recordKey string) string { return recordKey + ":tries" }
+
+// DeadKey is the dead letters of the record at recordKey: a stream of
+// messages refused too often, in the record's slot.
+func DeadKey(recordKey string) string { return recordKey + ":dead" }
+
+// IdemKey is the idempotency keys of the record at recordKey's messages: a
+// hash of the sender's key to the message id, in the record's slot;
+// IdemAtKey when each was stored (a sorted set by ms).
+func IdemKey(recordKey string) string { return recordKey + ":idem" }
+
+// IdemAtKey: see IdemKey.
+func IdemAtKey(recordKey string) string { return recordKey + ":idem.at" }
+
+// Keys lists every key of the record at recordKey: the record, its inbox,
+// history, refusal counts, dead letters and idempotency keys.
+func Keys(recordKey string) []string {
+	return []string{recordKey, InboxKey(recordKey), HistoryKey(recordKey), TriesKey(recordKey), DeadKey(recordKey),
+		IdemKey(recordKey), IdemAtKey(recordKey)}
+}
+
 // HistoryKey is the history of the record at recordKey: a hash of kept
 // versions (HistDataField, HistMetaField), in the record's slot.
 func HistoryKey(recordKey string) string { return recordKey + ":hist" }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/internal/rscript"
 )
 
 // Message is one message in a profile's inbox.
@@ -51,43 +53,154 @@ const (
 	// InboxFull: the inbox holds SendResult.Count messages already, the
 	// most allowed; nothing was stored.
 	InboxFull
+	// Duplicate: an earlier send with the same idempotency key stored
+	// SendResult.ID; nothing was stored.
+	Duplicate
+	// SendCorrupt: a key or field of the record is not what this library
+	// writes (SendResult.Corrupt); nothing was stored.
+	SendCorrupt
 )
+
+// SendArgs are the arguments of send.lua beside the body.
+type SendArgs struct {
+	// MaxInbox is the most messages the inbox may hold.
+	MaxInbox int
+	// IdempotencyKey, when not empty, makes the send idempotent: a profile
+	// that remembers the key stores nothing and answers the first id.
+	IdempotencyKey string
+	// IdempotencyWindow is how long a key is remembered after its send (and
+	// always while its message waits or is dead-lettered); IdempotencyKeys
+	// bounds how many a profile remembers.
+	IdempotencyWindow time.Duration
+	IdempotencyKeys   int
+}
 
 // SendResult is send.lua's answer.
 type SendResult struct {
 	Outcome SendOutcome
-	ID      string // Sent: the message id
+	ID      string // Sent and Duplicate: the message id
 	// Holder is the session that holds the profile's lock now (Job and
 	// Token; empty when nobody does): the server to notify.
-	Holder Lock
-	Count  int64 // InboxFull: the inbox size
+	Holder  Lock
+	Count   int64        // InboxFull: the inbox size
+	Corrupt CorruptField // SendCorrupt: what is wrong
+}
+
+// SendCall is the send.lua call storing body in the inbox of the record at
+// key, to run on its own or in a pipeline (see ParseSend for its answer).
+func SendCall(key string, body []byte, a SendArgs) rscript.Call {
+	return rscript.Call{Script: sendScript, Keys: []string{key, InboxKey(key), IdemKey(key), IdemAtKey(key)},
+		Args: []any{body, a.MaxInbox, a.IdempotencyKey, a.IdempotencyWindow.Milliseconds(), a.IdempotencyKeys}}
 }
 
 // Send stores body in the inbox of the record at key, unless the inbox
-// holds max messages already: one round trip (send.lua).
-func Send(ctx context.Context, rdb redis.Scripter, key string, body []byte, max int) (SendResult, error) {
-	v, err := sendScript.Run(ctx, rdb, []string{key, InboxKey(key)}, body, max).Result()
+// holds a.MaxInbox messages already or an earlier send had the same
+// idempotency key: one round trip (send.lua).
+func Send(ctx context.Context, rdb redis.Scripter, key string, body []byte, a SendArgs) (SendResult, error) {
+	c := SendCall(key, body, a)
+	v, err := c.Script.Run(ctx, rdb, c.Keys, c.Args...).Result()
 	if err != nil {
 		return SendResult{}, err
 	}
+	return ParseSend(v)
+}
+
+// ParseSend reads send.lua's answer.
+func ParseSend(v any) (SendResult, error) {
 	arr, tag, err := tagged(v)
 	if err != nil {
 		return SendResult{}, err
 	}
 	switch tag {
-	case "OK":
-		return SendResult{Outcome: Sent, ID: str(elem(arr, 1)),
-			Holder: Lock{Job: str(elem(arr, 2)), Token: str(elem(arr, 3))}}, nil
+	case "OK", "DUP":
+		res := SendResult{Outcome: Sent, ID: str(elem(arr, 1)), Holder: Lock{Job: str(elem(arr, 2)), Token: str(elem(arr, 3))}}
+		if tag == "DUP" {
+			res.Outcome = Duplicate
+		}
+		return res, nil
 	case "FULL":
 		return SendResult{Outcome: InboxFull, Count: num(elem(arr, 1))}, nil
+	case "CORRUPT":
+		return SendResult{Outcome: SendCorrupt, Corrupt: CorruptField{Field: str(elem(arr, 1)), Why: str(elem(arr, 2))}}, nil
 	}
 	return SendResult{}, fmt.Errorf("%w: send answered %q", ErrUnexpectedAnswer, tag)
 }
 
-// ReadInbox returns the oldest messages (at most max) of the inbox of the
+// DeadLetter is a message moved out of a profile's inbox after OnMessage
+// refused it too often.
+type DeadLetter struct {
+	// ID is the dead letter's id (in the dead-letter stream); MessageID the
+	// message's inbox id.
+	ID, MessageID string
+	// Body is what the sender stored; IdempotencyKey the sender's key ("":
+	// none).
+	Body           []byte
+	IdempotencyKey string
+	// Attempts is how many times it was refused; Err the last refusal, by
+	// the server Job.
+	Attempts int
+	Err, Job string
+}
+
+// ReadDeadLetters returns the oldest dead letters (at most max) of the
 // record at key: a read, no state change.
-func ReadInbox(ctx context.Context, rdb redis.Cmdable, key string, max int) ([]Message, error) {
-	entries, err := rdb.XRangeN(ctx, InboxKey(key), "-", "+", int64(max)).Result()
+func ReadDeadLetters(ctx context.Context, rdb redis.Cmdable, key string, max int) ([]DeadLetter, error) {
+	entries, err := rdb.XRangeN(ctx, DeadKey(key), "-", "+", int64(max)).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DeadLetter, 0, len(entries))
+	for _, e := range entries {
+		s := func(name string) string { v, _ := e.Values[name].(string); return v }
+		n, _ := strconv.Atoi(s("n"))
+		out = append(out, DeadLetter{ID: e.ID, MessageID: s("id"), Body: []byte(s("b")), IdempotencyKey: s("k"),
+			Attempts: n, Err: s("err"), Job: s("job")})
+	}
+	return out, nil
+}
+
+// ReplayResult is what ReplayDeadLetters did.
+type ReplayResult struct {
+	// Moved counts the messages put back in the inbox.
+	Moved int
+	// Holder is the session that holds the profile's lock (to notify).
+	Holder Lock
+	// Corrupt, when Field is set, says which key is not what this library
+	// writes (nothing was moved).
+	Corrupt CorruptField
+}
+
+// ReplayDeadLetters moves the dead letters ids of the record at key (all of
+// them, up to 1000, when ids is empty) back to its inbox, with their bodies
+// and idempotency keys, under new ids: one round trip (replay.lua).
+func ReplayDeadLetters(ctx context.Context, rdb redis.Scripter, key string, ids []string) (ReplayResult, error) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	v, err := replayScript.Run(ctx, rdb, []string{key, InboxKey(key), DeadKey(key)}, args...).Result()
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) < 3 {
+		return ReplayResult{}, fmt.Errorf("%w: replay answered %v", ErrUnexpectedAnswer, v)
+	}
+	if tag, _ := arr[0].(string); tag == "CORRUPT" {
+		return ReplayResult{Corrupt: CorruptField{Field: str(arr[1]), Why: str(arr[2])}}, nil
+	}
+	return ReplayResult{Moved: int(num(arr[0])), Holder: Lock{Job: str(arr[1]), Token: str(arr[2])}}, nil
+}
+
+// ReadInbox returns the oldest messages (at most max) of the inbox of the
+// record at key after the message id after ("" for the oldest): a read, no
+// state change.
+func ReadInbox(ctx context.Context, rdb redis.Cmdable, key, after string, max int) ([]Message, error) {
+	start := "-"
+	if after != "" {
+		start = "(" + after
+	}
+	entries, err := rdb.XRangeN(ctx, InboxKey(key), start, "+", int64(max)).Result()
 	if err != nil {
 		return nil, err
 	}

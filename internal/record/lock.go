@@ -12,10 +12,6 @@ type Lock struct {
 	// beats presence, so the lock moves when the holder is proven stopped.
 	Presence bool
 	// Age is the time since the holder took the lock or last wrote under it
-	// (Redis clock).
+	// (Redis clock; 0 for a lock stamped ahead of it).
 	Age time.Duration
-	// Stale is true when the lock is past the age limit (LockTTL +
-	// LockSkew) but carries the presence flag: it goes by age once its
-	// holder's presence reads stopped or unknown.
-	Stale bool
 }

@@ -63,6 +63,17 @@ type SaveArgs struct {
 	// Applied are the ids of inbox messages the new data has applied: the
 	// write deletes them from the inbox, so each is applied exactly once.
 	Applied []string
+	// Refused are inbox messages the holder's OnMessage refused: each
+	// refusal is counted on the record (under Job), and a message refused
+	// MaxAttempts times moves to the dead letters (0: never).
+	Refused     []Refusal
+	MaxAttempts int
+}
+
+// Refusal is one refusal of an inbox message by OnMessage.
+type Refusal struct {
+	// ID is the message's inbox id; Err says why it was refused.
+	ID, Err string
 }
 
 // The names of save.lua's options (ARGV[6..]).
@@ -71,6 +82,7 @@ const (
 	saveOptTrade   = "trade"
 	saveOptKeep    = "keep"
 	saveOptEarlier = "earlier"
+	saveOptRefused = "refused"
 	saveOptApplied = "applied"
 )
 
@@ -93,6 +105,9 @@ func (a SaveArgs) argv() []any {
 	}
 	if len(a.Earlier) > 0 {
 		n += 4 + len(a.Earlier)
+	}
+	if len(a.Refused) > 0 {
+		n += 4 + 2*len(a.Refused)
 	}
 	if len(a.Applied) > 0 {
 		n += 1 + len(a.Applied)
@@ -117,6 +132,12 @@ func (a SaveArgs) argv() []any {
 		argv = append(argv, saveOptEarlier, a.Job, flag(a.Presence), len(a.Earlier))
 		for _, e := range a.Earlier {
 			argv = append(argv, e)
+		}
+	}
+	if len(a.Refused) > 0 {
+		argv = append(argv, saveOptRefused, a.MaxAttempts, a.Job, len(a.Refused))
+		for _, r := range a.Refused {
+			argv = append(argv, r.ID, r.Err)
 		}
 	}
 	if len(a.Applied) > 0 {
@@ -145,11 +166,11 @@ func (m WriteMode) arg() any {
 	return string(m)
 }
 
-// keys are KEYS of save.lua for the record at key: the inbox and the
-// history only when the call may touch them.
+// keys are KEYS of save.lua for the record at key: the inbox, history,
+// refusal counts and dead letters only when the call may touch them.
 func (a SaveArgs) keys(key string) []string {
-	if a.keeps() || len(a.Applied) > 0 {
-		return []string{key, InboxKey(key), HistoryKey(key)}
+	if a.keeps() || len(a.Applied) > 0 || len(a.Refused) > 0 {
+		return []string{key, InboxKey(key), HistoryKey(key), TriesKey(key), DeadKey(key), IdemAtKey(key)}
 	}
 	return []string{key}
 }
@@ -212,6 +233,18 @@ func ParseSaveArgs(argv []string) (SaveArgs, error) {
 		a.Earlier = append([]string(nil), argv[i+3:i+3+n]...)
 		i += 4 + n
 	}
+	if arg(argv, i) == saveOptRefused {
+		n, err := strconv.Atoi(arg(argv, i+3))
+		if err != nil || n < 0 || i+3+2*n > len(argv) {
+			return SaveArgs{}, bad(saveOptRefused)
+		}
+		a.MaxAttempts, _ = strconv.Atoi(arg(argv, i+1))
+		a.Job = arg(argv, i+2)
+		for j := 0; j < n; j++ {
+			a.Refused = append(a.Refused, Refusal{ID: arg(argv, i+4+2*j), Err: arg(argv, i+5+2*j)})
+		}
+		i += 4 + 2*n
+	}
 	if arg(argv, i) == saveOptApplied {
 		a.Applied = append([]string(nil), argv[i:]...)
 		i = len(argv) + 1
@@ -234,6 +267,13 @@ const (
 	// TradeHeld: another trade is pending on the record (SaveResult.Trade);
 	// nothing was written.
 	TradeHeld
+	// CorruptRecord: a field the write relies on is not what this library
+	// writes (SaveResult.Corrupt); nothing was written, except that a
+	// release under the profile's token freed the lock (SaveResult.Freed).
+	CorruptRecord
+	// Gone: the record no longer exists (deleted or evicted while held);
+	// nothing was written.
+	Gone
 )
 
 // WriteHow says what an accepted save.lua call did.
@@ -261,11 +301,20 @@ type SaveResult struct {
 	// ever sent to the profile.
 	HistAt   time.Time
 	InboxSeq int64
+	// HistoryUnusable: the history key is not a hash, so no version was
+	// kept; InboxUnusable: the inbox key is not a stream, so the applied
+	// messages could not be deleted (they are gone with it). DeadLettered
+	// counts the refused messages this write moved to the dead letters.
+	HistoryUnusable, InboxUnusable bool
+	DeadLettered                   int
 
 	// When LockLost: who holds the lock now (Job and Token; empty: nobody).
 	Holder Lock
 	// When TradeHeld: the pending trade.
 	Trade string
+	// When CorruptRecord: what is wrong, and whether the lock was freed.
+	Corrupt CorruptField
+	Freed   bool
 }
 
 // Save runs save.lua on the record at key: one round trip.
@@ -277,19 +326,6 @@ func Save(ctx context.Context, rdb redis.Scripter, key string, a SaveArgs) (Save
 	return ParseSave(v)
 }
 
-// SaveWait is Save, then WAIT for replicas replicas to acknowledge the write
-// on the same connection, within timeout (one pipeline). It also returns how
-// many did; the write stands either way.
-func SaveWait(ctx context.Context, rdb redis.UniversalClient, key string, a SaveArgs, replicas int,
-	timeout time.Duration) (SaveResult, int64, error) {
-	v, acked, err := rscript.RunWait(ctx, rdb, a.Call(key), replicas, timeout)
-	if err != nil {
-		return SaveResult{}, 0, err
-	}
-	res, err := ParseSave(v)
-	return res, acked, err
-}
-
 // The codes of save.lua's answers.
 const (
 	saveSaved           = 1
@@ -298,6 +334,8 @@ const (
 	saveAlreadySettled  = 4
 	saveLost            = 5
 	saveTrade           = 6
+	saveCorrupt         = 7
+	saveGone            = 8
 )
 
 // ParseSave reads save.lua's answer.
@@ -321,16 +359,24 @@ func ParseSave(v any) (SaveResult, error) {
 		return SaveResult{Outcome: LockLost, Holder: Lock{Job: str(elem(arr, 1)), Token: str(elem(arr, 2))}}, nil
 	case saveTrade:
 		return SaveResult{Outcome: TradeHeld, Trade: str(elem(arr, 1))}, nil
+	case saveCorrupt:
+		return SaveResult{Outcome: CorruptRecord, Corrupt: CorruptField{Field: str(elem(arr, 1)), Why: str(elem(arr, 2))},
+			Freed: num(elem(arr, 3)) == 1}, nil
+	case saveGone:
+		return SaveResult{Outcome: Gone}, nil
 	default:
 		return SaveResult{}, fmt.Errorf("%w: save answered %v", ErrUnexpectedAnswer, arr[0])
 	}
 	return SaveResult{
-		Outcome:  Written,
-		How:      how,
-		Ver:      num(elem(arr, 1)),
-		Epoch:    num(elem(arr, 2)),
-		Moved:    num(elem(arr, 3)) == 1,
-		HistAt:   msTime(elem(arr, 4)),
-		InboxSeq: num(elem(arr, 5)),
+		Outcome:         Written,
+		How:             how,
+		Ver:             num(elem(arr, 1)),
+		Epoch:           num(elem(arr, 2)),
+		Moved:           num(elem(arr, 3)) == 1,
+		HistAt:          msTime(elem(arr, 4)),
+		InboxSeq:        num(elem(arr, 5)),
+		HistoryUnusable: num(elem(arr, 6))&1 != 0,
+		InboxUnusable:   num(elem(arr, 6))&2 != 0,
+		DeadLettered:    int(num(elem(arr, 7))),
 	}, nil
 }

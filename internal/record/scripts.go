@@ -14,6 +14,7 @@ const (
 	ScriptVersions = "versions"
 	ScriptWipe     = "wipe"
 	ScriptSend     = "send"
+	ScriptReplay   = "replay"
 )
 
 var (
@@ -29,6 +30,8 @@ var (
 	wipeSrc string
 	//go:embed lua/send.lua
 	sendSrc string
+	//go:embed lua/replay.lua
+	replaySrc string
 )
 
 // The scripts are immutable values shared by every client.
@@ -39,9 +42,10 @@ var (
 	versionsScript = rscript.New(ScriptVersions, versionsSrc)
 	wipeScript     = rscript.New(ScriptWipe, wipeSrc)
 	sendScript     = rscript.New(ScriptSend, sendSrc)
+	replayScript   = rscript.New(ScriptReplay, replaySrc)
 )
 
 // Scripts lists the record's scripts (for an rscript.Catalog).
 func Scripts() []*rscript.Script {
-	return []*rscript.Script{acquireScript, saveScript, prepareScript, versionsScript, wipeScript, sendScript}
+	return []*rscript.Script{acquireScript, saveScript, prepareScript, versionsScript, wipeScript, sendScript, replayScript}
 }

@@ -88,9 +88,9 @@ func KeptData(ctx context.Context, rdb redis.Cmdable, key string, ver, slot int6
 	return blob(got[1]), nil
 }
 
-// Wipe erases the record at key, its inbox and its history
-// (unconditionally): one round trip. It reports whether there was any.
+// Wipe erases the record at key and every key beside it (Keys)
+// unconditionally: one round trip. It reports whether there was any.
 func Wipe(ctx context.Context, rdb redis.Scripter, key string) (bool, error) {
-	n, err := wipeScript.Run(ctx, rdb, []string{key, InboxKey(key), HistoryKey(key)}).Int64()
+	n, err := wipeScript.Run(ctx, rdb, Keys(key)).Int64()
 	return n > 0, err
 }

@@ -2,78 +2,166 @@
 -- place where the rule of who may take a lock lives.
 --
 -- KEYS[1]  the record hash  <ns>:{<driver>:<key>}
--- KEYS[2]  its inbox, a stream <record>:inbox (same slot), read when the lock is taken;
---          given only when ARGV[7] > 0
+-- KEYS[2]  its inbox, a stream <record>:inbox (same slot)
+-- KEYS[3]  its history, a hash <record>:hist (same slot)
 -- ARGV[1]  job id of the caller
 -- ARGV[2]  new lock token (random, unique per acquisition)
 -- ARGV[3]  presence flag to write: '1' when the caller beats presence, else '0'
--- ARGV[4]  max age in ms (LockTTL + LockSkew) after which a lock is stale by age
--- ARGV[5]  highest record format this build reads
--- ARGV[6]  the caller's schema version: a record whose schema.min is higher must not be
+-- ARGV[4]  max age in ms (LockTTL + LockSkew) after which a lock without the presence flag
+--          is stale by age
+-- ARGV[5]  skew in ms (LockSkew): a lock stamped further ahead of the Redis clock than this
+--          is not a lock this library wrote
+-- ARGV[6]  highest record format this build reads
+-- ARGV[7]  the caller's schema version: a record whose schema.min is higher must not be
 --          read by it
--- ARGV[7]  at most how many inbox messages to return with the record
--- ARGV[8]  steal job: a holder the caller proved stopped, or the caller's own job id for
---          a lock an earlier run of the same JobID left, or ''
--- ARGV[9]  steal token: the token of that holder's lock the caller saw and found older
---          than the proof (a session of a server that stopped: it fenced itself before its
---          presence expired, so that token is dead), or of the earlier run's lock
--- ARGV[10] not-alive token: the token of a lock whose holder's presence the caller read as
---          stopped or unknown (lets a stale presence-flagged lock go by age), or ''
---          ARGV[8] to ARGV[10] are given only when one of them is not empty.
+-- ARGV[8]  at most how many inbox messages to return with the record (0: none)
+-- ARGV[9]  at most how many bytes of messages to return: the inbox is read ARGV[10]
+--          messages at a time until this many bytes came back, so that a large inbox never
+--          holds Redis for long (more than ARGV[9] by at most one read)
+-- ARGV[10] messages per read
+-- ARGV[11] steal job: a holder the caller proved stopped, or the caller's own job id for
+--          a lock an earlier instance of the same JobID left (proven stopped by the
+--          caller's presence claim), or '' (ARGV[11] and ARGV[12] only when stealing)
+-- ARGV[12] steal token: the token of that holder's lock the caller saw and found older
+--          than the proof
 --
--- The lock is taken when it is free ('free', or 'new' without a record); when ARGV[8] and
--- ARGV[9] name its holder and token, and it carries presence=1 ('stolen': the caller
+-- Every field the script computes with is checked before anything is written: an integer
+-- field that is not a decimal integer, a lock without a holder, a lock stamped ahead of the
+-- Redis clock, an inbox that is not a stream or a history that is not a hash is answered
+-- CORRUPT, naming the field, and nothing changes. The epoch is never lowered.
+--
+-- The lock is taken when it is free ('free', or 'new' without a record); when ARGV[11] and
+-- ARGV[12] name its holder and token, and it carries presence=1 ('stolen': the caller
 -- proved the holder stopped after this lock was written) or the holder is the caller's
--- own JobID ('own': an earlier run of it left the lock); or when it is older than ARGV[4]
--- and either carries no presence flag or ARGV[10] names its token ('expired'). A token
--- match takes exactly the lock the caller judged, never one written since. A LOCKED
--- answer says whether the lock is stale: past ARGV[4] with the presence flag, so that it
--- goes by age once its holder reads not alive. Timestamps come from Redis TIME. epoch is
--- incremented on every acquisition. Three Redis calls: TIME, HMGET, HSET (and XRANGE
--- when messages wait).
+-- own JobID ('own'); or when it carries no presence flag and is older than ARGV[4]
+-- ('expired'). A lock with the presence flag never goes by age: only a proof that its
+-- holder stopped moves it, however old it looks (a step of the Redis clock changes ages).
+-- A token match takes exactly the lock the caller judged, never one written since.
+-- Timestamps come from Redis TIME; epoch is incremented on every acquisition.
 --
 -- Cost: a call's Redis time grows with every argument, field and number turned into a
--- string, so the common call carries 7 arguments, numbers the script writes are built as
--- strings, and the stored values go back as they were read.
+-- string, so numbers the script writes are built as strings and stored values go back as
+-- they were read.
 --
 -- Answers:
 --   {'OK', how, epoch, ver, data|false, at|false, trade|false, uids|false, meta|false, prevJob|false,
---    schema|false, schemaMin|false, histAt|false, inboxSeq|false, now[, {id1, body1, id2, body2, ...}]}
+--    schema|false, schemaMin|false, histAt|false, inboxSeq|false, now[, {id1, body1, ...}, more]}
 --       how: 'new', 'free', 'stolen', 'own' or 'expired'; histAt: when the last version was
 --       kept (ms); inboxSeq: how many messages were ever sent; now: Redis time (ms); then,
---       when messages wait (inboxSeq > 0 and ARGV[7] > 0), the oldest inbox messages
---   {'LOCKED', job, token, presence ('1'|'0'), ageMs, stale (1|0)}
---   {'FORMAT', fmt}        the record has a format newer than ARGV[5]; nothing was changed
+--       when messages wait (inboxSeq > 0 and ARGV[8] > 0), the oldest inbox messages and
+--       more (1 when more may wait than came back, else 0)
+--   {'LOCKED', job, token, presence ('1'|'0'), ageMs}
+--   {'FORMAT', fmt}        the record has a format newer than ARGV[6]; nothing was changed
 --   {'SCHEMA', schemaMin}  the record may not be read below schema version schemaMin, higher
---                          than ARGV[6]; nothing was changed (checked before the lock, so
+--                          than ARGV[7]; nothing was changed (checked before the lock, so
 --                          an older server refuses at once whoever holds it)
+--   {'CORRUPT', field, why} a field (or key) the script relies on is not what this library
+--                          writes; nothing was changed
 local rec = KEYS[1]
 local t = redis.call('TIME')
-local f = redis.call('HMGET', rec, 'fmt', 'lock.token', 'lock.job', 'lock.at', 'lock.presence', 'epoch',
+local f = redis.pcall('HMGET', rec, 'fmt', 'lock.token', 'lock.job', 'lock.at', 'lock.presence', 'epoch',
   'ver', 'data', 'at', 'trade', 'uids', 'meta', 'schema', 'schema.min', 'hist.at', 'inbox.seq')
-local fmt, token, job, presence, epoch = f[1], f[2], f[3], f[5], f[6]
-if fmt and fmt ~= ARGV[5] and (tonumber(fmt) or 0) > tonumber(ARGV[5]) then
+if f.err then
+  return {'CORRUPT', '(record)', 'the record key is not a hash'}
+end
+local fmt, token, job, lockAt, presence, epoch = f[1], f[2], f[3], f[4], f[5], f[6]
+
+-- A stored integer: decimal digits only, short enough to be exact in a Lua number.
+local function isint(v)
+  return string.match(v, '^%d+$') ~= nil and #v <= 15
+end
+if fmt and not isint(fmt) then
+  return {'CORRUPT', 'fmt', 'not an integer'}
+end
+if fmt and fmt ~= ARGV[6] and tonumber(fmt) > tonumber(ARGV[6]) then
   return {'FORMAT', fmt}
 end
-if f[14] and f[14] ~= ARGV[6] and (tonumber(f[14]) or 0) > tonumber(ARGV[6]) then
+for _, i in ipairs({14, 13, 6, 7, 9, 15, 16}) do
+  if f[i] and not isint(f[i]) then
+    local names = {[6] = 'epoch', [7] = 'ver', [9] = 'at', [13] = 'schema', [14] = 'schema.min',
+      [15] = 'hist.at', [16] = 'inbox.seq'}
+    return {'CORRUPT', names[i], 'not an integer'}
+  end
+end
+if f[14] and f[14] ~= ARGV[7] and tonumber(f[14]) > tonumber(ARGV[7]) then
   return {'SCHEMA', f[14]}
 end
 
+local nowMS = t[1] * 1000 + math.floor(t[2] / 1000)
 local how
 if not epoch and not f[8] then -- never acquired (a record Send made holds only inbox.seq)
   how = 'new'
+  if not f[16] and redis.call('EXISTS', KEYS[2], KEYS[3]) > 0 then
+    return {'CORRUPT', '(record)', 'missing while its inbox or history remains (deleted or evicted)'}
+  end
 elseif not token or token == '' then
   how = 'free'
 else
-  local age = t[1] * 1000 + math.floor(t[2] / 1000) - (tonumber(f[4]) or 0)
-  local stale = age > tonumber(ARGV[4])
-  local stealJob, notAlive = ARGV[8] or '', ARGV[10] or ''
-  if stealJob ~= '' and stealJob == job and ARGV[9] == token and (presence == '1' or job == ARGV[1]) then
+  if not job or job == '' then
+    return {'CORRUPT', 'lock.job', 'a lock without a holder'}
+  end
+  if presence and presence ~= '1' and presence ~= '0' then
+    return {'CORRUPT', 'lock.presence', 'neither 1 nor 0'}
+  end
+  if not lockAt or not isint(lockAt) then
+    return {'CORRUPT', 'lock.at', 'not an integer'}
+  end
+  local age = nowMS - tonumber(lockAt)
+  if age < -tonumber(ARGV[5]) and presence ~= '1' then
+    return {'CORRUPT', 'lock.at', 'stamped ' .. (-age) .. ' ms ahead of the Redis clock'}
+  end
+  age = math.max(age, 0)
+  local stealJob = ARGV[11] or ''
+  if stealJob ~= '' and stealJob == job and ARGV[12] == token and (presence == '1' or job == ARGV[1]) then
     how = (job == ARGV[1]) and 'own' or 'stolen'
-  elseif stale and (presence ~= '1' or (notAlive ~= '' and notAlive == token)) then
+  elseif presence ~= '1' and age > tonumber(ARGV[4]) then
     how = 'expired'
   else
-    return {'LOCKED', job or '', token, presence or '0', age, stale and 1 or 0}
+    return {'LOCKED', job, token, presence or '0', age}
+  end
+end
+
+-- What is read next must be readable before anything is written.
+if f[15] then
+  local ty = redis.call('TYPE', KEYS[3])['ok']
+  if ty ~= 'hash' and ty ~= 'none' then
+    return {'CORRUPT', 'history', 'the history key is a ' .. ty .. ', not a hash'}
+  end
+end
+local inbox, more
+local seq = f[16]
+if seq and seq ~= '0' and ARGV[8] ~= '0' then
+  local limit, budget, batch = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+  local start, bytes = '-', 0
+  inbox, more = {}, 0
+  while true do
+    local entries = redis.pcall('XRANGE', KEYS[2], start, '+', 'COUNT', batch)
+    if entries.err then
+      return {'CORRUPT', 'inbox', 'the inbox key is not a stream'}
+    end
+    for _, e in ipairs(entries) do
+      if #inbox >= 2 * limit or bytes >= budget then
+        more = 1
+        break
+      end
+      local body = ''
+      for i = 1, #e[2], 2 do
+        if e[2][i] == 'b' then
+          body = e[2][i + 1]
+        end
+      end
+      inbox[#inbox + 1] = e[1]
+      inbox[#inbox + 1] = body
+      bytes = bytes + #body
+      start = '(' .. e[1]
+    end
+    if more == 1 or #entries < batch then
+      break
+    end
+    if #inbox >= 2 * limit or bytes >= budget then
+      more = 1 -- perhaps: the next read would tell, and costs what it would return
+      break
+    end
   end
 end
 
@@ -84,26 +172,14 @@ local now = t[1] .. string.sub(string.rep('0', 6 - #t[2]) .. t[2], 1, 3)
 epoch = (tonumber(epoch) or 0) + 1
 if how == 'new' then
   redis.call('HSET', rec, 'epoch', epoch, 'lock.job', ARGV[1], 'lock.token', ARGV[2], 'lock.at', now,
-    'lock.presence', ARGV[3], 'ver', '0', 'fmt', ARGV[5])
+    'lock.presence', ARGV[3], 'ver', '0', 'fmt', ARGV[6])
 else
   redis.call('HSET', rec, 'epoch', epoch, 'lock.job', ARGV[1], 'lock.token', ARGV[2], 'lock.at', now,
     'lock.presence', ARGV[3])
 end
-local seq = f[16]
-if seq and seq ~= '0' and ARGV[7] ~= '0' then
-  local inbox = {}
-  for _, e in ipairs(redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', ARGV[7])) do
-    local body = ''
-    for i = 1, #e[2], 2 do
-      if e[2][i] == 'b' then
-        body = e[2][i + 1]
-      end
-    end
-    inbox[#inbox + 1] = e[1]
-    inbox[#inbox + 1] = body
-  end
+if inbox then
   return {'OK', how, epoch, f[7] or '0', f[8], f[9], f[10], f[11], f[12], job or false, f[13], f[14], f[15],
-    seq, now, inbox}
+    seq, now, inbox, more}
 end
 return {'OK', how, epoch, f[7] or '0', f[8], f[9], f[10], f[11], f[12], job or false, f[13], f[14], f[15], seq or false,
   now}

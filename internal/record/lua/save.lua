@@ -5,7 +5,15 @@
 -- KEYS[2]  its inbox, a stream <record>:inbox (same slot)
 -- KEYS[3]  its history, a hash <record>:hist (same slot): d<ver> = a kept version's data
 --          (compressed by the caller), t<ver> = "<at>,<schema>,<schemaMin>"
---          KEYS[2] and KEYS[3] are given only with the 'keep' or 'applied' option.
+-- KEYS[4]  its refusal counts, a hash <record>:tries: <id> = how many times a holder's
+--          OnMessage refused message <id>, <id>:err = the last refusal, <id>:job = who
+-- KEYS[5]  its dead letters, a stream <record>:dead: messages refused too often, each with
+--          b (body), id (its inbox id), n (refusals), err, job and k (idempotency key)
+-- KEYS[6]  its idempotency key times, a sorted set <record>:idem.at (see send.lua): a
+--          dead-lettered message's key is pinned (+inf) so it is remembered while it lies
+--          there
+--          KEYS[2] to KEYS[6] are given only with the 'keep', 'refused' or 'applied'
+--          option.
 -- ARGV[1]  mode: 'save', 'release', or 'settle' (a save that lands only while the
 --          record is marked with the 'trade' option's trade: a trade's idempotent image
 --          write)
@@ -41,6 +49,10 @@
 --                           without writing, unless it carries newer data, which it
 --                           writes (the player went on after an adoption); a save under
 --                           the very token that was released is late and refused (lost).
+--   'refused', max, job, n, id1, err1 .. idN, errN
+--                           inbox messages the holder's OnMessage refused: each refusal is
+--                           counted, and a message refused max times moves to the dead
+--                           letters (0: never)
 --   'applied', id1, id2 ..  (to the end) ids of inbox messages the new data has applied:
 --                           deleted from the inbox by this same write, so a message is
 --                           applied exactly once
@@ -52,22 +64,56 @@
 -- string, so the common call carries 5 arguments and reads 5 fields; what only the rare
 -- cases need (the release state, the history time) is read only by them.
 --
+-- Every field the script computes with is checked before anything is written.
+--
 -- Answers {code, ...}:
---   {1|2|3|4, ver, epoch, moved (1|0), histAt, inboxSeq}  accepted. 1: saved. 2: released.
+--   {1|2|3|4, ver, epoch, moved (1|0), histAt, inboxSeq, flags, dead}  accepted. 1: saved. 2: released.
 --       3: already released (a retried release found its own release landed). 4: already
 --       settled (settle mode, the record no longer carries the trade). histAt: when this
 --       write kept a version (ms; 0: it kept none); inboxSeq: how many messages were ever
 --       sent to the profile. ver and inboxSeq are integers or decimal strings (a value
 --       read from the record and not changed goes back as it was read: converting costs
---       Redis time)
+--       Redis time). flags: 1 the history key is not a hash (no version was kept), 2 the
+--       inbox key is not a stream (applied messages could not be deleted: they are gone
+--       with it). dead: how many refused messages this write moved to the dead letters
 --   {5, job|'', token|''}   lost: the lock is not the profile's; nothing written
 --   {6, tradeId}            trade: another trade is pending on the record; nothing written
+--   {7, field, why, freed}  corrupt: a field the write relies on is not what this library
+--                           writes; nothing written, except that a release under the
+--                           profile's token frees the lock (freed 1) so the key is not
+--                           wedged
+--   {8}                     gone: the record no longer exists (deleted or evicted while
+--                           held); nothing written
 local rec = KEYS[1]
 local mode, tok = ARGV[1], ARGV[2]
 local hasData = ARGV[3] ~= ''
 local t = redis.call('TIME')
-local f = redis.call('HMGET', rec, 'lock.token', 'ver', 'epoch', 'trade', 'inbox.seq')
-local token, ver, epoch, trade, seq = f[1], f[2] or '0', f[3] or '0', f[4], f[5] or 0
+local f = redis.pcall('HMGET', rec, 'lock.token', 'ver', 'epoch', 'trade', 'inbox.seq')
+if f.err then
+  return {7, '(record)', 'the record key is not a hash', 0}
+end
+if not f[3] then
+  return {8} -- every record a lock was taken on has an epoch
+end
+local token, ver, epoch, trade, seq = f[1], f[2] or '0', f[3], f[4], f[5] or 0
+
+-- now in ms as a string, without formatting a number: seconds, then the first three
+-- of the six microsecond digits (zero-padded)
+local now = t[1] .. string.sub(string.rep('0', 6 - #t[2]) .. t[2], 1, 3)
+
+-- A stored integer: decimal digits only, short enough to be exact in a Lua number.
+local function isint(v)
+  return string.match(v, '^%d+$') ~= nil and #v <= 15
+end
+for i, name in pairs({[2] = 'ver', [3] = 'epoch', [5] = 'inbox.seq'}) do
+  if f[i] and not isint(f[i]) then
+    if mode == 'release' and token == tok then
+      redis.call('HSET', rec, 'lock.token', '', 'lock.job', '', 'lock.at', now)
+      return {7, name, 'not an integer', 1}
+    end
+    return {7, name, 'not an integer', 0}
+  end
+end
 
 -- The options (none in the common call).
 local uids, meta, tradeID, keep, earlier0, earlier1, eJob, ePresence, applied
@@ -85,6 +131,12 @@ if ARGV[i] == 'earlier' then
   eJob, ePresence = ARGV[i + 1], ARGV[i + 2]
   earlier0, earlier1 = i + 4, i + 3 + tonumber(ARGV[i + 3])
   i = earlier1 + 1
+end
+local refused0, refused1, refusedMax, refusedJob
+if ARGV[i] == 'refused' then
+  refusedMax, refusedJob = tonumber(ARGV[i + 1]), ARGV[i + 2]
+  refused0, refused1 = i + 4, i + 3 + 2 * tonumber(ARGV[i + 3])
+  i = refused1 + 1
 end
 if ARGV[i] == 'applied' then
   applied = i + 1
@@ -111,7 +163,7 @@ if token ~= tok then
   local ownRelease = relOK and (released == tok or releasedEarlier)
   if ownRelease and mode == 'release' and not hasData and not uids then
     -- the retried release has nothing newer to write: the landed one stands
-    return {3, ver, epoch, 0, 0, seq}
+    return {3, ver, epoch, 0, 0, seq, 0, 0}
   end
   -- The lock may move to ARGV[2] when it still carries an earlier token (an
   -- adoption whose save has not landed), when the release that freed it was
@@ -125,19 +177,21 @@ if token ~= tok then
 end
 
 if mode == 'settle' and trade ~= tradeID then
-  return {4, ver, epoch, 0, 0, seq}
+  return {4, ver, epoch, 0, 0, seq, 0, 0}
 end
 if trade and trade ~= '' and trade ~= tradeID and (hasData or mode ~= 'release') then
   return {6, trade}
 end
 
--- now in ms as a string, without formatting a number: seconds, then the first three
--- of the six microsecond digits (zero-padded)
-local now = t[1] .. string.sub(string.rep('0', 6 - #t[2]) .. t[2], 1, 3)
-
 -- A version kept in the history (rare: at most once an interval, and before a restore).
-local histAt = 0
+local histAt, flags = 0, 0
 if hasData and keep and tonumber(ARGV[keep]) > 0 and ARGV[keep + 2] ~= '' and tonumber(ARGV[keep + 3]) == tonumber(ver) then
+  local ty = redis.call('TYPE', KEYS[3])['ok']
+  if ty ~= 'hash' and ty ~= 'none' then
+    flags, keep = 1, nil -- the data is written all the same; only the version is not kept
+  end
+end
+if keep and hasData and tonumber(ARGV[keep]) > 0 and ARGV[keep + 2] ~= '' and tonumber(ARGV[keep + 3]) == tonumber(ver) then
   local old = redis.call('HMGET', rec, 'at', 'schema', 'schema.min', 'hist.at')
   local nowMS = t[1] * 1000 + math.floor(t[2] / 1000)
   if ARGV[keep + 4] == '1' or nowMS - (tonumber(old[4]) or 0) >= tonumber(ARGV[keep + 1]) then
@@ -163,8 +217,43 @@ end
 if tradeID and trade == tradeID then
   redis.call('HDEL', rec, 'trade')
 end
+local dead = 0
+if refused0 then
+  for j = refused0, refused1, 2 do
+    local id, err = ARGV[j], ARGV[j + 1]
+    local n = redis.call('HINCRBY', KEYS[4], id, 1)
+    redis.call('HSET', KEYS[4], id .. ':err', err, id .. ':job', refusedJob)
+    if refusedMax > 0 and n >= refusedMax then
+      local e = redis.pcall('XRANGE', KEYS[2], id, id)
+      if not e.err and #e == 1 then
+        local letter = {'XADD', KEYS[5], '*', 'id', id, 'n', n, 'err', err, 'job', refusedJob}
+        for k = 1, #e[1][2], 2 do
+          local name, value = e[1][2][k], e[1][2][k + 1]
+          if name == 'b' or name == 'k' then
+            letter[#letter + 1] = name
+            letter[#letter + 1] = value
+          end
+          if name == 'k' then
+            redis.call('ZADD', KEYS[6], 'XX', '+inf', value)
+          end
+        end
+        redis.call(unpack(letter))
+        redis.call('XDEL', KEYS[2], id)
+        dead = dead + 1
+      end
+      redis.call('HDEL', KEYS[4], id, id .. ':err', id .. ':job')
+    end
+  end
+end
 if applied and applied <= #ARGV then
-  redis.call('XDEL', KEYS[2], unpack(ARGV, applied))
+  local deleted = redis.pcall('XDEL', KEYS[2], unpack(ARGV, applied))
+  if type(deleted) == 'table' and deleted.err then
+    flags = flags + 2
+  elseif redis.call('EXISTS', KEYS[4]) == 1 then
+    for j = applied, #ARGV do
+      redis.call('HDEL', KEYS[4], ARGV[j], ARGV[j] .. ':err', ARGV[j] .. ':job')
+    end
+  end
 end
 local vn = ver -- the answer's ver: a number once it changed
 if hasData then
@@ -173,7 +262,7 @@ if hasData then
 end
 
 local code = (mode == 'release') and 2 or 1
-if moved == 0 and not uids and histAt == 0 then
+if moved == 0 and not uids and histAt == 0 and flags == 0 and dead == 0 then
   -- The common writes, each one HSET with its fields spelled out (building a table
   -- of them costs more than the HSET).
   if hasData and code == 2 then
@@ -187,7 +276,7 @@ if moved == 0 and not uids and histAt == 0 then
   else
     redis.call('HSET', rec, 'lock.at', now)
   end
-  return {code, vn, tonumber(epoch), 0, 0, seq}
+  return {code, vn, tonumber(epoch), 0, 0, seq, 0, 0}
 end
 
 -- Any other write: the fields gathered in a table, written by one HSET.
@@ -215,4 +304,4 @@ elseif moved == 1 then
   put('lock.token', tok); put('lock.job', eJob); put('lock.presence', ePresence)
 end
 redis.call(unpack(set))
-return {code, vn, tonumber(epoch), moved, histAt, seq}
+return {code, vn, tonumber(epoch), moved, histAt, seq, flags, dead}

@@ -1,12 +1,12 @@
--- wipe.lua: erase a profile: its record (data, lock), its inbox and its history, for an
--- erasure request.
+-- wipe.lua: erase a profile: its record (data, lock) and every key beside it (inbox,
+-- history, refusal counts, dead letters, idempotency keys), for an erasure request.
 --
 -- KEYS[1]  the record hash <ns>:{<driver>:<key>}
--- KEYS[2]  its inbox, KEYS[3] its history (same slot)
+-- KEYS[2..] the keys beside it (same slot)
 --
 -- Unconditional: a holder elsewhere keeps playing until its next save, which finds the
 -- lock gone (ErrLockLost) and cannot recreate the record, because every write is fenced
 -- by the lock token.
 --
--- Answers: the number of keys deleted (0 to 3).
-return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+-- Answers: the number of keys deleted.
+return redis.call('DEL', unpack(KEYS))

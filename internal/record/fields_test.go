@@ -1,0 +1,279 @@
+package record_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/testsupport"
+)
+
+// acquireArgs is an acquire by job with token at the library's default
+// timings (LockTTL 180 s + LockSkew 60 s).
+func acquireArgs(job, token string) record.AcquireArgs {
+	return record.AcquireArgs{Job: job, Token: token, Presence: true, MaxAge: 4 * time.Minute, Skew: time.Minute,
+		Format: record.Format, MaxMessages: 100, MaxMessageBytes: 1 << 20, MessagesPerRead: 8}
+}
+
+// snapshot is every key of one record, as a plain client reads it.
+func snapshot(t testing.TB, rdb redis.UniversalClient, key string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	for _, k := range []string{key, record.InboxKey(key), record.HistoryKey(key), record.TriesKey(key), record.DeadKey(key)} {
+		ty, err := rdb.Type(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[k+" type"] = ty
+		switch ty {
+		case "hash":
+			m, err := rdb.HGetAll(ctx, k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for f, v := range m {
+				out[k+" "+f] = v
+			}
+		case "string":
+			out[k], _ = rdb.Get(ctx, k).Result()
+		case "stream":
+			n, _ := rdb.XLen(ctx, k).Result()
+			out[k+" len"] = strconv.FormatInt(n, 10)
+		}
+	}
+	return out
+}
+
+// A record whose fields are not what the library writes is refused at
+// once, naming the field, and nothing is written: no lock, no epoch step.
+func TestAcquireRefusesWhatItCannotComputeWith(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := context.Background()
+	future := strconv.FormatInt(time.Now().Add(100*time.Hour).UnixMilli(), 10)
+	tests := []struct {
+		name      string
+		fields    map[string]string
+		other     func(key string) // another key of the record, set by another tool
+		wantField string
+	}{
+		{name: "ver not an integer", fields: map[string]string{"ver": "x1", "epoch": "3", "data": "d"}, wantField: "ver"},
+		{name: "epoch a string", fields: map[string]string{"ver": "1", "epoch": "three", "data": "d"}, wantField: "epoch"},
+		{name: "epoch too long to be exact", fields: map[string]string{"ver": "1", "epoch": "12345678901234567890", "data": "d"},
+			wantField: "epoch"},
+		{name: "schema negative", fields: map[string]string{"ver": "1", "epoch": "1", "schema": "-1"}, wantField: "schema"},
+		{name: "inbox.seq a float", fields: map[string]string{"ver": "1", "epoch": "1", "inbox.seq": "1.5"}, wantField: "inbox.seq"},
+		{name: "lock.at not a number", fields: map[string]string{"ver": "1", "epoch": "1", "lock.token": "t",
+			"lock.job": "tool", "lock.at": "yesterday"}, wantField: "lock.at"},
+		{name: "lock.at far ahead, no presence flag", fields: map[string]string{"ver": "1", "epoch": "1", "lock.token": "t",
+			"lock.job": "tool", "lock.at": future}, wantField: "lock.at"},
+		{name: "a lock without a holder", fields: map[string]string{"ver": "1", "epoch": "1", "lock.token": "t",
+			"lock.at": "1"}, wantField: "lock.job"},
+		{name: "presence flag neither 1 nor 0", fields: map[string]string{"ver": "1", "epoch": "1", "lock.token": "t",
+			"lock.job": "tool", "lock.at": "1", "lock.presence": "yes"}, wantField: "lock.presence"},
+		{name: "inbox of the wrong type", fields: map[string]string{"ver": "1", "epoch": "1", "inbox.seq": "2"},
+			other: func(key string) { rdb.Set(ctx, record.InboxKey(key), "x", 0) }, wantField: "inbox"},
+		{name: "history of the wrong type", fields: map[string]string{"ver": "1", "epoch": "1", "hist.at": "5"},
+			other: func(key string) { rdb.RPush(ctx, record.HistoryKey(key), "x") }, wantField: "history"},
+		{name: "record missing while its history remains",
+			other: func(key string) { rdb.HSet(ctx, record.HistoryKey(key), "d1", "x", "t1", "1,0,0") }, wantField: "(record)"},
+		{name: "record key of the wrong type", other: func(key string) { rdb.Set(ctx, key, "x", 0) }, wantField: "(record)"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			key := record.Key(r.Namespace, "PlayerData", "user:"+strconv.Itoa(i))
+			if len(tc.fields) > 0 {
+				if err := rdb.HSet(ctx, key, tc.fields).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.other != nil {
+				tc.other(key)
+			}
+			before := snapshot(t, rdb, key)
+			res, err := record.Acquire(ctx, rdb, key, acquireArgs("server-a", "tok-a"))
+			if err != nil {
+				t.Fatalf("acquire: %v (want a CORRUPT answer, not a script error)", err)
+			}
+			if res.Outcome != record.Corrupt || res.Corrupt.Field != tc.wantField {
+				t.Fatalf("acquire = %+v, want Corrupt naming %q", res, tc.wantField)
+			}
+			if after := snapshot(t, rdb, key); !reflect.DeepEqual(after, before) {
+				t.Errorf("the refused acquire wrote:\nbefore %v\nafter  %v", before, after)
+			}
+		})
+	}
+}
+
+// A lock with the presence flag stamped ahead of the Redis clock (a
+// backward step of that clock) is not taken and not refused: it counts as
+// fresh, and changes hands by release or by the proof of its holder's stop.
+func TestAcquireAFlaggedLockAheadOfTheClock(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := context.Background()
+	key := record.Key(r.Namespace, "PlayerData", "user:1")
+	ahead := strconv.FormatInt(time.Now().Add(10*time.Minute).UnixMilli(), 10)
+	rdb.HSet(ctx, key, "ver", "1", "epoch", "4", "lock.token", "held", "lock.job", "server-b", "lock.at", ahead,
+		"lock.presence", "1")
+	res, err := record.Acquire(ctx, rdb, key, acquireArgs("server-a", "tok-a"))
+	if err != nil || res.Outcome != record.Locked || res.Lock.Age != 0 {
+		t.Fatalf("acquire = %+v, %v; want Locked at age 0", res, err)
+	}
+	a := acquireArgs("server-a", "tok-a")
+	a.StealJob, a.StealToken = "server-b", "held"
+	res, err = record.Acquire(ctx, rdb, key, a)
+	if err != nil || res.Outcome != record.Acquired || res.How != record.TakenStolen || res.Epoch != 5 {
+		t.Fatalf("steal with a proof = %+v, %v; want Acquired (stolen) at epoch 5", res, err)
+	}
+}
+
+// A presence-flagged lock never goes by age: only a proof moves it. A lock
+// without the flag goes once older than LockTTL + LockSkew.
+func TestAcquireAgeRule(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := context.Background()
+	old := strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)
+	for _, flag := range []string{"1", "0"} {
+		key := record.Key(r.Namespace, "PlayerData", "user:"+flag)
+		rdb.HSet(ctx, key, "ver", "1", "epoch", "1", "lock.token", "held", "lock.job", "server-b", "lock.at", old,
+			"lock.presence", flag)
+		res, err := record.Acquire(ctx, rdb, key, acquireArgs("server-a", "tok-a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case flag == "1" && res.Outcome != record.Locked:
+			t.Errorf("an hour-old lock with the presence flag: %+v, want Locked", res)
+		case flag == "0" && (res.Outcome != record.Acquired || res.How != record.TakenExpired):
+			t.Errorf("an hour-old lock without the flag: %+v, want taken as expired", res)
+		}
+	}
+}
+
+// A held record whose ver or epoch another tool broke: a save writes
+// nothing, a release under the profile's token frees the lock only (so the
+// key is not wedged), and a record deleted while held answers Gone.
+func TestSaveOnABrokenRecord(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := context.Background()
+	for i, field := range []string{"ver", "epoch", "inbox.seq"} {
+		key := record.Key(r.Namespace, "PlayerData", "user:"+strconv.Itoa(i))
+		if res, err := record.Acquire(ctx, rdb, key, acquireArgs("server-a", "tok-a")); err != nil || res.Outcome != record.Acquired {
+			t.Fatalf("acquire: %+v, %v", res, err)
+		}
+		rdb.HSet(ctx, key, field, "not-a-number")
+		save := record.SaveArgs{Mode: record.ModeSave, Token: "tok-a", Data: []byte("d1"), Schema: 0}
+		res, err := record.Save(ctx, rdb, key, save)
+		if err != nil || res.Outcome != record.CorruptRecord || res.Corrupt.Field != field || res.Freed {
+			t.Fatalf("save with %s broken = %+v, %v; want CorruptRecord naming it, lock kept", field, res, err)
+		}
+		if d, _ := rdb.HGet(ctx, key, "data").Result(); d != "" {
+			t.Errorf("the refused save wrote data %q", d)
+		}
+		save.Mode = record.ModeRelease
+		res, err = record.Save(ctx, rdb, key, save)
+		if err != nil || res.Outcome != record.CorruptRecord || !res.Freed {
+			t.Fatalf("release with %s broken = %+v, %v; want CorruptRecord with the lock freed", field, res, err)
+		}
+		if tok, _ := rdb.HGet(ctx, key, "lock.token").Result(); tok != "" {
+			t.Errorf("lock.token = %q after the release, want it freed", tok)
+		}
+	}
+	key := record.Key(r.Namespace, "PlayerData", "user:gone")
+	record.Acquire(ctx, rdb, key, acquireArgs("server-a", "tok-a"))
+	rdb.Del(ctx, key)
+	res, err := record.Save(ctx, rdb, key, record.SaveArgs{Mode: record.ModeSave, Token: "tok-a", Data: []byte("d")})
+	if err != nil || res.Outcome != record.Gone {
+		t.Fatalf("save of a deleted record = %+v, %v; want Gone", res, err)
+	}
+	if n, _ := rdb.Exists(ctx, key).Result(); n != 0 {
+		t.Error("the save of a deleted record recreated it")
+	}
+}
+
+// A history key of the wrong type never wedges saves: the data is written,
+// no version is kept, and the answer says so.
+func TestSaveWithAHistoryOfTheWrongType(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := context.Background()
+	key := record.Key(r.Namespace, "PlayerData", "user:1")
+	record.Acquire(ctx, rdb, key, acquireArgs("server-a", "tok-a"))
+	rdb.Set(ctx, record.HistoryKey(key), "someone's string", 0)
+	res, err := record.Save(ctx, rdb, key, record.SaveArgs{Mode: record.ModeSave, Token: "tok-a", Data: []byte("d1"),
+		History: 24, HistoryEvery: time.Hour, Keep: []byte("old"), KeepVer: 0, KeepAlways: true})
+	if err != nil || res.Outcome != record.Written || !res.HistoryUnusable || res.Ver != 1 {
+		t.Fatalf("save = %+v, %v; want written at ver 1, HistoryUnusable", res, err)
+	}
+	if s, _ := rdb.Get(ctx, record.HistoryKey(key)).Result(); s != "someone's string" {
+		t.Errorf("the history key was overwritten: %q", s)
+	}
+}
+
+// FuzzRecordFields writes arbitrary values into a record's fields (as
+// another tool might) and runs a session's scripts over it: acquire, save,
+// release. No script fails with a raw error; a refused acquire changes
+// nothing; a record that was acquired saves and releases (the lock ends
+// free); the epoch never decreases.
+func FuzzRecordFields(f *testing.F) {
+	r := testsupport.StartRedis(f)
+	rdb := r.Client(f)
+	f.Add("1", "2", "0", "", "", "", "", "0", "")
+	f.Add("x", "2", "0", "t", "tool", "1", "1", "0", "")
+	f.Add("1", "abc", "0", "t", "", "1", "", "", "")
+	f.Add("1", "2", "99999999999999999999", "t", "b", "-5", "0", "3", "7")
+	f.Add("", "", "", "", "", "", "", "", "")
+	n := 0
+	f.Fuzz(func(t *testing.T, ver, epoch, schema, token, job, lockAt, presence, seq, histAt string) {
+		ctx := context.Background()
+		n++
+		key := record.Key(r.Namespace, "PlayerData", fmt.Sprintf("fuzz:%d", n))
+		fields := map[string]string{"ver": ver, "epoch": epoch, "schema": schema, "lock.token": token, "lock.job": job,
+			"lock.at": lockAt, "lock.presence": presence, "inbox.seq": seq, "hist.at": histAt, "data": "d0"}
+		set := []any{}
+		for k, v := range fields {
+			if v != "" {
+				set = append(set, k, v)
+			}
+		}
+		if len(set) > 0 {
+			rdb.HSet(ctx, key, set...)
+		}
+		defer rdb.Del(ctx, key, record.InboxKey(key), record.HistoryKey(key))
+		before := snapshot(t, rdb, key)
+		res, err := record.Acquire(ctx, rdb, key, acquireArgs("server-a", "tok-fuzz"))
+		if err != nil {
+			t.Fatalf("acquire failed with a raw error: %v", err)
+		}
+		if res.Outcome != record.Acquired {
+			if after := snapshot(t, rdb, key); !reflect.DeepEqual(after, before) {
+				t.Fatalf("acquire answered %+v and wrote:\nbefore %v\nafter  %v", res, before, after)
+			}
+			return
+		}
+		if e, err := strconv.ParseInt(epoch, 10, 64); err == nil && res.Epoch <= e {
+			t.Fatalf("epoch %d after acquiring a record at epoch %d", res.Epoch, e)
+		}
+		s, err := record.Save(ctx, rdb, key, record.SaveArgs{Mode: record.ModeSave, Token: "tok-fuzz", Data: []byte("d1")})
+		if err != nil || s.Outcome != record.Written {
+			t.Fatalf("save of an acquired record = %+v, %v", s, err)
+		}
+		s, err = record.Save(ctx, rdb, key, record.SaveArgs{Mode: record.ModeRelease, Token: "tok-fuzz", Data: []byte("d2")})
+		if err != nil || s.Outcome != record.Written {
+			t.Fatalf("release of an acquired record = %+v, %v", s, err)
+		}
+		if tok, _ := rdb.HGet(ctx, key, "lock.token").Result(); tok != "" {
+			t.Fatalf("lock.token %q after the release", tok)
+		}
+	})
+}

@@ -1,0 +1,137 @@
+package record_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/testsupport"
+)
+
+func sendArgs(key string) record.SendArgs {
+	return record.SendArgs{MaxInbox: 100, IdempotencyKey: key, IdempotencyWindow: time.Hour, IdempotencyKeys: 1000}
+}
+
+// A send with an idempotency key the profile remembers stores nothing and
+// answers the first id, before and after the first message was applied.
+func TestSendIdempotencyKey(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := context.Background()
+	key := record.Key(r.Namespace, "PlayerData", "user:1")
+	first, err := record.Send(ctx, rdb, key, []byte("gift"), sendArgs("order-1"))
+	if err != nil || first.Outcome != record.Sent {
+		t.Fatalf("first send = %+v, %v", first, err)
+	}
+	again, err := record.Send(ctx, rdb, key, []byte("gift"), sendArgs("order-1"))
+	if err != nil || again.Outcome != record.Duplicate || again.ID != first.ID {
+		t.Fatalf("retried send = %+v, %v; want Duplicate of %s", again, err, first.ID)
+	}
+	if n, _ := rdb.XLen(ctx, record.InboxKey(key)).Result(); n != 1 {
+		t.Errorf("inbox holds %d messages after a retried send, want 1", n)
+	}
+	// Applied (deleted from the inbox by a save): the key is still remembered.
+	if res, err := record.Acquire(ctx, rdb, key, acquireArgs("server-a", "tok")); err != nil || res.Outcome != record.Acquired {
+		t.Fatalf("acquire: %+v, %v", res, err)
+	}
+	if res, err := record.Save(ctx, rdb, key, record.SaveArgs{Mode: record.ModeSave, Token: "tok", Data: []byte("d"),
+		Applied: []string{first.ID}}); err != nil || res.Outcome != record.Written {
+		t.Fatalf("save applying it: %+v, %v", res, err)
+	}
+	again, err = record.Send(ctx, rdb, key, []byte("gift"), sendArgs("order-1"))
+	if err != nil || again.Outcome != record.Duplicate || again.ID != first.ID {
+		t.Fatalf("send retried after the message was applied = %+v, %v; want Duplicate of %s", again, err, first.ID)
+	}
+	other, err := record.Send(ctx, rdb, key, []byte("gift"), sendArgs("order-2"))
+	if err != nil || other.Outcome != record.Sent || other.ID == first.ID {
+		t.Fatalf("send with another key = %+v, %v", other, err)
+	}
+}
+
+// A profile remembers a bounded number of keys: the oldest are forgotten
+// first, but never one whose message still waits.
+func TestSendIdempotencyKeysAreBounded(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := context.Background()
+	key := record.Key(r.Namespace, "PlayerData", "user:1")
+	a := sendArgs("")
+	a.IdempotencyKeys, a.MaxInbox = 10, 1000
+	for i := range 40 {
+		a.IdempotencyKey = fmt.Sprintf("order-%d", i)
+		if res, err := record.Send(ctx, rdb, key, []byte("x"), a); err != nil || res.Outcome != record.Sent {
+			t.Fatalf("send %d: %+v, %v", i, res, err)
+		}
+	}
+	// Every message waits: no key may be forgotten yet.
+	if n, _ := rdb.HLen(ctx, record.IdemKey(key)).Result(); n != 40 {
+		t.Errorf("%d keys remembered while their 40 messages wait, want 40", n)
+	}
+	rdb.Del(ctx, record.InboxKey(key)) // as if all were applied
+	for i := 40; i < 60; i++ {
+		a.IdempotencyKey = fmt.Sprintf("order-%d", i)
+		record.Send(ctx, rdb, key, []byte("x"), a)
+	}
+	if n, _ := rdb.HLen(ctx, record.IdemKey(key)).Result(); n > 40 {
+		t.Errorf("%d keys remembered with a bound of 10 once the messages were applied; the oldest must go", n)
+	}
+}
+
+// A message refused MaxAttempts times moves, in the save that counts the
+// last refusal, to the dead letters (with its idempotency key, which stays
+// remembered); a replay puts it back in the inbox.
+func TestRefusedMessagesAreDeadLettered(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := context.Background()
+	key := record.Key(r.Namespace, "PlayerData", "user:1")
+	sent, _ := record.Send(ctx, rdb, key, []byte("poison"), sendArgs("order-9"))
+	record.Acquire(ctx, rdb, key, acquireArgs("server-a", "tok"))
+	refuse := record.SaveArgs{Mode: record.ModeSave, Token: "tok", Job: "server-a", MaxAttempts: 3,
+		Refused: []record.Refusal{{ID: sent.ID, Err: "unknown item"}}}
+	for i := 1; i <= 3; i++ {
+		res, err := record.Save(ctx, rdb, key, refuse)
+		if err != nil || res.Outcome != record.Written {
+			t.Fatalf("save %d: %+v, %v", i, res, err)
+		}
+		if want := map[bool]int{true: 1, false: 0}[i == 3]; res.DeadLettered != want {
+			t.Errorf("refusal %d dead-lettered %d messages, want %d", i, res.DeadLettered, want)
+		}
+		if i < 3 {
+			if n, _ := rdb.HGet(ctx, record.TriesKey(key), sent.ID).Int(); n != i {
+				t.Errorf("refusal %d counted %d", i, n)
+			}
+		}
+	}
+	if n, _ := rdb.XLen(ctx, record.InboxKey(key)).Result(); n != 0 {
+		t.Errorf("the dead-lettered message is still in the inbox (%d)", n)
+	}
+	dead, err := record.ReadDeadLetters(ctx, rdb, key, 10)
+	if err != nil || len(dead) != 1 {
+		t.Fatalf("dead letters = %+v, %v", dead, err)
+	}
+	d := dead[0]
+	if d.MessageID != sent.ID || string(d.Body) != "poison" || d.Attempts != 3 || d.Err != "unknown item" ||
+		d.Job != "server-a" || d.IdempotencyKey != "order-9" {
+		t.Errorf("dead letter = %+v", d)
+	}
+	if n, _ := rdb.Exists(ctx, record.TriesKey(key)).Result(); n != 0 {
+		t.Error("the refusal count outlived the dead-lettering")
+	}
+	if dup, _ := record.Send(ctx, rdb, key, []byte("poison"), sendArgs("order-9")); dup.Outcome != record.Duplicate {
+		t.Errorf("a retried send of a dead-lettered message = %+v, want Duplicate", dup)
+	}
+	rep, err := record.ReplayDeadLetters(ctx, rdb, key, nil)
+	if err != nil || rep.Moved != 1 || rep.Holder.Job != "server-a" {
+		t.Fatalf("replay = %+v, %v", rep, err)
+	}
+	msgs, _ := record.ReadInbox(ctx, rdb, key, "", 10)
+	if len(msgs) != 1 || string(msgs[0].Body) != "poison" {
+		t.Errorf("inbox after the replay = %+v", msgs)
+	}
+	if n, _ := rdb.XLen(ctx, record.DeadKey(key)).Result(); n != 0 {
+		t.Errorf("%d dead letters left after the replay", n)
+	}
+}
