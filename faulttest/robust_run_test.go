@@ -110,13 +110,17 @@ func runRobustness(t *testing.T, p plan) runResult {
 // run too slow to mean anything, leaving the evidence where it says.
 func (r *robustRun) report(h history, res runResult) {
 	t, v := r.t, res.verdict
-	t.Logf("ROBUST | %s | %s | %d ops checked (%d of unknown outcome, %d failed left out) | %.0f ops/s before the fault, %d handoffs, %d takeovers | %s | %v |",
-		r.p.fault, r.in.variant, res.ops, res.unknown, res.dropped, res.rate, res.handoffs, res.takeovers, v.result, v.took.Round(time.Millisecond))
+	var findings []string
 	for _, e := range res.failedUpdatesKept {
-		t.Logf("FINDING under %s: %s", r.p.fault, e)
+		findings = append(findings, "FINDING under "+r.p.fault+": "+e)
 	}
 	for _, e := range h.endedAdoptions {
-		t.Logf("FINDING under %s: a Join adopted a retained profile that had ended already: %s", r.p.fault, e)
+		findings = append(findings, "FINDING under "+r.p.fault+": a Join adopted a retained profile that had ended already: "+e)
+	}
+	t.Logf("ROBUST | %s | %s | %d ops checked (%d of unknown outcome, %d failed left out) | %.0f ops/s before the fault, %d handoffs, %d takeovers | %s | %v |",
+		r.p.fault, r.in.variant, res.ops, res.unknown, res.dropped, res.rate, res.handoffs, res.takeovers, v.result, v.took.Round(time.Millisecond))
+	for _, f := range findings {
+		t.Log(f)
 	}
 	if res.rate < minOpsPerSecond || res.handoffs == 0 {
 		t.Errorf("traffic too slow to mean anything: %.0f operations/s before the fault (want %d), %d handoffs (want some)",
@@ -151,6 +155,9 @@ func (r *robustRun) report(h history, res runResult) {
 	}
 	out := failureDir(t)
 	files, err := writeFailure(out, r.dir, v)
+	if err == nil && len(findings) > 0 {
+		err = os.WriteFile(filepath.Join(out, "findings.txt"), []byte(strings.Join(findings, "\n")+"\n"), 0o644)
+	}
 	if err != nil {
 		t.Logf("write the failure's evidence to %s: %v", out, err)
 	}
