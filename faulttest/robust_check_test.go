@@ -129,11 +129,12 @@ func buildHistory(lines []HistLine, knownBugs bool) history {
 		default: // writes
 			in.V = deref(c.V)
 			op.Output = opOut{}
+			refusedAfterRetry := knownBugs && returned && r.Out == OutFail && strings.Contains(r.Err, lockHeldBy)
 			switch {
-			case returned && r.Out == OutFail:
+			case returned && r.Out == OutFail && !refusedAfterRetry:
 				h.dropped++
 				continue
-			case !returned || r.Out == OutUnknown:
+			case !returned || r.Out == OutUnknown || refusedAfterRetry:
 				in.Unknown = true
 				op.Return = unknownReturn
 				h.unknown++
@@ -227,8 +228,16 @@ func (h history) failedUpdatesKept() []string {
 // wrong): an Update that returned an error but whose function ran is read
 // as made (issue 19: its change is saved by the release under way), and an
 // adoption of a profile that had ended already is left out (a rejoin
-// adopts a profile the fence ended during its adoption save).
+// adopts a profile the fence ended during its adoption save); and a write
+// refused because another session holds the lock is read as of unknown
+// outcome (a release whose answer was lost lands, another server acquires,
+// and go-redis's retry of the same release is refused: Release answers
+// ErrLockLost for a release that landed).
 func (h history) knownBugsReading() history { return buildHistory(h.lines, true) }
+
+// lockHeldBy is how the library's refused write names the holder (the
+// text of its ErrLockLost wrap): only the known-bugs reading looks at it.
+const lockHeldBy = "(the lock is held by "
 
 // explainedByKnownBugs reports whether every illegal key of v checks under
 // h's known-bugs reading.

@@ -146,8 +146,8 @@ func (r *robustRun) report(h history, res runResult) {
 			// green on the bugs the replays hold (TestRobustnessReplay...);
 			// it fails on anything they do not explain.
 			report = t.Logf
-			t.Logf("KNOWN BUG: the known bugs (a failed Update's change saved; a rejoin adopting an ended profile) " +
-				"explain every illegal key of this run; PLAYERDATA_ROBUST_KNOWN_BUGS=1 makes it fail")
+			t.Logf("KNOWN BUG: the known bugs (a failed Update's change saved; a rejoin adopting an ended profile; " +
+				"a landed release answered ErrLockLost) explain every illegal key of this run; PLAYERDATA_ROBUST_KNOWN_BUGS=1 makes it fail")
 		}
 		for _, kv := range v.illegal {
 			report("NOT LINEARIZABLE under %s: %s", r.p.fault, kv)
