@@ -339,10 +339,10 @@ func (s *tsession) data() faulttest.Register {
 }
 
 // writeOutcome classifies a Save's or Release's error: nil landed; an
-// error the library documents as "nothing written" (the lock is another's
-// or this server fenced itself, the profile was released or closed) did
-// not; anything else (a timeout, a lost answer, a write not replicated, a
-// release retained and retried) may have.
+// error that says the write was refused (the lock is another's or this
+// server fenced itself, the profile was released or closed) did not, and
+// the checker holds it to that; anything else (a timeout, a lost answer, a
+// write not replicated, a release retained and retried) may have.
 func writeOutcome(err error) string {
 	switch {
 	case err == nil:
