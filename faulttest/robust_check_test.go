@@ -57,7 +57,7 @@ func readHistories(dir string) (history, error) {
 		}
 		lines = append(lines, ls...)
 	}
-	return buildHistory(lines, false), nil
+	return buildHistory(lines), nil
 }
 
 // readHistoryFile reads one process's history. A last line cut short (the
@@ -88,9 +88,8 @@ func readHistoryFile(path string) ([]HistLine, error) {
 }
 
 // buildHistory pairs calls with returns and turns them into porcupine
-// operations, one client per session. With knownBugs it reads the history
-// as the library's known bugs would have made it (see knownBugsReading).
-func buildHistory(lines []HistLine, knownBugs bool) history {
+// operations, one client per session.
+func buildHistory(lines []HistLine) history {
 	rets := make(map[string]HistLine)
 	for _, l := range lines {
 		if l.Ret {
@@ -109,9 +108,7 @@ func buildHistory(lines []HistLine, knownBugs bool) history {
 		op := porcupine.Operation{Call: c.T, Return: r.T, Metadata: opMeta{Op: c.Op, Err: r.Err}}
 		switch c.Kind {
 		case KindAcquire, KindUpdate:
-			keptFailed := knownBugs && c.Kind == KindUpdate && r.Out == OutFail && r.From != nil && r.V != nil
-			endedAdopt := knownBugs && c.Kind == KindAcquire && r.Ended && r.Adopt
-			if !returned || (r.Out != OutOK && !keptFailed) || endedAdopt {
+			if !returned || r.Out != OutOK {
 				h.dropped++
 				continue
 			}
@@ -129,12 +126,11 @@ func buildHistory(lines []HistLine, knownBugs bool) history {
 		default: // writes
 			in.V = deref(c.V)
 			op.Output = opOut{}
-			refusedAfterRetry := knownBugs && returned && r.Out == OutFail && strings.Contains(r.Err, lockHeldBy)
 			switch {
-			case returned && r.Out == OutFail && !refusedAfterRetry:
+			case returned && r.Out == OutFail:
 				h.dropped++
 				continue
-			case !returned || r.Out == OutUnknown || refusedAfterRetry:
+			case !returned || r.Out == OutUnknown:
 				in.Unknown = true
 				op.Return = unknownReturn
 				h.unknown++
@@ -221,36 +217,6 @@ func (h history) failedUpdatesKept() []string {
 		}
 	}
 	return out
-}
-
-// knownBugsReading is h read as the library's known bugs make it behave,
-// to tell whether they explain an illegal history (and nothing else is
-// wrong): an Update that returned an error but whose function ran is read
-// as made (issue 19: its change is saved by the release under way), and an
-// adoption of a profile that had ended already is left out (a rejoin
-// adopts a profile the fence ended during its adoption save); and a write
-// refused because another session holds the lock is read as of unknown
-// outcome (a release whose answer was lost lands, another server acquires,
-// and go-redis's retry of the same release is refused: Release answers
-// ErrLockLost for a release that landed).
-func (h history) knownBugsReading() history { return buildHistory(h.lines, true) }
-
-// lockHeldBy is how the library's refused write names the holder (the
-// text of its ErrLockLost wrap): only the known-bugs reading looks at it.
-const lockHeldBy = "(the lock is held by "
-
-// explainedByKnownBugs reports whether every illegal key of v checks under
-// h's known-bugs reading.
-func explainedByKnownBugs(h history, v verdict, limit time.Duration) bool {
-	if v.result != porcupine.Illegal || len(v.unknown) > 0 {
-		return false
-	}
-	kb := h.knownBugsReading()
-	sub := history{keys: make(map[string][]porcupine.Operation)}
-	for _, kv := range v.illegal {
-		sub.keys[kv.key] = kb.keys[kv.key]
-	}
-	return check(sub, limit).result == porcupine.Ok
 }
 
 // verdict is porcupine's answer for a whole history.

@@ -4,31 +4,20 @@ package faulttest
 
 import (
 	"fmt"
-	"os"
 	"testing"
 	"time"
 )
 
 // Replays of what the robustness suite found, as etcd keeps
 // test-robustness-issueNNNN: each names the fault schedule and the seed of
-// the run that found it, and asserts what that run broke. A replay of a bug
-// the library still has runs only with PLAYERDATA_ROBUST_KNOWN_BUGS=1 (it
-// would fail CI until the fix lands; then drop its knownBug line and the
-// bug's part of knownBugsReading); the lead runs it to see the fix work:
+// the run that found it, and asserts what that run broke; each runs in CI:
 //
-//	PLAYERDATA_ROBUST_KNOWN_BUGS=1 go test ./faulttest/ -run TestRobustnessReplay -v
+//	go test ./faulttest/ -run TestRobustnessReplay -v
 
 // replayPlan is the CI-sized schedule the findings came from.
 func replayPlan(fault string, seed int64) plan {
 	return plan{fault: fault, seed: seed, warmup: 4 * time.Second, hold: 3 * time.Second,
 		recover: 5 * time.Second, limit: time.Minute}
-}
-
-// knownBug skips a replay of a bug the library still has, unless asked.
-func knownBug(t *testing.T, what string) {
-	if os.Getenv("PLAYERDATA_ROBUST_KNOWN_BUGS") == "" {
-		t.Skipf("replays a known library bug (%s); set PLAYERDATA_ROBUST_KNOWN_BUGS=1 to run it", what)
-	}
 }
 
 // TestRobustnessReplayAdoptFenced: found under partition-redis (seed 1,
@@ -48,7 +37,6 @@ func knownBug(t *testing.T, what string) {
 // partition-redis schedule three times and asserts no Join adopted an
 // ended profile.
 func TestRobustnessReplayAdoptFenced(t *testing.T) {
-	knownBug(t, "a rejoin adopts a retained profile the fence ended during its adoption save")
 	t.Parallel()
 	for _, seed := range []int64{1, 2, 3} {
 		res := runRobustness(t, replayPlan(faultCutRedis, seed))
@@ -72,7 +60,6 @@ func TestRobustnessReplayAdoptFenced(t *testing.T) {
 // replay runs those schedules and asserts no failed Update's change is
 // loaded or saved, and the histories check.
 func TestRobustnessReplayUpdateErrorSaved(t *testing.T) {
-	knownBug(t, "an Update that returned ErrReleased had its change saved by the handoff's release")
 	t.Parallel()
 	long := func(fault string, seed int64) plan {
 		return plan{fault: fault, seed: seed, warmup: 8 * time.Second, hold: 5 * time.Second,
@@ -125,7 +112,6 @@ func TestRobustnessReplayPromotionLostAcquire(t *testing.T) {
 // because a refused write is held to having written nothing. This replay
 // runs that schedule (seeds 8 to 10) and asserts the histories check.
 func TestRobustnessReplayReleaseLostAnswer(t *testing.T) {
-	knownBug(t, "a release whose answer was lost, retried after another server acquired, answers ErrLockLost")
 	t.Parallel()
 	for seed := int64(8); seed <= 10; seed++ {
 		runRobustness(t, plan{fault: faultRedisRestart, seed: seed, warmup: 8 * time.Second, hold: 5 * time.Second,
