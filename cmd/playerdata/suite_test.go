@@ -45,6 +45,7 @@ var cliSuite = []struct {
 	{"RestoreTakesTheLockLikeAnyLoad", testRestoreTakesTheLockLikeAnyLoad},
 	{"RestoreKeepsToTheRecordsSchema", testRestoreKeepsToTheRecordsSchema},
 	{"ReplayDeadLetters", testReplayDeadLetters},
+	{"RepairMakesABrokenRecordLoad", testRepairMakesABrokenRecordLoad},
 }
 
 // TestCLI runs cliSuite on one Redis.
