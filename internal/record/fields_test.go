@@ -336,7 +336,10 @@ func TestRepairMakesARefusedRecordLoad(t *testing.T) {
 		{name: "record missing while its history remains", force: true,
 			other: func(key string) { rdb.HSet(ctx, record.HistoryKey(key), "d7", "x", "t7", "1,0,0") }},
 		{name: "record key of the wrong type", force: true, aside: "",
-			other: func(key string) { rdb.Set(ctx, key, "x", 0); rdb.HSet(ctx, record.HistoryKey(key), "d1", "x", "t1", "1,0,0") }},
+			other: func(key string) {
+				rdb.Set(ctx, key, "x", 0)
+				rdb.HSet(ctx, record.HistoryKey(key), "d1", "x", "t1", "1,0,0")
+			}},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
