@@ -54,6 +54,8 @@ type Sentinel struct {
 	rr        *ReplicatedRedis // the data processes; its primary follows promotions
 	data      []*RedisProcess  // the primary and replicas, in start order
 	sentinels []*RedisProcess
+	replicas  int
+	behind    bool // LoseReplication paused the replicas
 }
 
 // StartSentinel starts a primary, cfg.Replicas replicas linked to it (as
@@ -79,7 +81,7 @@ func StartSentinel(tb testing.TB, cfg SentinelConfig) *Sentinel {
 		tb.Fatalf("testsupport: StartSentinel(%+v): negative field", cfg)
 	}
 	rr := StartRedisReplicated(tb, cfg.Replicas)
-	s := &Sentinel{MasterName: sentinelMaster, Namespace: rr.Namespace, rr: rr}
+	s := &Sentinel{MasterName: sentinelMaster, Namespace: rr.Namespace, rr: rr, replicas: cfg.Replicas}
 	s.data = append(s.data, rr.Primary())
 	for i := range cfg.Replicas {
 		s.data = append(s.data, rr.Replica(i))
@@ -191,6 +193,12 @@ func (s *Sentinel) KillPrimary(tb testing.TB) *RedisProcess {
 	tb.Helper()
 	old := s.Primary()
 	old.kill()
+	if s.behind {
+		for i := range s.replicas {
+			s.rr.ResumeReplica(tb, i)
+		}
+		s.behind = false
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), sentinelPromoteWithin)
 	defer cancel()
 	var promoted *RedisProcess
@@ -206,6 +214,24 @@ func (s *Sentinel) KillPrimary(tb testing.TB) *RedisProcess {
 	s.rr.primary = promoted
 	s.rr.mu.Unlock()
 	return promoted
+}
+
+// LoseReplication makes every replica fall behind for good, a replica that
+// lags at its worst: each is paused (SIGSTOP) and the primary drops its
+// replication links, so that no write from now on reaches a replica (WAIT
+// answers 0). KillPrimary resumes them after the kill, so that one is
+// promoted, without the writes since.
+func (s *Sentinel) LoseReplication(tb testing.TB) {
+	tb.Helper()
+	for i := range s.replicas {
+		s.rr.PauseReplica(tb, i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Primary().do(ctx, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
+		tb.Fatalf("testsupport: drop the replication links: %v", err)
+	}
+	s.behind = true
 }
 
 // promotedFrom returns the process every sentinel names as master, once
