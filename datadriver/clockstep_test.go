@@ -52,7 +52,9 @@ func TestForwardClockStepTakesNoLiveLock(t *testing.T) {
 	sr := testsupport.StartRedisSteppable(t)
 	a := steppedServer(t, sr, "server-a", testsupport.StartNATS(t))
 	b := steppedServer(t, sr, "server-b", testsupport.StartNATS(t)) // a bus of its own: its requests reach nobody
-	short := func(c *datadriver.Config[player]) { c.LockTTL, c.LockSkew, c.LockWait = time.Second, time.Second, 3 * time.Second }
+	short := func(c *datadriver.Config[player]) {
+		c.LockTTL, c.LockSkew, c.LockWait = time.Second, time.Second, 3*time.Second
+	}
 	da, db := players(t, a, short), players(t, b, short)
 	ctx := ctxT(t)
 	const n = 20

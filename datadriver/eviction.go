@@ -28,11 +28,6 @@ import (
 // that may evict through Healthy and logs a change once; the metrics carry
 // the policy and the memory used and allowed.
 
-// ErrEvictionPolicy: Redis's maxmemory-policy may evict the library's keys
-// (allkeys-*): NewNode refuses it unless NodeConfig.AcceptEviction is set,
-// and Healthy reports it when it is set at run time.
-var ErrEvictionPolicy = errors.New("redis may evict the library's keys (maxmemory-policy allkeys-*)")
-
 // evictionCheckEvery is how often a Node reads Redis's memory policy.
 const evictionCheckEvery = time.Minute
 
