@@ -103,7 +103,7 @@ type testServer struct {
 func (e testEnv) startServer(t *testing.T, job string, o serverOpts) *testServer {
 	t.Helper()
 	rdb := e.client(t)
-	cfg := datadriver.NodeConfig{JobID: job, Redis: rdb, Namespace: e.ns, PresenceKey: o.presenceKey,
+	cfg := datadriver.NodeConfig{JobID: job, Redis: rdb, PresenceRedis: rdb, Namespace: e.ns, PresenceKey: o.presenceKey,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), RequestKey: o.requestKey, PresenceShards: o.presenceShards}
 	if o.fast {
 		cfg.Beat, cfg.PresenceTTL = fastBeat, fastTTL
@@ -153,8 +153,9 @@ func (s *testServer) hold(t *testing.T, key string, coins int) *datadriver.Profi
 	return p
 }
 
-// crash stops s as a crashed process stops: its Redis client is closed, so
-// it beats no more and releases nothing.
+// crash stops s as a crashed process stops: its Redis client (which its
+// presence beats on too) is closed, so it beats no more and releases
+// nothing.
 func (s *testServer) crash() { _ = s.rdb.Close() }
 
 // waitPresence waits until job reads want in the presence hash key (read

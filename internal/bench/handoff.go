@@ -41,6 +41,7 @@ const handoffWarmup = 50
 // own Redis client and NATS connection, and the driver.
 type handoffServer struct {
 	rdb     *redis.Client
+	prdb    *redis.Client // the presence beat's client (NodeConfig.PresenceRedis)
 	nc      *nats.Conn
 	node    *datadriver.Node
 	drv     *datadriver.Driver[profileData]
@@ -52,15 +53,16 @@ type handoffServer struct {
 // drv its driver's.
 func (r *runner) startServer(ctx context.Context, ns, job string, node func(*datadriver.NodeConfig),
 	drv func(*datadriver.Config[profileData])) (*handoffServer, error) {
-	s := &handoffServer{rdb: r.client(0), calls: &callCounter{}}
+	s := &handoffServer{rdb: r.client(0), prdb: r.client(4), calls: &callCounter{}}
 	s.rdb.AddHook(s.calls)
 	nc, err := nats.Connect(r.env.NATSURL, nats.Name("playerdata bench "+job))
 	if err != nil {
 		_ = s.rdb.Close()
+		_ = s.prdb.Close()
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
 	s.nc = nc
-	cfg := datadriver.NodeConfig{JobID: job, Redis: s.rdb, NATS: nc, Namespace: ns, Logger: r.log}
+	cfg := datadriver.NodeConfig{JobID: job, Redis: s.rdb, PresenceRedis: s.prdb, NATS: nc, Namespace: ns, Logger: r.log}
 	if node != nil {
 		node(&cfg)
 	}
@@ -79,12 +81,13 @@ func (r *runner) startServer(ctx context.Context, ns, job string, node func(*dat
 	return s, nil
 }
 
-// crash stops s as a crashed process stops: its Redis client and NATS
+// crash stops s as a crashed process stops: its Redis clients and NATS
 // connection close, so it beats no more, answers nothing and releases
 // nothing.
 func (s *handoffServer) crash() {
 	s.crashed = true
 	_ = s.rdb.Close()
+	_ = s.prdb.Close()
 	s.nc.Close()
 }
 
@@ -102,6 +105,7 @@ func (s *handoffServer) close(ctx context.Context) {
 	}
 	if !s.crashed {
 		_ = s.rdb.Close()
+		_ = s.prdb.Close()
 		s.nc.Close()
 	}
 }
