@@ -12,10 +12,14 @@ import (
 // adopt re-asserts a retained profile for a rejoin, on its owner: a write
 // runs at once under a fresh token (an adoption is a new session, so a late
 // request naming the old lock cannot end it). It reports whether the rejoin
-// gets the profile: the write landed, or it failed for a reason other than
-// a lost lock (the player keeps playing on the retained profile, which is
-// the newest copy, and autosave keeps retrying). When the lock is gone the
-// profile ends and the caller loads the record normally.
+// gets the profile: only when the lock is proven ours, by the write landing
+// or, when its answer is lost, by a read finding one of our tokens on it.
+// When the lock is gone the profile ends and the caller loads the record
+// normally. When neither can be told (Redis does not answer, or the lock is
+// free after a release of ours whose answer was lost), the rejoin fails with
+// the write's error and the profile stays retained, its release retried: a
+// rejoin handed a profile whose lock another server may take as soon as
+// Redis answers would run it twice.
 func (d *Driver[T]) adopt(ctx context.Context, p *Profile[T]) (bool, error) {
 	adopted := false
 	err := p.do(ctx, func(ctx context.Context) error {
@@ -67,22 +71,24 @@ func (p *Profile[T]) adoptOnOwner(ctx context.Context) (bool, error) {
 		return false, ctx.Err()
 	}
 	// The write failed without saying why: the backend is down, or its
-	// answer was lost. A read tells the two apart when Redis answers: a lock
-	// that another server holds now means the retained copy is no longer
-	// the newest, and the record must be loaded (and its holder asked)
-	// instead.
-	if holder, ok := d.heldElsewhere(ctx, p); ok {
+	// answer was lost. A read tells them apart when Redis answers.
+	switch own, holder := d.lockOwner(ctx, p); own {
+	case lockOurs:
+		if !p.adopted() {
+			return false, nil
+		}
+		d.log.Warn("rejoin adopted the retained profile; its write's answer was lost, the lock is ours and autosave writes the data",
+			"key", p.key, "err", err)
+		return true, nil
+	case lockElsewhere:
 		err := fmt.Errorf("adopt %q: %w (the lock is held by %s)", p.key, ErrLockLost, holder)
 		p.endWith(causeTaken, err)
 		d.log.Warn("retained profile lost its lock; loading the record", "key", p.key, "err", err)
 		return false, nil
 	}
-	if !p.adopted() {
-		return false, nil
-	}
-	d.log.Warn("rejoin adopted the retained profile but its write failed; autosave keeps retrying",
+	d.log.Warn("rejoin refused: the retained profile's lock cannot be proven ours; its release is retried",
 		"key", p.key, "err", err)
-	return true, nil
+	return false, fmt.Errorf("adopt %q: %w", p.key, err)
 }
 
 // adopted makes the adopted profile a new live session: no leave, no Kick
@@ -102,15 +108,23 @@ func (p *Profile[T]) adopted() bool {
 	return true
 }
 
-// heldElsewhere reads the lock of p's record and reports whether another
-// session holds it (a read, not a state change); false when Redis does not
-// answer.
-func (d *Driver[T]) heldElsewhere(ctx context.Context, p *Profile[T]) (string, bool) {
+// lockOwnership is what a read of a retained profile's lock found.
+type lockOwnership int
+
+const (
+	lockUnknown   lockOwnership = iota // Redis did not answer, or the lock is free after a release of ours
+	lockOurs                           // it carries one of the profile's tokens
+	lockElsewhere                      // another session holds it, or came and went
+)
+
+// lockOwner reads the lock of p's record (a read, not a state change) and
+// says whose it is, with the holder's JobID when it is another server's.
+func (d *Driver[T]) lockOwner(ctx context.Context, p *Profile[T]) (lockOwnership, string) {
 	rctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout)
 	defer cancel()
 	f, err := d.node.rdb.HMGet(rctx, d.recordKey(p.key), record.FieldLockToken, record.FieldLockJob, record.FieldReleased).Result()
 	if err != nil {
-		return "", false
+		return lockUnknown, ""
 	}
 	token, job, released := fieldString(f[0]), fieldString(f[1]), fieldString(f[2])
 	d.mu.Lock()
@@ -118,13 +132,13 @@ func (d *Driver[T]) heldElsewhere(ctx context.Context, p *Profile[T]) (string, b
 	ours := func(t string) bool { return t == p.token || slices.Contains(p.earlier, t) }
 	switch {
 	case token == "" && (released == "" || ours(released)):
-		return "", false // free, and the last release was ours: the next save retakes it
+		return lockUnknown, "" // free, and the last release was ours: anyone may take it
 	case token == "":
-		return "nobody (another session came and went)", true
+		return lockElsewhere, "nobody (another session came and went)"
 	case ours(token):
-		return "", false
+		return lockOurs, ""
 	}
-	return job, true
+	return lockElsewhere, job
 }
 
 // maxEarlierTokens bounds the earlier tokens a profile keeps while its
