@@ -236,6 +236,7 @@ func (p *Presence) beat(ctx context.Context, loop bool) (BeatAnswer, error) {
 		p.beatFailed(err)
 		return BeatAnswer{}, err
 	}
+	p.watchClock(p.own.key, sentAt, ackAt, r.ans.At.UnixMilli())
 	err := p.beatAnswered(sentAt, ackAt, r.checked, r.ans)
 	if err == nil && r.checked {
 		// A full check also marks this server's shard count in use (see

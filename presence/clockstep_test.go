@@ -3,10 +3,13 @@ package presence
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/benbjohnson/clock"
+	"github.com/redis/go-redis/v9"
 )
 
 // A beat stamped further ahead than one TTL (written before the Redis
@@ -54,5 +57,73 @@ func TestBeatAheadOfTheClockCountsAsOneTTL(t *testing.T) {
 	ahead(5 * time.Second) // a beat within one TTL: an ordinary live beat
 	if got := reader.Read(context.Background(), "b"); got.Status != Alive || got.ExpiresIn > 5*time.Second {
 		t.Fatalf("read of an ordinary beat = %+v", got)
+	}
+}
+
+// A forward step of the Redis clock makes every beat of the shard look
+// expired at once. A reader that has seen that shard's clock before (its own
+// beats) sees the jump and reads a missing beat Unknown for one TTL of its
+// own clock, the time every live server has to beat under the new clock;
+// a server that beat meanwhile reads Alive, one that did not reads Stopped
+// once the TTL is over. Without a step, an expired beat reads Stopped at
+// once. Both clocks are virtual: miniredis's TIME and a mock.
+func TestForwardStepOfTheRedisClockReadsUnknownForOneTTL(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	start := time.Now().Truncate(time.Millisecond)
+	redisAt := start
+	mr.SetTime(redisAt)
+	mock := clock.NewMock()
+	mock.Set(start)
+	logs := &logBuffer{}
+	reader := newTestPresence(t, rdb, Config{Key: testKey(t), JobID: "reader", Clock: mock, Logger: logs.logger()})
+	ttl := reader.cfg.TTL
+	// advance moves both clocks by d, the Redis one by step more.
+	advance := func(d, step time.Duration) {
+		mock.Add(d)
+		redisAt = redisAt.Add(d + step)
+		mr.SetTime(redisAt)
+	}
+	beatB := func() { // server b beats into the reader's shard, under the Redis clock
+		t.Helper()
+		v := strconv.FormatInt(redisAt.Add(ttl).UnixMilli(), 10)
+		if err := rdb.HSet(context.Background(), reader.shardOf("b").key, "b", v).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(job string) Reading { return reader.Read(context.Background(), job) }
+
+	mustBeat(t, reader)
+	advance(ttl+time.Second, 0) // the run meta is one TTL old: a missing beat can read Stopped
+	mustBeat(t, reader)
+	if got := read("gone"); got.Status != Stopped {
+		t.Fatalf("a server that never beat, clocks in step = %+v, want Stopped", got)
+	}
+	beatB()
+	mustBeat(t, reader)
+	advance(time.Second, 5*time.Minute)
+	got := read("b")
+	if got.Status != Unknown || got.ExpiresIn != ttl || got.Err != nil {
+		t.Fatalf("b's live beat right after a +5 min step = %+v, want Unknown for one TTL (%v)", got, ttl)
+	}
+	if !strings.Contains(logs.String(), "jumped ahead by about 5m0s") {
+		t.Errorf("the step is not logged:\n%s", logs)
+	}
+	advance(ttl/2, 0)
+	if got := read("b"); got.Status != Unknown || got.ExpiresIn != ttl/2 {
+		t.Fatalf("half a TTL after the step = %+v, want Unknown with %v left", got, ttl/2)
+	}
+	beatB() // b beats under the stepped clock: an ordinary live beat
+	if got := read("b"); got.Status != Alive {
+		t.Fatalf("after b beat again = %+v, want Alive", got)
+	}
+	if got := read("gone"); got.Status != Unknown {
+		t.Fatalf("a server that never beat, within the TTL after the step = %+v, want Unknown", got)
+	}
+	mustBeat(t, reader)
+	advance(ttl/2, 0)
+	if got := read("gone"); got.Status != Stopped {
+		t.Fatalf("a server that never beat, a TTL after the step = %+v, want Stopped", got)
 	}
 }

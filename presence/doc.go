@@ -12,6 +12,13 @@
 //   - [Unknown]: the read failed, a missing beat proves nothing yet, or the
 //     deployment's servers do not agree on the shard count.
 //
+// The Redis clock is watched against the reader's own: every answer carries
+// TIME, and when a shard's clock is seen to jump ahead (a step of the Redis
+// host's clock makes every beat look expired at once), a missing beat there
+// reads Unknown for one TTL of the reader's clock, time for every live
+// server to beat again. A beat stamped further ahead than one TTL (the clock
+// stepped back) counts as expiring one TTL after it is first seen so.
+//
 // # Keys
 //
 // With [Config.Shards] = N (default 1) a JobID beats into shard

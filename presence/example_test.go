@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/benbjohnson/clock"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/presence"
@@ -14,7 +15,9 @@ import (
 
 // Two servers share one presence hash. Server A beats; server B reads A, and a
 // server that never beat, before and after their beats could have expired.
-// (miniredis stands in for Redis here; SetTime drives the TIME the scripts see.)
+// (miniredis stands in for Redis here; SetTime drives the TIME the scripts
+// see, and a mock clock the servers' own, which must keep in step: a Redis
+// clock running ahead of a reader's reads as a step, see Read.)
 func Example() {
 	mr := miniredis.NewMiniRedis()
 	if err := mr.Start(); err != nil {
@@ -23,13 +26,15 @@ func Example() {
 	defer mr.Close()
 	start := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	mr.SetTime(start)
+	clk := clock.NewMock()
+	clk.Set(start)
 
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
 	ctx := context.Background()
 
 	newServer := func(jobID string) *presence.Presence {
-		p, err := presence.New(rdb, presence.Config{Key: presence.KeyFor("mygame"), JobID: jobID})
+		p, err := presence.New(rdb, presence.Config{Key: presence.KeyFor("mygame"), JobID: jobID, Clock: clk})
 		if err != nil {
 			panic(err)
 		}
@@ -49,6 +54,7 @@ func Example() {
 	fmt.Println("server-c:", b.IsAlive(ctx, "server-c"), "(this Redis run is younger than one TTL)")
 
 	mr.SetTime(start.Add(presence.DefaultTTL + time.Second))
+	clk.Set(start.Add(presence.DefaultTTL + time.Second))
 	fmt.Println("11s later")
 	fmt.Println("server-a:", b.IsAlive(ctx, "server-a"))
 	fmt.Println("server-c:", b.IsAlive(ctx, "server-c"))
@@ -76,6 +82,8 @@ func Example_shards() {
 	defer mr.Close()
 	start := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	mr.SetTime(start)
+	clk := clock.NewMock()
+	clk.Set(start)
 
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
@@ -83,7 +91,7 @@ func Example_shards() {
 	key := presence.KeyFor("mygame")
 
 	newServer := func(jobID string, shards int) *presence.Presence {
-		p, err := presence.New(rdb, presence.Config{Key: key, JobID: jobID, Shards: shards})
+		p, err := presence.New(rdb, presence.Config{Key: key, JobID: jobID, Shards: shards, Clock: clk})
 		if err != nil {
 			panic(err)
 		}
@@ -101,6 +109,7 @@ func Example_shards() {
 	}
 
 	mr.SetTime(start.Add(presence.DefaultTTL + time.Second)) // every shard's run is a TTL old
+	clk.Set(start.Add(presence.DefaultTTL + time.Second))
 	for _, p := range servers {
 		if err := p.Beat(ctx); err != nil {
 			panic(err)

@@ -114,6 +114,9 @@ type Presence struct {
 	otherShards   string    // the other shard counts in use last logged; "": none
 	// ahead are the beats read further ahead than one TTL (read.go).
 	ahead map[string]aheadState
+	// clocks is what is known of each shard's Redis clock, by shard key
+	// (clockwatch.go).
+	clocks map[string]*shardClock
 }
 
 // New validates cfg, applies its defaults and returns a Presence over rdb. It
@@ -146,6 +149,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Presence, error) {
 		renewed:      make(chan struct{}),
 		needCheck:    true,
 		ahead:        make(map[string]aheadState),
+		clocks:       make(map[string]*shardClock),
 	}, nil
 }
 

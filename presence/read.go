@@ -22,12 +22,15 @@ import (
 // (see LayoutKey), and with several shards an HGET of shard 0, where servers
 // of a build without shard counts beat. Unlike IsAlive it reads our own JobID
 // from Redis too. An invalid jobID reads Unknown with an Err wrapping
-// ErrInvalidJobID.
+// ErrInvalidJobID. A missing beat reads Unknown for one TTL after the
+// shard's Redis clock was seen to jump ahead of this reader's (see
+// clockwatch.go), rather than Stopped on a clock that stepped.
 func (p *Presence) Read(ctx context.Context, jobID string) Reading {
 	if err := checkJobID(jobID); err != nil {
 		return Reading{Status: Unknown, Err: fmt.Errorf("presence read: %w", err)}
 	}
 	s := p.shardOf(jobID)
+	sent := p.clock.Now()
 	res, err := readScript.Run(ctx, p.rdb, []string{s.key}, jobID, p.ttlMS).Int64Slice()
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("%w: %v", ErrUnexpectedReply, res)
@@ -35,6 +38,12 @@ func (p *Presence) Read(ctx context.Context, jobID string) Reading {
 	if err != nil {
 		return Reading{Status: Unknown, Err: fmt.Errorf("presence read %s: %w", jobID, err)}
 	}
+	p.watchClock(s.key, sent, p.clock.Now(), res[2])
+	return p.afterStep(s.key, p.judge(ctx, jobID, s, res))
+}
+
+// judge turns read.lua's answer res for jobID in shard s into a Reading.
+func (p *Presence) judge(ctx context.Context, jobID string, s shard, res []int64) Reading {
 	ms := time.Duration(res[1]) * time.Millisecond
 	at := time.UnixMilli(res[2])
 	switch res[0] {
