@@ -66,6 +66,9 @@ const (
 	EvDump = "dump"
 	// EvClosed: Node.Close returned Err on SIGTERM; the process exits next.
 	EvClosed = "closed"
+	// EvKicked: the library ended Key's session by itself (Config.Kick),
+	// for Reason (a KickReason's String).
+	EvKicked = "kicked"
 	// EvApplied: OnMessage applied the Gift of message Msg (Seq) to Key's
 	// data (only with -messages). The change is saved, and the message
 	// leaves the inbox, with the session's next save.
@@ -86,8 +89,9 @@ type Event struct {
 	Sent     int64  `json:"sent,omitempty"`
 	JoinNS   int64  `json:"join_ns,omitempty"`
 	LockAtMS int64  `json:"lock_at_ms,omitempty"`
-	Msg      string `json:"msg,omitempty"` // EvApplied: the message id
-	Seq      int64  `json:"seq,omitempty"` // EvApplied: the Gift's Seq
+	Reason   string `json:"reason,omitempty"` // EvKicked: the KickReason
+	Msg      string `json:"msg,omitempty"`    // EvApplied: the message id
+	Seq      int64  `json:"seq,omitempty"`    // EvApplied: the Gift's Seq
 
 	// The last accepted Update of the session (EvEnded, EvRefused): when the
 	// call began and returned, and how many the session accepted.

@@ -3,6 +3,7 @@
 package faulttest
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +89,26 @@ func testPausedHolder(t *testing.T, keys int, tm timings, save, takeWithin time.
 	for _, j := range b.events(EvJoined) {
 		take = append(take, since(stopped, landing(j)))
 	}
+	// A session ends once, with one reason: one Kick per key (fenced: the
+	// lease lapsed during the stop), and no leave cleanup after the resume
+	// (the requests that queued during the stop find sessions that may not
+	// save any more: a cleanup there would change data nothing saves).
+	kicks := map[string][]string{}
+	for _, e := range a.events(EvKicked) {
+		kicks[e.Key] = append(kicks[e.Key], e.Reason)
+	}
+	var twice []string
+	for k, rs := range kicks {
+		if len(rs) != 1 || rs[0] != "fenced" {
+			twice = append(twice, k+":"+strings.Join(rs, ","))
+		}
+	}
+	var cleanupsAfter int
+	for _, e := range a.events(EvOnRelease) {
+		if e.T >= resumed.UnixNano() {
+			cleanupsAfter++
+		}
+	}
 	ac := checkAcks(a, b)
 	rep.add("%d profiles, paused %s", keys, ms(resumed.Sub(stopped)))
 	rep.add("B's takeover after SIGSTOP %v", take)
@@ -96,6 +117,7 @@ func testPausedHolder(t *testing.T, keys int, tm timings, save, takeWithin time.
 	rep.add("saves acknowledged after SIGCONT %d", len(savesAfter))
 	rep.add("record regressions %d in %d samples", len(regress), samples)
 	rep.add("acknowledged saves lost %d", len(ac.lost))
+	rep.add("sessions kicked other than once, fenced: %d; leave cleanups after SIGCONT %d", len(twice), cleanupsAfter)
 
 	if !ok {
 		t.Errorf("only %d of %d sessions of A refused an Update after SIGCONT", a.keysSince(EvRefused, resumed), keys)
@@ -111,6 +133,12 @@ func testPausedHolder(t *testing.T, keys int, tm timings, save, takeWithin time.
 	}
 	if len(ac.lost) > 0 {
 		t.Errorf("acknowledged saves lost: %v", ac.lost)
+	}
+	if len(twice) > 0 || len(kicks) != keys {
+		t.Errorf("%d of %d keys kicked, and %d not exactly once for fenced: %v", len(kicks), keys, len(twice), twice)
+	}
+	if cleanupsAfter > 0 {
+		t.Errorf("%d leave cleanups ran after SIGCONT for sessions that could save nothing", cleanupsAfter)
 	}
 }
 

@@ -63,6 +63,9 @@ func newGame(ctx context.Context, cfg config, stdout, stderr io.Writer) (*game, 
 		Name:     cfg.driver,
 		LockWait: cfg.lockWait,
 		Autosave: -1, // the play loop saves, so every saved value is known exactly
+		Kick: func(key string, r datadriver.KickReason) {
+			g.out.emit(faulttest.Event{Ev: faulttest.EvKicked, Key: key, Reason: r.String()})
+		},
 	}
 	if cfg.messages {
 		dcfg.OnMessage = g.onMessage
