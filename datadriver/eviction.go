@@ -2,17 +2,12 @@ package datadriver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/ckernel/playerdata/internal/telemetry"
+	"github.com/ckernel/playerdata/internal/redismem"
 )
 
 // A Redis that may evict the library's keys loses players' data silently:
@@ -33,15 +28,7 @@ const evictionCheckEvery = time.Minute
 
 // redisMemory is what a Node last read of Redis's memory: on a Cluster,
 // the policy that evicts most and the fullest master.
-type redisMemory = telemetry.RedisMemory
-
-// evictsRecords reports whether policy may evict keys without a TTL.
-func evictsRecords(policy string) bool { return strings.HasPrefix(policy, "allkeys-") }
-
-// evictsSome reports whether policy evicts keys at all.
-func evictsSome(policy string) bool {
-	return evictsRecords(policy) || strings.HasPrefix(policy, "volatile-")
-}
+type redisMemory = redismem.Memory
 
 // memoryWatch is a Node's view of Redis's memory policy.
 type memoryWatch struct {
@@ -50,107 +37,22 @@ type memoryWatch struct {
 	warned string // the policy last warned about
 }
 
-// readRedisMemory reads maxmemory-policy, used_memory and maxmemory from
-// every master of rdb.
-func readRedisMemory(ctx context.Context, rdb redis.UniversalClient) (redisMemory, error) {
-	var mu sync.Mutex
-	var out redisMemory
-	read := func(ctx context.Context, c *redis.Client) error {
-		m, err := readOne(ctx, c)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !out.Known || rank(m.Policy) > rank(out.Policy) {
-			out.Policy, out.Evicting = m.Policy, m.Evicting
-		}
-		if !out.Known || m.Used > out.Used {
-			out.Used, out.Limit = m.Used, m.Limit
-		}
-		out.Known = true
-		return nil
-	}
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		err := cc.ForEachMaster(ctx, read)
-		return out, err
-	}
-	c, ok := rdb.(*redis.Client)
-	if !ok {
-		m, err := readOne(ctx, rdb)
-		return m, err
-	}
-	err := read(ctx, c)
-	return out, err
-}
-
-// rank orders policies by what they may evict.
-func rank(policy string) int {
-	switch {
-	case evictsRecords(policy):
-		return 2
-	case evictsSome(policy):
-		return 1
-	}
-	return 0
-}
-
-// readOne reads one server's memory policy: INFO memory, else CONFIG GET.
-func readOne(ctx context.Context, c redis.Cmdable) (redisMemory, error) {
-	info, err := c.Info(ctx, "memory").Result()
-	m := redisMemory{}
-	if err == nil {
-		m.Policy = infoValue(info, "maxmemory_policy")
-		m.Used, _ = strconv.ParseInt(infoValue(info, "used_memory"), 10, 64)
-		m.Limit, _ = strconv.ParseInt(infoValue(info, "maxmemory"), 10, 64)
-	}
-	if m.Policy == "" {
-		cfg, cerr := c.ConfigGet(ctx, "maxmemory-policy").Result()
-		if cerr != nil {
-			return m, fmt.Errorf("read the eviction policy: INFO memory: %v; CONFIG GET: %w", err, cerr)
-		}
-		m.Policy = cfg["maxmemory-policy"]
-		if m.Policy == "" {
-			return m, errors.New("read the eviction policy: neither INFO memory nor CONFIG GET names it")
-		}
-	}
-	m.Known, m.Evicting = true, evictsSome(m.Policy)
-	return m, nil
-}
-
-// unsupported reports whether err says the server has no such command or
-// section (rather than that it failed).
-func unsupported(err error) bool {
-	s := strings.ToLower(err.Error())
-	return strings.Contains(s, "unknown command") || strings.Contains(s, "not supported")
-}
-
-// infoValue is field name of an INFO answer ("" when absent).
-func infoValue(info, name string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 // checkEviction reads the policy at start-up: an allkeys-* policy is
 // refused unless the operator accepts it; volatile-* is logged.
 func (n *Node) checkEviction(ctx context.Context) error {
 	rctx, cancel := n.clock.WithTimeout(ctx, n.cfg.PingTimeout)
 	defer cancel()
-	m, err := readRedisMemory(rctx, n.rdb)
+	m, err := redismem.Read(rctx, n.rdb)
 	if err != nil {
 		level := slog.LevelWarn
-		if unsupported(err) {
+		if redismem.Unsupported(err) {
 			level = slog.LevelInfo // a server without INFO memory and CONFIG (an in-process one, a proxy)
 		}
 		n.log.Log(ctx, level, "could not read Redis's eviction policy; make sure it is noeviction (an evicted "+
 			"record reads as a new profile)", "err", err)
 		return nil
 	}
-	if evictsRecords(m.Policy) && !n.cfg.AcceptEviction {
+	if m.EvictsRecords() && !n.cfg.AcceptEviction {
 		return fmt.Errorf("start node %s: %w: the policy is %s: an evicted record reads as a new profile, "+
 			"whose next Join gets Defaults. Set maxmemory-policy noeviction (writes then fail with OOM "+
 			"instead, and no data is lost), or set NodeConfig.AcceptEviction to accept the loss", n.jobID,
@@ -172,7 +74,7 @@ func (n *Node) noteMemory(m redisMemory) {
 	n.memory.mu.Unlock()
 	switch {
 	case !warn:
-	case evictsRecords(m.Policy):
+	case m.EvictsRecords():
 		n.log.Error("Redis's maxmemory-policy may evict the library's records: an evicted record reads as a "+
 			"new profile (its player's next Join gets Defaults)", "policy", m.Policy, "accepted", n.cfg.AcceptEviction)
 	default:
@@ -186,7 +88,7 @@ func (n *Node) noteMemory(m redisMemory) {
 func (n *Node) memoryErr() error {
 	n.memory.mu.Lock()
 	defer n.memory.mu.Unlock()
-	if m := n.memory.last; m.Known && evictsRecords(m.Policy) && !n.cfg.AcceptEviction {
+	if m := n.memory.last; m.Known && m.EvictsRecords() && !n.cfg.AcceptEviction {
 		return fmt.Errorf("%w: the policy is %s", ErrEvictionPolicy, m.Policy)
 	}
 	return nil
@@ -212,7 +114,7 @@ func (n *Node) watchMemory() {
 		case <-t.C:
 		}
 		ctx, cancel := n.clock.WithTimeout(n.ctx, n.cfg.SaveTimeout)
-		m, err := readRedisMemory(ctx, n.rdb)
+		m, err := redismem.Read(ctx, n.rdb)
 		cancel()
 		if err == nil {
 			n.noteMemory(m)

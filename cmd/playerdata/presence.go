@@ -23,8 +23,9 @@ that key and "<key>:{1}" to "<key>:{N-1}", N being the count the servers
 mark in "<key>:shards"): the time since its last beat, when that beat
 expires (Redis clock), whether it reads alive, stopped or unknown (a missing
 beat is no proof yet: the line under the table says why, from the shard's
-run mark and Redis's INFO), and the instance (process) that wrote the beat.
-Reads only.
+run mark and Redis's INFO), and the instance (process) that wrote the beat;
+then Redis's maxmemory-policy and memory headroom (a policy that may evict
+records is shown in red: Nodes refuse it). Reads only.
 
 Flags:
   --redis URL          Redis, Redis Cluster (any node) or Sentinel (?master_name=M); default
@@ -47,6 +48,7 @@ type presenceReport struct {
 	TTLMS   float64        `json:"ttl_ms"`
 	Servers []serverReport `json:"servers"`
 	Note    string         `json:"note,omitempty"` // e.g. the hash does not exist
+	Memory  *memoryReport  `json:"redis_memory"`
 }
 
 // serverReport is one server of the presence hash.
@@ -117,6 +119,7 @@ func runPresence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		rep.Servers = append(rep.Servers, s)
 	}
+	rep.Memory = r.readMemory(ctx)
 	return emit(stdout, f.json, rep, func(w io.Writer, st style) { printPresence(w, st, rep, f.presenceTTL) })
 }
 
@@ -133,6 +136,7 @@ func printPresence(w io.Writer, st style, r presenceReport, ttl time.Duration) {
 	if r.Note != "" {
 		fmt.Fprintln(w, "  "+st.yellow(r.Note))
 	}
+	printMemory(w, st, r.Memory)
 	if len(r.Servers) == 0 {
 		if r.Note == "" {
 			fmt.Fprintln(w, "  no server in the presence hash")

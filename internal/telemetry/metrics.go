@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/ckernel/playerdata/internal/redismem"
 )
 
 // Driver is the instrumentation of one driver (one profile kind) of a Node:
@@ -202,16 +204,7 @@ func (d *Driver) MessagesDeadLettered(ctx context.Context, n int) {
 }
 
 // RedisMemory is what a Node last read of Redis's memory.
-type RedisMemory struct {
-	// Known is false until a read succeeded (nothing is observed then).
-	Known bool
-	// Policy is maxmemory-policy; Used and Limit are used_memory and
-	// maxmemory, in bytes (Limit 0: none).
-	Policy      string
-	Used, Limit int64
-	// Evicting: the policy may evict keys.
-	Evicting bool
-}
+type RedisMemory = redismem.Memory
 
 // RegisterRedis makes f the source of the playerdata.redis.* gauges, read
 // at each collection.
