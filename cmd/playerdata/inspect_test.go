@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 )
 
@@ -176,5 +178,53 @@ func testPresence(t *testing.T, e testEnv) {
 	r = runArgs(t, 10*time.Second, "presence", "--redis", f.url, "--namespace", empty)
 	if r.err != nil || !strings.Contains(r.stdout, "no server in the presence hash") {
 		t.Fatalf("presence of an empty hash = %v:\n%s", r.err, r.stdout)
+	}
+}
+
+// A damaged kept version: inspect names it and the deltas that need it,
+// and a restore to one of them fails and changes nothing.
+func testInspectNamesDamagedVersions(t *testing.T, e testEnv) {
+	t.Setenv(envNATS, "")
+	h := newHistory(t, e, "", false) // ver 3 current; 2 kept whole, 1 a delta against it
+	ctx := context.Background()
+	hk := record.HistoryKey(h.rk)
+	raw, err := e.rdb.HGet(ctx, hk, "f2").Bytes()
+	if err != nil {
+		t.Fatalf("ver 2 is not kept whole: %v", err)
+	}
+	raw[len(raw)-2] ^= 0x40 // in its zstd frame's checksum
+	if err := e.rdb.HSet(ctx, hk, "f2", raw).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := runArgs(t, 10*time.Second, e.args("inspect", "--json", "--driver", "PlayerData", h.key)...)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var rep inspectReport
+	decodeJSON(t, r.stdout, &rep)
+	if len(rep.Versions) != 3 {
+		t.Fatalf("versions %+v, want 3, 2 and 1", rep.Versions)
+	}
+	cur, two, one := rep.Versions[0], rep.Versions[1], rep.Versions[2]
+	switch {
+	case !cur.Current || cur.Unreadable != "":
+		t.Errorf("current %+v", cur)
+	case two.Stored != "whole" || two.Unreadable == "" || two.Needs != 2:
+		t.Errorf("ver 2 %+v, want whole and unreadable", two)
+	case one.Stored != "delta" || one.Unreadable == "" || one.Needs != 2:
+		t.Errorf("ver 1 %+v, want a delta, unreadable, needing ver 2", one)
+	}
+	r = runArgs(t, 10*time.Second, e.args("inspect", "--driver", "PlayerData", h.key)...)
+	if out := strings.Join(strings.Fields(r.stdout), " "); !strings.Contains(out,
+		"ver 2 is damaged; ver 1, a delta that needs it, cannot be read either") {
+		t.Errorf("inspect does not say which versions are lost:\n%s", r.stdout)
+	}
+	rec, hist := e.fields(t, h.rk), e.fields(t, hk)
+	if _, r := h.restoreJSON(t, "--at", stamp(h.at[1]), h.key); exitStatus(r.err) != exitFailed ||
+		!strings.Contains(r.err.Error(), "needs version 2") {
+		t.Fatalf("restore of ver 1 = %v, want a failure naming ver 2", r.err)
+	}
+	if !maps.Equal(e.fields(t, h.rk), rec) || !maps.Equal(e.fields(t, hk), hist) {
+		t.Fatal("the failed restore changed the record or its history")
 	}
 }

@@ -19,6 +19,7 @@ var cliSuite = []struct {
 	{"InspectShowsTheInbox", testInspectShowsTheInbox},
 	{"InspectTellsMessageStates", testInspectTellsMessageStates},
 	{"InspectShowsRefusalsAndDeadLetters", testInspectShowsRefusalsAndDeadLetters},
+	{"InspectNamesDamagedVersions", testInspectNamesDamagedVersions},
 	{"Presence", testPresence},
 	{"PresenceKey", testPresenceKey},
 	{"PresenceShardsAreFound", testPresenceShardsAreFound},

@@ -52,12 +52,19 @@ type SaveArgs struct {
 	// replaces.
 	History      int
 	HistoryEvery time.Duration
-	// Keep is the data this write replaces (version KeepVer), compressed,
-	// sent when the caller reckons a version is due; KeepAlways keeps it
-	// whatever HistoryEvery says (the data before a restore).
+	// Keep is the data this write replaces (version KeepVer), compressed
+	// (AppendWhole), sent when the caller reckons a version is due: it is
+	// kept whole. KeepAlways keeps it whatever HistoryEvery says (the data
+	// before a restore).
 	Keep       []byte
 	KeepVer    int64
 	KeepAlways bool
+	// Rebase is version RebaseVer, the newest kept before KeepVer, as a
+	// delta against Keep's data (History.Rebase), or nil: it replaces that
+	// version's whole copy when the write keeps Keep and finds RebaseVer
+	// still the newest version before it, stored whole, and not trimmed.
+	Rebase    []byte
+	RebaseVer int64
 	// Trade is the trade this write settles (its mark is cleared), or "".
 	Trade string
 	// Applied are the ids of inbox messages the new data has applied: the
@@ -101,7 +108,7 @@ func (a SaveArgs) argv() []any {
 		n += 2
 	}
 	if a.keeps() {
-		n += 6
+		n += 8
 	}
 	if len(a.Earlier) > 0 {
 		n += 4 + len(a.Earlier)
@@ -127,6 +134,11 @@ func (a SaveArgs) argv() []any {
 	}
 	if a.keeps() {
 		argv = append(argv, saveOptKeep, a.History, a.HistoryEvery.Milliseconds(), a.Keep, a.KeepVer, flag(a.KeepAlways))
+		if len(a.Rebase) > 0 {
+			argv = append(argv, a.RebaseVer, a.Rebase)
+		} else {
+			argv = append(argv, "", "")
+		}
 	}
 	if len(a.Earlier) > 0 {
 		argv = append(argv, saveOptEarlier, a.Job, flag(a.Presence), len(a.Earlier))
@@ -213,7 +225,7 @@ func ParseSaveArgs(argv []string) (SaveArgs, error) {
 		i += 2
 	}
 	if arg(argv, i) == saveOptKeep {
-		if i+5 > len(argv) {
+		if i+7 > len(argv) {
 			return SaveArgs{}, bad(saveOptKeep)
 		}
 		a.History, _ = strconv.Atoi(arg(argv, i+1))
@@ -222,7 +234,11 @@ func ParseSaveArgs(argv []string) (SaveArgs, error) {
 		a.Keep = []byte(arg(argv, i+3))
 		a.KeepVer, _ = strconv.ParseInt(arg(argv, i+4), 10, 64)
 		a.KeepAlways = arg(argv, i+5) == "1"
-		i += 6
+		if r := arg(argv, i+7); r != "" {
+			a.RebaseVer, _ = strconv.ParseInt(arg(argv, i+6), 10, 64)
+			a.Rebase = []byte(r)
+		}
+		i += 8
 	}
 	if arg(argv, i) == saveOptEarlier {
 		n, err := strconv.Atoi(arg(argv, i+3))
