@@ -18,27 +18,24 @@ import (
 // side: Lua cannot), each older one as a delta against the next newer kept
 // version (record/delta.go), so a day of versions costs about one copy of
 // the data. The write that keeps a new version carries, beside it, the
-// previous newest rewritten as a delta against it: this side reads the
-// history once before that write (a read outside the write's round trip,
-// once per HistoryEvery), and the script rewrites the version only if it
-// still is the newest and whole. Kept versions change only then, while the
-// current data changes at every save: no later save can break a chain.
-// Every historyChain versions one stays whole, so no read applies more
-// than historyChain deltas and a damaged version costs at most the
-// historyChain older ones that depend on it.
+// previous newest rewritten as a delta against it and the fields the trim
+// deletes: this side reads the history once before that write (a read
+// outside the write's round trip, once per HistoryEvery), and the script
+// follows that plan only if the history is still as read. Kept versions
+// change only then, while the current data changes at every save: no later
+// save can break a chain.
+// One version in record.HistChain+1 stays whole, so no read applies more
+// than record.HistChain deltas and a damaged version costs at most the
+// record.HistChain older ones that depend on it.
 
 // historySlack: a version is sent this much before it is due by the
 // driver's reckoning of the Redis clock; the script keeps it only when it is
 // due by the Redis clock itself, else it is the next write's.
 const historySlack = 5 * time.Second
 
-// historyChain is the most deltas a read of a kept version applies: with
-// the default History of 24, one version of the day is whole.
-const historyChain = 23
-
 // historyReadTimeout bounds the read of the history before a write that
-// keeps a version: past it the write goes on and keeps the new version
-// without rewriting the previous one (sound, only larger).
+// keeps a version: past it the write goes on without a plan, keeping the
+// new version and rewriting none (sound, only larger).
 const historyReadTimeout = time.Second
 
 // versionDue reports whether the next data write should send the data it
@@ -53,14 +50,15 @@ func (p *Profile[T]) versionDue() bool {
 }
 
 // keepVersion fills the history arguments of req, a data write that keeps
-// the data it replaces (w.lastData, version w.ver): that data whole, and the
-// newest version kept before it as a delta against it when that is sound
-// and smaller (record.History.Rebase). Runs on the owner.
+// the data it replaces (w.lastData, version w.ver): that data whole, and
+// the plan of what else the write does to the history (record.History.Plan:
+// the trim, and the previous newest version rewritten as a delta), from a
+// read of the history. Runs on the owner.
 func (p *Profile[T]) keepVersion(req *record.SaveArgs) {
 	d, w := p.d, &p.w
 	req.Keep, req.KeepVer, req.KeepAlways = record.AppendWhole(nil, d.zenc, w.lastData), w.ver, w.keepNext
 	if w.histAt.IsZero() {
-		return // the record never kept a version: nothing to rewrite
+		return // the record never kept a version: nothing to trim or rewrite
 	}
 	ctx, cancel := d.node.clock.WithTimeout(p.ctx, historyReadTimeout)
 	defer cancel()
@@ -69,9 +67,8 @@ func (p *Profile[T]) keepVersion(req *record.SaveArgs) {
 		d.log.Debug("history not read: the version is kept whole", "key", p.key, "err", err)
 		return
 	}
-	if ver, rebase, ok := h.Rebase(w.ver, w.lastData, d.cfg.History, historyChain, d.zdec); ok {
-		req.RebaseVer, req.Rebase = ver, rebase
-	}
+	plan := h.Plan(w.ver, w.lastData, d.cfg.History, record.HistChain, d.zdec)
+	req.KeepPlan = &plan
 }
 
 // newZstd returns the driver's compressor and decompressor: one goroutine

@@ -17,27 +17,38 @@ import (
 // The history hash (HistoryKey) holds each kept version under fields named
 // by its form and its ver:
 //
-//   - f<ver>: the version whole, its data compressed (zstd);
-//   - v<ver>: the version as a delta (delta.go) against the next newer kept
-//     version;
+//   - f<ver>: a version stored whole: "<at>,<schema>,<schemaMin>" (its write
+//     time in ms on the Redis clock, its schema version and min-reader),
+//     then its data compressed (zstd) in f<ver>.1, f<ver>.2, ...;
+//   - v<ver>: a version stored as a delta (delta.go) against the next newer
+//     kept version: its metadata (three uvarints, as above), then the delta,
+//     cut into v<ver>, v<ver>.1, v<ver>.2, ...;
 //   - d<ver> and t<ver>: a whole version as builds before deltas wrote it:
-//     d a 'z' tag byte then the data compressed, t "<at>,<schema>,<schemaMin>".
+//     d a 'z' tag byte then the data compressed, t its metadata as text.
 //
-// An f or v value is the version's metadata (three uvarints: its write time
-// in ms on the Redis clock, its schema version, its min-reader), then its
-// body. save.lua cuts a value longer than HistChunk into chunks, f<ver>,
-// f<ver>.1, f<ver>.2, ..., so that no value passes Redis's
+// Values are cut into chunks of HistChunk bytes so that none passes Redis's
 // hash-max-listpack-value (64 by default) and the hash stays a listpack: a
-// hashtable costs some 50 bytes per field.
+// hashtable costs some 50 bytes per field. A value over HistChunkedMax is
+// one field (the hash then is a hashtable, whose overhead such a value
+// dwarfs).
 //
 // The newest kept version is whole. The write that keeps a newer one
-// rewrites it as a delta against the new one in the same script (see
-// History.Rebase), unless the deltas chained to it would then pass the
-// caller's bound or the delta would not be smaller. A version only ever
-// depends on newer ones, so trimming the oldest never breaks a chain.
+// rewrites it as a delta against the new one in the same script, as the
+// writer planned it from its read of the history (History.Plan), unless the
+// deltas chained to it would then pass the plan's bound or the delta would
+// not be smaller. A version only ever depends on newer ones, so trimming
+// the oldest never breaks a chain.
 
-// HistChunk is the longest value save.lua writes into the history hash.
+// HistChunk is the longest value of a chunked history field.
 const HistChunk = 64
+
+// HistChunkedMax is the longest value cut into chunks.
+const HistChunkedMax = 32 * HistChunk
+
+// HistChain is the most deltas a read of a kept version applies, as the
+// library's writes bound it (History.Rebase's maxChain): one version in 24
+// stays whole, so the default history of 24 holds one whole copy.
+const HistChain = 23
 
 // MaxKeptBytes bounds the data a kept version decodes to: Redis's own
 // limit on a value.
@@ -93,10 +104,10 @@ func AppendWholeText(dst []byte, enc *zstd.Encoder, data []byte) []byte {
 }
 
 // AppendWhole appends the body of a version kept whole: data compressed.
-// It is what SaveArgs.Keep carries; save.lua puts the metadata before it.
+// It is what SaveArgs.Keep carries; save.lua writes the metadata beside it.
 func AppendWhole(dst []byte, enc *zstd.Encoder, data []byte) []byte { return enc.EncodeAll(data, dst) }
 
-// appendMeta appends k's metadata as f and v values begin with it.
+// appendMeta appends k's metadata as a v value begins with it.
 func appendMeta(dst []byte, k Kept) []byte {
 	var at int64
 	if !k.At.IsZero() {
@@ -107,8 +118,8 @@ func appendMeta(dst []byte, k Kept) []byte {
 	return binary.AppendUvarint(dst, uint64(max(k.SchemaMin, 0)))
 }
 
-// parseMeta reads the metadata an f or v value begins with into k, and
-// returns how many bytes it took.
+// parseMeta reads the metadata a v value begins with into k, and returns
+// how many bytes it took.
 func parseMeta(b []byte, k *Kept) (int, error) {
 	var v [3]uint64
 	n := 0
@@ -124,7 +135,7 @@ func parseMeta(b []byte, k *Kept) (int, error) {
 	return n, nil
 }
 
-// parseTextMeta reads a t<ver> value into k.
+// parseTextMeta reads text metadata (an f<ver> or t<ver> value) into k.
 func parseTextMeta(s string, k *Kept) {
 	parts := strings.Split(s, ",")
 	if len(parts) == 3 {
@@ -161,25 +172,41 @@ func histField(name string) (letter byte, ver int64, chunk int, ok bool) {
 type Stored struct {
 	Kept
 	// Bytes is what it takes in the hash: every chunk, metadata included.
-	Bytes int
-	body  []byte // the compressed data, or the delta
-	bad   error  // what makes it unreadable on its own (a chunk missing, its metadata)
+	Bytes  int
+	fields []string // its fields
+	body   []byte   // the compressed data, or the delta
+	bad    error    // what makes it unreadable on its own (a chunk missing, its metadata)
 }
 
 // History is a record's history hash as one read found it.
 type History struct {
 	// Versions are the kept versions, oldest first.
 	Versions []Stored
+	// Seen is the record's hist.at (when it last kept a version) as the read
+	// found it: a write that finds it unchanged finds the history so too.
+	Seen string
 }
 
-// ReadHistory reads the history of the record at key in one HGETALL (one
-// consistent view, even while a save rewrites it).
+// ReadHistory reads the history of the record at key and the record's
+// hist.at in one round trip. Only a write that keeps a version changes the
+// history, and every such write sets hist.at: a history read with the
+// hist.at a write finds is the history that write finds.
 func ReadHistory(ctx context.Context, rdb redis.Cmdable, key string) (History, error) {
-	m, err := rdb.HGetAll(ctx, HistoryKey(key)).Result()
-	if err != nil {
+	var at *redis.StringCmd
+	var all *redis.MapStringStringCmd
+	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		at = p.HGet(ctx, key, FieldHistAt)
+		all = p.HGetAll(ctx, HistoryKey(key))
+		return nil
+	}); err != nil && !errors.Is(err, redis.Nil) {
 		return History{}, err
 	}
-	return ParseHistory(m), nil
+	if err := all.Err(); err != nil {
+		return History{}, err
+	}
+	h := ParseHistory(all.Val())
+	h.Seen = at.Val()
+	return h, nil
 }
 
 // ParseHistory reads the fields of a history hash.
@@ -187,12 +214,13 @@ func ParseHistory(fields map[string]string) History {
 	type parts struct {
 		kind   byte
 		chunks map[int]string
+		names  []string
 		text   string // t<ver>
 	}
 	byVer := map[int64]*parts{}
 	for name, value := range fields {
 		letter, ver, chunk, ok := histField(name)
-		if !ok {
+		if !ok || (letter == histTextData || letter == histTextMeta) && chunk != 0 {
 			continue
 		}
 		p := byVer[ver]
@@ -200,20 +228,20 @@ func ParseHistory(fields map[string]string) History {
 			p = &parts{chunks: map[int]string{}}
 			byVer[ver] = p
 		}
-		switch {
-		case letter == histTextMeta:
+		p.names = append(p.names, name)
+		if letter == histTextMeta {
 			p.text = value
-		case letter == histTextData && chunk == 0:
-			p.kind = cmpKind(p.kind, letter)
-			p.chunks[0] = value
-		case letter == histWhole || letter == histDelta:
-			p.kind = cmpKind(p.kind, letter)
-			p.chunks[chunk] = value
+			continue
 		}
+		p.kind = cmpKind(p.kind, letter)
+		p.chunks[chunk] = value
 	}
 	var h History
 	for ver, p := range byVer {
-		s := Stored{Kept: Kept{Ver: ver}}
+		if p.kind == 0 {
+			continue // a t<ver> alone: no data to read (save.lua never writes it)
+		}
+		s := Stored{Kept: Kept{Ver: ver}, fields: p.names}
 		for _, c := range p.chunks {
 			s.Bytes += len(c)
 		}
@@ -222,19 +250,19 @@ func ParseHistory(fields map[string]string) History {
 			s.Form, s.Bytes = FormWholeText, s.Bytes+len(p.text)
 			parseTextMeta(p.text, &s.Kept)
 			s.body = []byte(p.chunks[0])
-		case histWhole, histDelta:
+		case histWhole:
 			s.Form = FormWhole
-			if p.kind == histDelta {
-				s.Form = FormDelta
-			}
-			s.body, s.bad = joinChunks(p.chunks)
+			parseTextMeta(p.chunks[0], &s.Kept)
+			delete(p.chunks, 0)
+			s.body, s.bad = joinChunks(p.chunks, 1)
+		case histDelta:
+			s.Form = FormDelta
+			s.body, s.bad = joinChunks(p.chunks, 0)
 			if n, err := parseMeta(s.body, &s.Kept); err != nil {
 				s.bad = errors.Join(s.bad, err)
 			} else {
 				s.body = s.body[n:]
 			}
-		default:
-			continue // a t<ver> alone: no data to read (as save.lua never writes it)
 		}
 		h.Versions = append(h.Versions, s)
 	}
@@ -251,10 +279,11 @@ func cmpKind(had, letter byte) byte {
 	return letter
 }
 
-// joinChunks is a value cut into chunks, put back together.
-func joinChunks(chunks map[int]string) ([]byte, error) {
+// joinChunks is a value cut into chunks from, from+1, ..., put back
+// together.
+func joinChunks(chunks map[int]string, from int) ([]byte, error) {
 	var b []byte
-	for i := range len(chunks) {
+	for i := from; i < from+len(chunks); i++ {
 		c, ok := chunks[i]
 		if !ok {
 			return b, fmt.Errorf("its chunk %d is missing", i)
@@ -389,45 +418,96 @@ func (h History) Check(dec *zstd.Decoder) []Health {
 	return out
 }
 
-// Rebase is the rewrite of a history that the write keeping version ver
-// (data, stored whole) may carry: the newest version kept before it, when it
-// is stored whole, as a delta against data (its metadata, then the delta:
-// SaveArgs.RebaseVer and Rebase). keep is how many versions the write keeps
-// (SaveArgs.History); maxChain the most deltas a read of any version may
-// have to apply. ok is false when the rewrite would not be sound or
-// smaller: the newest version is a delta or does not read, the chain would
-// grow past maxChain, the delta is not smaller than the whole copy.
-func (h History) Rebase(ver int64, data []byte, keep, maxChain int, dec *zstd.Decoder) (int64, []byte, bool) {
-	n := len(h.Versions)
-	if n == 0 {
-		return 0, nil, false
+// HistoryPlan is what a write that keeps a version does to the history
+// beside it, planned from a read of the history (SaveArgs.KeepPlan). The
+// write follows it only if it finds the record's hist.at still Seen (the
+// history as read); otherwise it keeps the version and trims the history
+// by itself, rewriting nothing.
+type HistoryPlan struct {
+	Seen string
+	// RewriteVer, when not 0, is the version the write rewrites as Rewrite:
+	// the newest kept before the new one, stored whole until then, as its
+	// metadata and a delta against the new one.
+	RewriteVer int64
+	Rewrite    []byte
+	// Drop are the fields the write deletes: the rewritten version's, the
+	// trimmed versions' (the oldest beyond the write's History), and any of
+	// the kept version's own.
+	Drop []string
+}
+
+// Plan plans the write that keeps version ver (data, stored whole) in
+// this history: keep is how many versions the write keeps
+// (SaveArgs.History), maxChain the most deltas a read of any version may
+// have to apply (HistChain). The newest version kept before ver is
+// rewritten as a delta against data unless that is not sound or not
+// smaller: it is a delta already or does not read, it is trimmed, the chain
+// would grow past maxChain, or the delta is no smaller than it is.
+func (h History) Plan(ver int64, data []byte, keep, maxChain int, dec *zstd.Decoder) HistoryPlan {
+	plan := HistoryPlan{Seen: h.Seen}
+	vs := h.Versions
+	if i := h.index(ver); i >= 0 { // kept already (a retried write): replaced
+		plan.Drop = append(plan.Drop, vs[i].fields...)
+		vs = slices.Delete(slices.Clone(vs), i, i+1)
 	}
-	p := h.Versions[n-1]
-	dropped := max(n+1-keep, 0) // the oldest, trimmed by the same write
-	if p.Ver >= ver || p.Form == FormDelta || n-1 < dropped {
-		return 0, nil, false
+	trim := max(len(vs)+1-keep, 0)
+	for _, s := range vs[:min(trim, len(vs))] {
+		plan.Drop = append(plan.Drop, s.fields...)
 	}
+	n := len(vs)
+	if n == 0 || n-1 < trim {
+		return plan
+	}
+	p := vs[n-1]
 	run := 0
-	for k := n - 2; k >= dropped && h.Versions[k].Form == FormDelta; k-- {
+	for k := n - 2; k >= trim && vs[k].Form == FormDelta; k-- {
 		run++
 	}
-	if run+1 > maxChain {
-		return 0, nil, false
+	if p.Ver > ver || p.Form == FormDelta || run+1 > maxChain {
+		return plan
 	}
 	pd, err := h.Data(p.Ver, dec)
 	if err != nil {
-		return 0, nil, false
+		return plan
 	}
 	value := appendDelta(appendMeta(nil, p.Kept), data, pd)
 	if len(value) >= p.Bytes {
-		return 0, nil, false
+		return plan
 	}
-	return p.Ver, value, true
+	plan.RewriteVer, plan.Rewrite = p.Ver, value
+	plan.Drop = append(plan.Drop, p.fields...)
+	return plan
+}
+
+// histChunks appends to dst the fields that hold value under name: name
+// and its chunks name.1, name.2 ... from chunk from (1 for the data of an
+// f<ver>, whose chunk 0 is its metadata), or one field when value is over
+// HistChunkedMax.
+func histChunks(dst []any, name string, from int, value []byte) []any {
+	if len(value) > HistChunkedMax {
+		return append(dst, chunkName(name, from), value)
+	}
+	for i, c := 0, from; i < len(value); i, c = i+HistChunk, c+1 {
+		dst = append(dst, chunkName(name, c), value[i:min(i+HistChunk, len(value))])
+	}
+	return dst
+}
+
+// histField0 is the first field of version ver in the form letter names.
+func histField0(letter byte, ver int64) string { return string(letter) + strconv.FormatInt(ver, 10) }
+
+// chunkName is the name of chunk c of the field name.
+func chunkName(name string, c int) string {
+	if c == 0 {
+		return name
+	}
+	return name + "." + strconv.Itoa(c)
 }
 
 // keptMeta is the version a history field names, from its head as
 // versions.lua reads it (the first bytes of an f or v value, a whole t
-// value); ok is false for a field that names none (d<ver>, a chunk).
+// value, the whole f<ver> value); ok is false for a field that names none
+// (d<ver>, a chunk).
 func keptMeta(name, head string) (Kept, bool) {
 	letter, ver, chunk, ok := histField(name)
 	if !ok || chunk != 0 {
@@ -438,11 +518,11 @@ func keptMeta(name, head string) (Kept, bool) {
 	case histTextMeta:
 		k.Form = FormWholeText
 		parseTextMeta(head, &k)
-	case histWhole, histDelta:
+	case histWhole:
 		k.Form = FormWhole
-		if letter == histDelta {
-			k.Form = FormDelta
-		}
+		parseTextMeta(head, &k)
+	case histDelta:
+		k.Form = FormDelta
 		_, _ = parseMeta([]byte(head), &k) // metadata that does not decode lists the version at time zero
 	default:
 		return Kept{}, false

@@ -18,7 +18,7 @@ import (
 
 // historian writes one record the way the driver does: each data write
 // keeps the data it replaces, whole, with the previous newest version as a
-// delta against it when History.Rebase says so.
+// delta against it when History.Plan says so.
 type historian struct {
 	t        testing.TB
 	rdb      redis.UniversalClient
@@ -30,7 +30,7 @@ type historian struct {
 	ver      int64
 	data     []byte
 	kept     map[int64][]byte // every version's data
-	rebase   bool             // send the rebase (false: the whole-copy layout)
+	rebase   bool             // send the plan (false: the script trims by itself and rewrites nothing)
 }
 
 func newHistorian(t testing.TB, r *testsupport.Redis, name string, keep, maxChain int) *historian {
@@ -64,8 +64,9 @@ func (h *historian) write(data []byte) record.SaveArgs {
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		if v, rb, ok := hist.Rebase(h.ver, h.data, h.keep, h.maxChain, h.dec); ok && h.rebase {
-			a.RebaseVer, a.Rebase = v, rb
+		if h.rebase {
+			plan := hist.Plan(h.ver, h.data, h.keep, h.maxChain, h.dec)
+			a.KeepPlan = &plan
 		}
 	}
 	res, err := record.Save(ctx, h.rdb, h.key, a)
@@ -166,40 +167,62 @@ func TestHistoryChainsDeltas(t *testing.T) {
 	}
 }
 
-// The script rewrites a version only when it still is the newest and
-// whole: a rebase sent for another version, or for one that is a delta
-// already, is not applied, and the new version is kept whole all the same.
-func TestHistoryRebaseOnlyOfTheNewestWhole(t *testing.T) {
+// The script follows the writer's plan only when it finds the history as
+// the writer read it (the record's hist.at unchanged): a plan made from a
+// stale read keeps the version whole, rewrites nothing and trims by itself.
+func TestHistoryPlanOnlyOfTheHistoryAsRead(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	rng := rand.New(rand.NewPCG(2, 2))
-	h := newHistorian(t, r, "user:1", 10, 23)
+	h := newHistorian(t, r, "user:1", 3, 23)
 	var data []byte
 	for range 4 {
 		data = profileBytes(rng, data)
 		h.write(data)
 	}
-	before := h.history() // versions 1..3: d d w
-	if got := forms(before); got != "ddw" {
+	if got := forms(h.history()); got != "ddw" {
 		t.Fatalf("forms %q, want ddw", got)
 	}
-	h.rebase = false
-	stale := before.Versions[1] // a delta: a rebase of it is refused
 	ctx := context.Background()
-	hist, _ := record.ReadHistory(ctx, h.rdb, h.key)
-	_, rb, ok := hist.Rebase(h.ver, h.data, 10, 23, h.dec)
-	if !ok {
-		t.Fatal("no rebase planned")
+	hist, err := record.ReadHistory(ctx, h.rdb, h.key)
+	if err != nil {
+		t.Fatal(err)
 	}
+	plan := hist.Plan(h.ver, h.data, 3, 23, h.dec)
+	if plan.RewriteVer == 0 || len(plan.Drop) == 0 {
+		t.Fatalf("plan %+v: want a rewrite and a trim", plan)
+	}
+	plan.Seen = "1" // as if the history had changed since the read
 	data = profileBytes(rng, data)
-	a := record.SaveArgs{Mode: record.ModeSave, Token: "tok-a", Data: data, History: 10, HistoryEvery: time.Hour,
-		Keep: record.AppendWhole(nil, h.enc, h.data), KeepVer: h.ver, KeepAlways: true, RebaseVer: stale.Ver, Rebase: rb}
+	a := record.SaveArgs{Mode: record.ModeSave, Token: "tok-a", Data: data, History: 3, HistoryEvery: time.Hour,
+		Keep: record.AppendWhole(nil, h.enc, h.data), KeepVer: h.ver, KeepAlways: true, KeepPlan: &plan}
 	if res, err := record.Save(ctx, h.rdb, h.key, a); err != nil || res.Outcome != record.Written {
 		t.Fatalf("save: %+v, %v", res, err)
 	}
 	h.kept[h.ver], h.ver, h.data = h.data, h.ver+1, data
-	if got := forms(h.history()); got != "ddww" {
-		t.Fatalf("forms %q after a rebase of a delta, want ddww (nothing rewritten)", got)
+	if got := forms(h.history()); got != "dww" {
+		t.Fatalf("forms %q after a stale plan, want dww (trimmed to 3, nothing rewritten)", got)
 	}
+	// A write of the same data again (a retried save) replaces the version.
+	if parsed, err := record.ParseSaveArgs(stringArgs(a.Call(h.key).Args)); err != nil || parsed.KeepPlan == nil ||
+		parsed.KeepPlan.Seen != "1" || parsed.KeepPlan.RewriteVer != plan.RewriteVer ||
+		!bytes.Equal(parsed.KeepPlan.Rewrite, plan.Rewrite) || !bytes.Equal(parsed.Keep, a.Keep) ||
+		len(parsed.KeepPlan.Drop) != len(plan.Drop) || parsed.KeepVer != a.KeepVer || !parsed.KeepAlways {
+		t.Fatalf("ParseSaveArgs does not read back the keep option: %+v, %v", parsed, err)
+	}
+}
+
+// stringArgs is ARGV as a script sees it.
+func stringArgs(args []any) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case []byte:
+			out[i] = string(v)
+		default:
+			out[i] = fmt.Sprint(v)
+		}
+	}
+	return out
 }
 
 // Versions written whole with text metadata (d<ver>, t<ver>) read, and the
@@ -220,7 +243,7 @@ func TestHistoryReadsWholeTextVersions(t *testing.T) {
 		}
 	}
 	h.ver = 4
-	h.rdb.HSet(ctx, h.key, "ver", 4)
+	h.rdb.HSet(ctx, h.key, "ver", 4, "hist.at", now-1000) // as the builds that wrote them set it
 	data = profileBytes(rng, data)
 	h.data = data
 	res, err := record.Versions(ctx, h.rdb, h.key)

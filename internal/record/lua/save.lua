@@ -4,10 +4,9 @@
 -- KEYS[1]  the record hash <ns>:{<driver>:<key>}
 -- KEYS[2]  its inbox, a stream <record>:inbox (same slot)
 -- KEYS[3]  its history, a hash <record>:hist (same slot; the layout is history.go's):
---          f<ver> a version stored whole, v<ver> one stored as a delta against the next
---          newer kept version (each its metadata, then the caller's bytes, cut into
---          chunks f<ver>.1, f<ver>.2 ... of 64 bytes at most), d<ver> + t<ver> a whole
---          version with text metadata
+--          f<ver> (metadata) and f<ver>.1 ... (data) a version stored whole, v<ver> ...
+--          one stored as a delta against the next newer kept version, d<ver> and t<ver>
+--          a whole version with text metadata
 -- KEYS[4]  its refusal counts, a hash <record>:tries: <id> = how many times a holder's
 --          OnMessage refused message <id>, <id>:err = the last refusal, <id>:job = who
 -- KEYS[5]  its dead letters, a stream <record>:dead: messages refused too often, each with
@@ -31,17 +30,20 @@
 --                           record is marked with another trade every write is refused,
 --                           but a bare release (no data), which gives the lock back and
 --                           leaves the mark for the next loader
---   'keep', n, every, old, oldVer, always, rebaseVer, rebase
+--   'keep', n, every, oldVer, always, seen, nk, nr, nd, nk + nr name/value pairs, nd names
 --                           history: keep n versions (0: none); the first data write at
 --                           least `every` ms after the last kept version keeps the data
---                           it replaces, `old` (compressed by the caller, sent when the
---                           caller reckons a version is due), if it is version oldVer (the
---                           stored ver), as f<oldVer> with the metadata of the record's
---                           at, schema and schema.min; always = '1' keeps it whatever the
---                           interval (the data before a restore). rebase (metadata and
---                           delta, or '') replaces version rebaseVer with v<rebaseVer>
---                           when that version is the newest before oldVer, is stored
---                           whole and survives the trim; then the oldest beyond n go
+--                           it replaces (sent when the caller reckons a version is due),
+--                           if it is version oldVer (the stored ver); always = '1' keeps
+--                           it whatever the interval (the data before a restore). The
+--                           version is kept whole: f<oldVer> = the record's
+--                           "<at>,<schema>,<schema.min>", and the nk pairs (its data,
+--                           compressed and cut by the caller: f<oldVer>.1 ...). When the
+--                           record's hist.at is `seen` (the history is as the caller
+--                           read it), the nr pairs (the previous newest rewritten as a
+--                           delta) are written too and the nd fields (the trimmed
+--                           versions', the rewritten one's) deleted; otherwise the script
+--                           trims the oldest beyond n itself and rewrites nothing
 --   'earlier', job, presence, n, token1 .. tokenN
 --                           earlier tokens of the same profile (set after an adoption
 --                           whose save has not landed), and the job id and presence flag
@@ -132,7 +134,8 @@ if ARGV[i] == 'trade' then
   tradeID, i = ARGV[i + 1], i + 2
 end
 if ARGV[i] == 'keep' then
-  keep, i = i + 1, i + 8
+  keep = i + 1
+  i = i + 9 + 2 * (tonumber(ARGV[i + 6]) + tonumber(ARGV[i + 7])) + tonumber(ARGV[i + 8])
 end
 if ARGV[i] == 'earlier' then
   eJob, ePresence = ARGV[i + 1], ARGV[i + 2]
@@ -190,88 +193,65 @@ if trade and trade ~= '' and trade ~= tradeID and (hasData or mode ~= 'release')
   return {6, trade}
 end
 
--- A kept version's metadata: three uvarints (history.go), from stored integer fields
--- (a field that is not one counts as 0).
-local function uvarint(v)
-  local n = (v and isint(v)) and tonumber(v) or 0
-  local b = ''
-  while n >= 128 do
-    local c = n % 128
-    b = b .. string.char(c + 128)
-    n = (n - c) / 128
-  end
-  return b .. string.char(n)
-end
-
--- Keep version v (the data this write replaces: ARGV[keep + 2], whole) in hist, rebase
--- the newest version before it when the caller sent that (ARGV[keep + 5], ARGV[keep + 6])
--- and it still is the newest and whole, then trim to the newest ARGV[keep]. old holds the
--- record's at, schema and schema.min.
+-- Keep version v (the data this write replaces) in hist, as the caller planned it when
+-- the history is as it read it, else trimming the oldest beyond ARGV[keep] itself. old
+-- holds the record's at, schema, schema.min and hist.at.
 local function keepVersion(hist, v, old, keep)
-  local fields, vers = {}, {} -- each version's field names; the versions
-  for _, name in ipairs(redis.call('HKEYS', hist)) do
-    local c, n = string.match(name, '^([dtfv])(%d+)')
-    if n then
-      n = tonumber(n)
-      local e = fields[n]
-      if not e then
-        e = {}
-        fields[n] = e
-        vers[#vers + 1] = n
-      end
-      e[#e + 1] = name
-      e.delta = e.delta or c == 'v'
+  local nk, nr, nd = tonumber(ARGV[keep + 5]), tonumber(ARGV[keep + 6]), tonumber(ARGV[keep + 7])
+  local set0 = keep + 8
+  local set1 = set0 + 2 * nk - 1 -- the kept version's chunks: set0 .. set1
+  local del = {}
+  if ARGV[keep + 4] ~= '' and ARGV[keep + 4] == old[4] then
+    set1 = set1 + 2 * nr -- and the rewritten version's
+    for j = set1 + 1, set1 + nd do
+      del[#del + 1] = ARGV[j]
     end
-  end
-  local del, set = {}, {'HSET', hist}
-  local function drop(e)
-    for _, name in ipairs(e) do
-      del[#del + 1] = name
-    end
-  end
-  local function put(name, value) -- in chunks of 64 bytes at most
-    for j = 1, #value, 64 do
-      set[#set + 1] = (j == 1) and name or (name .. '.' .. ((j - 1) / 64))
-      set[#set + 1] = string.sub(value, j, j + 63)
-    end
-  end
-  if fields[v] then
-    drop(fields[v])
   else
-    vers[#vers + 1] = v
-  end
-  put('f' .. v, uvarint(old[1]) .. uvarint(old[2]) .. uvarint(old[3]) .. ARGV[keep + 2])
-  table.sort(vers)
-  local trim = #vers - tonumber(ARGV[keep])
-  for j = 1, trim do
-    if vers[j] ~= v then
-      drop(fields[vers[j]])
+    local fields, vers = {}, {} -- each version's fields; the versions
+    for _, name in ipairs(redis.call('HKEYS', hist)) do
+      local n = tonumber(string.match(name, '^[dtfv](%d+)'))
+      if n then
+        if not fields[n] then
+          fields[n] = {}
+          vers[#vers + 1] = n
+        end
+        table.insert(fields[n], name)
+      end
     end
-  end
-  local rv = tonumber(ARGV[keep + 5])
-  local base = fields[rv]
-  if rv and base and not base.delta and vers[#vers] == v and vers[#vers - 1] == rv and #vers - 1 > trim then
-    drop(base)
-    put('v' .. rv, ARGV[keep + 6])
+    if not fields[v] then
+      vers[#vers + 1] = v
+    end
+    table.sort(vers)
+    for j, n in ipairs(vers) do
+      if n == v or j <= #vers - tonumber(ARGV[keep]) then -- v's are written again after
+        for _, name in ipairs(fields[n] or {}) do
+          del[#del + 1] = name
+        end
+      end
+    end
   end
   for j = 1, #del, 1000 do
     redis.call('HDEL', hist, unpack(del, j, math.min(j + 999, #del)))
   end
-  redis.call(unpack(set))
+  local meta = (old[1] or '0') .. ',' .. (old[2] or '0') .. ',' .. (old[3] or '0')
+  redis.call('HSET', hist, 'f' .. v, meta, unpack(ARGV, set0, math.min(set1, set0 + 1999)))
+  for j = set0 + 2000, set1, 2000 do
+    redis.call('HSET', hist, unpack(ARGV, j, math.min(set1, j + 1999)))
+  end
 end
 
 -- A version kept in the history (rare: at most once an interval, and before a restore).
 local histAt, flags = 0, 0
-if hasData and keep and tonumber(ARGV[keep]) > 0 and ARGV[keep + 2] ~= '' and tonumber(ARGV[keep + 3]) == tonumber(ver) then
+if hasData and keep and tonumber(ARGV[keep]) > 0 and tonumber(ARGV[keep + 2]) == tonumber(ver) then
   local ty = redis.call('TYPE', KEYS[3])['ok']
   if ty ~= 'hash' and ty ~= 'none' then
     flags, keep = 1, nil -- the data is written all the same; only the version is not kept
   end
 end
-if keep and hasData and tonumber(ARGV[keep]) > 0 and ARGV[keep + 2] ~= '' and tonumber(ARGV[keep + 3]) == tonumber(ver) then
+if keep and hasData and tonumber(ARGV[keep]) > 0 and tonumber(ARGV[keep + 2]) == tonumber(ver) then
   local old = redis.call('HMGET', rec, 'at', 'schema', 'schema.min', 'hist.at')
   local nowMS = t[1] * 1000 + math.floor(t[2] / 1000)
-  if ARGV[keep + 4] == '1' or nowMS - (tonumber(old[4]) or 0) >= tonumber(ARGV[keep + 1]) then
+  if ARGV[keep + 3] == '1' or nowMS - (tonumber(old[4]) or 0) >= tonumber(ARGV[keep + 1]) then
     keepVersion(KEYS[3], tonumber(ver), old, keep)
     histAt = nowMS
   end
