@@ -552,6 +552,25 @@ func clusterMessages(t *testing.T, sc *clusterScope) {
 		}
 		eventually(t, 5*time.Second, "the replayed message applied", func() bool { return walletOf(p).Coins == 13 })
 	})
+
+	t.Run("a broken record repaired", func(t *testing.T) {
+		c := sc.server(t, "server-d")
+		dc := giftDriver(t, c)
+		rk := sc.recordKey("user:5")
+		sc.admin.HSet(ctx, rk, "fmt", record.Format, "ver", "x", "epoch", "3")
+		if _, err := dc.Load(ctx, "user:5", datadriver.LoadOptions{}); !errors.Is(err, datadriver.ErrCorruptRecord) {
+			t.Fatalf("Load of a broken record = %v, want ErrCorruptRecord", err)
+		}
+		// The operator's repair, through a cluster client as the CLI does.
+		if res, err := record.Repair(ctx, c.rdb, rk, record.RepairArgs{Skew: time.Minute}); err != nil || len(res.Changed) != 1 {
+			t.Fatalf("repair = %+v, %v", res, err)
+		}
+		p, err := dc.Load(ctx, "user:5", datadriver.LoadOptions{})
+		if err != nil || p.Epoch() != 4 {
+			t.Fatalf("Load after the repair = %v (epoch %d), want epoch 4", err, p.Epoch())
+		}
+		_ = p.Release(ctx)
+	})
 }
 
 // History on the cluster: versions kept in <record>:hist (the record's

@@ -8,24 +8,15 @@ import (
 	"github.com/ckernel/playerdata/internal/datacodec"
 )
 
-// Migration is one schema change of a profile type: Migrations[i] of a
-// Config turns stored data of schema version i into version i+1, so a
-// driver's schema version is len(Migrations). Append only: never edit or
-// reorder a released migration.
+// Migration is one schema change: Migrations[i] turns stored data of schema
+// version i into version i+1 (append only). Apply changes the data in place,
+// as msgpack decodes it into plain Go values (map[string]any, []any, int64,
+// float64, string, ...); an error or a panic refuses the load, the record
+// untouched (ErrMigration). BackwardCompatible says the previous version can
+// still read and write the result (fields added); otherwise records this
+// version writes are refused by older servers (ErrSchemaTooNew).
 type Migration struct {
-	// Apply changes the stored data in place, before it is decoded into T.
-	// It sees the record as msgpack decodes it into plain Go values:
-	// map[string]any for maps with string keys (the stored field names as
-	// keys), []any, int64, float64, string, []byte, bool, nil, time.Time.
-	// An error or a panic refuses the load (an error matching ErrMigration;
-	// a panic also matches ErrCallbackPanic); the record is left untouched.
-	Apply func(data map[string]any) error
-	// BackwardCompatible says a server of the previous schema version can
-	// still read and write data of this version: the migration added fields
-	// (the older server keeps them as unknown fields) or changed values the
-	// older server reads as well. A rename, a removal of a field the older
-	// server uses, or a change of a field's type is not: records a newer
-	// server writes are then refused by older servers (ErrSchemaTooNew).
+	Apply              func(data map[string]any) error
 	BackwardCompatible bool
 }
 

@@ -18,324 +18,150 @@ import (
 )
 
 // Defaults of Config. They are the reference design's.
+// Defaults of the Config and NodeConfig fields, each with its reason.
 const (
-	// DefaultLockWait is how long a joining player waits for another
-	// server's lock (the spec's LockWaitSeconds): long enough for a holder
-	// to end a stale session and save, or for a crashed holder's presence
-	// to expire and be proven stopped (10 to 15 s).
-	DefaultLockWait = 15 * time.Second
-	// DefaultLockTTL is the lock age after which a lock without presence
-	// protection is stale (LockTtlSeconds).
-	DefaultLockTTL = 180 * time.Second
-	// DefaultLockSkew is extra age allowed on top of LockTTL, a margin for a
-	// Redis failover whose clock differs (LockSkewSeconds).
-	DefaultLockSkew = 60 * time.Second
-	// DefaultAutosave is the autosave period: a crash loses at most this
-	// much progress.
-	DefaultAutosave = 30 * time.Second
-	// DefaultHistory is how many past versions a key keeps for RestoreAt
-	// and ReadVersion: with HistoryEvery, a day of play.
-	DefaultHistory = 24
-	// MaxHistory bounds History.
-	MaxHistory = 1000
-	// DefaultHistoryEvery is the least time between two kept versions: long
-	// enough that History versions reach back a day ("roll my profile back
-	// to yesterday"), short enough to undo an hour-old mistake.
-	DefaultHistoryEvery = time.Hour
-	// DefaultMaxInbox bounds a profile's inbox of messages.
-	DefaultMaxInbox = 1000
-	// DefaultMaxMessageBytes bounds one message body: a message is a gift or
-	// a grant, not a profile.
-	DefaultMaxMessageBytes = 64 << 10
-	// DefaultMaxMessageAttempts is how many times OnMessage may refuse a
-	// message before it is dead-lettered: enough to ride out a passing
-	// failure (a service the handler calls), few enough that a message that
-	// can never apply stops costing every pull.
-	DefaultMaxMessageAttempts = 5
-	// DefaultIdempotencyWindow is how long a profile remembers a Send's
-	// idempotency key: a sender retrying a failed call (a shop, a reward
-	// service) does so within minutes, a batch job within a day.
-	DefaultIdempotencyWindow = 24 * time.Hour
-	// DefaultMaxIdempotencyKeys bounds the keys a profile remembers (the
-	// oldest go first): ten inboxes' worth.
+	DefaultLockWait           = 15 * time.Second  // a holder ends a stale session and saves, or a crashed one is proven stopped (10 to 15 s)
+	DefaultLockTTL            = 180 * time.Second // age after which a lock without the presence flag is stale
+	DefaultLockSkew           = 60 * time.Second  // margin on LockTTL for a failover whose clock differs
+	DefaultAutosave           = 30 * time.Second  // a crash loses at most this much progress
+	DefaultHistory            = 24                // with HistoryEvery, a day of play
+	MaxHistory                = 1000              // the most versions History may keep
+	DefaultHistoryEvery       = time.Hour         // a day back in History versions; an hour-old mistake undone
+	DefaultMaxInbox           = 1000              // messages are gifts and grants, not a queue
+	DefaultMaxMessageBytes    = 64 << 10          // a message is a gift or a grant, not a profile
+	DefaultMaxMessageAttempts = 5                 // rides out a passing failure; a message that never applies stops costing pulls
+	DefaultIdempotencyWindow  = 24 * time.Hour    // a shop retries within minutes, a batch job within a day
 	DefaultMaxIdempotencyKeys = 10 * DefaultMaxInbox
-	// DefaultMaxDataBytes bounds one encoded profile; Redis is happiest with
-	// values well under its 512 MiB limit, and a profile that large is a bug.
-	DefaultMaxDataBytes = 4 << 20
-	// DefaultSaveTimeout bounds every save, so one stuck save never holds
-	// up the others.
-	DefaultSaveTimeout = 10 * time.Second
-	// DefaultReplicaTimeout bounds the wait for replicas (MinReplicas): a
-	// replica on the same network acknowledges within milliseconds; one
-	// that takes a second is failing.
-	DefaultReplicaTimeout = time.Second
-	// DefaultMaxConcurrentSaves bounds the autosaves a Node runs at once.
-	DefaultMaxConcurrentSaves = 16
+	DefaultMaxDataBytes       = 4 << 20          // far under Redis's 512 MiB; a profile that large is a bug
+	DefaultSaveTimeout        = 10 * time.Second // one stuck save never holds up the others
+	DefaultReplicaTimeout     = time.Second      // a replica on the same network answers in milliseconds
+	DefaultMaxConcurrentSaves = 16               // autosaves of one Node at once
+	DefaultPingTimeout        = 2 * time.Second  // a healthy Redis answers in a millisecond; say so at once if not
 )
 
-// NodeConfig configures a Node: one per game-server process.
+// NodeConfig configures a Node: one per game-server process. Every field
+// but Redis is optional; its default is in brackets.
 type NodeConfig struct {
-	// JobID names this server in lock records and on the bus; it must be
-	// valid as a NATS subject token, and NewNode refuses it (ErrJobIDInUse)
-	// while another process beats it. A restarted process may keep its
-	// JobID: NewNode waits at most PresenceTTL for the earlier run's beat to
-	// lapse, and takes over the locks it left.
-	// default: "" (a random id, "anon-" and 16 hex digits, with presence and
-	// handoff like any other)
+	// JobID names this server in lock records and on the bus (a NATS subject
+	// token); NewNode refuses it while another process beats it (ErrJobIDInUse).
+	// [a random "anon-…"]
 	JobID string
-	// Redis holds the records and the presence hash (required). One Redis,
-	// Sentinel or Cluster: any redis.UniversalClient.
+	// Redis holds the records and the presence hash: one Redis, Sentinel or
+	// Cluster (required).
 	Redis redis.UniversalClient
-	// PresenceRedis carries the presence beats and reads, apart from the
-	// records' writes, so that beats never wait for a pool connection saves
-	// hold (a replica wait, a hung save). Give one when the Redis client
-	// carries hooks the beats need too (tracing, fault injection in tests).
-	// default: a client made from Redis's options (same servers,
-	// credentials, TLS, Sentinel dialer) with a pool of 4, closed by Close;
-	// the Redis client itself when it is not a *redis.Client, ClusterClient
-	// or Ring
+	// PresenceRedis carries the beats and presence reads, apart from saves;
+	// give one when Redis's client carries hooks the beats need too.
+	// [a client made from Redis's options, pool 4]
 	PresenceRedis redis.UniversalClient
-	// Namespace prefixes every Redis key (and bus subject).
-	// default: "" (no prefix)
-	Namespace string
-	// Clock drives every timer: autosave, waits, timeouts.
-	// default: clock.New()
-	Clock clock.Clock
-	// Logger receives warnings (lock taken from a stopped server, failing
-	// saves) and debug traces.
-	// default: slog.Default()
-	Logger *slog.Logger
-	// SaveTimeout bounds each save and release.
-	// default: DefaultSaveTimeout (10 s)
-	SaveTimeout time.Duration
-	// MaxConcurrentSaves bounds the autosaves running at once on this Node.
-	// default: DefaultMaxConcurrentSaves (16)
+	// AcceptEviction starts on a Redis whose maxmemory-policy is allkeys-*:
+	// an evicted record reads as a new profile. [false: ErrEvictionPolicy]
+	AcceptEviction bool
+	Namespace      string       // prefix of every Redis key and bus subject [none]
+	Clock          clock.Clock  // drives every timer [clock.New()]
+	Logger         *slog.Logger // the Node's log, each line with its JobID [slog.Default()]
+	// SaveTimeout bounds each acquire, save and release [DefaultSaveTimeout];
+	// MaxConcurrentSaves the autosaves at once [DefaultMaxConcurrentSaves].
+	SaveTimeout        time.Duration
 	MaxConcurrentSaves int
-	// Entropy is the source of lock tokens. Tokens are
-	// capabilities (a request must name one to end a session), so it must be
-	// unpredictable; a fixed source makes a simulation replayable.
-	// default: a ChaCha8 generator seeded from crypto/rand
+	// Entropy is the source of lock tokens, which must be unpredictable; a
+	// fixed one replays a simulation. [ChaCha8 seeded from crypto/rand]
 	Entropy io.Reader
 
-	// NATS carries release requests between servers (subject
-	// "<Namespace>.<SubjectPrefix>.<JobID>").
-	// default: nil (no requests: joins poll; crashed holders are still
-	// detected through presence)
+	// NATS carries release requests and message notifications
+	// ("<Namespace>.<SubjectPrefix>.<JobID>"); Bus replaces it (tests).
+	// [none: joins poll; crashed holders are still found through presence]
 	NATS *nats.Conn
-	// Bus replaces NATS (tests, or another transport).
-	// default: a messaging.NATSBus over NATS when NATS is set
-	Bus messaging.Bus
-	// DisableHandoff turns cross-server handoff off: no subscription, and
-	// locks without the presence flag (they change hands by release or by
-	// age only). The Node still claims its JobID and beats presence, so that
-	// no two processes run under one JobID (an admin tool given a live
-	// server's JobID is refused with ErrJobIDInUse).
-	// default: false
+	Bus  messaging.Bus
+	// DisableHandoff: no subscription, and locks without the presence flag
+	// (they change hands by release or by age only). [false]
 	DisableHandoff bool
-	// PingTimeout bounds NewNode's first PING of Redis (a Redis that does
-	// not answer within it fails NewNode with ErrRedisUnavailable) and of
-	// NATS when it is given (ErrBusDown).
-	// default: DefaultPingTimeout (2 s)
+	// PingTimeout bounds NewNode's first PING of Redis and NATS.
+	// [DefaultPingTimeout]
 	PingTimeout time.Duration
-	// Beat is the presence beat period (the spec's 3 s beat).
-	// default: presence.DefaultBeat (3 s)
-	Beat time.Duration
-	// PresenceTTL is how long a beat keeps a server alive, judged on the
-	// Redis clock (the spec's 10 s).
-	// default: presence.DefaultTTL (10 s)
-	PresenceTTL time.Duration
-	// FenceMargin: a server whose last successful beat was sent more than
-	// PresenceTTL - FenceMargin ago ends its sessions with ErrLockLost, since
-	// other servers may already take its locks.
-	// default: Beat
-	FenceMargin time.Duration
-	// RequestRepeat is how often a waiting join repeats its release request.
-	// default: lockhandoff.DefaultRequestRepeat (4 s)
-	RequestRepeat time.Duration
-	// ParkMin and ParkMax bound the park between attempts on another
-	// server's lock (doubling from ParkMin to ParkMax).
-	// default: 0.5 s and 2 s
-	ParkMin, ParkMax time.Duration
-	// PresenceKey names the presence hash (under Namespace).
-	// default: "CKPresence"
-	PresenceKey string
-	// PresenceShards splits the presence hash into this many hashes by
-	// JobID (presence.ShardOf), so that no single key, nor on Redis Cluster
-	// a single master, carries every server's beats: shard 0 is
-	// "<Namespace>:<PresenceKey>", shard n "<Namespace>:<PresenceKey>:{n}".
-	// Every server of a deployment (and the operator CLI) must use the same
-	// count; change it only with every server stopped.
-	// default: presence.DefaultShards (1: the single hash)
+	// Beat is the beat period, PresenceTTL how long a beat keeps a server
+	// alive, FenceMargin how much earlier its sessions end (see
+	// docs/self-fencing.md). [3 s, 10 s, Beat]
+	Beat, PresenceTTL, FenceMargin time.Duration
+	// RequestRepeat: a waiting join repeats its request; ParkMin, ParkMax
+	// bound its park between attempts. [4 s, 0.5 s, 2 s]
+	RequestRepeat, ParkMin, ParkMax time.Duration
+	// PresenceKey names the presence hash; PresenceShards splits it by JobID
+	// (the same count on every server). ["CKPresence", 1]
+	PresenceKey    string
 	PresenceShards int
-	// SubjectPrefix prefixes handoff subjects (under Namespace).
-	// default: "CKHandoff"
-	SubjectPrefix string
-	// TradeRetain is how long a trade's journal entry is kept once it has
-	// settled (aborted, or committed with every image written).
-	// default: transactions.DefaultRetain (one day)
-	TradeRetain time.Duration
-	// MinReplicas makes releases, explicit Saves and trade commits wait
-	// (Redis WAIT) until that many replicas acknowledged the write, at most
-	// ReplicaTimeout; when fewer did they return an error matching
-	// ErrNotReplicated. The write stands either way: it is on the primary,
-	// and is lost only if the primary fails over before replicating it. The
-	// caller may go on (as after an autosave, whose loss window is the
-	// same) or Save again later. Autosaves never wait.
-	// default: 0 (no wait: an acknowledged write can be lost in a failover)
-	MinReplicas int
-	// ReplicaTimeout bounds that wait.
-	// default: DefaultReplicaTimeout (1 s) when MinReplicas is set
+	SubjectPrefix  string        // of handoff subjects ["CKHandoff"]
+	TradeRetain    time.Duration // a settled trade's journal entry is kept [a day]
+	// MinReplicas makes acquisitions, releases, Saves, trade commits and
+	// Sends wait (WAIT, at most ReplicaTimeout) for that many replicas;
+	// fewer: ErrNotReplicated. [0; DefaultReplicaTimeout]
+	MinReplicas    int
 	ReplicaTimeout time.Duration
 
-	// MeterProvider and TracerProvider receive the Node's metrics and spans
-	// (OpenTelemetry; see the README's Operations section).
-	// default: nil (the global providers: no-ops until the application
-	// installs an SDK)
+	// MeterProvider and TracerProvider receive the metrics and spans
+	// (OpenTelemetry, docs/operations.md). [the global providers]
 	MeterProvider  metric.MeterProvider
 	TracerProvider trace.TracerProvider
 
-	// RequestKey authenticates the messages between servers (HMAC-SHA256
-	// over every field, the sender, the destination and a timestamp): a
-	// message without a good MAC, or older than the replay window, is
-	// dropped and counted. At least 16 bytes; every server of a deployment
-	// uses the same key. Only with NATS (a Bus given instead carries no
-	// MAC).
-	// default: nil (messages are not authenticated)
-	RequestKey []byte
-	// RequestKeyOptional also accepts messages without a MAC (still
-	// dropping those with a bad one): the first step of turning RequestKey
-	// on across a running deployment, or off; see the README.
-	// default: false
-	RequestKeyOptional bool
-	// RequestKeysAccepted are further keys a MAC may be made with (key
-	// rotation: accept the new key everywhere, then sign with it).
-	// default: none
+	// RequestKey signs every message between servers (HMAC-SHA256, ≥ 16
+	// bytes, NATS only); RequestKeyOptional also accepts unsigned ones
+	// (rollout); RequestKeysAccepted are further keys (rotation). [none:
+	// docs/bus.md says what a peer can then do]
+	RequestKey          []byte
+	RequestKeyOptional  bool
 	RequestKeysAccepted [][]byte
 }
 
-// Config configures a Driver: one per kind of profile on a Node.
+// Config configures a Driver: one per kind of profile on a Node. Every
+// field but Name is optional; its default is in brackets.
 type Config[T any] struct {
-	// Name identifies the profile kind in Redis keys and handoff messages;
-	// required and unique per Node: 1 to MaxNameBytes letters, digits, '_'
-	// and '-' (see ValidName).
+	// Name identifies the profile kind in keys and messages: unique per Node,
+	// 1 to MaxNameBytes letters, digits, '_' and '-'.
 	Name string
-	// Defaults is the data of a new profile. A field a stored profile lacks
-	// takes its value from Defaults, at every depth, and a map or slice
-	// stored as nil becomes an empty one where Defaults has one; stored
-	// values always win (a stored map replaces the default map whole).
-	// default: the zero T
+	// Defaults is a new profile's data; a field a stored one lacks takes its
+	// value from it, at every depth. [the zero T]
 	Defaults T
-	// TagName names the struct tag that names stored fields: "msgpack"
-	// (msgpack tags, else the Go field name) or "json" (json tags where a
-	// field has no msgpack tag; many game structs already carry them).
-	// Changing it renames stored fields: that needs a migration.
-	// default: "msgpack"
-	TagName string
-	// AllowLossyFields accepts a T with fields that do not come back from
-	// storage as they went in: unexported fields (not stored: they load as
-	// the zero value) and interface-typed values such as any (they load as
-	// msgpack's own types: an int as int8, a struct as a map), at any
-	// depth. Without it NewDriver refuses such a T with ErrInvalidConfig
-	// naming each field; tag a field `msgpack:"-"` to keep it out of
-	// storage instead.
-	// default: false
+	TagName  string // struct tag of stored fields: "msgpack" or "json" ["msgpack"]
+	// AllowLossyFields accepts a T with fields that do not round-trip
+	// (unexported, interface-typed); else NewDriver names them. [false]
 	AllowLossyFields bool
-	// Migrations upgrade stored data to this driver's schema version,
-	// len(Migrations); each record keeps the version it was written at and
-	// the lowest version that may read it. See Migration.
-	// default: none (schema version 0)
+	// Migrations upgrade stored data to schema version len(Migrations). [none]
 	Migrations []Migration
-	// LockWait is the spec's LockWaitSeconds: how long Join waits for
-	// another server's lock before failing closed with ErrWaitTimeout; also
-	// the same-server wait when LocalHandoff is unset.
-	// default: DefaultLockWait (15 s)
-	LockWait time.Duration
-	// LocalHandoff is the spec's LocalHandoffSeconds: how long a load waits
-	// for a load or release of the same key on this server.
-	// default: 0 (sessions use LockWait, manual loads do not wait)
-	LocalHandoff time.Duration
-	// LockTTL is the spec's LockTtlSeconds: the lock age after which a lock
-	// without presence protection may be taken.
-	// default: DefaultLockTTL (180 s)
-	LockTTL time.Duration
-	// LockSkew is the spec's LockSkewSeconds: extra age allowed on top of
-	// LockTTL.
-	// default: DefaultLockSkew (60 s)
-	LockSkew time.Duration
-	// Autosave is the period of background saves; each profile's saves are
-	// offset by a phase (a hash of key, server and epoch) so they do not all
-	// fall in one tick. A negative value turns autosave off; a retained
-	// profile (its leave save failed) still retries its release every
-	// DefaultAutosave.
-	// default: DefaultAutosave (30 s)
+	// LockWait bounds Join's wait for another server's lock
+	// [DefaultLockWait]; LocalHandoff a load's wait on this Node [LockWait
+	// for Join, none for Load].
+	LockWait, LocalHandoff time.Duration
+	// LockTTL + LockSkew: the age after which a lock without the presence
+	// flag may be taken. [DefaultLockTTL, DefaultLockSkew]
+	LockTTL, LockSkew time.Duration
+	// Autosave is the background save period; negative: off.
+	// [DefaultAutosave]
 	Autosave time.Duration
-	// History is how many past versions of a key are kept for RestoreAt
-	// and ReadVersion, compressed, in a hash beside the record (its own
-	// key, in the record's Redis Cluster slot): a save that keeps no version
-	// does not touch it. A negative value keeps none.
-	// default: DefaultHistory (24)
-	History int
-	// HistoryEvery is the least time between two kept versions: the first
-	// data write at least HistoryEvery after the last kept version keeps the
-	// data it replaces. The data before every restore is kept as well.
-	// default: DefaultHistoryEvery (1 h)
+	// History versions are kept (negative: none), at most one per
+	// HistoryEvery: what RestoreAt can reach. [DefaultHistory, DefaultHistoryEvery]
+	History      int
 	HistoryEvery time.Duration
-	// OnMessage applies a message sent to the profile (Driver.Send) to its
-	// data. It runs on a copy of the data: when it returns an error (or
-	// panics) the copy is dropped, the message stays in the inbox and is
-	// tried again at the next pull. A message is removed from the inbox by
-	// the very save that writes the data it changed, so it is applied
-	// exactly once. Without OnMessage messages wait in the inbox.
-	// default: nil
-	OnMessage func(d *T, m Message) error
-	// MaxInbox bounds the messages waiting for a profile: a Send beyond it
-	// answers ErrInboxFull and stores nothing.
-	// default: DefaultMaxInbox (1000)
-	MaxInbox int
-	// MaxMessageBytes bounds one encoded message body (ErrTooLarge).
-	// default: DefaultMaxMessageBytes (64 KiB)
-	MaxMessageBytes int
-	// MaxMessageAttempts is how many times OnMessage may refuse (or panic
-	// on) one message before it moves, in the script that counts the last
-	// refusal, to the profile's dead letters: kept beside the record, shown
-	// by `playerdata inspect`, put back by `playerdata replay`. A negative
-	// value never dead-letters.
-	// default: DefaultMaxMessageAttempts (5)
+	// OnMessage applies a message (Driver.Send) to a copy of the data, kept
+	// when it returns nil: applied exactly once. After MaxMessageAttempts
+	// refusals a message is a dead letter. [nil; DefaultMaxMessageAttempts]
+	OnMessage          func(d *T, m Message) error
 	MaxMessageAttempts int
-	// IdempotencyWindow is how long a profile remembers the idempotency key
-	// of a Send (IdempotencyKey) after it stored the message; a key is also
-	// remembered, whatever the window, while its message waits in the inbox
-	// or is dead-lettered. MaxIdempotencyKeys bounds how many keys one
-	// profile remembers (the oldest are forgotten first).
-	// default: DefaultIdempotencyWindow (24 h), DefaultMaxIdempotencyKeys (10000)
+	// MaxInbox bounds the messages waiting, MaxMessageBytes one body.
+	// [DefaultMaxInbox, DefaultMaxMessageBytes]
+	MaxInbox, MaxMessageBytes int
+	// IdempotencyWindow: how long a Send's IdempotencyKey is remembered;
+	// MaxIdempotencyKeys: how many. [a day, DefaultMaxIdempotencyKeys]
 	IdempotencyWindow  time.Duration
 	MaxIdempotencyKeys int
-	// MaxDataBytes bounds one encoded profile. A save of larger data is
-	// refused with ErrTooLarge and writes nothing; a release of it frees the
-	// lock with the last data that fit (and reports ErrTooLarge), so the
-	// player's next join anywhere gets that data at once.
-	// default: DefaultMaxDataBytes (4 MiB)
-	MaxDataBytes int
-	// Kick is called (on its own goroutine) when the driver ends a live
-	// session by itself, with the reason (one per cause: see KickReason).
-	// The game disconnects the player (reason.Message() says why in a
-	// sentence); the driver saves and releases on its own.
-	// default: nil
-	Kick func(key string, reason KickReason)
-	// OnLockLost is called (on its own goroutine) when a profile loses its
-	// lock, with an error matching ErrLockLost.
-	// default: nil
-	OnLockLost func(key string, err error)
-	// OnSaveError is called (on its own goroutine) when a background write
-	// of a live or retained profile fails: an autosave, a retried release, a
-	// lock refresh (a lost lock goes to OnLockLost instead). Data over
-	// MaxDataBytes arrives here as ErrTooLarge.
-	// default: nil (the failure is only logged)
+	MaxDataBytes       int // bound of one encoded profile (ErrTooLarge) [DefaultMaxDataBytes]
+	// Kick is called once per session the driver ends by itself;
+	// OnLockLost after it for a session that ends without its progress;
+	// OnSaveError when a background write fails. They run in order on one
+	// goroutine of the driver: they must not block for long. [nil]
+	Kick        func(key string, reason KickReason)
+	OnLockLost  func(key string, err error)
 	OnSaveError func(key string, err error)
-	// DisableHandoff turns cross-server handoff off for this driver: its
-	// locks carry no presence flag, it answers no requests (a joiner
-	// elsewhere waits out LockWait), and its joins only poll.
-	// default: false
+	// DisableHandoff: this driver's locks carry no presence flag and it
+	// answers no requests. [false]
 	DisableHandoff bool
 }
 
@@ -408,14 +234,12 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 	return c, nil
 }
 
-// MaxNameBytes bounds a driver's Name: it is part of every Redis key of
-// the driver and of every handoff message.
+// MaxNameBytes bounds a driver Name (it is in every key and subject).
 const MaxNameBytes = 128
 
-// ValidName reports whether name can name a driver: it appears in Redis keys
-// (inside the record's hash tag) and in handoff messages, so it is refused,
-// with an error wrapping ErrInvalidConfig, unless it is 1 to MaxNameBytes
-// ASCII letters, digits, '_' and '-' (no spaces, dots, braces, wildcards).
+// ValidName reports whether name can name a driver (it appears in Redis keys
+// and NATS subjects): an error wrapping ErrInvalidConfig unless it is 1 to
+// MaxNameBytes ASCII letters, digits, '_' and '-'.
 func ValidName(name string) error {
 	switch {
 	case name == "":

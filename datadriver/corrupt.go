@@ -19,7 +19,7 @@ func (d *Driver[T]) corruptField(key string, f record.CorruptField) error {
 func repairHint(driver, key, field string) string {
 	switch {
 	case strings.HasPrefix(field, "lock."):
-		return fmt.Sprintf("if no server uses that lock, `playerdata unlock --force --driver %s %s` clears it", driver, key)
+		return fmt.Sprintf("if no process uses that lock, `playerdata repair --force --driver %s %s` frees it", driver, key)
 	case field == "fmt", field == "schema", field == "schema.min":
 		return "only the build that wrote the record knows its value: set it by hand after checking " +
 			"(`playerdata inspect` shows the record)"

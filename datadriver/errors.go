@@ -9,118 +9,45 @@ import (
 	"github.com/ckernel/playerdata/internal/record"
 )
 
-// Errors returned by this package. Test them with errors.Is; several come
-// wrapped with the key and operation, and ErrLocked comes as a *LockedError
-// carrying the holder.
+// Errors returned by this package, for errors.Is; most come wrapped with
+// the key and the operation (the README's error table says when each comes).
 var (
-	// ErrLocked: another server (or another session on this server) holds
-	// the key's lock and the load was not allowed to wait, or gave up.
-	// The concrete error is a *LockedError.
-	ErrLocked = errors.New("profile is locked by another session")
-
-	// ErrLockLost: the profile's lock was taken by another server (a save
-	// found another holder's lock, the record was wiped, or this server
-	// stopped beating presence and fenced itself). The profile is no longer
-	// live; nothing more it holds will be saved.
-	ErrLockLost = errors.New("profile lock lost")
-
-	// ErrWaitTimeout: a load waited its whole bound (LockWait, LocalHandoff
-	// or HandoffWait) and the holder neither released the lock nor was
-	// proven stopped. The record is untouched. The error also wraps the last
-	// *LockedError seen.
-	ErrWaitTimeout = errors.New("timed out waiting for the profile lock")
-
-	// ErrCorruptRecord: the stored record cannot be decoded into the
-	// profile type, or has a format this build does not know. It is never
-	// overwritten.
-	ErrCorruptRecord = errors.New("corrupt profile record")
-
-	// ErrTooLarge: the encoded profile is larger than MaxDataBytes (or a
-	// message larger than MaxMessageBytes). A save or Send writes nothing; a
-	// release frees the lock and keeps the last data that fit (see
-	// Profile.Release).
-	ErrTooLarge = errors.New("profile data too large")
-
-	// ErrClosed: the Node (or driver) is closed.
-	ErrClosed = errors.New("playerdata node closed")
-
-	// ErrClosing: the Node is shutting down (Close began; see
-	// Node.Closing): it starts no session.
-	ErrClosing = errors.New("playerdata node shutting down")
-
-	// ErrBusDown: the Node's NATS connection is down (Node.Healthy), or did
-	// not answer NewNode's PING.
-	ErrBusDown = errors.New("playerdata node's bus is down")
-
-	// errClosing is what a load answers once Close began: it matches
-	// ErrClosing and ErrClosed.
-	errClosing = fmt.Errorf("%w (%w)", ErrClosing, ErrClosed)
-
-	// ErrDuplicateDriver: a Node already has a driver with that name.
-	ErrDuplicateDriver = errors.New("duplicate driver name")
-
-	// ErrReleased: the profile was released; it is no longer live. Done is
-	// closed and Err answers ErrReleased after a clean release.
-	ErrReleased = errors.New("profile released")
-
-	// ErrInvalidKey: the key is empty, too long, not UTF-8, or contains
-	// control characters.
-	ErrInvalidKey = errors.New("invalid profile key")
-
-	// ErrInvalidConfig: a NodeConfig or Config field has an invalid value.
-	ErrInvalidConfig = errors.New("invalid config")
-
-	// ErrNoVersion: RestoreAt found no kept version at or before the given
-	// time.
-	ErrNoVersion = errors.New("no kept version at that time")
-
-	// ErrFenced: this server cannot prove that nobody else can take the
-	// lock: its presence lease lapsed (no beat acknowledged for PresenceTTL -
-	// FenceMargin: another server may read it as stopped) or the lock was not
-	// refreshed for LockTTL (it may be taken by age). A session that ends so
-	// has an error matching both ErrLockLost and ErrFenced; a load refused so
-	// matches ErrFenced. Nothing was written.
-	ErrFenced = errors.New("server fenced off: it cannot prove it still holds its locks")
-
-	// ErrSchemaTooNew: the record was written by a newer build after a
-	// schema change this build cannot read: its min-reader is above this
-	// driver's schema version (len(Config.Migrations)). The load is refused
-	// at once, whoever holds the lock, and the record is left untouched.
-	ErrSchemaTooNew = errors.New("profile record needs a newer schema version")
-
-	// ErrMigration: a migration returned an error (or panicked) on the
-	// stored data. The load is refused, the record left untouched and its
-	// lock given back. The concrete error is a *MigrationError.
-	ErrMigration = errors.New("profile migration failed")
-
-	// ErrCallbackPanic: a game callback (Update's function, Kick, OnRelease,
-	// OnLockLost, OnSaveError, OnMessage, a trade function, a migration)
-	// panicked. The panic was recovered and logged with its stack; the
-	// server and its other players go on, and a change half made by the
-	// callback never lands. The concrete error is a *PanicError.
-	ErrCallbackPanic = errors.New("game callback panicked")
-
-	// ErrInboxFull: Send found MaxInbox messages waiting for the profile
-	// already; nothing was stored.
-	ErrInboxFull = errors.New("profile inbox is full")
-
-	// ErrTradePending: the record is held by a trade that has not settled.
-	ErrTradePending = errors.New("profile has a pending trade")
-
-	// ErrNotReplicated: a release, explicit Save or trade commit landed on
-	// the primary, but fewer than NodeConfig.MinReplicas replicas
-	// acknowledged it within ReplicaTimeout. The write stands; it can be
-	// lost only if the primary fails over before replicating it.
-	ErrNotReplicated = errors.New("write not acknowledged by enough replicas")
-
-	// ErrJobIDInUse: NewNode found the JobID's presence alive under another
-	// process (it renewed its beat while NewNode waited). The concrete error
-	// is a *JobIDInUseError naming that process's instance.
-	ErrJobIDInUse = errors.New("JobID in use by another live server process")
-
-	// ErrRedisUnavailable: NewNode's PING was not answered within
-	// NodeConfig.PingTimeout.
+	ErrLocked        = errors.New("profile is locked by another session") // the load did not wait, or gave up (*LockedError)
+	ErrLockLost      = errors.New("profile lock lost")                    // the session ended without its progress since the last landed save
+	ErrWaitTimeout   = errors.New("timed out waiting for the profile lock")
+	ErrCorruptRecord = errors.New("corrupt profile record") // never overwritten (*CorruptRecordError names the field)
+	ErrTooLarge      = errors.New("profile data too large") // over MaxDataBytes or MaxMessageBytes: nothing written
+	ErrClosed        = errors.New("playerdata node closed")
+	ErrClosing       = errors.New("playerdata node shutting down") // Close began: no new session (matches ErrClosed too)
+	ErrBusDown       = errors.New("playerdata node's bus is down")
+	// errClosing is what a load answers once Close began.
+	errClosing          = fmt.Errorf("%w (%w)", ErrClosing, ErrClosed)
+	ErrDuplicateDriver  = errors.New("duplicate driver name")
+	ErrReleased         = errors.New("profile released")
+	ErrInvalidKey       = errors.New("invalid profile key") // empty, over MaxKeyBytes, not UTF-8, or control characters
+	ErrInvalidConfig    = errors.New("invalid config")
+	ErrNoVersion        = errors.New("no kept version at that time")
+	ErrFenced           = errors.New("server fenced off: it cannot prove it still holds its locks") // with ErrLockLost
+	ErrSchemaTooNew     = errors.New("profile record needs a newer schema version")                 // refused at once, untouched
+	ErrMigration        = errors.New("profile migration failed")                                    // *MigrationError
+	ErrCallbackPanic    = errors.New("game callback panicked")                                      // recovered (*PanicError)
+	ErrInboxFull        = errors.New("profile inbox is full")
+	ErrTradePending     = errors.New("profile has a pending trade")
+	ErrNotReplicated    = errors.New("write not acknowledged by enough replicas")   // it stands, but an acquisition's lock is given back
+	ErrJobIDInUse       = errors.New("JobID in use by another live server process") // *JobIDInUseError
 	ErrRedisUnavailable = errors.New("redis unavailable")
+	// ErrEvictionPolicy: Redis's maxmemory-policy may evict records
+	// (allkeys-*): NewNode refuses it unless AcceptEviction; Healthy reports
+	// it when it is set at run time.
+	ErrEvictionPolicy = errors.New("redis may evict the library's keys (maxmemory-policy allkeys-*)")
+	// Trades: ErrInvalidTrade (fewer than two profiles, one twice, another
+	// Node's, nothing written), ErrTradeAborted (given up before its commit:
+	// nothing changed), ErrTradeOutcomeUnknown (the commit's answer lost: it
+	// is applied to all or none once Redis answers; meanwhile Update answers
+	// ErrTradePending).
+	ErrInvalidTrade        = errors.New("invalid trade")
+	ErrTradeAborted        = errors.New("trade aborted")
+	ErrTradeOutcomeUnknown = errors.New("trade outcome unknown")
 )
 
 // JobIDInUseError names the process that holds a JobID. It matches
@@ -175,11 +102,9 @@ func lockedError(key string, l record.Lock, local bool) *LockedError {
 // CorruptRecordError says why a record could not be used. It matches
 // ErrCorruptRecord with errors.Is.
 type CorruptRecordError struct {
-	Key string
-	// Path names the field that failed to decode, as stored (e.g.
-	// `Inventory["sword"].Level`); "" when the failure is not in one field.
-	Path string
-	Err  error // the decode error, or a description of the bad field
+	Key  string
+	Path string // the stored field (e.g. `Items["axe"].Count`, "ver", "lock.at", "inbox"); "" when not one field
+	Err  error  // the decode error, or what is wrong with the field and the command that repairs it
 }
 
 // Error implements error.

@@ -100,6 +100,7 @@ func Example_prometheus() {
 	// playerdata_join_duration_seconds_count{playerdata_driver="PlayerData",playerdata_join_outcome="loaded",playerdata_join_path="free"} 1
 	// # TYPE playerdata_lock_losses_total counter
 	// # TYPE playerdata_messages_applied_total counter
+	// # TYPE playerdata_messages_dead_lettered_total counter
 	// # TYPE playerdata_messages_sent_total counter
 	// # TYPE playerdata_profiles gauge
 	// playerdata_profiles{playerdata_driver="PlayerData",playerdata_profile_state="live"} 0

@@ -540,9 +540,6 @@ func TestHandoffOff(t *testing.T) {
 			nc := n.Connect(t)
 			s := newServer(t, r, "server-a", fast, func(c *datadriver.NodeConfig) { c.NATS = nc }, tc.cfg)
 			d := players(t, s)
-			if s.node.HandoffActive() {
-				t.Fatal("handoff is on")
-			}
 			if _, err := d.Join(ctxT(t), "user:14"); err != nil {
 				t.Fatal(err)
 			}

@@ -12,20 +12,16 @@ import (
 
 // LoadOptions tune one Load or RestoreAt call.
 type LoadOptions struct {
-	// HandoffWait bounds how long the load waits for the key's lock: for a
-	// load or release of the key on this Node, and for another server to
-	// hand it over. A negative value does not wait at all.
-	// default: Config.LocalHandoff, else 0 (a key held elsewhere answers
-	// ErrLocked at once and nobody is asked to release it)
+	// HandoffWait bounds the load's wait for the key's lock, on this Node
+	// and elsewhere; negative: no wait. [LocalHandoff, else none: a held key
+	// answers ErrLocked at once]
 	HandoffWait time.Duration
 }
 
-// Join loads key for a player session. It waits up to LocalHandoff (else
-// LockWait) for a load or leave of the same key on this Node, adopting a
-// retained profile whose leave save failed, and up to LockWait for another
-// server to hand the lock over. It fails closed: when the wait runs out the
-// error matches ErrWaitTimeout and the record is untouched. A cancelled ctx
-// answers ctx.Err().
+// Join loads key for a player session: it waits up to LocalHandoff (else
+// LockWait) for the key on this Node, adopting a retained profile, and up
+// to LockWait for another server to hand it over, then fails closed
+// (ErrWaitTimeout, the record untouched). A cancelled ctx answers ctx.Err().
 func (d *Driver[T]) Join(ctx context.Context, key string) (*Profile[T], error) {
 	local := d.cfg.LocalHandoff
 	if local == 0 {

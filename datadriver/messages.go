@@ -23,15 +23,12 @@ import (
 // applied exactly once per profile, across crashes, handoffs, adoptions and
 // trades (a trade first saves the messages its participants applied).
 
-// Message is one message sent to a profile with Driver.Send.
+// Message is one message sent to a profile (Driver.Send): ID names it
+// within its profile ("<ms>-<seq>"), At is when it was stored (Redis clock),
+// Body is the msgpack-encoded value.
 type Message struct {
-	// ID names the message within its profile: its inbox entry id,
-	// "<ms>-<seq>". Two profiles' messages may have the same ID: a game
-	// that records the messages it applied keys them by profile and ID.
-	ID string
-	// At is when it was stored, on the Redis clock.
-	At time.Time
-	// Body is the sent value, encoded with msgpack.
+	ID   string
+	At   time.Time
 	Body []byte
 }
 
@@ -46,11 +43,9 @@ type sendOptions struct {
 }
 
 // IdempotencyKey makes a Send safe to retry: a Send to the same profile with
-// the same key k within Config.IdempotencyWindow (and always while the first
-// message waits in the inbox or is dead-lettered) stores nothing new and
-// answers the first send's id, whether that message was applied yet or not.
-// Use the id of what the message pays for (an order, a grant): a sender that
-// retries until it gets an id applies the message exactly once.
+// the same key within Config.IdempotencyWindow (and while the first message
+// waits or is a dead letter) stores nothing and answers the first id. Use
+// the id of what the message pays for (an order, a grant).
 func IdempotencyKey(k string) SendOption {
 	return func(o *sendOptions) { o.idempotencyKey = k }
 }
@@ -58,20 +53,12 @@ func IdempotencyKey(k string) SendOption {
 // maxIdempotencyKeyBytes bounds an idempotency key.
 const maxIdempotencyKeyBytes = 256
 
-// Send stores a message for key's profile: one round trip, one script, in
-// the record's slot. body is encoded with msgpack. When a server holds the
-// profile it is told at once (one bus message, fire and forget) and applies
-// the message without waiting for an autosave; otherwise the next load
-// applies it before Join returns. A notification that is lost costs at most
-// one autosave period: every save tells its holder how many messages were
-// ever sent. It answers the message id, ErrInboxFull when MaxInbox messages
-// wait already, ErrTooLarge for a body over MaxMessageBytes (nothing stored
-// either way), ErrInvalidKey, or ErrCorruptRecord when the record's keys are
-// not what this library writes. With MinReplicas it waits for replicas and
-// answers ErrNotReplicated (the message is stored) when too few acknowledge.
-//
-// A Send that fails without an answer (a timeout, a lost connection) may
-// have stored the message: retry it with the same IdempotencyKey.
+// Send stores a message (body, msgpack-encoded) for key's profile in one
+// script, online anywhere or not: the holder, told over the bus, applies it
+// at once; else the next load does. It answers the message id, ErrInboxFull
+// or ErrTooLarge (nothing stored), ErrCorruptRecord, or with MinReplicas
+// ErrNotReplicated (stored). A Send that failed without an answer may have
+// stored the message: retry it with the same IdempotencyKey.
 func (d *Driver[T]) Send(ctx context.Context, key string, body any, opts ...SendOption) (string, error) {
 	var o sendOptions
 	for _, opt := range opts {

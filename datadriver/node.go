@@ -59,6 +59,12 @@ type Node struct {
 	// closePresenceRedis closes the presence client the Node made (nil:
 	// none).
 	closePresenceRedis func() error
+	// memory is what the Node knows of Redis's eviction policy
+	// (eviction.go); watchers are its goroutines that outlive Close's
+	// release work (the memory watch), stopped by cancel.
+	memory     memoryWatch
+	watchers   sync.WaitGroup
+	unregRedis func()
 
 	ctx    context.Context // cancelled by Close: stops background work
 	cancel context.CancelFunc
@@ -83,23 +89,11 @@ type driverHandle interface {
 	fenceLapsed() int
 }
 
-// DefaultPingTimeout bounds NewNode's first PING: a healthy Redis answers in
-// a millisecond, and a server that cannot reach it should say so at once
-// rather than fail its first Join seconds later.
-const DefaultPingTimeout = 2 * time.Second
-
-// NewNode creates a Node. ctx bounds the start-up work only.
-//
-// It first checks that Redis answers a PING within NodeConfig.PingTimeout
-// (else an error matching ErrRedisUnavailable), and so does NATS when it is
-// given (else an error matching ErrBusDown). Then it claims the JobID in
-// the presence hash (presence.Claim), with handoff on or off: a JobID whose
-// presence is alive under another process is refused with a
-// *JobIDInUseError (ErrJobIDInUse), after waiting at most one PresenceTTL
-// for the beat of an earlier run of this JobID (a restarted process) to
-// lapse; a JobID whose earlier run closed cleanly is free at once. An empty
-// JobID gets a random one ("anon-" and 16 hex digits), with presence and
-// handoff like any other.
+// NewNode creates a Node: it pings Redis and NATS (ErrRedisUnavailable,
+// ErrBusDown), refuses a Redis that may evict records (ErrEvictionPolicy),
+// and claims the JobID in presence (ErrJobIDInUse while another process
+// beats it; an earlier run's beat is waited for, at most one PresenceTTL).
+// ctx bounds the start-up only.
 func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	if cfg.Redis == nil {
 		return nil, fmt.Errorf("%w: Redis is required", ErrInvalidConfig)
@@ -170,6 +164,9 @@ func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	if err := n.pingNATS(ctx); err != nil {
 		return nil, err
 	}
+	if err := n.checkEviction(ctx); err != nil {
+		return nil, err
+	}
 	{
 		// The first beat claims the JobID, with handoff on or off, before the
 		// first Join so that it finds a lease: another live process with this
@@ -194,6 +191,9 @@ func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	n.presence.Start()
+	n.unregRedis = n.tel.RegisterRedis(n.lastMemory)
+	n.watchers.Add(1)
+	go n.watchMemory()
 	n.handoff.Start()
 	return n, nil
 }
@@ -264,15 +264,10 @@ func (n *Node) onLapse(gen uint64) {
 // HandoffStats returns the counters of this server's lock handoff.
 func (n *Node) HandoffStats() lockhandoff.Stats { return n.handoff.Stats() }
 
-// HandoffActive reports whether cross-server handoff is on for this Node.
-func (n *Node) HandoffActive() bool { return n.handoffOn }
-
 // JobID is the name of this server in lock records.
 func (n *Node) JobID() string { return n.jobID }
 
-// Instance is this process's presence instance id: random per Node, it tells
-// this process from an earlier or another one with the same JobID (see
-// JobIDInUseError).
+// Instance is this process's presence instance id (random per Node).
 func (n *Node) Instance() string { return n.presence.Instance() }
 
 // register adds a driver under name.

@@ -20,13 +20,9 @@ import (
 func (n *Node) Closing() <-chan struct{} { return n.closing }
 
 // Healthy is nil while the Node can start sessions and hand them over, and
-// otherwise says why not: ErrClosing (Close began), an error matching
-// ErrFenced (no presence lease: its beats are not acknowledged, so Redis
-// cannot be reached or is failing), or one matching ErrBusDown (its NATS
-// connection is down: its players cannot be handed over, and joins
-// elsewhere wait for their presence to expire). Use it for a readiness
-// probe (send players only while it is nil), not for liveness: a Node
-// recovers from each of these by itself.
+// otherwise says why not: ErrClosing, ErrFenced (no presence lease),
+// ErrEvictionPolicy (Redis was set to a policy that evicts records), or
+// ErrBusDown. Use it for a readiness probe: a Node recovers by itself.
 func (n *Node) Healthy() error {
 	select {
 	case <-n.closing:
@@ -36,24 +32,20 @@ func (n *Node) Healthy() error {
 	if n.handoffOn && !n.presence.Lease().ValidAt(n.clock.Now()) {
 		return fmt.Errorf("%w: no presence lease (its beats are not acknowledged)", ErrFenced)
 	}
+	if err := n.memoryErr(); err != nil {
+		return err
+	}
 	if nc := n.cfg.NATS; nc != nil && n.handoffOn && !nc.IsConnected() {
 		return fmt.Errorf("%w: NATS connection %s", ErrBusDown, strings.ToLower(nc.Status().String()))
 	}
 	return nil
 }
 
-// Ready reports whether Healthy is nil.
-func (n *Node) Ready() bool { return n.Healthy() == nil }
-
-// Close shuts the server down: Closing closes at once, Joins and Loads
-// answer ErrClosing from then on, every live session is kicked with
-// ReasonShutdown, and every profile is saved and released, all in
-// parallel, bounded by ctx (give it the platform's grace period less a
-// margin). A profile that could not be released in time is logged by key
-// and keeps its lock in Redis until this server's presence expires (its
-// players wait that long, about PresenceTTL, to join elsewhere) or the lock
-// ages out. Then every goroutine the Node started stops. Close returns the
-// releases' errors joined; later calls return nil.
+// Close shuts the server down within ctx (the platform's grace period less
+// a margin): Closing closes, new loads answer ErrClosing, every live session
+// is kicked (ReasonShutdown) and every profile saved and released in
+// parallel; a profile that could not be is logged and keeps its lock until
+// this server's presence expires. It returns the releases' errors.
 func (n *Node) Close(ctx context.Context) error {
 	n.mu.Lock()
 	if n.closed {
@@ -96,10 +88,12 @@ func (n *Node) Close(ctx context.Context) error {
 		}
 	}
 	n.unregBus()
+	n.unregRedis()
 	if n.closePresenceRedis != nil {
 		_ = n.closePresenceRedis()
 	}
 	n.cancel()
+	n.watchers.Wait()
 	err := errors.Join(errs...)
 	if err != nil {
 		n.log.Error("node closed; some profiles could not be released", "took", n.clock.Since(start), "err", err)

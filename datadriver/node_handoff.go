@@ -94,13 +94,17 @@ func (n *Node) startHandoff() error {
 func (n *Node) startTelemetry() {
 	n.unregBus = n.tel.RegisterBus(func() telemetry.BusStats {
 		var s telemetry.BusStats
-		s.Dropped[telemetry.DropUnknownDriver] = n.handoff.Stats().DroppedUnknownDriver
+		hs := n.handoff.Stats()
+		s.Dropped[telemetry.DropUnknownDriver] = hs.DroppedUnknownDriver
+		s.Dropped[telemetry.DropUnwaited] = hs.DroppedUnwaited
 		if n.bus != nil {
 			b := n.bus.Stats()
 			s.Dropped[telemetry.DropMalformed] = b.DroppedMalformed
 			s.Dropped[telemetry.DropTooLarge] = b.DroppedTooLarge
 			s.Dropped[telemetry.DropUnknownType] = b.DroppedUnknownType
 			s.Dropped[telemetry.DropUnauthenticated] = b.DroppedUnauthenticated
+			s.Dropped[telemetry.DropReplayed] = b.DroppedReplayed
+			s.Dropped[telemetry.DropBacklog] = b.DroppedBacklog
 			s.Events[telemetry.BusDisconnect] = b.Disconnects
 			s.Events[telemetry.BusReconnect] = b.Reconnects
 			s.Events[telemetry.BusClose] = b.Closes

@@ -3,6 +3,8 @@ package datadriver_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,7 +45,7 @@ func TestShutdown(t *testing.T) {
 		t.Fatal("Closing closed before Close")
 	default:
 	}
-	if err := s.node.Healthy(); err != nil || !s.node.Ready() {
+	if err := s.node.Healthy(); err != nil {
 		t.Fatalf("Healthy = %v before Close", err)
 	}
 	if err := s.node.Close(ctx); err != nil {
@@ -101,9 +103,6 @@ func TestHealthyWithoutALease(t *testing.T) {
 	}
 	s.faults.SetBefore(func(context.Context, redis.Cmder) error { return testsupport.ErrInjected })
 	eventually(t, 5*time.Second, "the lease lapses", func() bool { return errors.Is(s.node.Healthy(), datadriver.ErrFenced) })
-	if s.node.Ready() {
-		t.Fatal("Ready without a lease")
-	}
 	s.faults.Clear()
 	eventually(t, 5*time.Second, "a new lease", func() bool { return s.node.Healthy() == nil })
 }
@@ -239,4 +238,74 @@ func hasAttr(s tracetest.SpanStub, key, value string) bool {
 		}
 	}
 	return false
+}
+
+// A clean deploy is quiet: a server holding 200 players is closed (as on
+// SIGTERM) while another server joins all of them; every player arrives
+// with its data, and the closing server's log has no warning, because
+// nothing went wrong. An unclean one (Redis gone during the close) still
+// says so.
+func TestCleanDeployLogsNoWarning(t *testing.T) {
+	pr := newPair(t)
+	da := players(t, pr.a)
+	db := players(t, pr.b, func(c *datadriver.Config[player]) { c.LockWait = 10 * time.Second })
+	ctx := ctxT(t)
+	const n = 200
+	for i := range n {
+		p, err := da.Join(ctx, fmt.Sprintf("user:%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = p.Update(func(pl *player) { pl.Coins = i })
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			p, err := db.Join(ctx, fmt.Sprintf("user:%d", i))
+			if err != nil {
+				t.Errorf("B's join of user:%d: %v", i, err)
+				return
+			}
+			if coins(p) != i {
+				t.Errorf("user:%d arrived with coins %d, want %d", i, coins(p), i)
+			}
+		})
+	}
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	before := len(pr.a.logs.String()) // what it said at its start (NewNode's advice) is not the deploy's
+	if err := pr.a.node.Close(cctx); err != nil {
+		t.Errorf("Close = %v", err)
+	}
+	wg.Wait()
+	for _, line := range strings.Split(pr.a.logs.String()[before:], "\n") {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			t.Errorf("the clean deploy logged: %s", line)
+		}
+	}
+}
+
+// An unclean deploy still says so: a server whose Redis is gone when it is
+// closed logs, by key, each profile it could not save and release.
+func TestUncleanCloseLogsEachProfile(t *testing.T) {
+	pr := newPair(t, func(c *datadriver.NodeConfig) { c.SaveTimeout = 300 * time.Millisecond })
+	da := players(t, pr.a)
+	ctx := ctxT(t)
+	for _, key := range []string{"user:1", "user:2"} {
+		if _, err := da.Join(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pr.a.faults.SetBefore(func(context.Context, redis.Cmder) error { return testsupport.ErrInjected })
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := pr.a.node.Close(cctx); err == nil {
+		t.Error("Close with Redis gone reported success")
+	}
+	logs := pr.a.logs.String()
+	for _, key := range []string{"user:1", "user:2"} {
+		if !strings.Contains(logs, "could not save and release a profile") || !strings.Contains(logs, "key="+key) {
+			t.Errorf("the unclean close did not name %s:\n%s", key, logs)
+		}
+	}
 }

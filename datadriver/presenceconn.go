@@ -26,10 +26,12 @@ func presenceClient(cfg NodeConfig) (redis.UniversalClient, bool) {
 	case *redis.Client:
 		o := *c.Options()
 		o.PoolSize, o.MinIdleConns, o.MaxIdleConns = presencePool, 1, presencePool
+		o.PushNotificationProcessor = nil // the client's own: each client makes its own
 		return redis.NewClient(&o), true
 	case *redis.ClusterClient:
 		o := *c.Options()
 		o.PoolSize, o.MinIdleConns, o.MaxIdleConns = presencePool, 1, presencePool
+		o.PushNotificationProcessor = nil
 		return redis.NewClusterClient(&o), true
 	case *redis.Ring:
 		o := *c.Options()

@@ -14,20 +14,10 @@ import (
 )
 
 // Profile is one loaded profile, live under its session lock until it is
-// released or its lock is lost. Its methods are safe for concurrent use.
-//
-// Three parts, each with one owner (see life.go and owner.go):
-//   - the game's side (data and what rides with it), under dataMu, which the
-//     game's Update and View take and nothing holds across I/O;
-//   - its life (phase, lock token, end), changed only by the transitions of
-//     life.go, under the driver's mutex;
-//   - its writes (record version, last written data, history and inbox
-//     marks), touched only by the profile's owner goroutine, which runs every
-//     write one at a time: saves, autosaves, refreshes, releases and their
-//     retries, adoption, inbox pulls, restores, and trades (which borrow
-//     the owner while they run).
-//
-// No lock is held while another is taken, so none has an order.
+// released or its session ends otherwise; its methods are safe for
+// concurrent use. Its life has one owner (life.go) and its writes run one
+// at a time on its own goroutine (owner.go); its data is under one lock that
+// nothing holds across I/O.
 type Profile[T any] struct {
 	d   *Driver[T]
 	key string
@@ -150,25 +140,15 @@ func (p *Profile[T]) View(fn func(d *T)) {
 	fn(&p.data)
 }
 
-// Update calls fn with the data under the write lock, when the profile is
-// live. It keeps its word:
-//
-//   - nil: the change was made while nobody else could hold the lock, and it
-//     is in the profile's next landed write (a save, or the release that
-//     ends the session), or the session reports its loss through Done and
-//     Err (ErrLockLost).
-//   - an error: nothing of the change will be loaded by any server. Before
-//     fn runs: ErrReleased once the player has left (Release, a handoff),
-//     ErrLockLost once the lock is lost, ErrLockLost with ErrFenced once
-//     this server can no longer prove the lock is its own (see ErrFenced),
-//     ErrTradePending while a trade's outcome is unknown. After fn: an error
-//     matching ErrFenced when the lease lapsed while fn ran (the session
-//     ends without the change), or fn's panic (ErrCallbackPanic: the session
-//     ends with Kick(ReasonCallbackFailed), without the half made change;
-//     the lock is given back with the last landed save).
-//
-// While a trade of the profile runs it waits for it. fn must not keep the
-// pointer or call other methods of p.
+// Update calls fn with the data under the write lock while the session is
+// live, and keeps its word: nil means the change is in the next landed write
+// (a save, or the release that ends the session) or the session reports its
+// loss (Done, Err); an error means no server will load any of it. It
+// answers ErrReleased once the player left, ErrLockLost (with ErrFenced when
+// this server can no longer prove the lock is its own, before or while fn
+// ran), ErrTradePending, or fn's panic (ErrCallbackPanic: the session ends
+// with ReasonCallbackFailed). It waits for a running trade. fn must not keep
+// the pointer or call other methods of p.
 func (p *Profile[T]) Update(fn func(d *T)) error {
 	p.dataMu.Lock()
 	for p.gate != nil { // a trade of this profile is running
@@ -205,13 +185,10 @@ func (p *Profile[T]) Update(fn func(d *T)) error {
 	return nil
 }
 
-// OnRelease registers a leave cleanup: fn runs with the data under the write
-// lock when the profile is released (by Release, a handoff to another
-// server, or Node.Close), before the release save, so what it changes is
-// saved. Cleanups run once, in registration order, and only for a release
-// that will try to save what they change: not for a session that ended
-// without one (its lock lost, or this server fenced). A rejoin that adopts
-// the profile starts with none.
+// OnRelease registers a leave cleanup: fn runs with the data before the
+// release save (Release, a handoff, Node.Close), so what it changes is saved;
+// once, in order, and only for a release that will try to save. An adoption
+// starts with none.
 func (p *Profile[T]) OnRelease(fn func(d *T)) {
 	p.dataMu.Lock()
 	defer p.dataMu.Unlock()

@@ -9,35 +9,22 @@ import (
 	"github.com/ckernel/playerdata/internal/telemetry"
 )
 
-// Save writes the profile to Redis now, fenced by its lock, and refreshes
-// the lock's age; with MinReplicas it waits for replicas (ErrNotReplicated:
-// the write stands). It returns an error matching ErrLockLost when the
-// session is over without its progress (another server holds the lock, this
-// server fenced itself off: ErrFenced, the record was deleted or broken by
-// another tool); the profile then ends and Done closes. ErrTooLarge when the
-// data exceeds MaxDataBytes (nothing written), ErrReleased after a release,
-// or the backend's error (the profile stays live; autosave retries). ctx
-// bounds the wait for a write under way and the save itself.
+// Save writes the profile now, fenced by its lock (with MinReplicas it waits
+// for replicas). An error matching ErrLockLost means the session ended
+// without its progress; ErrTooLarge wrote nothing; another error leaves the
+// session live (autosave retries). ctx bounds the wait and the write.
 func (p *Profile[T]) Save(ctx context.Context) error {
 	return p.do(ctx, func(ctx context.Context) error {
 		return p.write(ctx, record.ModeSave, telemetry.WriteSave)
 	})
 }
 
-// Release ends the session: it runs the leave cleanups, then the release
-// save, which writes the data and clears the lock in one round trip. On
-// success the profile ends (Done closes, Err is ErrReleased). When the save
-// fails the profile is retained, still holding the lock: a rejoin on this
-// Node adopts it with everything earned, a request from another server
-// retries the release at once, and the owner retries it every autosave
-// period. Release is idempotent: after a successful release it returns nil.
-//
-// A release of data over MaxDataBytes frees the lock with the last data
-// that fit and returns an error matching ErrTooLarge (the profile ends,
-// released). A leave cleanup that panics leaves the data as it was before
-// the cleanups; the release saves that and returns an error matching
-// ErrCallbackPanic. A session whose lease has passed ends without a
-// release (ErrFenced) and runs no cleanup.
+// Release ends the session: the leave cleanups, then the release save, which
+// writes the data and clears the lock in one round trip; on success Done
+// closes and Err is ErrReleased. When the save fails the profile is retained
+// under its lock: a rejoin here adopts it, a request from another server or
+// the owner's retries release it later. Data over MaxDataBytes is released
+// with the last data that fit (ErrTooLarge). Idempotent.
 func (p *Profile[T]) Release(ctx context.Context) error {
 	p.d.mu.Lock()
 	p.leaveLocked(causeGameRelease, false)

@@ -14,23 +14,6 @@ import (
 	"github.com/ckernel/playerdata/transactions"
 )
 
-// Trade errors.
-var (
-	// ErrInvalidTrade: fewer than two profiles, one profile twice, profiles
-	// of different Nodes, or TradeData asked for a profile that is not a
-	// participant. Nothing was written.
-	ErrInvalidTrade = errors.New("invalid trade")
-	// ErrTradeAborted: the trade was given up before its commit (a
-	// participant's lock was taken over, or another trade holds its record).
-	// Nothing changed anywhere.
-	ErrTradeAborted = errors.New("trade aborted")
-	// ErrTradeOutcomeUnknown: the answer of the commit was lost and the
-	// journal could not be read. The trade is applied to every participant or
-	// to none once the backend answers (the next save resolves it); until
-	// then the participants refuse Update with ErrTradePending.
-	ErrTradeOutcomeUnknown = errors.New("trade outcome unknown")
-)
-
 // TradeParty is a profile that can take part in a trade: any *Profile[T].
 type TradeParty interface {
 	tradeParty() party
@@ -57,24 +40,12 @@ func TradeData[T any](tx *Tx, p *Profile[T]) *T {
 	return new(T)
 }
 
-// Trade changes two or more profiles held by this Node atomically, of the
-// same driver or of different ones. fn receives copies of every
-// participant's data (TradeData); when it returns an error nothing changes
-// anywhere and Trade returns that error; otherwise the trade commits for all
-// participants or for none.
-//
-// The protocol: a mark on each record (fenced by its lock token; a record
-// already marked refuses) and the journal entry (PREPARED, with every
-// post-trade image) go out in one pipeline; the commit is the journal's single
-// compare-and-set PREPARED -> COMMITTED; the settle writes each image and
-// clears its mark, in one pipeline. A crash anywhere is resolved by the next
-// load of each participant, from the journal.
-//
-// While a trade runs, a save or release of a participant waits for it, and
-// Update waits for it too (View reads the data as it was before). A
-// participant whose lock was lost, that is not live, or that belongs to
-// another Node cannot join. Trades that share a participant run one after
-// the other. ctx bounds the wait for the participants and each step.
+// Trade changes two or more profiles held by this Node atomically, of one
+// driver or several: fn gets copies of their data (TradeData); when it
+// returns an error nothing changes and Trade returns it; else the trade
+// commits for all of them or for none, and a crash anywhere is resolved from
+// its journal by the next load of each (docs/trades.md). While it runs, the
+// participants' writes and Updates wait for it. ctx bounds each step.
 func Trade(ctx context.Context, fn func(tx *Tx) error, profiles ...TradeParty) error {
 	parties, err := tradeParties(profiles)
 	if err != nil {

@@ -30,19 +30,23 @@ func TestCrashTakeoverDefaultTimings(t *testing.T) {
 				bus := testsupport.NewMemBus(nil)
 				defer bus.Close()
 				newNode := func(job string, faults *testsupport.FaultHook) *datadriver.Node {
-					rdb := redis.NewClient(&redis.Options{
-						Addr:   "127.0.0.1:0", // never dialled: no name lookup in the bubble
-						Dialer: func(context.Context, string, string) (net.Conn, error) { return mr.Dial() },
-					})
-					rdb.AddHook(faults)
+					client := func() *redis.Client {
+						c := redis.NewClient(&redis.Options{
+							Addr:   "127.0.0.1:0", // never dialled: no name lookup in the bubble
+							Dialer: func(context.Context, string, string) (net.Conn, error) { return mr.Dial() },
+						})
+						c.AddHook(faults) // a crash stops the beats too
+						return c
+					}
+					rdb, prdb := client(), client()
 					n, err := datadriver.NewNode(context.Background(), datadriver.NodeConfig{
-						JobID: job, Redis: rdb, Bus: bus.Endpoint(job), Namespace: "v",
+						JobID: job, Redis: rdb, PresenceRedis: prdb, Bus: bus.Endpoint(job), Namespace: "v",
 						Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 					})
 					if err != nil {
 						t.Fatal(err)
 					}
-					t.Cleanup(func() { _ = n.Close(context.Background()); _ = rdb.Close() })
+					t.Cleanup(func() { _ = n.Close(context.Background()); _ = rdb.Close(); _ = prdb.Close() })
 					return n
 				}
 				fa, fb := &testsupport.FaultHook{}, &testsupport.FaultHook{}

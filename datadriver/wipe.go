@@ -11,12 +11,9 @@ import (
 // errWiped marks the end of a session whose record Wipe erased.
 var errWiped = errors.New("the record was erased")
 
-// Wipe erases key's record and its history, for an erasure request. It does
-// not wait for the lock: a session of the key on this Node ends at once with
-// ErrLockLost (the game hears it through Kick with ReasonWiped and
-// OnLockLost), and a session
-// on another server ends at its next save, which finds the lock gone and
-// cannot write the record back.
+// Wipe erases key's record and every key beside it (an erasure request), at
+// once: a session of it here ends with ReasonWiped; one elsewhere ends at its
+// next write, which finds the record gone and never writes it back.
 func (d *Driver[T]) Wipe(ctx context.Context, key string) error {
 	if err := ValidKey(key); err != nil {
 		return fmt.Errorf("wipe: %w", err)

@@ -196,6 +196,7 @@ func (p *Profile[T]) landed(req record.SaveArgs, snap snapshot, res writeRes, tr
 		d.log.Info("lock re-asserted", "key", p.key, "epoch", res.Epoch, "how", res.How)
 	}
 	if res.DeadLettered > 0 {
+		d.tel.MessagesDeadLettered(p.ctx, res.DeadLettered)
 		d.log.Warn("messages refused too often moved to the dead letters (playerdata inspect shows them, "+
 			"playerdata replay puts them back)", "key", p.key, "count", res.DeadLettered)
 	}

@@ -68,6 +68,28 @@
 // that publishes on one node to a subscriber on another first calls
 // [NATSCluster.WaitInterest].
 //
+// # Sentinel
+//
+// [StartSentinel] starts a primary, its replicas and one or three
+// `redis-server --sentinel`; [Sentinel.Client] is a go-redis failover
+// client that follows promotions, and [Sentinel.KillPrimary] kills the
+// primary with -9 and returns once a replica is promoted.
+//
+// # A Redis whose clock steps
+//
+// [StartRedisSteppable] starts a redis-server under an LD_PRELOAD shim
+// (built for the test with gcc) over its wall clock; [SteppableRedis.Step]
+// moves TIME, Lua's TIME and key expiry forward or back while it runs.
+//
+// # Network namespaces
+//
+// [NewNetLab] makes a private network of Linux namespaces behind a hub
+// namespace (root only: [NetLabUsable] says whether it can);
+// [NetLab.NewNetNS] adds one, [NetNS.Command] runs a process in it, and
+// [NetNS.Cut] drops its packets to or from an address silently, one way
+// or both, until [NetNS.Heal]. Everything is deleted when the test ends,
+// and leftovers of a crashed run by the next lab.
+//
 // Every process of these topologies is a child of the test binary, killed
 // and reaped when the test ends (and killed with it on Linux); each logs to
 // a file in the test's temporary directory, whose tail tb.Log shows when the

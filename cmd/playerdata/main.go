@@ -44,6 +44,7 @@ Usage:
   playerdata send     --driver NAME [--nats URL] [--idempotency-key K] [--max-inbox N] [--allow-new] [reader flags] KEY BODY_JSON
   playerdata restore  --driver NAME --at TIME [--dry-run] [--nats URL] [--wait D] [reader flags] KEY
   playerdata replay   --driver NAME [--dry-run] [reader flags] KEY (ID... | --all)
+  playerdata repair   --driver NAME [--force] [--dry-run] [--redis URL] [--namespace NS] [--json] KEY
   playerdata version  [--json]
   playerdata bench    [flags of playerdata-bench]
   playerdata help     [COMMAND]
@@ -77,6 +78,9 @@ Commands:
             record whose data does not decode; --dry-run shows the version
   replay    move dead-lettered messages of a profile back to its inbox, in
             one script call (once what made OnMessage refuse them is mended)
+  repair    put right what another tool broke in a record (a field that is
+            not an integer, a broken lock with --force, a key of the wrong
+            type, renamed aside): one script call, nothing deleted
   version   print the module version, VCS revision and Go version
   bench     run playerdata-bench, the lab's measurements (a command of its
             own, so that this one links no plotting nor baselines)
@@ -113,6 +117,7 @@ var commands = map[string]subcommand{
 	"send":     {sendUsage, runSend},
 	"restore":  {restoreUsage, runRestore},
 	"replay":   {replayUsage, runReplay},
+	"repair":   {repairUsage, runRepair},
 	"bench":    {benchUsage, runBench},
 	"version":  {versionUsage, runVersion},
 }

@@ -46,6 +46,7 @@ var cliSuite = []struct {
 	{"RestoreTakesTheLockLikeAnyLoad", testRestoreTakesTheLockLikeAnyLoad},
 	{"RestoreKeepsToTheRecordsSchema", testRestoreKeepsToTheRecordsSchema},
 	{"ReplayDeadLetters", testReplayDeadLetters},
+	{"RepairMakesABrokenRecordLoad", testRepairMakesABrokenRecordLoad},
 }
 
 // TestCLI runs cliSuite on one Redis.

@@ -30,6 +30,22 @@ type config struct {
 	beat, ttl, fenceMargin     time.Duration
 	lockWait, parkMin, parkMax time.Duration
 	requestRepeat, saveTimeout time.Duration
+
+	sentinels   string // comma-separated sentinel addresses: a failover client instead of -redis
+	master      string // the sentinels' master name
+	minReplicas int    // NodeConfig.MinReplicas
+
+	traffic trafficConfig
+}
+
+// trafficConfig is traffic mode's part of the command line (-traffic).
+type trafficConfig struct {
+	on      bool
+	history string // the history file
+	workers int
+	seed    int64
+	opEvery time.Duration // mean pause between one worker's operations
+	hold    time.Duration // how long a hold keeps a session idle
 }
 
 // keys lists the keys the server plays: prefix + first … prefix + first+count-1.
@@ -72,14 +88,27 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.parkMax, "park-max", 0, "NodeConfig.ParkMax")
 	fs.DurationVar(&c.requestRepeat, "request-repeat", 0, "NodeConfig.RequestRepeat")
 	fs.DurationVar(&c.saveTimeout, "save-timeout", 0, "NodeConfig.SaveTimeout, and the bound of each Save call")
+	fs.StringVar(&c.sentinels, "sentinels", "", "comma-separated Sentinel addresses: a failover client of -master instead of -redis")
+	fs.StringVar(&c.master, "master", "", "the Sentinel master name (with -sentinels)")
+	fs.IntVar(&c.minReplicas, "min-replicas", 0, "NodeConfig.MinReplicas")
+	fs.BoolVar(&c.traffic.on, "traffic", false, "traffic mode: workers Join, Update, Save, Release and hold random keys, recording every operation in -history")
+	fs.StringVar(&c.traffic.history, "history", "", "traffic mode: the history file (appended, one line per call and return)")
+	fs.IntVar(&c.traffic.workers, "workers", 3, "traffic mode: workers, each with at most one session")
+	fs.Int64Var(&c.traffic.seed, "seed", 1, "traffic mode: seed of the workers' choices")
+	fs.DurationVar(&c.traffic.opEvery, "op-every", 10*time.Millisecond, "traffic mode: mean pause between a worker's operations")
+	fs.DurationVar(&c.traffic.hold, "hold", 150*time.Millisecond, "traffic mode: how long a hold keeps a session without operations")
 	if err := fs.Parse(args); err != nil {
 		return c, errUsage
 	}
 	switch {
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "unexpected arguments %q\n", fs.Args())
-	case c.redisAddr == "" || c.job == "":
-		fmt.Fprintln(stderr, "-redis and -job are required")
+	case (c.redisAddr == "") == (c.sentinels == "") || c.job == "":
+		fmt.Fprintln(stderr, "-job and one of -redis or -sentinels are required")
+	case c.sentinels != "" && c.master == "":
+		fmt.Fprintln(stderr, "-sentinels needs -master")
+	case c.traffic.on && (c.traffic.history == "" || c.traffic.workers < 1 || c.traffic.opEvery <= 0 || c.traffic.hold <= 0):
+		fmt.Fprintln(stderr, "-traffic needs -history, and positive -workers, -op-every and -hold")
 	case c.count < 0 || c.concurrency < 1:
 		fmt.Fprintln(stderr, "-count must not be negative and -concurrency must be positive")
 	case c.update <= 0 || c.save <= 0:

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,26 +54,11 @@ func newGame(ctx context.Context, cfg config, stdout, stderr io.Writer) (*game, 
 		sem:  make(chan struct{}, cfg.concurrency),
 		keys: make(map[string]*faulttest.KeyState, cfg.count),
 	}
-	g.rdb = redis.NewClient(redisOptions(cfg))
-	if cfg.natsURL != "" {
-		nc, err := connectNATS(cfg, log)
-		if err != nil {
-			_ = g.rdb.Close()
-			return nil, err
-		}
-		g.nc = nc
-	}
-	node, err := datadriver.NewNode(ctx, datadriver.NodeConfig{
-		JobID: cfg.job, Redis: g.rdb, NATS: g.nc, Namespace: cfg.ns, Logger: log,
-		Beat: cfg.beat, PresenceTTL: cfg.ttl, FenceMargin: cfg.fenceMargin,
-		RequestRepeat: cfg.requestRepeat, ParkMin: cfg.parkMin, ParkMax: cfg.parkMax,
-		SaveTimeout: cfg.saveTimeout,
-	})
+	conns, err := openNode(ctx, cfg, log)
 	if err != nil {
-		g.closeConns()
-		return nil, fmt.Errorf("new node: %w", err)
+		return nil, err
 	}
-	g.node = node
+	g.rdb, g.nc, g.node = conns.rdb, conns.nc, conns.node
 	dcfg := datadriver.Config[faulttest.Player]{
 		Name:     cfg.driver,
 		LockWait: cfg.lockWait,
@@ -81,16 +67,67 @@ func newGame(ctx context.Context, cfg config, stdout, stderr io.Writer) (*game, 
 	if cfg.messages {
 		dcfg.OnMessage = g.onMessage
 	}
-	g.players, err = datadriver.NewDriver(node, dcfg)
+	g.players, err = datadriver.NewDriver(g.node, dcfg)
 	if err != nil {
-		_ = node.Close(ctx)
-		g.closeConns()
+		conns.close(ctx)
 		return nil, fmt.Errorf("new driver: %w", err)
 	}
 	for _, k := range cfg.keys() {
 		g.keys[k] = &faulttest.KeyState{Key: k}
 	}
 	return g, nil
+}
+
+// conns are a server's Redis client, NATS connection (nil without a bus)
+// and Node.
+type conns struct {
+	rdb  *redis.Client
+	nc   *nats.Conn
+	node *datadriver.Node
+}
+
+// openNode connects to Redis (one server, or the primary the sentinels
+// name) and NATS, and starts the Node.
+func openNode(ctx context.Context, cfg config, log *slog.Logger) (conns, error) {
+	var c conns
+	if cfg.sentinels != "" {
+		c.rdb = redis.NewFailoverClient(failoverOptions(cfg))
+	} else {
+		c.rdb = redis.NewClient(redisOptions(cfg))
+	}
+	if cfg.natsURL != "" {
+		nc, err := connectNATS(cfg, log)
+		if err != nil {
+			_ = c.rdb.Close()
+			return c, err
+		}
+		c.nc = nc
+	}
+	node, err := datadriver.NewNode(ctx, datadriver.NodeConfig{
+		JobID: cfg.job, Redis: c.rdb, NATS: c.nc, Namespace: cfg.ns, Logger: log,
+		Beat: cfg.beat, PresenceTTL: cfg.ttl, FenceMargin: cfg.fenceMargin,
+		RequestRepeat: cfg.requestRepeat, ParkMin: cfg.parkMin, ParkMax: cfg.parkMax,
+		SaveTimeout: cfg.saveTimeout, MinReplicas: cfg.minReplicas,
+	})
+	if err != nil {
+		c.closeClients()
+		return c, fmt.Errorf("new node: %w", err)
+	}
+	c.node = node
+	return c, nil
+}
+
+// close closes the Node, then the clients.
+func (c conns) close(ctx context.Context) {
+	_ = c.node.Close(ctx)
+	c.closeClients()
+}
+
+func (c conns) closeClients() {
+	if c.nc != nil {
+		c.nc.Close()
+	}
+	_ = c.rdb.Close()
 }
 
 // redisOptions are go-redis defaults, or short timeouts with -redis-timeout.
@@ -104,6 +141,17 @@ func redisOptions(cfg config) *redis.Options {
 		opt.ContextTimeoutEnabled = true
 	}
 	return opt
+}
+
+// failoverOptions are redisOptions' for a failover client of -sentinels.
+func failoverOptions(cfg config) *redis.FailoverOptions {
+	o := redisOptions(cfg)
+	return &redis.FailoverOptions{
+		MasterName: cfg.master, SentinelAddrs: strings.Split(cfg.sentinels, ","),
+		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+		PoolTimeout: o.PoolTimeout, MaxRetries: o.MaxRetries, DialerRetries: o.DialerRetries,
+		ContextTimeoutEnabled: o.ContextTimeoutEnabled,
+	}
 }
 
 // connectNATS connects with reconnects that never give up, so the server
@@ -127,12 +175,7 @@ func connectNATS(cfg config, log *slog.Logger) (*nats.Conn, error) {
 	return nc, nil
 }
 
-func (g *game) closeConns() {
-	if g.nc != nil {
-		g.nc.Close()
-	}
-	_ = g.rdb.Close()
-}
+func (g *game) closeConns() { conns{rdb: g.rdb, nc: g.nc}.closeClients() }
 
 // run plays every key until ctx ends, answering commands; then it closes the
 // Node and waits for every key's loop.

@@ -8,6 +8,12 @@
 // With -messages the driver's OnMessage applies faulttest.Gift messages
 // (Driver.Send) to the data, one "applied" event each.
 //
+// With -traffic it plays faulttest.Register profiles instead: -workers
+// workers Join, Update, Save, Release and hold random keys among -count,
+// recording the call and the return of every operation in -history, for
+// the linearizability checker (see faulttest.HistLine). -sentinels and
+// -master connect through Sentinel instead of -redis.
+//
 // Stdin line "dump" (or SIGUSR1) prints every key's state. SIGTERM or
 // SIGINT closes the Node (saving and releasing every profile) and exits: 0
 // when Close succeeded, 1 otherwise. The library's log goes to stderr.
@@ -62,6 +68,13 @@ func run(ctx context.Context, args []string, cmds <-chan string, stdout, stderr 
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if cfg.traffic.on {
+		t, err := newTraffic(ctx, cfg, stdout, stderr)
+		if err != nil {
+			return err
+		}
+		return t.run(ctx)
 	}
 	g, err := newGame(ctx, cfg, stdout, stderr)
 	if err != nil {

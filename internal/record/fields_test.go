@@ -277,3 +277,113 @@ func FuzzRecordFields(f *testing.F) {
 		}
 	})
 }
+
+// A release whose answer was lost and that is retried after another
+// session took the lock answers already-released: it landed, and the
+// retry writes nothing over the new holder (found by the robustness suite:
+// the retry used to answer lost, so the holder reported a lost lock for a
+// release that had landed).
+func TestReleaseRetriedAfterAnotherAcquired(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := context.Background()
+	key := record.Key(r.Namespace, "PlayerData", "user:1")
+	record.Acquire(ctx, rdb, key, acquireArgs("server-a", "tok-a"))
+	release := record.SaveArgs{Mode: record.ModeRelease, Token: "tok-a", Data: []byte("a's data")}
+	if res, err := record.Save(ctx, rdb, key, release); err != nil || res.How != record.HowReleased {
+		t.Fatalf("release = %+v, %v", res, err)
+	}
+	if res, err := record.Acquire(ctx, rdb, key, acquireArgs("server-b", "tok-b")); err != nil || res.Outcome != record.Acquired {
+		t.Fatalf("B's acquire = %+v, %v", res, err)
+	}
+	before := snapshot(t, rdb, key)
+	res, err := record.Save(ctx, rdb, key, release) // the client's retry
+	if err != nil || res.Outcome != record.Written || res.How != record.HowAlreadyReleased {
+		t.Fatalf("retried release = %+v, %v; want already-released", res, err)
+	}
+	if after := snapshot(t, rdb, key); !reflect.DeepEqual(after, before) {
+		t.Errorf("the retried release wrote over B's lock:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// Every broken field an acquire refuses is put right by Repair (with force
+// where a lock is involved), after which the record loads; nothing stored
+// is deleted (keys of the wrong type are renamed aside), the epoch does not
+// go back, and a dry run changes nothing.
+func TestRepairMakesARefusedRecordLoad(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := context.Background()
+	future := strconv.FormatInt(time.Now().Add(100*time.Hour).UnixMilli(), 10)
+	tests := []struct {
+		name   string
+		fields map[string]string
+		other  func(key string)
+		force  bool
+		aside  string // a key that must now be found renamed aside
+	}{
+		{name: "ver not an integer", fields: map[string]string{"ver": "x1", "epoch": "3", "data": "d"}},
+		{name: "epoch a string", fields: map[string]string{"ver": "1", "epoch": "three", "data": "d"}},
+		{name: "inbox.seq a float", fields: map[string]string{"ver": "1", "epoch": "1", "inbox.seq": "1.5"}},
+		{name: "lock.at far ahead", fields: map[string]string{"ver": "1", "epoch": "1", "lock.token": "t",
+			"lock.job": "tool", "lock.at": future}, force: true},
+		{name: "a lock without a holder", fields: map[string]string{"ver": "1", "epoch": "1", "lock.token": "t",
+			"lock.at": "1"}, force: true},
+		{name: "inbox of the wrong type", fields: map[string]string{"ver": "1", "epoch": "1", "inbox.seq": "2"},
+			other: func(key string) { rdb.Set(ctx, record.InboxKey(key), "x", 0) }, aside: ":inbox"},
+		{name: "history of the wrong type", fields: map[string]string{"ver": "1", "epoch": "1", "hist.at": "5"},
+			other: func(key string) { rdb.RPush(ctx, record.HistoryKey(key), "x") }, aside: ":hist"},
+		{name: "record missing while its history remains", force: true,
+			other: func(key string) { rdb.HSet(ctx, record.HistoryKey(key), "d7", "x", "t7", "1,0,0") }},
+		{name: "record key of the wrong type", force: true, aside: "",
+			other: func(key string) {
+				rdb.Set(ctx, key, "x", 0)
+				rdb.HSet(ctx, record.HistoryKey(key), "d1", "x", "t1", "1,0,0")
+			}},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			key := record.Key(r.Namespace, "PlayerData", "repair:"+strconv.Itoa(i))
+			if len(tc.fields) > 0 {
+				rdb.HSet(ctx, key, tc.fields)
+			}
+			if tc.other != nil {
+				tc.other(key)
+			}
+			before := snapshot(t, rdb, key)
+			dry, err := record.Repair(ctx, rdb, key, record.RepairArgs{DryRun: true, Force: tc.force, Skew: time.Minute, Aside: ":corrupt:1"})
+			if err != nil || len(dry.Changed) == 0 {
+				t.Fatalf("dry run = %+v, %v; want something to change", dry, err)
+			}
+			if after := snapshot(t, rdb, key); !reflect.DeepEqual(after, before) {
+				t.Fatalf("the dry run wrote:\nbefore %v\nafter  %v", before, after)
+			}
+			res, err := record.Repair(ctx, rdb, key, record.RepairArgs{Force: tc.force, Skew: time.Minute, Aside: ":corrupt:1"})
+			if err != nil || len(res.Left) != 0 {
+				t.Fatalf("repair = %+v, %v", res, err)
+			}
+			if tc.aside != "" {
+				if n, _ := rdb.Exists(ctx, key+tc.aside+":corrupt:1").Result(); n != 1 {
+					t.Errorf("%s%s was not kept aside", key, tc.aside)
+				}
+			}
+			got, err := record.Acquire(ctx, rdb, key, acquireArgs("server-a", "tok"))
+			if err != nil || got.Outcome != record.Acquired {
+				t.Fatalf("acquire after the repair = %+v, %v", got, err)
+			}
+			if e, err := strconv.ParseInt(tc.fields["epoch"], 10, 64); err == nil && got.Epoch <= e {
+				t.Errorf("epoch %d after the repair of a record at epoch %d", got.Epoch, e)
+			}
+			if tc.fields["epoch"] == "three" && got.Epoch < time.Now().Add(-time.Hour).UnixMilli() {
+				t.Errorf("a broken epoch repaired to %d, want the Redis time in ms (the epoch never goes back)", got.Epoch)
+			}
+		})
+	}
+	// Without force, a broken lock and a schema are left to a human.
+	key := record.Key(r.Namespace, "PlayerData", "repair:left")
+	rdb.HSet(ctx, key, "ver", "1", "epoch", "1", "lock.token", "t", "lock.job", "tool", "lock.at", future, "schema", "v2")
+	res, err := record.Repair(ctx, rdb, key, record.RepairArgs{Skew: time.Minute})
+	if err != nil || len(res.Left) != 2 || len(res.Changed) != 0 {
+		t.Fatalf("repair without force = %+v, %v; want lock.at and schema left", res, err)
+	}
+}

@@ -15,6 +15,7 @@ const (
 	ScriptWipe     = "wipe"
 	ScriptSend     = "send"
 	ScriptReplay   = "replay"
+	ScriptRepair   = "repair"
 )
 
 var (
@@ -32,6 +33,8 @@ var (
 	sendSrc string
 	//go:embed lua/replay.lua
 	replaySrc string
+	//go:embed lua/repair.lua
+	repairSrc string
 )
 
 // The scripts are immutable values shared by every client.
@@ -43,9 +46,10 @@ var (
 	wipeScript     = rscript.New(ScriptWipe, wipeSrc)
 	sendScript     = rscript.New(ScriptSend, sendSrc)
 	replayScript   = rscript.New(ScriptReplay, replaySrc)
+	repairScript   = rscript.New(ScriptRepair, repairSrc)
 )
 
 // Scripts lists the record's scripts (for an rscript.Catalog).
 func Scripts() []*rscript.Script {
-	return []*rscript.Script{acquireScript, saveScript, prepareScript, versionsScript, wipeScript, sendScript, replayScript}
+	return []*rscript.Script{acquireScript, saveScript, prepareScript, versionsScript, wipeScript, sendScript, replayScript, repairScript}
 }

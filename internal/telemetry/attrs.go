@@ -47,6 +47,8 @@ const (
 	ProfileStateKey = attribute.Key("playerdata.profile.state")
 	// DropReasonKey is why the bus dropped a message (DropReason).
 	DropReasonKey = attribute.Key("playerdata.drop.reason")
+	// RedisPolicyKey is Redis's maxmemory-policy (playerdata.redis.eviction).
+	RedisPolicyKey = attribute.Key("playerdata.redis.maxmemory_policy")
 	// BusEventKey is a bus connection event: disconnect, reconnect, close.
 	BusEventKey = attribute.Key("playerdata.bus.event")
 	// AcquireOutcomeKey is what an acquire attempt met (AcquireOutcome).
@@ -363,11 +365,20 @@ const (
 	// DropUnknownDriver: for a driver this server does not run
 	// (lockhandoff.Stats.DroppedUnknownDriver).
 	DropUnknownDriver
+	// DropReplayed: a signed message delivered once already within the
+	// replay window (messaging.Stats.DroppedReplayed).
+	DropReplayed
+	// DropBacklog: dropped by the NATS client while the handler was behind
+	// (messaging.Stats.DroppedBacklog).
+	DropBacklog
+	// DropUnwaited: a reply naming a key no join of this server waits on
+	// (lockhandoff.Stats.DroppedUnwaited).
+	DropUnwaited
 	dropReasons
 )
 
 // String returns "malformed", "too_large", "unknown_type",
-// "unauthenticated" or "unknown_driver".
+// "unauthenticated", "unknown_driver", "replayed", "backlog" or "unwaited".
 func (r DropReason) String() string {
 	switch r {
 	case DropMalformed:
@@ -380,6 +391,12 @@ func (r DropReason) String() string {
 		return "unauthenticated"
 	case DropUnknownDriver:
 		return "unknown_driver"
+	case DropReplayed:
+		return "replayed"
+	case DropBacklog:
+		return "backlog"
+	case DropUnwaited:
+		return "unwaited"
 	}
 	return "invalid"
 }

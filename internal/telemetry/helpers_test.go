@@ -74,8 +74,12 @@ func exercise(ctx context.Context, tel *telemetry.Telemetry) {
 	// Left registered, so that a collection after exercise sees them.
 	d.RegisterProfiles(func() (int64, int64) { return 3, 1 })
 	tel.RegisterBus(func() telemetry.BusStats {
-		return telemetry.BusStats{Dropped: [5]uint64{1, 2, 3, 4, 5}, Events: [3]uint64{2, 1, 0}}
+		return telemetry.BusStats{Dropped: [8]uint64{1, 2, 3, 4, 5, 6, 7, 8}, Events: [3]uint64{2, 1, 0}}
 	})
+	tel.RegisterRedis(func() telemetry.RedisMemory {
+		return telemetry.RedisMemory{Known: true, Policy: "noeviction", Used: 1 << 20, Limit: 0}
+	})
+	d.MessagesDeadLettered(ctx, 1)
 	sessionCycle(ctx, tel, d)
 	d.LockLost(ctx, telemetry.LossTaken)
 	d.Takeover(ctx, telemetry.TakeoverStopped)

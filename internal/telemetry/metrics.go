@@ -80,6 +80,7 @@ func (d *Driver) startAtZero() {
 		d.t.messagesSent.Add(ctx, 0, d.sent[o].add...)
 	}
 	d.t.messagesApplied.Add(ctx, 0, d.applied.add...)
+	d.t.deadLettered.Add(ctx, 0, d.applied.add...)
 }
 
 // WriteDone records a write of kind that ended with outcome after d
@@ -189,6 +190,58 @@ type BusStats struct {
 	// Events counts the connection's events, by BusEvent: Disconnects,
 	// Reconnects and Closes of messaging.Stats.
 	Events [busEventCount]uint64
+}
+
+// MessagesDeadLettered counts messages a write moved to the dead letters
+// (playerdata.messages.dead_lettered).
+func (d *Driver) MessagesDeadLettered(ctx context.Context, n int) {
+	if d == nil || n <= 0 {
+		return
+	}
+	d.t.deadLettered.Add(ctx, int64(n), d.applied.add...)
+}
+
+// RedisMemory is what a Node last read of Redis's memory.
+type RedisMemory struct {
+	// Known is false until a read succeeded (nothing is observed then).
+	Known bool
+	// Policy is maxmemory-policy; Used and Limit are used_memory and
+	// maxmemory, in bytes (Limit 0: none).
+	Policy      string
+	Used, Limit int64
+	// Evicting: the policy may evict keys.
+	Evicting bool
+}
+
+// RegisterRedis makes f the source of the playerdata.redis.* gauges, read
+// at each collection.
+func (t *Telemetry) RegisterRedis(f func() RedisMemory) (unregister func()) {
+	if t == nil || f == nil {
+		return noUnregister
+	}
+	reg, err := t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		s := f()
+		if !s.Known {
+			return nil
+		}
+		o.ObserveInt64(t.redisUsed, s.Used)
+		o.ObserveInt64(t.redisLimit, s.Limit)
+		v := int64(0)
+		if s.Evicting {
+			v = 1
+		}
+		o.ObserveInt64(t.redisPolicy, v, metric.WithAttributes(RedisPolicyKey.String(s.Policy)))
+		return nil
+	}, t.redisUsed, t.redisLimit, t.redisPolicy)
+	if err != nil {
+		otel.Handle(err)
+		return noUnregister
+	}
+	return func() {
+		if err := reg.Unregister(); err != nil {
+			otel.Handle(err)
+		}
+	}
 }
 
 // RegisterBus makes f the source of playerdata.bus.dropped and

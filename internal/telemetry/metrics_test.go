@@ -35,6 +35,10 @@ var instruments = []instrument{
 	{"playerdata.fence.sessions", "{session}", "counter", "fences", nil},
 	{"playerdata.bus.dropped", "{message}", "counter", "dropped", []attribute.Key{telemetry.DropReasonKey}},
 	{"playerdata.bus.connection.events", "{event}", "counter", "disconnect", []attribute.Key{telemetry.BusEventKey}},
+	{"playerdata.messages.dead_lettered", "{message}", "counter", "MaxMessageAttempts", []attribute.Key{telemetry.DriverKey}},
+	{"playerdata.redis.memory.used", "By", "gauge", "used_memory", nil},
+	{"playerdata.redis.memory.limit", "By", "gauge", "maxmemory", nil},
+	{"playerdata.redis.eviction", "1", "gauge", "maxmemory-policy", []attribute.Key{telemetry.RedisPolicyKey}},
 }
 
 // attrSets returns the attribute sets of m's data points.
@@ -47,6 +51,10 @@ func attrSets(t *testing.T, m metricdata.Metrics) []attribute.Set {
 			sets = append(sets, p.Attributes)
 		}
 	case metricdata.Sum[int64]:
+		for _, p := range d.DataPoints {
+			sets = append(sets, p.Attributes)
+		}
+	case metricdata.Gauge[int64]:
 		for _, p := range d.DataPoints {
 			sets = append(sets, p.Attributes)
 		}
@@ -216,7 +224,9 @@ func TestNoPlayerIDInMetrics(t *testing.T) {
 // spanOnly are the methods that may take free strings (a key, a JobID, a
 // driver name): they name spans or a driver, never a metric attribute.
 var spanOnly = []string{"Driver", "StartJoin", "StartWrite", "TakeoverDecision", "StartPresenceRead",
-	"StartSend", "StartProcess", "End"}
+	"StartSend", "StartProcess", "End",
+	"RegisterRedis", // its one string is Redis's maxmemory-policy, a configuration value
+}
 
 // TestMetricMethodsTakeNoStrings: the methods that record metrics take only
 // enums, numbers, durations, contexts and errors, so no call site can put a

@@ -88,19 +88,23 @@ var promMetrics = map[string]struct {
 	typ    string
 	labels []string
 }{
-	"playerdata_join_duration_seconds":       {"histogram", []string{"playerdata_driver", "playerdata_join_path", "playerdata_join_outcome", "le"}},
-	"playerdata_write_duration_seconds":      {"histogram", []string{"playerdata_driver", "playerdata_write_kind", "playerdata_write_outcome", "le"}},
-	"playerdata_profiles":                    {"gauge", []string{"playerdata_driver", "playerdata_profile_state"}},
-	"playerdata_lock_losses_total":           {"counter", []string{"playerdata_driver", "playerdata_loss_reason"}},
-	"playerdata_takeovers_total":             {"counter", []string{"playerdata_driver", "playerdata_takeover_how"}},
-	"playerdata_messages_sent_total":         {"counter", []string{"playerdata_driver", "playerdata_message_outcome"}},
-	"playerdata_messages_applied_total":      {"counter", []string{"playerdata_driver"}},
-	"playerdata_handoff_sent_total":          {"counter", []string{"playerdata_handoff_message", "error_type"}},
-	"playerdata_handoff_received_total":      {"counter", []string{"playerdata_handoff_message"}},
-	"playerdata_fences_total":                {"counter", nil},
-	"playerdata_fence_sessions_total":        {"counter", nil},
-	"playerdata_bus_dropped_total":           {"counter", []string{"playerdata_drop_reason"}},
-	"playerdata_bus_connection_events_total": {"counter", []string{"playerdata_bus_event"}},
+	"playerdata_join_duration_seconds":        {"histogram", []string{"playerdata_driver", "playerdata_join_path", "playerdata_join_outcome", "le"}},
+	"playerdata_write_duration_seconds":       {"histogram", []string{"playerdata_driver", "playerdata_write_kind", "playerdata_write_outcome", "le"}},
+	"playerdata_profiles":                     {"gauge", []string{"playerdata_driver", "playerdata_profile_state"}},
+	"playerdata_lock_losses_total":            {"counter", []string{"playerdata_driver", "playerdata_loss_reason"}},
+	"playerdata_takeovers_total":              {"counter", []string{"playerdata_driver", "playerdata_takeover_how"}},
+	"playerdata_messages_sent_total":          {"counter", []string{"playerdata_driver", "playerdata_message_outcome"}},
+	"playerdata_messages_applied_total":       {"counter", []string{"playerdata_driver"}},
+	"playerdata_handoff_sent_total":           {"counter", []string{"playerdata_handoff_message", "error_type"}},
+	"playerdata_handoff_received_total":       {"counter", []string{"playerdata_handoff_message"}},
+	"playerdata_fences_total":                 {"counter", nil},
+	"playerdata_fence_sessions_total":         {"counter", nil},
+	"playerdata_bus_dropped_total":            {"counter", []string{"playerdata_drop_reason"}},
+	"playerdata_bus_connection_events_total":  {"counter", []string{"playerdata_bus_event"}},
+	"playerdata_messages_dead_lettered_total": {"counter", []string{"playerdata_driver"}},
+	"playerdata_redis_memory_used_bytes":      {"gauge", nil},
+	"playerdata_redis_memory_limit_bytes":     {"gauge", nil},
+	"playerdata_redis_eviction_ratio":         {"gauge", []string{"playerdata_redis_maxmemory_policy"}},
 }
 
 // TestPrometheusNames scrapes the OTel Prometheus exporter and checks every

@@ -75,6 +75,10 @@ type Telemetry struct {
 	fenceSessions   metric.Int64Counter
 	busDropped      metric.Int64ObservableCounter
 	busConn         metric.Int64ObservableCounter
+	deadLettered    metric.Int64Counter
+	redisUsed       metric.Int64ObservableGauge
+	redisLimit      metric.Int64ObservableGauge
+	redisPolicy     metric.Int64ObservableGauge
 
 	// Precomputed attribute options of the Node-level instruments, indexed
 	// by their enums: [message][failed].
@@ -189,7 +193,7 @@ func (t *Telemetry) initInstruments() error {
 	// applies unless a View overrides them.
 	joinBuckets := []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 12.5, 15, 20, 30}
 	writeBuckets := []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
-	var errs [13]error
+	var errs [17]error
 	t.joinDuration, errs[0] = m.Float64Histogram("playerdata.join.duration",
 		metric.WithUnit("s"),
 		metric.WithDescription("Duration of joins (Driver.Join), from the call to the profile handed out or the error, by how the lock was obtained and how the join ended."),
@@ -231,6 +235,18 @@ func (t *Telemetry) initInstruments() error {
 	t.busConn, errs[12] = m.Int64ObservableCounter("playerdata.bus.connection.events",
 		metric.WithUnit("{event}"),
 		metric.WithDescription("Bus connection events: disconnect (requests to this server go unanswered until reconnect), reconnect, close."))
+	t.deadLettered, errs[13] = m.Int64Counter("playerdata.messages.dead_lettered",
+		metric.WithUnit("{message}"),
+		metric.WithDescription("Profile messages moved to the dead letters after OnMessage refused them MaxMessageAttempts times."))
+	t.redisUsed, errs[14] = m.Int64ObservableGauge("playerdata.redis.memory.used",
+		metric.WithUnit("By"),
+		metric.WithDescription("Memory Redis uses (INFO memory used_memory; on a Cluster, the fullest master's), read every minute."))
+	t.redisLimit, errs[15] = m.Int64ObservableGauge("playerdata.redis.memory.limit",
+		metric.WithUnit("By"),
+		metric.WithDescription("Redis's maxmemory (0: none; on a Cluster, the fullest master's), read every minute."))
+	t.redisPolicy, errs[16] = m.Int64ObservableGauge("playerdata.redis.eviction",
+		metric.WithUnit("1"),
+		metric.WithDescription("1 while Redis's maxmemory-policy may evict keys (allkeys-* evicts the library's records; volatile-* only keys with a TTL), else 0; the policy is an attribute."))
 	return errors.Join(errs[:]...)
 }
 

@@ -30,10 +30,11 @@ func TestCountersStartAtZero(t *testing.T) {
 	drivers := []string{"PlayerData", "Inventory"}
 	handoff := values(telemetry.HandoffMessage.String)
 	want := map[string][]string{ // counter: its series, as "key=value,…" sorted
-		"playerdata.lock.losses":      series(drivers, telemetry.LossReasonKey, values(telemetry.LossReason.String)),
-		"playerdata.takeovers":        series(drivers, telemetry.TakeoverKey, values(telemetry.TakeoverHow.String)),
-		"playerdata.messages.sent":    series(drivers, telemetry.SendOutcomeKey, values(telemetry.SendOutcome.String)),
-		"playerdata.messages.applied": series(drivers, "", nil),
+		"playerdata.lock.losses":            series(drivers, telemetry.LossReasonKey, values(telemetry.LossReason.String)),
+		"playerdata.takeovers":              series(drivers, telemetry.TakeoverKey, values(telemetry.TakeoverHow.String)),
+		"playerdata.messages.sent":          series(drivers, telemetry.SendOutcomeKey, values(telemetry.SendOutcome.String)),
+		"playerdata.messages.applied":       series(drivers, "", nil),
+		"playerdata.messages.dead_lettered": series(drivers, "", nil),
 		"playerdata.handoff.sent": append(series(nil, telemetry.HandoffMessageKey, handoff),
 			series(nil, telemetry.HandoffMessageKey, handoff, "error.type=publish_failed")...),
 		"playerdata.handoff.received": series(nil, telemetry.HandoffMessageKey, handoff),

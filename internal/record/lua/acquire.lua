@@ -130,6 +130,12 @@ if f[15] then
 end
 local inbox, more
 local seq = f[16]
+if seq and seq ~= '0' and ARGV[8] == '0' then
+  local ty = redis.call('TYPE', KEYS[2])['ok']
+  if ty ~= 'stream' and ty ~= 'none' then
+    return {'CORRUPT', 'inbox', 'the inbox key is a ' .. ty .. ', not a stream'}
+  end
+end
 if seq and seq ~= '0' and ARGV[8] ~= '0' then
   local limit, budget, batch = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
   local start, bytes = '-', 0

@@ -56,8 +56,11 @@
 --                           session). A release that finds its own release (under ARGV[2]
 --                           or an earlier token) already landed answers already-released
 --                           without writing, unless it carries newer data, which it
---                           writes (the player went on after an adoption); a save under
---                           the very token that was released is late and refused (lost).
+--                           writes (the player went on after an adoption); a release
+--                           under the very token that was released answers
+--                           already-released too once another session came after it;
+--                           a save under the very token that was released is late and
+--                           refused (lost).
 --   'refused', max, job, n, id1, err1 .. idN, errN
 --                           inbox messages the holder's OnMessage refused: each refusal is
 --                           counted, and a message refused max times moves to the dead
@@ -173,6 +176,11 @@ if token ~= tok then
   local ownRelease = relOK and (released == tok or releasedEarlier)
   if ownRelease and mode == 'release' and not hasData and not uids then
     -- the retried release has nothing newer to write: the landed one stands
+    return {3, ver, epoch, 0, 0, seq, 0, 0}
+  end
+  if mode == 'release' and released == tok and not relOK then
+    -- this very release landed (its answer was lost) and another session
+    -- came after it: the landed release stands, nothing is written
     return {3, ver, epoch, 0, 0, seq, 0, 0}
   end
   -- The lock may move to ARGV[2] when it still carries an earlier token (an

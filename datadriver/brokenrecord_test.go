@@ -1,0 +1,157 @@
+package datadriver_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/testsupport"
+)
+
+// What another tool writes into a record never wedges its key: a join
+// refuses it at once (no wait, nothing written, the epoch where it was),
+// naming the field and the command that repairs it.
+func TestJoinRefusesABrokenRecordAtOnce(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	s := newServer(t, r, "server-a", fast)
+	d := players(t, s, func(c *datadriver.Config[player]) { c.LockWait = 10 * time.Second })
+	ctx := ctxT(t)
+	c := r.Client(t)
+	ahead := strconv.FormatInt(time.Now().Add(100*time.Hour).UnixMilli(), 10)
+	for i, tc := range []struct {
+		name   string
+		fields []any
+		other  func(rk string)
+		field  string
+	}{
+		{"ver not an integer", []any{"ver", "1.5", "epoch", "4"}, nil, "ver"},
+		{"epoch a string", []any{"ver", "1", "epoch", "four"}, nil, "epoch"},
+		{"another tool's lock stamped ahead of the clock", []any{"ver", "1", "epoch", "4", "lock.token", "t",
+			"lock.job", "admin-tool", "lock.at", ahead}, nil, "lock.at"},
+		{"lock.at not a number", []any{"ver", "1", "epoch", "4", "lock.token", "t", "lock.job", "admin-tool",
+			"lock.at", "soon"}, nil, "lock.at"},
+		{"the inbox of the wrong type", []any{"ver", "1", "epoch", "4", "inbox.seq", "3"},
+			func(rk string) { c.Set(ctx, record.InboxKey(rk), "oops", 0) }, "inbox"},
+		{"the history of the wrong type", []any{"ver", "1", "epoch", "4", "hist.at", "1"},
+			func(rk string) { c.LPush(ctx, record.HistoryKey(rk), "oops") }, "history"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "user:" + strconv.Itoa(i)
+			rk := datadriver.RecordKey(r.Namespace, "PlayerData", key)
+			c.HSet(ctx, rk, append([]any{"fmt", record.Format}, tc.fields...)...)
+			if tc.other != nil {
+				tc.other(rk)
+			}
+			before := recordFields(t, r, "PlayerData", key)
+			start := time.Now()
+			_, err := d.Join(ctx, key)
+			var ce *datadriver.CorruptRecordError
+			if !errors.As(err, &ce) || ce.Path != tc.field || !strings.Contains(err.Error(), "playerdata repair") {
+				t.Fatalf("Join = %v, want a *CorruptRecordError naming %s and the repair command", err, tc.field)
+			}
+			if took := time.Since(start); took > time.Second {
+				t.Errorf("the join took %v: a broken record is refused at once, not waited on", took)
+			}
+			if after := recordFields(t, r, "PlayerData", key); len(after) != len(before) || after["epoch"] != before["epoch"] ||
+				after["lock.token"] != before["lock.token"] {
+				t.Errorf("the refused join wrote: before %v, after %v", before, after)
+			}
+		})
+	}
+}
+
+// A field broken while a session holds the record ends the session without
+// writing over it (Kick ReasonRecordCorrupt, Err matching ErrLockLost and
+// ErrCorruptRecord), and its lock is freed, so the key is not wedged: the
+// next join is refused at once, naming the field.
+func TestABrokenFieldEndsTheSession(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	s := newServer(t, r, "server-a", fast)
+	var mu sync.Mutex
+	var reasons []datadriver.KickReason
+	d := players(t, s, func(c *datadriver.Config[player]) {
+		c.Kick = func(_ string, k datadriver.KickReason) { mu.Lock(); reasons = append(reasons, k); mu.Unlock() }
+	})
+	ctx := ctxT(t)
+	p, err := d.Join(ctx, "user:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Client(t).HSet(ctx, datadriver.RecordKey(r.Namespace, "PlayerData", "user:1"), "ver", "garbage")
+	_ = p.Update(func(pl *player) { pl.Coins = 7 })
+	err = p.Save(ctx)
+	if !errors.Is(err, datadriver.ErrCorruptRecord) || !errors.Is(err, datadriver.ErrLockLost) {
+		t.Fatalf("Save = %v, want ErrCorruptRecord and ErrLockLost", err)
+	}
+	<-p.Done()
+	eventually(t, 5*time.Second, "the lock freed", func() bool {
+		return recordFields(t, r, "PlayerData", "user:1")["lock.token"] == ""
+	})
+	if v := recordFields(t, r, "PlayerData", "user:1")["ver"]; v != "garbage" {
+		t.Errorf("ver %q: the broken field was written over", v)
+	}
+	mu.Lock()
+	if len(reasons) != 1 || reasons[0] != datadriver.ReasonRecordCorrupt {
+		t.Errorf("Kicks %v, want one ReasonRecordCorrupt", reasons)
+	}
+	mu.Unlock()
+	if _, err := d.Join(ctx, "user:1"); !errors.Is(err, datadriver.ErrCorruptRecord) {
+		t.Errorf("the next Join = %v, want ErrCorruptRecord at once", err)
+	}
+}
+
+// A live session's record deleted by another tool: the holder's next
+// write finds it gone and ends the session with ReasonRecordGone (not
+// joined_elsewhere), logged as a loss with the key; it never recreates the
+// record. A join of the key meanwhile is refused while its history remains
+// (it does not hand out Defaults in place of a record that existed).
+func TestARecordDeletedWhileHeld(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	s := newServer(t, r, "server-a", fast)
+	var mu sync.Mutex
+	var reasons []datadriver.KickReason
+	d := players(t, s, func(c *datadriver.Config[player]) {
+		c.Kick = func(_ string, k datadriver.KickReason) { mu.Lock(); reasons = append(reasons, k); mu.Unlock() }
+	})
+	b := newServer(t, r, "server-b", fast)
+	db := players(t, b)
+	ctx := ctxT(t)
+	p, err := d.Join(ctx, "user:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for coins := 1; coins <= 2; coins++ { // the second data write keeps the first as a version
+		_ = p.Update(func(pl *player) { pl.Coins = coins })
+		if err := p.Save(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:1")
+	if err := r.Client(t).Del(ctx, rk).Err(); err != nil { // a stray DEL of the record alone
+		t.Fatal(err)
+	}
+	if _, err := db.Load(ctx, "user:1", datadriver.LoadOptions{}); !errors.Is(err, datadriver.ErrCorruptRecord) {
+		t.Fatalf("B's load of a record deleted while its history remains = %v, want ErrCorruptRecord", err)
+	}
+	_ = p.Update(func(pl *player) { pl.Coins = 3 })
+	if err := p.Save(ctx); !errors.Is(err, datadriver.ErrLockLost) {
+		t.Fatalf("the holder's save of a deleted record = %v, want ErrLockLost", err)
+	}
+	if n, _ := r.Client(t).Exists(context.Background(), rk).Result(); n != 0 {
+		t.Error("the holder's save recreated the deleted record")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reasons) != 1 || reasons[0] != datadriver.ReasonRecordGone {
+		t.Errorf("Kicks %v, want one ReasonRecordGone", reasons)
+	}
+	if !strings.Contains(s.logs.String(), "session ended without saving") || !strings.Contains(s.logs.String(), "key=user:1") {
+		t.Errorf("the loss was not logged with its key:\n%s", s.logs.String())
+	}
+}

@@ -1,0 +1,140 @@
+-- repair.lua: put right what another tool broke in a profile's record, so that it loads
+-- and saves again (the operator's `playerdata repair`). Nothing stored is deleted.
+--
+-- KEYS[1]  the record hash <ns>:{<driver>:<key>}
+-- KEYS[2]  its inbox (a stream), KEYS[3] its history (a hash), KEYS[4] its refusal counts
+--          (a hash), KEYS[5] its dead letters (a stream): the keys beside it
+-- ARGV[1]  '1' to change things, '0' to only say what would change (a dry run)
+-- ARGV[2]  '1' (force, a human decided) to also free a broken lock, and to start a record
+--          that is missing while keys beside it remain over (its next join gets Defaults,
+--          its history and inbox stay), else '0'
+-- ARGV[3]  the suffix a key of the wrong type is renamed aside with (':corrupt:<ms>')
+-- ARGV[4]  the record format this build writes
+-- ARGV[5]  LockSkew in ms: a lock without the presence flag stamped further ahead of the
+--          Redis clock is broken
+--
+-- What it does, field by field:
+--   a key of the wrong type (the record, its inbox, history, refusal counts or dead
+--        letters) is renamed aside (<key><ARGV[3]>), never deleted;
+--   epoch   not an integer: Redis time in ms, above any epoch a record reaches one
+--           acquisition at a time, so the fencing token never goes back;
+--   ver     not an integer: one more than the newest kept version and released.ver (the
+--           compare-and-set base, and the names of kept versions);
+--   inbox.seq not an integer: the number of messages in the inbox and the dead letters (it
+--           only tells a holder to pull, and only needs to grow);
+--   at, hist.at, released.ver not an integer: removed (the next write sets them);
+--   lock.token, lock.job, lock.at, lock.presence broken: the lock is freed, with force only
+--           (it may be another tool's lock a process still uses);
+--   fmt, schema, schema.min broken: left alone (only the build that wrote the data knows
+--           them): answered as left.
+--
+-- Answers: {{field, what}, ...} changed (or, in a dry run, to be changed), then
+--          {{field, why}, ...} left alone.
+local rec = KEYS[1]
+local apply, force, aside = ARGV[1] == '1', ARGV[2] == '1', ARGV[3]
+local changed, left = {}, {}
+local function change(field, what)
+  changed[#changed + 1] = {field, what}
+end
+local function leave(field, why)
+  left[#left + 1] = {field, why}
+end
+local function isint(v)
+  return v and string.match(v, '^%d+$') ~= nil and #v <= 15
+end
+
+local names = {[1] = '(record)', [2] = 'inbox', [3] = 'history', [4] = 'tries', [5] = 'dead'}
+local want = {[1] = 'hash', [2] = 'stream', [3] = 'hash', [4] = 'hash', [5] = 'stream'}
+for i = 1, 5 do
+  local ty = redis.call('TYPE', KEYS[i])['ok']
+  if ty ~= 'none' and ty ~= want[i] then
+    change(names[i], 'renamed aside to ' .. KEYS[i] .. aside .. ' (it was a ' .. ty .. ')')
+    if apply then
+      redis.call('RENAME', KEYS[i], KEYS[i] .. aside)
+    end
+  end
+end
+
+local exists = redis.call('EXISTS', rec) == 1 and redis.call('TYPE', rec)['ok'] == 'hash'
+local t = redis.call('TIME')
+local nowMS = t[1] .. string.sub(string.rep('0', 6 - #t[2]) .. t[2], 1, 3)
+if not exists then
+  if redis.call('EXISTS', KEYS[2], KEYS[3]) > 0 then
+    if force then
+      change('(record)', 'started over (its next join gets Defaults; its history and inbox stay)')
+      if apply then
+        redis.call('HSET', rec, 'fmt', ARGV[4], 'epoch', nowMS, 'ver', '0')
+      end
+    else
+      leave('(record)', 'missing while its inbox or history remains: --force starts it over from Defaults')
+    end
+  end
+  return {changed, left}
+end
+
+local f = redis.call('HMGET', rec, 'epoch', 'ver', 'inbox.seq', 'at', 'hist.at', 'released.ver', 'lock.token',
+  'lock.job', 'lock.at', 'lock.presence', 'fmt', 'schema', 'schema.min')
+local set, del = {}, {}
+if f[1] and not isint(f[1]) then
+  change('epoch', 'set to ' .. nowMS .. ' (the Redis time in ms: the epoch never goes back)')
+  set[#set + 1], set[#set + 2] = 'epoch', nowMS
+end
+if f[2] and not isint(f[2]) then
+  local top = tonumber(f[6]) or 0
+  if redis.call('TYPE', KEYS[3])['ok'] == 'hash' then
+    for _, name in ipairs(redis.call('HKEYS', KEYS[3])) do
+      local v = tonumber(string.match(name, '^[dt](%d+)$') or '')
+      if v and v > top then
+        top = v
+      end
+    end
+  end
+  change('ver', 'set to ' .. (top + 1))
+  set[#set + 1], set[#set + 2] = 'ver', tostring(top + 1)
+end
+if f[3] and not isint(f[3]) then
+  local n = 0
+  for i = 2, 5, 3 do
+    if redis.call('TYPE', KEYS[i])['ok'] == 'stream' then
+      n = n + redis.call('XLEN', KEYS[i])
+    end
+  end
+  change('inbox.seq', 'set to ' .. n)
+  set[#set + 1], set[#set + 2] = 'inbox.seq', tostring(n)
+end
+for i, name in pairs({[4] = 'at', [5] = 'hist.at', [6] = 'released.ver'}) do
+  if f[i] and not isint(f[i]) then
+    change(name, 'removed (the next write sets it)')
+    del[#del + 1] = name
+  end
+end
+local token = f[7]
+if token and token ~= '' then
+  local broken = (not f[8] or f[8] == '') and 'lock.job' or nil
+  broken = broken or ((f[10] and f[10] ~= '1' and f[10] ~= '0') and 'lock.presence' or nil)
+  broken = broken or ((not isint(f[9])) and 'lock.at' or nil)
+  if not broken and tonumber(f[9]) > tonumber(nowMS) + tonumber(ARGV[5]) and f[10] ~= '1' then
+    broken = 'lock.at'
+  end
+  if broken and force then
+    change(broken, 'the lock is freed')
+    set[#set + 1], set[#set + 2] = 'lock.token', ''
+    set[#set + 1], set[#set + 2] = 'lock.job', ''
+    set[#set + 1], set[#set + 2] = 'lock.at', nowMS
+    del[#del + 1] = 'lock.presence'
+  elseif broken then
+    leave(broken, 'the lock may be another tool\'s that a process still uses: --force frees it')
+  end
+end
+for i, name in pairs({[11] = 'fmt', [12] = 'schema', [13] = 'schema.min'}) do
+  if f[i] and not isint(f[i]) then
+    leave(name, 'only the build that wrote the data knows it: set it by hand')
+  end
+end
+if apply and #set > 0 then
+  redis.call('HSET', rec, unpack(set))
+end
+if apply and #del > 0 then
+  redis.call('HDEL', rec, unpack(del))
+end
+return {changed, left}

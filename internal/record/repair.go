@@ -1,0 +1,64 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RepairArgs say what Repair may do.
+type RepairArgs struct {
+	// DryRun only says what would change.
+	DryRun bool
+	// Force also frees a broken lock (it may be another tool's that a
+	// process still uses) and starts over a record that is missing while
+	// keys beside it remain: a human decided.
+	Force bool
+	// Skew is LockSkew: a lock without the presence flag stamped further
+	// ahead of the Redis clock is broken.
+	Skew time.Duration
+	// Aside is the suffix a key of the wrong type is renamed aside with.
+	// default: ":corrupt:<unix ms>"
+	Aside string
+}
+
+// RepairResult is what Repair changed (or, in a dry run, would change) and
+// what it left for a human, each a field (or key) and a sentence.
+type RepairResult struct {
+	Changed, Left []CorruptField
+}
+
+// Repair puts right the fields and keys of the record at key that another
+// tool broke, so that it loads and saves again: one round trip
+// (repair.lua). Nothing stored is deleted: a key of the wrong type is
+// renamed aside; a broken integer is replaced by a value that keeps the
+// record's promises (the epoch never goes back); fmt and schema fields are
+// left to a human.
+func Repair(ctx context.Context, rdb redis.Scripter, key string, a RepairArgs) (RepairResult, error) {
+	if a.Aside == "" {
+		a.Aside = fmt.Sprintf(":corrupt:%d", time.Now().UnixMilli())
+	}
+	v, err := repairScript.Run(ctx, rdb, []string{key, InboxKey(key), HistoryKey(key), TriesKey(key), DeadKey(key)},
+		flag(!a.DryRun), flag(a.Force), a.Aside, Format, a.Skew.Milliseconds()).Result()
+	if err != nil {
+		return RepairResult{}, err
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 2 {
+		return RepairResult{}, fmt.Errorf("%w: repair answered %v", ErrUnexpectedAnswer, v)
+	}
+	return RepairResult{Changed: pairs(arr[0]), Left: pairs(arr[1])}, nil
+}
+
+// pairs reads {{field, text}, ...}.
+func pairs(v any) []CorruptField {
+	arr, _ := v.([]any)
+	out := make([]CorruptField, 0, len(arr))
+	for _, p := range arr {
+		e, _ := p.([]any)
+		out = append(out, CorruptField{Field: str(elem(e, 0)), Why: str(elem(e, 1))})
+	}
+	return out
+}
