@@ -24,6 +24,7 @@ import (
 // follows that plan only if the history is still as read. Kept versions
 // change only then, while the current data changes at every save: no later
 // save can break a chain.
+//
 // One version in record.HistChain+1 stays whole, so no read applies more
 // than record.HistChain deltas and a damaged version costs at most the
 // record.HistChain older ones that depend on it.
@@ -71,18 +72,6 @@ func (p *Profile[T]) keepVersion(req *record.SaveArgs) {
 	req.KeepPlan = &plan
 }
 
-// newZstd returns the driver's compressor and decompressor: one goroutine
-// each at most, closed with the driver. The decompressor refuses data that
-// would decode past Redis's limit on a value (a damaged frame header).
-func newZstd() (*zstd.Encoder, *zstd.Decoder, error) {
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
-	if err != nil {
-		return nil, nil, err
-	}
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(record.MaxKeptBytes))
-	if err != nil {
-		_ = enc.Close()
-		return nil, nil, err
-	}
-	return enc, dec, nil
-}
+// newZstd returns the driver's compressor and decompressor, closed with the
+// driver.
+func newZstd() (*zstd.Encoder, *zstd.Decoder, error) { return record.NewCodec() }

@@ -368,10 +368,14 @@ func readVersions(ctx context.Context, rdb redis.UniversalClient, rk string) ([]
 	return out, nil
 }
 
-// newDecoder is a decompressor of kept versions (record.MaxKeptBytes at
-// most).
+// newDecoder is a decompressor of kept versions.
 func newDecoder() (*zstd.Decoder, error) {
-	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(record.MaxKeptBytes))
+	enc, dec, err := record.NewCodec()
+	if err != nil {
+		return nil, err
+	}
+	_ = enc.Close()
+	return dec, nil
 }
 
 // readTrade reads the journal entry of a pending trade id; nil when id is "".

@@ -20,6 +20,7 @@ var cliSuite = []struct {
 	{"InspectTellsMessageStates", testInspectTellsMessageStates},
 	{"InspectShowsRefusalsAndDeadLetters", testInspectShowsRefusalsAndDeadLetters},
 	{"InspectNamesDamagedVersions", testInspectNamesDamagedVersions},
+	{"InspectAndRestoreWholeTextVersions", testInspectAndRestoreWholeTextVersions},
 	{"Presence", testPresence},
 	{"PresenceKey", testPresenceKey},
 	{"PresenceShardsAreFound", testPresenceShardsAreFound},

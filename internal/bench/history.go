@@ -186,7 +186,7 @@ func (r *runner) historyLayout(ctx context.Context, node *datadriver.Node, ns st
 // wholeCopyBytes is the MEMORY USAGE of hist's versions stored whole with
 // their metadata as text (the layout before deltas), in a scratch hash.
 func (r *runner) wholeCopyBytes(ctx context.Context, rk string, hist record.History) (float64, error) {
-	enc, dec, err := historyCodec()
+	enc, dec, err := record.NewCodec()
 	if err != nil {
 		return 0, err
 	}
@@ -233,20 +233,6 @@ func readOldest(ctx context.Context, drv *datadriver.Driver[gameProfile], keys [
 	return summarize(samples), nil
 }
 
-// historyCodec is a zstd compressor and decompressor like the driver's.
-func historyCodec() (*zstd.Encoder, *zstd.Decoder, error) {
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
-	if err != nil {
-		return nil, nil, err
-	}
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(record.MaxKeptBytes))
-	if err != nil {
-		_ = enc.Close()
-		return nil, nil, err
-	}
-	return enc, dec, nil
-}
-
 // keptRecord is one record the save-cost phase writes at the script level,
 // as the driver does.
 type keptRecord struct {
@@ -271,7 +257,7 @@ type keeper struct {
 // 24 versions.
 func (r *runner) historySave(ctx context.Context, rdb *redis.Client, ns string) (HistorySave, error) {
 	s := HistorySave{Calls: max(r.cfg.ScriptCalls/10, 20), Rounds: historySaveRounds}
-	enc, dec, err := historyCodec()
+	enc, dec, err := record.NewCodec()
 	if err != nil {
 		return s, err
 	}

@@ -82,12 +82,11 @@ func (f Form) String() string {
 
 // The first letters of the history hash's fields.
 const (
-	histWhole     = 'f'
-	histDelta     = 'v'
-	histTextData  = 'd'
-	histTextMeta  = 't'
-	histTextTag   = 'z' // the first byte of a d<ver> value
-	histMetaBytes = 3 * binary.MaxVarintLen64
+	histWhole    = 'f'
+	histDelta    = 'v'
+	histTextData = 'd'
+	histTextMeta = 't'
+	histTextTag  = 'z' // the first byte of a d<ver> value
 )
 
 // HistDataField and HistMetaField name version ver's fields in a history
@@ -97,6 +96,22 @@ func HistDataField(ver int64) string { return "d" + strconv.FormatInt(ver, 10) }
 
 // HistMetaField: see HistDataField.
 func HistMetaField(ver int64) string { return "t" + strconv.FormatInt(ver, 10) }
+
+// NewCodec returns a compressor and a decompressor of kept versions, one
+// goroutine each at most; the decompressor refuses data that would decode
+// past MaxKeptBytes (a damaged frame header). Close both when done.
+func NewCodec() (*zstd.Encoder, *zstd.Decoder, error) {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+	if err != nil {
+		return nil, nil, err
+	}
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(MaxKeptBytes))
+	if err != nil {
+		_ = enc.Close()
+		return nil, nil, err
+	}
+	return enc, dec, nil
+}
 
 // AppendWholeText appends data as a FormWholeText version's d<ver> value.
 func AppendWholeText(dst []byte, enc *zstd.Encoder, data []byte) []byte {
@@ -304,205 +319,6 @@ func (h History) index(ver int64) int {
 
 // Has reports whether version ver is kept.
 func (h History) Has(ver int64) bool { return h.index(ver) >= 0 }
-
-// Data is the data of kept version ver, as it was written; nil when it is
-// not kept. An error says why it does not read (a *VersionError).
-func (h History) Data(ver int64, dec *zstd.Decoder) ([]byte, error) {
-	i := h.index(ver)
-	if i < 0 {
-		return nil, nil
-	}
-	j := i
-	for j < len(h.Versions) && h.Versions[j].Form == FormDelta {
-		j++
-	}
-	if j == len(h.Versions) {
-		return nil, &VersionError{Ver: ver, Err: errors.New("it is a delta and no newer version is stored whole")}
-	}
-	data, err := h.Versions[j].whole(dec)
-	for k := j - 1; k >= i && err == nil; k-- {
-		data, err = h.Versions[k].apply(data)
-		j = k
-	}
-	if err != nil {
-		return nil, &VersionError{Ver: ver, Needs: h.Versions[j].Ver, Err: err}
-	}
-	return data, nil
-}
-
-// whole decodes a version stored whole.
-func (s Stored) whole(dec *zstd.Decoder) ([]byte, error) {
-	body := s.body
-	if s.bad != nil {
-		return nil, s.bad
-	}
-	if s.Form == FormWholeText {
-		if len(body) == 0 || body[0] != histTextTag {
-			return nil, errors.New("its data is not of a known format")
-		}
-		body = body[1:]
-	}
-	if len(body) == 0 {
-		return nil, errors.New("its data is empty")
-	}
-	data, err := dec.DecodeAll(body, nil)
-	if err != nil {
-		return nil, fmt.Errorf("its data does not decompress: %w", err)
-	}
-	return data, nil
-}
-
-// apply makes a delta's version out of the data of the version above it.
-func (s Stored) apply(base []byte) ([]byte, error) {
-	if s.bad != nil {
-		return nil, s.bad
-	}
-	return applyDelta(base, s.body, MaxKeptBytes)
-}
-
-// VersionError says why a kept version does not read.
-type VersionError struct {
-	Ver int64
-	// Needs is the version whose damage makes Ver unreadable: Ver itself,
-	// or a newer one a chain of deltas leads Ver to (0: the chain leads
-	// nowhere).
-	Needs int64
-	Err   error
-}
-
-func (e *VersionError) Error() string {
-	switch e.Needs {
-	case 0, e.Ver:
-		return fmt.Sprintf("version %d: %v", e.Ver, e.Err)
-	}
-	return fmt.Sprintf("version %d is stored as a delta that needs version %d, which does not read: %v", e.Ver, e.Needs, e.Err)
-}
-
-func (e *VersionError) Unwrap() error { return e.Err }
-
-// Health is whether one kept version reads.
-type Health struct {
-	Stored
-	// Err says why it does not read (nil: it does); Needs is then the
-	// damaged version it depends on (its own ver: it is damaged itself; 0:
-	// no version above it is stored whole).
-	Err   error
-	Needs int64
-}
-
-// Check reads every kept version, newest first, decoding each chain once.
-func (h History) Check(dec *zstd.Decoder) []Health {
-	out := make([]Health, 0, len(h.Versions))
-	var above []byte // the data of the version above, when it reads
-	var broken int64 // the damaged version the ones below depend on, while above is nil
-	for i := len(h.Versions) - 1; i >= 0; i-- {
-		s := h.Versions[i]
-		hv := Health{Stored: s}
-		var err error
-		switch {
-		case s.Form != FormDelta:
-			above, err = s.whole(dec)
-		case above == nil && broken == 0:
-			hv.Err = errors.New("it is a delta and no newer version is stored whole")
-		case above == nil:
-			hv.Err, hv.Needs = fmt.Errorf("it is a delta that needs version %d, which does not read", broken), broken
-		default:
-			above, err = s.apply(above)
-		}
-		if err != nil {
-			above, broken = nil, s.Ver
-			hv.Err, hv.Needs = err, s.Ver
-		}
-		out = append(out, hv)
-	}
-	return out
-}
-
-// HistoryPlan is what a write that keeps a version does to the history
-// beside it, planned from a read of the history (SaveArgs.KeepPlan). The
-// write follows it only if it finds the record's hist.at still Seen (the
-// history as read); otherwise it keeps the version and trims the history
-// by itself, rewriting nothing.
-type HistoryPlan struct {
-	Seen string
-	// RewriteVer, when not 0, is the version the write rewrites as Rewrite:
-	// the newest kept before the new one, stored whole until then, as its
-	// metadata and a delta against the new one.
-	RewriteVer int64
-	Rewrite    []byte
-	// Drop are the fields the write deletes: the rewritten version's, the
-	// trimmed versions' (the oldest beyond the write's History), and any of
-	// the kept version's own.
-	Drop []string
-}
-
-// Plan plans the write that keeps version ver (data, stored whole) in
-// this history: keep is how many versions the write keeps
-// (SaveArgs.History), maxChain the most deltas a read of any version may
-// have to apply (HistChain). The newest version kept before ver is
-// rewritten as a delta against data unless that is not sound or not
-// smaller: it is a delta already or does not read, it is trimmed, the chain
-// would grow past maxChain, or the delta is no smaller than it is.
-func (h History) Plan(ver int64, data []byte, keep, maxChain int, dec *zstd.Decoder) HistoryPlan {
-	plan := HistoryPlan{Seen: h.Seen}
-	vs := h.Versions
-	if i := h.index(ver); i >= 0 { // kept already (a retried write): replaced
-		plan.Drop = append(plan.Drop, vs[i].fields...)
-		vs = slices.Delete(slices.Clone(vs), i, i+1)
-	}
-	trim := max(len(vs)+1-keep, 0)
-	for _, s := range vs[:min(trim, len(vs))] {
-		plan.Drop = append(plan.Drop, s.fields...)
-	}
-	n := len(vs)
-	if n == 0 || n-1 < trim {
-		return plan
-	}
-	p := vs[n-1]
-	run := 0
-	for k := n - 2; k >= trim && vs[k].Form == FormDelta; k-- {
-		run++
-	}
-	if p.Ver > ver || p.Form == FormDelta || run+1 > maxChain {
-		return plan
-	}
-	pd, err := h.Data(p.Ver, dec)
-	if err != nil {
-		return plan
-	}
-	value := appendDelta(appendMeta(nil, p.Kept), data, pd)
-	if len(value) >= p.Bytes {
-		return plan
-	}
-	plan.RewriteVer, plan.Rewrite = p.Ver, value
-	plan.Drop = append(plan.Drop, p.fields...)
-	return plan
-}
-
-// histChunks appends to dst the fields that hold value under name: name
-// and its chunks name.1, name.2 ... from chunk from (1 for the data of an
-// f<ver>, whose chunk 0 is its metadata), or one field when value is over
-// HistChunkedMax.
-func histChunks(dst []any, name string, from int, value []byte) []any {
-	if len(value) > HistChunkedMax {
-		return append(dst, chunkName(name, from), value)
-	}
-	for i, c := 0, from; i < len(value); i, c = i+HistChunk, c+1 {
-		dst = append(dst, chunkName(name, c), value[i:min(i+HistChunk, len(value))])
-	}
-	return dst
-}
-
-// histField0 is the first field of version ver in the form letter names.
-func histField0(letter byte, ver int64) string { return string(letter) + strconv.FormatInt(ver, 10) }
-
-// chunkName is the name of chunk c of the field name.
-func chunkName(name string, c int) string {
-	if c == 0 {
-		return name
-	}
-	return name + "." + strconv.Itoa(c)
-}
 
 // keptMeta is the version a history field names, from its head as
 // versions.lua reads it (the first bytes of an f or v value, a whole t

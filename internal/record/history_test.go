@@ -80,6 +80,14 @@ func (h *historian) write(data []byte) record.SaveArgs {
 	return a
 }
 
+// writeN writes n changes of the last data and returns the last.
+func (h *historian) writeN(rng *rand.Rand, n int) []byte {
+	for range n {
+		h.write(profileBytes(rng, h.data))
+	}
+	return h.data
+}
+
 // history reads the record's history and checks that every kept version
 // reads back as it was written, and that the newest is whole.
 func (h *historian) history() record.History {
@@ -148,10 +156,8 @@ func TestHistoryChainsDeltas(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHistorian(t, r, tc.name, tc.keep, tc.maxChain)
-			var data []byte
 			for range tc.writes {
-				data = profileBytes(rng, data)
-				h.write(data)
+				h.writeN(rng, 1)
 				h.history()
 			}
 			hist := h.history()
@@ -174,11 +180,7 @@ func TestHistoryPlanOnlyOfTheHistoryAsRead(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	rng := rand.New(rand.NewPCG(2, 2))
 	h := newHistorian(t, r, "user:1", 3, 23)
-	var data []byte
-	for range 4 {
-		data = profileBytes(rng, data)
-		h.write(data)
-	}
+	data := h.writeN(rng, 4)
 	if got := forms(h.history()); got != "ddw" {
 		t.Fatalf("forms %q, want ddw", got)
 	}
@@ -271,11 +273,7 @@ func TestHistoryDamageCostsItsChain(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	rng := rand.New(rand.NewPCG(4, 4))
 	h := newHistorian(t, r, "user:1", 12, 4)
-	var data []byte
-	for range 12 {
-		data = profileBytes(rng, data)
-		h.write(data)
-	}
+	h.writeN(rng, 12)
 	hist := h.history()
 	if got := forms(hist); got != "ddddwddddww" {
 		t.Fatalf("forms %q, want ddddwddddww", got)
