@@ -1,28 +1,43 @@
 package datadriver
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/ckernel/playerdata/internal/record"
 )
 
-// History: a kept version is the data a write replaced, compressed (zstd)
-// by this side (Lua cannot), in a hash beside the record (record.HistoryKey:
-// its own key, in the record's slot). At most one version is kept per
-// HistoryEvery, plus the data before each restore; History versions are
-// kept in all. A save that keeps no version sends nothing more and does not
-// touch the hash.
+// History: a kept version is the data a write replaced, in a hash beside
+// the record (record.HistoryKey: its own key, in the record's slot). At
+// most one version is kept per HistoryEvery, plus the data before each
+// restore; History versions are kept in all. A save that keeps no version
+// sends nothing more and does not touch the hash.
+//
+// The newest kept version is stored whole (compressed with zstd by this
+// side: Lua cannot), each older one as a delta against the next newer kept
+// version (record/delta.go), so a day of versions costs about one copy of
+// the data. The write that keeps a new version carries, beside it, the
+// previous newest rewritten as a delta against it and the fields the trim
+// deletes: this side reads the history once before that write (a read
+// outside the write's round trip, once per HistoryEvery), and the script
+// follows that plan only if the history is still as read. Kept versions
+// change only then, while the current data changes at every save: no later
+// save can break a chain.
+//
+// One version in record.HistChain+1 stays whole, so no read applies more
+// than record.HistChain deltas and a damaged version costs at most the
+// record.HistChain older ones that depend on it.
 
 // historySlack: a version is sent this much before it is due by the
 // driver's reckoning of the Redis clock; the script keeps it only when it is
 // due by the Redis clock itself, else it is the next write's.
 const historySlack = 5 * time.Second
 
-// Blob formats of kept versions: a tag byte, then the payload.
-const (
-	blobZstd = 'z'
-)
+// historyReadTimeout bounds the read of the history before a write that
+// keeps a version: past it the write goes on without a plan, keeping the
+// new version and rewriting none (sound, only larger).
+const historyReadTimeout = time.Second
 
 // versionDue reports whether the next data write should send the data it
 // replaces to be kept. The caller holds the save slot.
@@ -35,34 +50,28 @@ func (p *Profile[T]) versionDue() bool {
 	return now.Sub(w.histAt) >= p.d.cfg.HistoryEvery-historySlack
 }
 
-// compress packs data for the history.
-func (d *Driver[T]) compress(data []byte) []byte {
-	return d.zenc.EncodeAll(data, []byte{blobZstd})
+// keepVersion fills the history arguments of req, a data write that keeps
+// the data it replaces (w.lastData, version w.ver): that data whole, and
+// the plan of what else the write does to the history (record.History.Plan:
+// the trim, and the previous newest version rewritten as a delta), from a
+// read of the history. Runs on the owner.
+func (p *Profile[T]) keepVersion(req *record.SaveArgs) {
+	d, w := p.d, &p.w
+	req.Keep, req.KeepVer, req.KeepAlways = record.AppendWhole(nil, d.zenc, w.lastData), w.ver, w.keepNext
+	if w.histAt.IsZero() {
+		return // the record never kept a version: nothing to trim or rewrite
+	}
+	ctx, cancel := d.node.clock.WithTimeout(p.ctx, historyReadTimeout)
+	defer cancel()
+	h, err := record.ReadHistory(ctx, d.node.rdb, d.recordKey(p.key))
+	if err != nil {
+		d.log.Debug("history not read: the version is kept whole", "key", p.key, "err", err)
+		return
+	}
+	plan := h.Plan(w.ver, w.lastData, d.cfg.History, record.HistChain, d.zdec)
+	req.KeepPlan = &plan
 }
 
-// decompress unpacks a kept version.
-func (d *Driver[T]) decompress(blob []byte) ([]byte, error) {
-	if len(blob) == 0 {
-		return nil, fmt.Errorf("empty kept version")
-	}
-	switch blob[0] {
-	case blobZstd:
-		return d.zdec.DecodeAll(blob[1:], nil)
-	}
-	return nil, fmt.Errorf("kept version of unknown format %q", blob[0])
-}
-
-// newZstd returns the driver's compressor and decompressor: one goroutine
-// each at most, closed with the driver.
-func newZstd() (*zstd.Encoder, *zstd.Decoder, error) {
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
-	if err != nil {
-		return nil, nil, err
-	}
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
-	if err != nil {
-		_ = enc.Close()
-		return nil, nil, err
-	}
-	return enc, dec, nil
-}
+// newZstd returns the driver's compressor and decompressor, closed with the
+// driver.
+func newZstd() (*zstd.Encoder, *zstd.Decoder, error) { return record.NewCodec() }

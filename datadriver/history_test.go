@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/datadriver"
@@ -112,15 +115,21 @@ func TestReadVersionWhileThePlayerPlays(t *testing.T) {
 	}
 }
 
-// Records written before the history hash kept versions in ring slots of the
-// record itself: they still load, and their versions stay readable.
-func TestLegacyRingSlotsStayReadable(t *testing.T) {
+// Versions stored whole with text metadata (d<ver> and t<ver>, as builds
+// before deltas wrote them) list, read and restore; the restore's own write
+// keeps the data it replaces and rewrites the newest of them as a delta.
+func TestWholeTextVersionsStayReadable(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	s := newServer(t, r, "server-a")
 	d := players(t, s)
 	ctx := ctxT(t)
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
 	raw := func(coins int) []byte {
-		b, err := msgpack.Marshal(player{Coins: coins})
+		b, err := msgpack.Marshal(player{Coins: coins, Items: map[string]int{"sword": 1, "shield": coins}, Name: "hero"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,23 +137,27 @@ func TestLegacyRingSlotsStayReadable(t *testing.T) {
 	}
 	now := time.Now().UnixMilli()
 	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:3")
-	v1, t1, d1 := record.SlotFields(1)
-	v2, t2, d2 := record.SlotFields(2)
-	if err := r.Client(t).HSet(ctx, rk, "data", raw(3), "ver", 3, "at", now, "epoch", 3, "fmt", 1,
-		v1, 1, t1, now-2000, d1, raw(1), v2, 2, t2, now-1000, d2, raw(2)).Err(); err != nil {
+	c := r.Client(t)
+	if err := c.HSet(ctx, rk, "data", raw(3), "ver", 3, "at", now, "epoch", 3, "fmt", 1, "hist.at", now-1000).Err(); err != nil {
 		t.Fatal(err)
 	}
+	for v := int64(1); v <= 2; v++ {
+		if err := c.HSet(ctx, record.HistoryKey(rk), record.HistDataField(v), record.AppendWholeText(nil, enc, raw(int(v))),
+			record.HistMetaField(v), fmt.Sprintf("%d,0,0", now-3000+1000*v)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	vs, err := d.Versions(ctx, "user:3")
-	if err != nil || len(vs) != 3 || vs[2].Ver != 1 {
-		t.Fatalf("versions of a legacy record: %+v, %v", vs, err)
+	if err != nil || len(vs) != 3 || vs[2].Ver != 1 || vs[2].At.UnixMilli() != now-2000 {
+		t.Fatalf("versions of a whole-copy history: %+v, %v", vs, err)
 	}
 	got, err := d.ReadVersion(ctx, "user:3", time.UnixMilli(now-1500))
-	if err != nil || got.Coins != 1 {
-		t.Fatalf("ReadVersion of a ring slot = %+v, %v; want 1 coin", got, err)
+	if err != nil || got.Coins != 1 || got.Items["shield"] != 1 {
+		t.Fatalf("ReadVersion of a whole copy = %+v, %v; want 1 coin", got, err)
 	}
 	p, err := d.RestoreAt(ctx, "user:3", time.UnixMilli(now-1000), datadriver.LoadOptions{})
 	if err != nil {
-		t.Fatalf("RestoreAt a ring slot: %v", err)
+		t.Fatalf("RestoreAt a whole copy: %v", err)
 	}
 	if coins(p) != 2 {
 		t.Fatalf("restored %d coins, want 2", coins(p))
@@ -154,7 +167,24 @@ func TestLegacyRingSlotsStayReadable(t *testing.T) {
 	}
 	vs, err = d.Versions(ctx, "user:3")
 	if err != nil || len(vs) != 4 || vs[1].Ver != 3 {
-		t.Fatalf("after the restore: %+v, %v; want the restore (ver 4), the data it replaced (ver 3) and the slots", vs, err)
+		t.Fatalf("after the restore: %+v, %v; want the restore (ver 4), the data it replaced (ver 3), 2 and 1", vs, err)
+	}
+	h, err := record.ReadHistory(ctx, c, rk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f []record.Form
+	for _, v := range h.Versions {
+		f = append(f, v.Form)
+	}
+	if !slices.Equal(f, []record.Form{record.FormWholeText, record.FormDelta, record.FormWhole}) {
+		t.Fatalf("forms %v, want 1 as it was, 2 rewritten as a delta against 3, 3 whole", f)
+	}
+	for i, want := range []int{3, 2, 1} {
+		got, err := d.ReadVersion(ctx, "user:3", vs[i+1].At)
+		if err != nil || got.Coins != want {
+			t.Fatalf("ReadVersion of ver %d = %+v, %v; want %d coins", vs[i+1].Ver, got, err, want)
+		}
 	}
 }
 
@@ -186,4 +216,123 @@ func TestHistoryKeepsOneVersionAnHour(t *testing.T) {
 			}
 		}
 	})
+}
+
+// fillHistory saves key n times, a millisecond apart with HistoryEvery 1 ms
+// (so each save keeps the data it replaces), each save changing a few of
+// the profile's values, and returns the coins each ver was saved with.
+func fillHistory(t *testing.T, d *datadriver.Driver[player], key string, n int) map[int64]int {
+	t.Helper()
+	ctx := ctxT(t)
+	p, err := d.Join(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := map[int64]int{}
+	for i := 1; i <= n; i++ {
+		_ = p.Update(func(d *player) {
+			d.Coins, d.Name = 1000+i, "hero"
+			if d.Items == nil {
+				d.Items = map[string]int{}
+			}
+			for k := range 40 {
+				if _, ok := d.Items[fmt.Sprintf("item-%02d", k)]; !ok {
+					d.Items[fmt.Sprintf("item-%02d", k)] = k * 7
+				}
+			}
+			d.Items[fmt.Sprintf("item-%02d", i%40)] += i
+		})
+		if err := p.Save(ctx); err != nil {
+			t.Fatal(err)
+		}
+		vs, err := d.Versions(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		saved[vs[0].Ver] = 1000 + i
+		time.Sleep(2 * time.Millisecond)
+	}
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return saved
+}
+
+// A full history of deltas: the newest kept version is whole, the others
+// deltas, and ReadVersion and RestoreAt read each one as it was saved.
+func TestEveryDeltaVersionReads(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	d := players(t, newServer(t, r, "server-a"), func(c *datadriver.Config[player]) { c.HistoryEvery = time.Millisecond })
+	ctx := ctxT(t)
+	saved := fillHistory(t, d, "user:5", datadriver.DefaultHistory+3)
+	vs, err := d.Versions(ctx, "user:5")
+	if err != nil || len(vs) != datadriver.DefaultHistory+1 {
+		t.Fatalf("versions %+v, %v; want the current one and %d kept", vs, err, datadriver.DefaultHistory)
+	}
+	h, err := record.ReadHistory(ctx, r.Client(t), datadriver.RecordKey(r.Namespace, "PlayerData", "user:5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range h.Versions {
+		if want := i == len(h.Versions)-1; (s.Form == record.FormWhole) != want {
+			t.Errorf("version %d is stored %s (%d bytes)", s.Ver, s.Form, s.Bytes)
+		}
+	}
+	for _, v := range vs {
+		got, err := d.ReadVersion(ctx, "user:5", v.At)
+		if err != nil || got.Coins != saved[v.Ver] || len(got.Items) < 40 {
+			t.Fatalf("ReadVersion of ver %d = %d coins, %d items, %v; want %d coins", v.Ver, got.Coins, len(got.Items), err, saved[v.Ver])
+		}
+	}
+	oldest := vs[len(vs)-1]
+	p, err := d.RestoreAt(ctx, "user:5", oldest.At, datadriver.LoadOptions{})
+	if err != nil || coins(p) != saved[oldest.Ver] {
+		t.Fatalf("RestoreAt the oldest: %v; want %d coins", err, saved[oldest.Ver])
+	}
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A damaged kept version costs itself and the older versions whose deltas
+// need it, down to the next whole one: those answer ErrCorruptRecord (a
+// restore of one changes nothing), every other version reads.
+func TestADamagedVersionCostsItsChain(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	d := players(t, newServer(t, r, "server-a"), func(c *datadriver.Config[player]) { c.HistoryEvery = time.Millisecond })
+	ctx := ctxT(t)
+	saved := fillHistory(t, d, "user:6", 10)
+	vs, err := d.Versions(ctx, "user:6") // current 10, kept 9..1
+	if err != nil || len(vs) != 10 {
+		t.Fatalf("versions %+v, %v", vs, err)
+	}
+	c := r.Client(t)
+	hk := record.HistoryKey(datadriver.RecordKey(r.Namespace, "PlayerData", "user:6"))
+	const damaged = 6
+	field := fmt.Sprintf("v%d", damaged)
+	b, err := c.HGet(ctx, hk, field).Bytes()
+	if err != nil {
+		t.Fatalf("%s: %v", field, err)
+	}
+	b[len(b)/2] ^= 0x5a
+	c.HSet(ctx, hk, field, b)
+	before := recordFields(t, r, "PlayerData", "user:6")
+	for _, v := range vs {
+		got, err := d.ReadVersion(ctx, "user:6", v.At)
+		switch {
+		case v.Ver <= damaged:
+			if !errors.Is(err, datadriver.ErrCorruptRecord) {
+				t.Errorf("ReadVersion of ver %d = %v, want ErrCorruptRecord (its chain needs ver %d)", v.Ver, err, damaged)
+			}
+		case err != nil || got.Coins != saved[v.Ver]:
+			t.Errorf("ReadVersion of ver %d = %d coins, %v; want %d", v.Ver, got.Coins, err, saved[v.Ver])
+		}
+	}
+	if _, err := d.RestoreAt(ctx, "user:6", vs[len(vs)-1].At, datadriver.LoadOptions{}); !errors.Is(err, datadriver.ErrCorruptRecord) {
+		t.Fatalf("RestoreAt a version that needs the damaged one = %v, want ErrCorruptRecord", err)
+	}
+	after := recordFields(t, r, "PlayerData", "user:6")
+	if after["ver"] != before["ver"] || after["data"] != before["data"] || after["lock.token"] != "" {
+		t.Fatalf("the refused restore changed the record: ver %s → %s, lock %q", before["ver"], after["ver"], after["lock.token"])
+	}
 }

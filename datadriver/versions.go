@@ -20,17 +20,15 @@ type Version struct {
 	Current bool      // the record's current data
 }
 
-// version is a Version and where its data is.
+// version is a Version and the schema version of its data.
 type version struct {
 	Version
-	schema int   // the schema version its data was written at
-	slot   int64 // a legacy ring slot of the record, or -1 (the history hash)
+	schema int // the schema version its data was written at
 }
 
 // Versions lists the kept versions of key, newest first: the current data
-// and the versions the history keeps (at most History; see HistoryEvery),
-// including those of records written before the history hash (ring slots
-// in the record). A key never saved has none.
+// and the versions the history keeps (at most History; see HistoryEvery).
+// A key never saved has none.
 func (d *Driver[T]) Versions(ctx context.Context, key string) ([]Version, error) {
 	vs, err := d.versions(ctx, key)
 	if err != nil {
@@ -43,8 +41,8 @@ func (d *Driver[T]) Versions(ctx context.Context, key string) ([]Version, error)
 	return out, nil
 }
 
-// versions lists the kept versions of key with where their data is, newest
-// first.
+// versions lists the kept versions of key with their schema versions,
+// newest first.
 func (d *Driver[T]) versions(ctx context.Context, key string) ([]version, error) {
 	if err := ValidKey(key); err != nil {
 		return nil, fmt.Errorf("versions: %w", err)
@@ -55,19 +53,11 @@ func (d *Driver[T]) versions(ctx context.Context, key string) ([]version, error)
 	}
 	var out []version
 	if res.HasData {
-		out = append(out, version{Version: Version{Ver: res.Ver, At: res.At, Current: true}, slot: -1})
+		out = append(out, version{Version: Version{Ver: res.Ver, At: res.At, Current: true}})
 	}
-	seen := map[int64]bool{res.Ver: true}
 	for _, k := range res.Kept {
-		if !seen[k.Ver] && k.Ver < res.Ver {
-			seen[k.Ver] = true
-			out = append(out, version{Version: Version{Ver: k.Ver, At: k.At}, schema: k.Schema, slot: -1})
-		}
-	}
-	for _, s := range res.Slots {
-		if !seen[s.Ver] && s.Ver < res.Ver {
-			seen[s.Ver] = true
-			out = append(out, version{Version: Version{Ver: s.Ver, At: s.At}, slot: s.Slot})
+		if k.Ver < res.Ver {
+			out = append(out, version{Version: Version{Ver: k.Ver, At: k.At}, schema: k.Schema})
 		}
 	}
 	slices.SortFunc(out, func(a, b version) int { return cmp.Compare(b.Ver, a.Ver) })
@@ -87,18 +77,16 @@ func versionAt(key string, vs []version, t time.Time) (version, error) {
 // one), with what T does not know of it.
 func (d *Driver[T]) readVersion(ctx context.Context, key string, v version) (T, *datacodec.Unknown, error) {
 	var zero T
-	blob, err := record.KeptData(ctx, d.node.rdb, d.recordKey(key), v.Ver, v.slot)
+	h, err := record.ReadHistory(ctx, d.node.rdb, d.recordKey(key))
 	if err != nil {
 		return zero, nil, fmt.Errorf("read version %d of %q: %w", v.Ver, key, err)
 	}
-	if blob == nil {
-		return zero, nil, fmt.Errorf("read version %d of %q: %w (no longer kept)", v.Ver, key, ErrNoVersion)
+	raw, err := h.Data(v.Ver, d.zdec)
+	if err != nil {
+		return zero, nil, &CorruptRecordError{Key: key, Err: err}
 	}
-	raw := blob
-	if v.slot < 0 {
-		if raw, err = d.decompress(blob); err != nil {
-			return zero, nil, &CorruptRecordError{Key: key, Err: fmt.Errorf("version %d: %w", v.Ver, err)}
-		}
+	if raw == nil {
+		return zero, nil, fmt.Errorf("read version %d of %q: %w (no longer kept)", v.Ver, key, ErrNoVersion)
 	}
 	data, unknown, err := d.codec.Decode(raw, v.schema)
 	if err != nil {

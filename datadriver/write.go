@@ -152,7 +152,7 @@ func (p *Profile[T]) buildWrite(mode record.WriteMode, kind telemetry.WriteKind,
 		req.Data = snap.data
 		req.Schema, req.SchemaMin = d.codec.WriteVersion(p.w.schema, p.w.schemaMin)
 		if p.w.keepNext || p.versionDue() {
-			req.Keep, req.KeepVer, req.KeepAlways = d.compress(p.w.lastData), p.w.ver, p.w.keepNext
+			p.keepVersion(&req)
 		}
 	}
 	if snap.uids != nil {

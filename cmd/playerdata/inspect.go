@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
@@ -209,6 +210,14 @@ type versionReport struct {
 	Ver     int64     `json:"ver"`
 	At      time.Time `json:"at"`
 	Current bool      `json:"current,omitempty"`
+	// Stored is how a kept version is stored (whole, delta, or whole with
+	// text metadata), Bytes what it takes in the history hash.
+	Stored string `json:"stored,omitempty"`
+	Bytes  int    `json:"bytes,omitempty"`
+	// Unreadable says why it cannot be read or restored; Needs is then the
+	// damaged version it depends on (itself when it is damaged).
+	Unreadable string `json:"unreadable,omitempty"`
+	Needs      int64  `json:"needs,omitempty"`
 }
 
 // inspectFields are the record fields inspect reads (the data, user ids
@@ -318,30 +327,55 @@ func (r *reader) readSnapshot(ctx context.Context, rk string) (*recordSnapshot, 
 }
 
 // readVersions lists the record's versions, newest first: the current data
-// and the kept ones (the history hash beside the record, and the ring slots
-// older builds kept in the record itself), as record.Versions reads them.
-func readVersions(ctx context.Context, rdb redis.Scripter, rk string) ([]versionReport, error) {
+// and the kept ones, as record.Versions reads them, each kept one read
+// (every chain of deltas decoded) to say whether it can be restored.
+func readVersions(ctx context.Context, rdb redis.UniversalClient, rk string) ([]versionReport, error) {
 	res, err := record.Versions(ctx, rdb, rk)
 	if err != nil {
 		return nil, fmt.Errorf("versions: %w", err)
+	}
+	h, err := record.ReadHistory(ctx, rdb, rk)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	dec, err := newDecoder()
+	if err != nil {
+		return nil, err
+	}
+	defer dec.Close()
+	health := map[int64]record.Health{}
+	for _, hv := range h.Check(dec) {
+		health[hv.Ver] = hv
 	}
 	out := []versionReport{}
 	if res.HasData {
 		out = append(out, versionReport{Ver: res.Ver, At: res.At, Current: true})
 	}
 	for _, k := range res.Kept {
-		if k.Ver < res.Ver {
-			out = append(out, versionReport{Ver: k.Ver, At: k.At})
+		if k.Ver >= res.Ver {
+			continue
 		}
-	}
-	for _, sl := range res.Slots {
-		// A slot older than a kept version of the same ver is a leftover.
-		if sl.Ver < res.Ver && !slices.ContainsFunc(out, func(v versionReport) bool { return v.Ver == sl.Ver }) {
-			out = append(out, versionReport{Ver: sl.Ver, At: sl.At})
+		v := versionReport{Ver: k.Ver, At: k.At, Stored: k.Form.String()}
+		if hv, ok := health[k.Ver]; ok {
+			v.Bytes = hv.Bytes
+			if hv.Err != nil {
+				v.Unreadable, v.Needs = hv.Err.Error(), hv.Needs
+			}
 		}
+		out = append(out, v)
 	}
 	slices.SortFunc(out, func(a, b versionReport) int { return cmp.Compare(b.Ver, a.Ver) })
 	return out, nil
+}
+
+// newDecoder is a decompressor of kept versions.
+func newDecoder() (*zstd.Decoder, error) {
+	enc, dec, err := record.NewCodec()
+	if err != nil {
+		return nil, err
+	}
+	_ = enc.Close()
+	return dec, nil
 }
 
 // readTrade reads the journal entry of a pending trade id; nil when id is "".

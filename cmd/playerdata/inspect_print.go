@@ -71,11 +71,17 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 		if i == 0 {
 			label = "versions"
 		}
-		cur := ""
-		if v.Current {
-			cur = " (current)"
+		s := fmt.Sprintf("ver %d (current), %s", v.Ver, when(v.At))
+		if !v.Current {
+			s = fmt.Sprintf("ver %d, %s, %s, %d bytes", v.Ver, when(v.At), v.Stored, v.Bytes)
 		}
-		row(label, fmt.Sprintf("ver %d%s, %s", v.Ver, cur, when(v.At)))
+		if v.Unreadable != "" {
+			s += ", " + st.red("unreadable: "+v.Unreadable)
+		}
+		row(label, s)
+	}
+	if why := unreadableVersions(r.Versions); why != "" {
+		row("", "→ "+st.red(wrapText(why, 84, "               ")))
 	}
 	fmt.Fprintf(w, "  → %s\n", wrapText(r.Verdict, 90, "    "))
 	if r.Data != nil {
@@ -184,4 +190,35 @@ func printMessages(w io.Writer, st style, in *inboxReport, row func(label, value
 	if more := in.Dead - int64(len(in.DeadMessages)); more > 0 {
 		row("", fmt.Sprintf("  … and %d older", more))
 	}
+}
+
+// unreadableVersions says which kept versions cannot be read or restored
+// and why, grouped by the damaged version they need; "" when all read.
+func unreadableVersions(vs []versionReport) string {
+	var parts []string
+	for _, v := range vs {
+		if v.Unreadable == "" || (v.Needs != 0 && v.Needs != v.Ver) {
+			continue
+		}
+		var needing []string
+		for _, o := range vs {
+			if o.Needs == v.Ver && o.Ver != v.Ver {
+				needing = append(needing, strconv.FormatInt(o.Ver, 10))
+			}
+		}
+		p := fmt.Sprintf("ver %d is damaged", v.Ver)
+		if v.Needs == 0 {
+			p = fmt.Sprintf("ver %d is a delta with no whole version above it", v.Ver)
+		}
+		if len(needing) > 0 {
+			p += fmt.Sprintf("; %s %s, %s, cannot be read either", plural(len(needing), "ver", "vers"),
+				strings.Join(needing, ", "), plural(len(needing), "a delta that needs it", "deltas that need it"))
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return strings.Join(parts, "; ") + ". A restore to a time they cover fails and changes nothing; the other " +
+		"versions read and restore"
 }

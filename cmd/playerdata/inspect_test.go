@@ -3,13 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 )
 
@@ -177,4 +181,113 @@ func testPresence(t *testing.T, e testEnv) {
 	if r.err != nil || !strings.Contains(r.stdout, "no server in the presence hash") {
 		t.Fatalf("presence of an empty hash = %v:\n%s", r.err, r.stdout)
 	}
+}
+
+// A damaged kept version: inspect names it and the deltas that need it,
+// and a restore to one of them fails and changes nothing.
+func testInspectNamesDamagedVersions(t *testing.T, e testEnv) {
+	t.Setenv(envNATS, "")
+	h := newHistory(t, e, "", false) // ver 3 current; 2 kept whole, 1 a delta against it
+	ctx := context.Background()
+	hk := record.HistoryKey(h.rk)
+	raw, err := e.rdb.HGet(ctx, hk, "f2.1").Bytes() // f2 is its metadata, f2.1 the first chunk of its data
+	if err != nil {
+		t.Fatalf("ver 2 is not kept whole: %v", err)
+	}
+	raw[len(raw)-2] ^= 0x40
+	if err := e.rdb.HSet(ctx, hk, "f2.1", raw).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rep := h.inspectVersions(t)
+	cur, two, one := rep.Versions[0], rep.Versions[1], rep.Versions[2]
+	switch {
+	case !cur.Current || cur.Unreadable != "":
+		t.Errorf("current %+v", cur)
+	case two.Stored != "whole" || two.Unreadable == "" || two.Needs != 2:
+		t.Errorf("ver 2 %+v, want whole and unreadable", two)
+	case one.Stored != "delta" || one.Unreadable == "" || one.Needs != 2:
+		t.Errorf("ver 1 %+v, want a delta, unreadable, needing ver 2", one)
+	}
+	r := runArgs(t, 10*time.Second, e.args("inspect", "--driver", "PlayerData", h.key)...)
+	if out := strings.Join(strings.Fields(r.stdout), " "); !strings.Contains(out,
+		"ver 2 is damaged; ver 1, a delta that needs it, cannot be read either") {
+		t.Errorf("inspect does not say which versions are lost:\n%s", r.stdout)
+	}
+	rec, hist := e.fields(t, h.rk), e.fields(t, hk)
+	if _, r := h.restoreJSON(t, "--at", stamp(h.at[1]), h.key); exitStatus(r.err) != exitFailed ||
+		!strings.Contains(r.err.Error(), "needs version 2") {
+		t.Fatalf("restore of ver 1 = %v, want a failure naming ver 2", r.err)
+	}
+	if !maps.Equal(e.fields(t, h.rk), rec) || !maps.Equal(e.fields(t, hk), hist) {
+		t.Fatal("the failed restore changed the record or its history")
+	}
+}
+
+// Versions stored whole with text metadata (d<ver>, t<ver>, as builds
+// before deltas kept them) are listed, read and restored.
+func testInspectAndRestoreWholeTextVersions(t *testing.T, e testEnv) {
+	t.Setenv(envNATS, "")
+	h := newHistory(t, e, "", false) // ver 3 current; 2 and 1 kept
+	ctx := context.Background()
+	hk := record.HistoryKey(h.rk)
+	hist, err := record.ReadHistory(ctx, e.rdb, h.rk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := newDecoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	var fields []any
+	for _, v := range hist.Versions {
+		data, err := hist.Data(v.Ver, dec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields = append(fields, record.HistDataField(v.Ver), record.AppendWholeText(nil, enc, data),
+			record.HistMetaField(v.Ver), fmt.Sprintf("%d,%d,%d", v.At.UnixMilli(), v.Schema, v.SchemaMin))
+	}
+	if err := e.rdb.Del(ctx, hk).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.HSet(ctx, hk, fields...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rep := h.inspectVersions(t)
+	for _, v := range rep.Versions[1:] {
+		if v.Stored != record.FormWholeText.String() || v.Unreadable != "" || !v.At.Equal(h.at[v.Ver]) {
+			t.Errorf("ver %d: %+v, want readable, whole with text metadata, written %s", v.Ver, v, h.at[v.Ver])
+		}
+	}
+	if rep, r := h.restoreJSON(t, "--at", stamp(h.at[1]), h.key); r.err != nil || rep.Outcome != restoreDone {
+		t.Fatalf("restore of ver 1: %+v, %v", rep, r.err)
+	}
+	if got := e.fields(t, h.rk)[record.FieldData]; got != h.data[1] {
+		t.Fatalf("data after the restore %x, want ver 1's %x", got, h.data[1])
+	}
+	if c := h.a.joinCoins(t, h.key); c != 10 {
+		t.Fatalf("a join after the restore loads %d coins, want 10", c)
+	}
+}
+
+// inspectVersions runs inspect --json on h's record and returns its
+// report, which lists the three versions.
+func (h *history) inspectVersions(t *testing.T) inspectReport {
+	t.Helper()
+	r := runArgs(t, 10*time.Second, h.e.args("inspect", "--json", "--driver", "PlayerData", h.key)...)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var rep inspectReport
+	decodeJSON(t, r.stdout, &rep)
+	if len(rep.Versions) != 3 {
+		t.Fatalf("versions %+v, want 3, 2 and 1", rep.Versions)
+	}
+	return rep
 }

@@ -119,9 +119,6 @@ type versionInfo struct {
 	Bytes     int       `json:"bytes,omitempty"` // the data's size, uncompressed
 	Schema    int       `json:"schema"`
 	SchemaMin int       `json:"schema_min"`
-	// Legacy marks a ring slot of a build before the history hash: its
-	// schema version was not kept.
-	Legacy bool `json:"legacy,omitempty"`
 	// Corrupt says why the current data does not decode.
 	Corrupt string `json:"corrupt,omitempty"`
 	current bool
@@ -399,11 +396,7 @@ func orUnknown(status string, flagged bool) string {
 // CLI knows no migrations, so it restores only data of the record's own
 // schema version, which needs none.
 func schemaRefusal(st *restoreState, target versionInfo) string {
-	switch {
-	case target.Legacy && st.schema > 0:
-		return fmt.Sprintf("ver %d is a ring slot of an older build, whose schema version was not kept, and the record is at "+
-			"schema version %d: restore it from the game's code (Driver.RestoreAt), which runs its migrations", target.Ver, st.schema)
-	case target.Schema != st.schema:
+	if target.Schema != st.schema {
 		return fmt.Sprintf("ver %d was written at schema version %d and the record is at %d: restoring it needs the game's "+
 			"migrations, which this command does not have; restore it from the game's code (Driver.RestoreAt)",
 			target.Ver, target.Schema, st.schema)

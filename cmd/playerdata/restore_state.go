@@ -96,19 +96,10 @@ func readRestoreState(ctx context.Context, r *reader, driver, key string) (*rest
 	if c := st.current(); c != nil {
 		st.versions = append(st.versions, *c)
 	}
-	// As Driver.RestoreAt lists them: a ver once, the history hash before
-	// the legacy ring slots, nothing at or above the current ver.
-	seen := map[int64]bool{res.Ver: true}
+	// As Driver.RestoreAt lists them: nothing at or above the current ver.
 	for _, k := range res.Kept {
-		if !seen[k.Ver] && k.Ver < res.Ver {
-			seen[k.Ver] = true
+		if k.Ver < res.Ver {
 			st.versions = append(st.versions, versionInfo{Ver: k.Ver, At: k.At, Schema: k.Schema, SchemaMin: k.SchemaMin})
-		}
-	}
-	for _, sl := range res.Slots {
-		if !seen[sl.Ver] && sl.Ver < res.Ver {
-			seen[sl.Ver] = true
-			st.versions = append(st.versions, versionInfo{Ver: sl.Ver, At: sl.At, Legacy: true})
 		}
 	}
 	slices.SortFunc(st.versions, func(a, b versionInfo) int { return cmp.Compare(b.Ver, a.Ver) })
@@ -165,9 +156,6 @@ func (r *restoreReport) describe(v *versionInfo) string {
 	s := fmt.Sprintf("ver %d, written %s (%s ago)", v.Ver, stamp(v.At), human(r.now.Sub(v.At).Round(time.Millisecond)))
 	if v.Bytes > 0 {
 		s += fmt.Sprintf(", %d bytes", v.Bytes)
-	}
-	if v.Legacy {
-		return s + ", a ring slot of an older build"
 	}
 	return s + fmt.Sprintf(", schema %d", v.Schema)
 }

@@ -19,6 +19,8 @@ var cliSuite = []struct {
 	{"InspectShowsTheInbox", testInspectShowsTheInbox},
 	{"InspectTellsMessageStates", testInspectTellsMessageStates},
 	{"InspectShowsRefusalsAndDeadLetters", testInspectShowsRefusalsAndDeadLetters},
+	{"InspectNamesDamagedVersions", testInspectNamesDamagedVersions},
+	{"InspectAndRestoreWholeTextVersions", testInspectAndRestoreWholeTextVersions},
 	{"Presence", testPresence},
 	{"PresenceKey", testPresenceKey},
 	{"PresenceShardsAreFound", testPresenceShardsAreFound},

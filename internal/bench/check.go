@@ -84,6 +84,7 @@ func CheckJSON(data []byte) error {
 	c.posIf(stats, "memory", "redis_bytes_per_record_full_history")
 	c.present("memory", "history_versions")
 	c.pos("memory", "go_heap_per_profile")
+	c.history(stats)
 
 	c.latency("messages")
 	c.latency("messages", "send")
@@ -174,4 +175,29 @@ func (c *checker) latency(path ...string) {
 	if n < 1 {
 		c.fail("%s: n %v", strings.Join(path, "."), n)
 	}
+}
+
+// history checks memory.history: every layout of the grid, the save's
+// cost beside the whole-copy layout's, ReadVersion's latency.
+func (c *checker) history(stats bool) {
+	c.pos("memory", "history", "data_bytes")
+	c.pos("memory", "history", "values")
+	layouts, _ := c.get("memory", "history", "layouts").([]any)
+	if len(layouts) != len(historyChanges)*len(historyVersions) {
+		c.fail("memory.history.layouts: %d, want %d", len(layouts), len(historyChanges)*len(historyVersions))
+	}
+	for i, l := range layouts {
+		m, _ := l.(map[string]any)
+		for _, f := range []string{"redis_bytes_per_record", "whole_copy_bytes_per_record", "times_data"} {
+			if v, _ := m[f].(float64); stats && v <= 0 {
+				c.fail("memory.history.layouts[%d].%s %v is not positive", i, f, m[f])
+			}
+		}
+	}
+	for _, f := range []string{"redis_us", "whole_redis_us", "redis_cpu_us", "whole_redis_cpu_us"} {
+		c.posIf(stats, "memory", "history", "save", f)
+	}
+	c.pos("memory", "history", "save", "go_us")
+	c.pos("memory", "history", "save", "whole_go_us")
+	c.latency("memory", "history", "read_oldest")
 }

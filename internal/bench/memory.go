@@ -21,8 +21,9 @@ import (
 // one message (applied and removed by the release), then released; then
 // MEMORY USAGE (SAMPLES 0) of the record hash, its history hash and its
 // inbox stream. With the default history (one version an hour) those saves
-// keep one version; FullHistory repeats it with versions kept on every save
-// until the default 24 are there.
+// keep one version. History (history.go) measures kept versions with a
+// realistic profile; the full-history figures are its default layout (24
+// versions, 5 % of the values changed by each).
 //
 // Go heap: HeapProfiles records are created and released, then loaded and
 // held at once; the heap in use (runtime.ReadMemStats HeapAlloc after a GC)
@@ -37,16 +38,16 @@ type Memory struct {
 	HistoryBytes        float64 `json:"history_bytes"`
 	InboxBytes          float64 `json:"inbox_bytes"`
 	HistoryVersions     float64 `json:"history_versions"`
-	// FullHistory is the same with a full history (DefaultHistory versions).
+	// FullHistory is the same with a full history (DefaultHistory versions
+	// of the realistic profile).
 	FullHistoryVersions        float64 `json:"full_history_versions"`
 	RedisBytesPerRecordFullHis float64 `json:"redis_bytes_per_record_full_history"`
 	// GoHeapPerProfile is the heap one resident profile holds, in bytes.
 	GoHeapPerProfile float64 `json:"go_heap_per_profile"`
 	HeapProfiles     int     `json:"heap_profiles"`
+	// History is what kept versions cost, by layout, beside whole copies.
+	History HistoryCost `json:"history"`
 }
-
-// fullHistoryRecords bounds the records of the full-history figure.
-const fullHistoryRecords = 20
 
 // runMemory fills Result.Memory.
 func (r *runner) runMemory(ctx context.Context) error {
@@ -72,40 +73,29 @@ func (r *runner) runMemory(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	full, err := datadriver.NewDriver(node, datadriver.Config[profileData]{Name: driverName + "Hist", OnMessage: onMessage,
-		HistoryEvery: time.Millisecond})
-	if err != nil {
-		return err
-	}
 	m := &r.res.Memory
 	m.Records, m.Saves, m.HeapProfiles = r.cfg.MemoryRecords, r.cfg.MemorySaves, r.cfg.HeapProfiles
 	rng := rand.NewChaCha8([32]byte{5})
 	size := r.cfg.MemoryDataBytes
 
-	fill := func(d *datadriver.Driver[profileData], prefix string, records, saves int) (memSample, error) {
-		var sum memSample
-		for i := range records {
-			s, err := r.fillRecord(ctx, d, ns, fmt.Sprintf("%s-%d", prefix, i), size, saves, rng)
-			if err != nil {
-				return sum, err
-			}
-			sum.add(s)
+	var sum memSample
+	for i := range r.cfg.MemoryRecords {
+		update := func(d *profileData, _ int) { d.Blob = newBlob(size, rng); d.Coins++ }
+		s, err := fillRecord(ctx, r, drv, ns, fmt.Sprintf("mem-%d", i), r.cfg.MemorySaves, update,
+			func(d *profileData) bool { return d.Level > 0 })
+		if err != nil {
+			return err
 		}
-		return sum.div(float64(records)), nil
+		sum.add(s)
 	}
-	s, err := fill(drv, "mem", r.cfg.MemoryRecords, r.cfg.MemorySaves)
-	if err != nil {
-		return err
-	}
+	s := sum.div(float64(r.cfg.MemoryRecords))
 	m.DataBytes, m.HistoryVersions = int(s.data), round1(s.versions)
 	if r.mem {
 		m.RecordBytes, m.HistoryBytes, m.InboxBytes = round1(s.record), round1(s.history), round1(s.inbox)
 		m.RedisBytesPerRecord = round1(s.total())
-		f, err := fill(full, "full", min(r.cfg.MemoryRecords, fullHistoryRecords), datadriver.DefaultHistory+2)
-		if err != nil {
-			return err
-		}
-		m.RedisBytesPerRecordFullHis, m.FullHistoryVersions = round1(f.total()), round1(f.versions)
+	}
+	if err := r.runHistory(ctx, node, rdb, ns, m); err != nil {
+		return fmt.Errorf("history: %w", err)
 	}
 
 	if m.GoHeapPerProfile, err = heapPerProfile(ctx, drv, r.cfg.HeapProfiles, size, rng); err != nil {
@@ -134,21 +124,21 @@ func (s memSample) div(n float64) memSample {
 
 func (s memSample) total() float64 { return s.record + s.history + s.inbox }
 
-// fillRecord loads key, saves it saves times with fresh data, sends it one
-// message and waits until it is applied, releases it, and returns the
-// MEMORY USAGE of its record, history and inbox, and its history versions.
-// A kept version needs at least a millisecond between two writes, so the
-// saves are a millisecond apart.
-func (r *runner) fillRecord(ctx context.Context, drv *datadriver.Driver[profileData], ns, key string, size, saves int,
-	rng *rand.ChaCha8) (memSample, error) {
+// fillRecord loads key, saves it saves times, each after update (which
+// gets the save's number), sends it one message and waits until applied
+// says it is, releases it, and returns the MEMORY USAGE of its record,
+// history and inbox, and its history versions. A kept version needs at
+// least a millisecond between two writes, so the saves are a millisecond
+// apart.
+func fillRecord[T any](ctx context.Context, r *runner, drv *datadriver.Driver[T], ns, key string, saves int,
+	update func(d *T, save int), applied func(d *T) bool) (memSample, error) {
 	var out memSample
 	p, err := drv.Load(ctx, key, datadriver.LoadOptions{})
 	if err != nil {
 		return out, err
 	}
-	for range saves {
-		blob := newBlob(size, rng)
-		if err := p.Update(func(d *profileData) { d.Blob = blob; d.Coins++ }); err != nil {
+	for i := range saves {
+		if err := p.Update(func(d *T) { update(d, i) }); err != nil {
 			return out, err
 		}
 		if err := p.Save(ctx); err != nil {
@@ -162,9 +152,9 @@ func (r *runner) fillRecord(ctx context.Context, drv *datadriver.Driver[profileD
 		return out, err
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for applied := false; !applied; {
-		p.View(func(d *profileData) { applied = d.Level > 0 })
-		if !applied && time.Now().After(deadline) {
+	for done := false; !done; {
+		p.View(func(d *T) { done = applied(d) })
+		if !done && time.Now().After(deadline) {
 			return out, errors.New("the message was not applied within 5 s")
 		}
 		if err := sleep(ctx, 100*time.Microsecond); err != nil {
@@ -179,11 +169,11 @@ func (r *runner) fillRecord(ctx context.Context, drv *datadriver.Driver[profileD
 	if err != nil {
 		return out, err
 	}
-	fields, err := r.admin.HLen(ctx, record.HistoryKey(rk)).Result()
+	hist, err := record.Versions(ctx, r.admin, rk)
 	if err != nil {
 		return out, err
 	}
-	out.data, out.versions = float64(data), float64(fields/2) // d<ver> and t<ver> per version
+	out.data, out.versions = float64(data), float64(len(hist.Kept))
 	if !r.mem {
 		return out, nil
 	}

@@ -83,6 +83,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	ew.printf("  Redis %.0f bytes per record: record %.0f, history %.0f (%.1f versions), inbox %.0f; with a full history (%.0f versions) %.0f\n",
 		mm.RedisBytesPerRecord, mm.RecordBytes, mm.HistoryBytes, mm.HistoryVersions, mm.InboxBytes, mm.FullHistoryVersions, mm.RedisBytesPerRecordFullHis)
 	ew.printf("  Go heap %.0f bytes per resident profile (%d held at once)\n", mm.GoHeapPerProfile, mm.HeapProfiles)
+	mm.History.writeText(ew)
 
 	g := r.Messages
 	ew.printf("\nMessages (%d, Send on B → OnMessage ran on A): p50 %.3f ms, p90 %.3f, p99 %.3f, max %.3f; Send itself p50 %.3f ms\n",

@@ -1,7 +1,5 @@
 package record
 
-import "strconv"
-
 // The fields of a record hash.
 const (
 	// FieldData is the profile data: an opaque blob (msgpack).
@@ -88,20 +86,5 @@ func Keys(recordKey string) []string {
 }
 
 // HistoryKey is the history of the record at recordKey: a hash of kept
-// versions (HistDataField, HistMetaField), in the record's slot.
+// versions (see history.go), in the record's slot.
 func HistoryKey(recordKey string) string { return recordKey + ":hist" }
-
-// HistDataField and HistMetaField name version ver's fields in the history
-// hash: its data (compressed by the writer) and "<at>,<schema>,<schemaMin>".
-func HistDataField(ver int64) string { return "d" + strconv.FormatInt(ver, 10) }
-
-// HistMetaField: see HistDataField.
-func HistMetaField(ver int64) string { return "t" + strconv.FormatInt(ver, 10) }
-
-// SlotFields names the fields of legacy history ring slot s (a version kept
-// in the record hash by builds before the history hash): its version, its
-// write time and its data.
-func SlotFields(s int64) (ver, at, data string) {
-	p := "h" + strconv.FormatInt(s, 10) + "."
-	return p + "v", p + "t", p + "d"
-}

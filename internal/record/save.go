@@ -2,6 +2,7 @@ package record
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -52,12 +53,19 @@ type SaveArgs struct {
 	// replaces.
 	History      int
 	HistoryEvery time.Duration
-	// Keep is the data this write replaces (version KeepVer), compressed,
-	// sent when the caller reckons a version is due; KeepAlways keeps it
-	// whatever HistoryEvery says (the data before a restore).
+	// Keep is the data this write replaces (version KeepVer), compressed
+	// (AppendWhole), sent when the caller reckons a version is due: it is
+	// kept whole. KeepAlways keeps it whatever HistoryEvery says (the data
+	// before a restore).
 	Keep       []byte
 	KeepVer    int64
 	KeepAlways bool
+	// KeepPlan is what the write does to the history beside keeping Keep,
+	// as planned from a read of it (History.Plan): the versions it trims,
+	// and the previous newest rewritten as a delta. Without it, or when the
+	// history changed since that read, the script trims by itself and
+	// rewrites nothing.
+	KeepPlan *HistoryPlan
 	// Trade is the trade this write settles (its mark is cleared), or "".
 	Trade string
 	// Applied are the ids of inbox messages the new data has applied: the
@@ -101,7 +109,7 @@ func (a SaveArgs) argv() []any {
 		n += 2
 	}
 	if a.keeps() {
-		n += 6
+		n += 9 + 2*(len(a.Keep)/HistChunk+2) + len(a.KeepPlan.drop())
 	}
 	if len(a.Earlier) > 0 {
 		n += 4 + len(a.Earlier)
@@ -126,7 +134,7 @@ func (a SaveArgs) argv() []any {
 		argv = append(argv, saveOptTrade, a.Trade)
 	}
 	if a.keeps() {
-		argv = append(argv, saveOptKeep, a.History, a.HistoryEvery.Milliseconds(), a.Keep, a.KeepVer, flag(a.KeepAlways))
+		argv = a.appendKeep(argv)
 	}
 	if len(a.Earlier) > 0 {
 		argv = append(argv, saveOptEarlier, a.Job, flag(a.Presence), len(a.Earlier))
@@ -147,6 +155,38 @@ func (a SaveArgs) argv() []any {
 		}
 	}
 	return argv
+}
+
+// appendKeep appends the 'keep' option: n, every, oldVer, always, the
+// plan's seen hist.at, how many field/value pairs hold the kept data (its
+// chunks f<ver>.1 ...) and the rewritten version, how many fields to
+// delete; then those pairs and fields.
+func (a SaveArgs) appendKeep(argv []any) []any {
+	seen, head := "", len(argv)
+	argv = append(argv, saveOptKeep, a.History, a.HistoryEvery.Milliseconds(), a.KeepVer, flag(a.KeepAlways), seen, 0, 0, 0)
+	argv = histChunks(argv, histField0(histWhole, a.KeepVer), 1, a.Keep)
+	nKeep := (len(argv) - head - 9) / 2
+	nRewrite := 0
+	if p := a.KeepPlan; p != nil {
+		argv[head+5] = p.Seen
+		if p.RewriteVer != 0 {
+			argv = histChunks(argv, histField0(histDelta, p.RewriteVer), 0, p.Rewrite)
+			nRewrite = (len(argv)-head-9)/2 - nKeep
+		}
+		for _, f := range p.Drop {
+			argv = append(argv, f)
+		}
+	}
+	argv[head+6], argv[head+7], argv[head+8] = nKeep, nRewrite, len(a.KeepPlan.drop())
+	return argv
+}
+
+// drop is p.Drop (none without a plan).
+func (p *HistoryPlan) drop() []string {
+	if p == nil {
+		return nil
+	}
+	return p.Drop
 }
 
 // keeps reports whether the call may keep a version: it carries new data,
@@ -213,16 +253,10 @@ func ParseSaveArgs(argv []string) (SaveArgs, error) {
 		i += 2
 	}
 	if arg(argv, i) == saveOptKeep {
-		if i+5 > len(argv) {
+		var ok bool
+		if i, ok = a.parseKeep(argv, i); !ok {
 			return SaveArgs{}, bad(saveOptKeep)
 		}
-		a.History, _ = strconv.Atoi(arg(argv, i+1))
-		every, _ := strconv.ParseInt(arg(argv, i+2), 10, 64)
-		a.HistoryEvery = time.Duration(every) * time.Millisecond
-		a.Keep = []byte(arg(argv, i+3))
-		a.KeepVer, _ = strconv.ParseInt(arg(argv, i+4), 10, 64)
-		a.KeepAlways = arg(argv, i+5) == "1"
-		i += 6
 	}
 	if arg(argv, i) == saveOptEarlier {
 		n, err := strconv.Atoi(arg(argv, i+3))
@@ -253,6 +287,40 @@ func ParseSaveArgs(argv []string) (SaveArgs, error) {
 		return SaveArgs{}, fmt.Errorf("record: %s call with an unknown option %q", ScriptSave, arg(argv, i))
 	}
 	return a, nil
+}
+
+// parseKeep reads the 'keep' option at argv[i] (1-based) into a and
+// returns the index after it.
+func (a *SaveArgs) parseKeep(argv []string, i int) (int, bool) {
+	nKeep, err1 := strconv.Atoi(arg(argv, i+6))
+	nRewrite, err2 := strconv.Atoi(arg(argv, i+7))
+	nDrop, err3 := strconv.Atoi(arg(argv, i+8))
+	end := i + 9 + 2*(nKeep+nRewrite) + nDrop
+	if errors.Join(err1, err2, err3) != nil || nKeep < 0 || nRewrite < 0 || nDrop < 0 || end-1 > len(argv) {
+		return i, false
+	}
+	a.History, _ = strconv.Atoi(arg(argv, i+1))
+	every, _ := strconv.ParseInt(arg(argv, i+2), 10, 64)
+	a.HistoryEvery = time.Duration(every) * time.Millisecond
+	a.KeepVer, _ = strconv.ParseInt(arg(argv, i+3), 10, 64)
+	a.KeepAlways = arg(argv, i+4) == "1"
+	a.Keep = []byte{}
+	j := i + 9
+	for range nKeep {
+		a.Keep, j = append(a.Keep, arg(argv, j+1)...), j+2
+	}
+	if seen := arg(argv, i+5); seen != "" || nRewrite > 0 || nDrop > 0 {
+		p := &HistoryPlan{Seen: seen}
+		for k := range nRewrite {
+			if k == 0 {
+				_, p.RewriteVer, _, _ = histField(arg(argv, j))
+			}
+			p.Rewrite, j = append(p.Rewrite, arg(argv, j+1)...), j+2
+		}
+		p.Drop = append([]string(nil), argv[j-1:j-1+nDrop]...)
+		a.KeepPlan = p
+	}
+	return end, true
 }
 
 // SaveOutcome is what a save.lua call did.

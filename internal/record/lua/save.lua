@@ -3,8 +3,10 @@
 --
 -- KEYS[1]  the record hash <ns>:{<driver>:<key>}
 -- KEYS[2]  its inbox, a stream <record>:inbox (same slot)
--- KEYS[3]  its history, a hash <record>:hist (same slot): d<ver> = a kept version's data
---          (compressed by the caller), t<ver> = "<at>,<schema>,<schemaMin>"
+-- KEYS[3]  its history, a hash <record>:hist (same slot; the layout is history.go's):
+--          f<ver> (metadata) and f<ver>.1 ... (data) a version stored whole, v<ver> ...
+--          one stored as a delta against the next newer kept version, d<ver> and t<ver>
+--          a whole version with text metadata
 -- KEYS[4]  its refusal counts, a hash <record>:tries: <id> = how many times a holder's
 --          OnMessage refused message <id>, <id>:err = the last refusal, <id>:job = who
 -- KEYS[5]  its dead letters, a stream <record>:dead: messages refused too often, each with
@@ -28,13 +30,20 @@
 --                           record is marked with another trade every write is refused,
 --                           but a bare release (no data), which gives the lock back and
 --                           leaves the mark for the next loader
---   'keep', n, every, old, oldVer, always
+--   'keep', n, every, oldVer, always, seen, nk, nr, nd, nk + nr name/value pairs, nd names
 --                           history: keep n versions (0: none); the first data write at
 --                           least `every` ms after the last kept version keeps the data
---                           it replaces, `old` (compressed by the caller, sent when the
---                           caller reckons a version is due), if it is version oldVer (the
---                           stored ver); always = '1' keeps it whatever the interval (the
---                           data before a restore)
+--                           it replaces (sent when the caller reckons a version is due),
+--                           if it is version oldVer (the stored ver); always = '1' keeps
+--                           it whatever the interval (the data before a restore). The
+--                           version is kept whole: f<oldVer> = the record's
+--                           "<at>,<schema>,<schema.min>", and the nk pairs (its data,
+--                           compressed and cut by the caller: f<oldVer>.1 ...). When the
+--                           record's hist.at is `seen` (the history is as the caller
+--                           read it), the nr pairs (the previous newest rewritten as a
+--                           delta) are written too and the nd fields (the trimmed
+--                           versions', the rewritten one's) deleted; otherwise the script
+--                           trims the oldest beyond n itself and rewrites nothing
 --   'earlier', job, presence, n, token1 .. tokenN
 --                           earlier tokens of the same profile (set after an adoption
 --                           whose save has not landed), and the job id and presence flag
@@ -128,7 +137,8 @@ if ARGV[i] == 'trade' then
   tradeID, i = ARGV[i + 1], i + 2
 end
 if ARGV[i] == 'keep' then
-  keep, i = i + 1, i + 6
+  keep = i + 1
+  i = i + 9 + 2 * (tonumber(ARGV[i + 6]) + tonumber(ARGV[i + 7])) + tonumber(ARGV[i + 8])
 end
 if ARGV[i] == 'earlier' then
   eJob, ePresence = ARGV[i + 1], ARGV[i + 2]
@@ -191,35 +201,67 @@ if trade and trade ~= '' and trade ~= tradeID and (hasData or mode ~= 'release')
   return {6, trade}
 end
 
+-- Keep version v (the data this write replaces) in hist, as the caller planned it when
+-- the history is as it read it, else trimming the oldest beyond ARGV[keep] itself. old
+-- holds the record's at, schema, schema.min and hist.at.
+local function keepVersion(hist, v, old, keep)
+  local nk, nr, nd = tonumber(ARGV[keep + 5]), tonumber(ARGV[keep + 6]), tonumber(ARGV[keep + 7])
+  local set0 = keep + 8
+  local set1 = set0 + 2 * nk - 1 -- the kept version's chunks: set0 .. set1
+  local del = {}
+  if ARGV[keep + 4] ~= '' and ARGV[keep + 4] == old[4] then
+    set1 = set1 + 2 * nr -- and the rewritten version's
+    for j = set1 + 1, set1 + nd do
+      del[#del + 1] = ARGV[j]
+    end
+  else
+    local fields, vers = {}, {} -- each version's fields; the versions
+    for _, name in ipairs(redis.call('HKEYS', hist)) do
+      local n = tonumber(string.match(name, '^[dtfv](%d+)'))
+      if n then
+        if not fields[n] then
+          fields[n] = {}
+          vers[#vers + 1] = n
+        end
+        table.insert(fields[n], name)
+      end
+    end
+    if not fields[v] then
+      vers[#vers + 1] = v
+    end
+    table.sort(vers)
+    for j, n in ipairs(vers) do
+      if n == v or j <= #vers - tonumber(ARGV[keep]) then -- v's are written again after
+        for _, name in ipairs(fields[n] or {}) do
+          del[#del + 1] = name
+        end
+      end
+    end
+  end
+  for j = 1, #del, 1000 do
+    redis.call('HDEL', hist, unpack(del, j, math.min(j + 999, #del)))
+  end
+  local meta = (old[1] or '0') .. ',' .. (old[2] or '0') .. ',' .. (old[3] or '0')
+  redis.call('HSET', hist, 'f' .. v, meta, unpack(ARGV, set0, math.min(set1, set0 + 1999)))
+  for j = set0 + 2000, set1, 2000 do
+    redis.call('HSET', hist, unpack(ARGV, j, math.min(set1, j + 1999)))
+  end
+end
+
 -- A version kept in the history (rare: at most once an interval, and before a restore).
 local histAt, flags = 0, 0
-if hasData and keep and tonumber(ARGV[keep]) > 0 and ARGV[keep + 2] ~= '' and tonumber(ARGV[keep + 3]) == tonumber(ver) then
+if hasData and keep and tonumber(ARGV[keep]) > 0 and tonumber(ARGV[keep + 2]) == tonumber(ver) then
   local ty = redis.call('TYPE', KEYS[3])['ok']
   if ty ~= 'hash' and ty ~= 'none' then
     flags, keep = 1, nil -- the data is written all the same; only the version is not kept
   end
 end
-if keep and hasData and tonumber(ARGV[keep]) > 0 and ARGV[keep + 2] ~= '' and tonumber(ARGV[keep + 3]) == tonumber(ver) then
+if keep and hasData and tonumber(ARGV[keep]) > 0 and tonumber(ARGV[keep + 2]) == tonumber(ver) then
   local old = redis.call('HMGET', rec, 'at', 'schema', 'schema.min', 'hist.at')
   local nowMS = t[1] * 1000 + math.floor(t[2] / 1000)
-  if ARGV[keep + 4] == '1' or nowMS - (tonumber(old[4]) or 0) >= tonumber(ARGV[keep + 1]) then
-    -- Keep the data this write replaces as a version, then trim to the newest n.
-    redis.call('HSET', KEYS[3], 'd' .. ver, ARGV[keep + 2],
-      't' .. ver, (old[1] or '0') .. ',' .. (old[2] or '0') .. ',' .. (old[3] or '0'))
+  if ARGV[keep + 3] == '1' or nowMS - (tonumber(old[4]) or 0) >= tonumber(ARGV[keep + 1]) then
+    keepVersion(KEYS[3], tonumber(ver), old, keep)
     histAt = nowMS
-    local vers = {}
-    for _, name in ipairs(redis.call('HKEYS', KEYS[3])) do
-      if string.sub(name, 1, 1) == 't' then
-        vers[#vers + 1] = tonumber(string.sub(name, 2))
-      end
-    end
-    local max = tonumber(ARGV[keep])
-    if #vers > max then
-      table.sort(vers)
-      for j = 1, #vers - max do
-        redis.call('HDEL', KEYS[3], 'd' .. vers[j], 't' .. vers[j])
-      end
-    end
   end
 end
 if tradeID and trade == tradeID then

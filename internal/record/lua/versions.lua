@@ -1,32 +1,20 @@
 -- versions.lua: list the kept versions of a record (read only).
 --
 -- KEYS[1]  the record hash <ns>:{<driver>:<key>}
--- KEYS[2]  its history hash <record>:hist (t<ver> = "<at>,<schema>,<schemaMin>")
+-- KEYS[2]  its history hash <record>:hist (see history.go): f<ver> and t<ver> are a
+--          version's metadata as text, v<ver> begins with a version's metadata
 --
--- Records written before the history hash kept versions in the record itself, as ring
--- slots h<s>.v (version), h<s>.t (write time) and h<s>.d (data); they are listed too.
---
--- Answers: {ver|false, at|false, hasData ('1'|'0'), {ver1, meta1, ver2, meta2, ...},
---           {slot1, slotVer1, slotAt1, slot2, ...}}
+-- Answers: {ver|false, at|false, hasData ('1'|'0'), {name1, head1, name2, head2, ...}}
 -- the current version, its write time (ms, Redis TIME) and whether it has data; then each
--- version of the history hash with its "<at>,<schema>,<schemaMin>"; then each ring slot.
+-- version's field that holds its metadata, with the metadata: an f<ver> or t<ver> whole,
+-- the first 32 bytes of a v<ver> (chunks, named <field>.1 and on, are not listed).
 local f = redis.call('HMGET', KEYS[1], 'ver', 'at')
 local hist = {}
-local names = redis.call('HKEYS', KEYS[2])
-for _, name in ipairs(names) do
-  if string.sub(name, 1, 1) == 't' then
-    hist[#hist + 1] = string.sub(name, 2)
-    hist[#hist + 1] = redis.call('HGET', KEYS[2], name)
+for _, name in ipairs(redis.call('HKEYS', KEYS[2])) do
+  local c = string.sub(name, 1, 1)
+  if (c == 't' or c == 'f' or c == 'v') and not string.find(name, '.', 1, true) then
+    hist[#hist + 1] = name
+    hist[#hist + 1] = string.sub(redis.call('HGET', KEYS[2], name), 1, 32)
   end
 end
-local slots = {}
-for _, name in ipairs(redis.call('HKEYS', KEYS[1])) do
-  local s = string.match(name, '^h(%d+)%.v$')
-  if s then
-    local v = redis.call('HMGET', KEYS[1], name, 'h' .. s .. '.t')
-    slots[#slots + 1] = s
-    slots[#slots + 1] = v[1]
-    slots[#slots + 1] = v[2] or '0'
-  end
-end
-return {f[1] or false, f[2] or false, redis.call('HSTRLEN', KEYS[1], 'data') > 0 and '1' or '0', hist, slots}
+return {f[1] or false, f[2] or false, redis.call('HSTRLEN', KEYS[1], 'data') > 0 and '1' or '0', hist}
