@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strconv"
 
+	"github.com/ckernel/playerdata/internal/msgpackwire"
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
@@ -33,7 +34,7 @@ const maxDepth = 1000
 const sliceAllocLimit = 1 << 20
 
 func (s *state) decode(p *plan, dst, tmpl reflect.Value) (*node, error) {
-	c, err := s.r.code()
+	c, err := s.r.Code()
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +49,7 @@ func (s *state) decode(p *plan, dst, tmpl reflect.Value) (*node, error) {
 			return nil, mismatch(c, "bool")
 		}
 	case kInt, kInt8, kInt16, kInt32, kInt64:
-		u, neg, err := s.r.integer(c, p.typ.String())
+		u, neg, err := s.r.Integer(c, p.typ.String())
 		if err != nil {
 			return nil, err
 		}
@@ -58,7 +59,7 @@ func (s *state) decode(p *plan, dst, tmpl reflect.Value) (*node, error) {
 		}
 		dst.SetInt(n)
 	case kUint, kUint8, kUint16, kUint32, kUint64:
-		u, neg, err := s.r.integer(c, p.typ.String())
+		u, neg, err := s.r.Integer(c, p.typ.String())
 		if err != nil {
 			return nil, err
 		}
@@ -67,19 +68,19 @@ func (s *state) decode(p *plan, dst, tmpl reflect.Value) (*node, error) {
 		}
 		dst.SetUint(u)
 	case kFloat32, kFloat64:
-		f, err := s.r.float(c, p.typ.String())
+		f, err := s.r.Float(c, p.typ.String())
 		if err != nil {
 			return nil, err
 		}
 		dst.SetFloat(f)
 	case kString:
-		b, _, err := s.r.str(c, p.typ.String())
+		b, _, err := s.r.Str(c, p.typ.String())
 		if err != nil {
 			return nil, err
 		}
 		dst.SetString(string(b))
 	case kBytes:
-		b, isNil, err := s.r.str(c, p.typ.String())
+		b, isNil, err := s.r.Str(c, p.typ.String())
 		if err != nil {
 			return nil, err
 		}
@@ -89,7 +90,7 @@ func (s *state) decode(p *plan, dst, tmpl reflect.Value) (*node, error) {
 		}
 		dst.SetBytes(bytes.Clone(b))
 	case kByteArray:
-		b, _, err := s.r.str(c, p.typ.String())
+		b, _, err := s.r.Str(c, p.typ.String())
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +101,7 @@ func (s *state) decode(p *plan, dst, tmpl reflect.Value) (*node, error) {
 			dst.Index(i).SetUint(uint64(x))
 		}
 	case kIface, kCustom, kTime:
-		s.r.off--
+		s.r.Off--
 		return nil, s.delegate(dst)
 	default:
 		if s.depth++; s.depth > maxDepth {
@@ -137,7 +138,7 @@ func (s *state) decodeContainer(p *plan, c byte, dst, tmpl reflect.Value) (*node
 		dst.SetZero()
 		return nil, nil
 	}
-	s.r.off--
+	s.r.Off--
 	nv := reflect.New(p.elem.typ)
 	var et reflect.Value
 	if tmpl.IsValid() && !tmpl.IsNil() {
@@ -168,7 +169,7 @@ func (s *state) decodeStruct(p *plan, c byte, dst, tmpl reflect.Value) (*node, e
 		dst.SetZero()
 		return nil, nil
 	}
-	n, err := s.r.mapLen(c)
+	n, err := s.r.MapLen(c)
 	if err != nil {
 		return nil, err
 	}
@@ -179,14 +180,14 @@ func (s *state) decodeStruct(p *plan, c byte, dst, tmpl reflect.Value) (*node, e
 	}
 	var un *node
 	for range n {
-		kstart := s.r.off
+		kstart := s.r.Off
 		idx := -1
-		kc, err := s.r.code()
+		kc, err := s.r.Code()
 		if err != nil {
 			return nil, err
 		}
-		if isStr(kc) {
-			name, _, err := s.r.str(kc, "")
+		if msgpackwire.IsStr(kc) {
+			name, _, err := s.r.Str(kc, "")
 			if err != nil {
 				return nil, err
 			}
@@ -194,8 +195,8 @@ func (s *state) decodeStruct(p *plan, c byte, dst, tmpl reflect.Value) (*node, e
 				idx = j
 			}
 		} else {
-			s.r.off = kstart
-			if _, err := s.r.skip(); err != nil {
+			s.r.Off = kstart
+			if _, err := s.r.Skip(); err != nil {
 				return nil, err
 			}
 		}
@@ -204,7 +205,7 @@ func (s *state) decodeStruct(p *plan, c byte, dst, tmpl reflect.Value) (*node, e
 				un = &node{}
 			}
 			if err := s.keepRaw(un, kstart); err != nil {
-				if name, ok := keyString(s.r.b[kstart:]); ok {
+				if name, ok := keyString(s.r.B[kstart:]); ok {
 					return nil, atPath(err, "."+name)
 				}
 				return nil, err
@@ -218,7 +219,7 @@ func (s *state) decodeStruct(p *plan, c byte, dst, tmpl reflect.Value) (*node, e
 		}
 		fv, ok := s.fieldAlloc(dst, f.index)
 		if !ok {
-			if _, err := s.r.skip(); err != nil {
+			if _, err := s.r.Skip(); err != nil {
 				return nil, err
 			}
 			continue
@@ -275,7 +276,7 @@ func (s *state) fieldAlloc(v reflect.Value, index []int) (reflect.Value, bool) {
 	if fv, ok := fieldOf(v, index); ok {
 		return fv, true
 	}
-	if c, err := s.r.peek(); err != nil || c == msgpcode.Nil {
+	if c, err := s.r.Peek(); err != nil || c == msgpcode.Nil {
 		return reflect.Value{}, false
 	}
 	return s.allocPath(v, index)
@@ -300,18 +301,18 @@ func (s *state) allocPath(v reflect.Value, index []int) (reflect.Value, bool) {
 // keepRaw keeps the struct entry (key and value) at kstart, which the
 // plan does not know, in canonical form.
 func (s *state) keepRaw(un *node, kstart int) error {
-	s.r.off = kstart
-	if _, err := s.r.skip(); err != nil {
+	s.r.Off = kstart
+	if _, err := s.r.Skip(); err != nil {
 		return err
 	}
-	klen := s.r.off - kstart
-	hasMaps, err := s.r.skip()
+	klen := s.r.Off - kstart
+	hasMaps, err := s.r.Skip()
 	if err != nil {
 		return err
 	}
-	kv := s.r.b[kstart:s.r.off]
+	kv := s.r.B[kstart:s.r.Off]
 	if hasMaps {
-		kr := reader{b: kv}
+		kr := msgpackwire.Reader{B: kv}
 		out, err := canonical(nil, &kr, 0) // the key
 		if err == nil {
 			out, err = canonical(out, &kr, 0) // the value
@@ -328,7 +329,7 @@ func (s *state) keepRaw(un *node, kstart int) error {
 }
 
 func (s *state) decodeMap(p *plan, c byte, dst, tmpl reflect.Value) (*node, error) {
-	n, err := s.r.mapLen(c)
+	n, err := s.r.MapLen(c)
 	if err != nil {
 		return nil, err
 	}
@@ -389,7 +390,7 @@ func keySegment(k reflect.Value) string {
 }
 
 func (s *state) decodeSlice(p *plan, c byte, dst, tmpl reflect.Value) (*node, error) {
-	n, err := s.r.arrayLen(c)
+	n, err := s.r.ArrayLen(c)
 	if err != nil {
 		return nil, err
 	}
@@ -426,7 +427,7 @@ func (s *state) decodeSlice(p *plan, c byte, dst, tmpl reflect.Value) (*node, er
 }
 
 func (s *state) decodeArray(p *plan, c byte, dst, tmpl reflect.Value) (*node, error) {
-	n, err := s.r.arrayLen(c)
+	n, err := s.r.ArrayLen(c)
 	if err != nil {
 		return nil, err
 	}
@@ -465,12 +466,12 @@ func (s *state) decodeArray(p *plan, c byte, dst, tmpl reflect.Value) (*node, er
 // encoding) to msgpack, on a span already checked to be whole and not
 // too deep.
 func (s *state) delegate(dst reflect.Value) (err error) {
-	start := s.r.off
-	if _, err := s.r.skip(); err != nil {
+	start := s.r.Off
+	if _, err := s.r.Skip(); err != nil {
 		return err
 	}
-	span := s.r.b[start:s.r.off]
-	if isMap(span[0]) || isArray(span[0]) {
+	span := s.r.B[start:s.r.Off]
+	if msgpackwire.IsMap(span[0]) || msgpackwire.IsArray(span[0]) {
 		if err := checkNesting(span, maxDepth); err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/msgpackwire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -81,11 +82,11 @@ func TestCanonicalKeyOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ids []int64
-	for r := (reader{b: got.ByID, off: 1}); r.left() > 0; {
-		c, _ := r.code()
-		u, _, _ := r.integer(c, "")
+	for r := (msgpackwire.Reader{B: got.ByID, Off: 1}); r.Left() > 0; {
+		c, _ := r.Code()
+		u, _, _ := r.Integer(c, "")
 		ids = append(ids, int64(u))
-		r.skip()
+		r.Skip()
 	}
 	if want := []int64{-100, -3, 2, 10}; !equalInts(ids, want) {
 		t.Fatalf("int keys in order %v, want %v", ids, want)
