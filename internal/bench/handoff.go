@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/rediscount"
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/ckernel/playerdata/datadriver"
 )
 
 // Handoff is the stale-connection handoff: the key is live on one server
@@ -44,7 +44,7 @@ type handoffServer struct {
 	nc      *nats.Conn
 	node    *datadriver.Node
 	drv     *datadriver.Driver[profileData]
-	calls   *callCounter
+	calls   *rediscount.Counter
 	crashed bool
 }
 
@@ -52,7 +52,7 @@ type handoffServer struct {
 // drv its driver's.
 func (r *runner) startServer(ctx context.Context, ns, job string, node func(*datadriver.NodeConfig),
 	drv func(*datadriver.Config[profileData])) (*handoffServer, error) {
-	s := &handoffServer{rdb: r.client(0), calls: &callCounter{}}
+	s := &handoffServer{rdb: r.client(0), calls: &rediscount.Counter{NoNames: true}}
 	s.rdb.AddHook(s.calls)
 	nc, err := nats.Connect(r.env.NATSURL, nats.Name("playerdata bench "+job))
 	if err != nil {
@@ -142,7 +142,7 @@ func (r *runner) runHandoff(ctx context.Context) error {
 	}
 	hand, evalsha, natsRTT := make([]float64, 0, r.cfg.Handoffs), make([]float64, 0, r.cfg.Handoffs), make([]float64, 0, r.cfg.Handoffs)
 	payload := []byte("ping")
-	redisCalls := func() int64 { return servers[0].calls.n.Load() + servers[1].calls.n.Load() }
+	redisCalls := func() int64 { return servers[0].calls.RoundTrips() + servers[1].calls.RoundTrips() }
 	var calls int64 // Redis round trips during the timed Joins
 	for i := 1; i <= handoffWarmup+r.cfg.Handoffs; i++ {
 		joiner := servers[i%2]
