@@ -237,4 +237,3 @@ func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		return next(ctx, cmds)
 	}
 }
-
