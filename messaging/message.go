@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/ckernel/playerdata/internal/jobid"
 	"github.com/ckernel/playerdata/internal/msgpackwire"
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
@@ -32,7 +31,7 @@ const (
 const DefaultMaxBytes = 2048
 
 // MaxJobIDBytes is the longest JobID (and subject prefix token) accepted.
-const MaxJobIDBytes = 128
+const MaxJobIDBytes = jobid.MaxBytes
 
 // MACSize is the length of a message's MAC: one HMAC-SHA256.
 const MACSize = sha256.Size
@@ -369,31 +368,8 @@ func decodeString(r *msgpackwire.Reader, nilOK bool) (string, error) {
 // UTF-8, and free of whitespace, control characters, '.', '*' and '>'. The
 // error wraps ErrInvalidJobID and says what is wrong.
 func ValidJobID(jobID string) error {
-	if reason := tokenProblem(jobID); reason != "" {
+	if reason := jobid.Problem(jobID); reason != "" {
 		return fmt.Errorf("%w: %s", ErrInvalidJobID, reason)
 	}
 	return nil
-}
-
-// tokenProblem returns why s is not a valid subject token, or "".
-func tokenProblem(s string) string {
-	switch {
-	case s == "":
-		return "empty"
-	case len(s) > MaxJobIDBytes:
-		return fmt.Sprintf("%d bytes, limit %d", len(s), MaxJobIDBytes)
-	case !utf8.ValidString(s):
-		return fmt.Sprintf("%q is not valid UTF-8", s)
-	}
-	for _, r := range s {
-		switch {
-		case r == '.' || r == '*' || r == '>':
-			return fmt.Sprintf("%q contains %q", s, r)
-		case unicode.IsSpace(r):
-			return fmt.Sprintf("%q contains whitespace %U", s, r)
-		case unicode.IsControl(r):
-			return fmt.Sprintf("%q contains control character %U", s, r)
-		}
-	}
-	return ""
 }

@@ -12,8 +12,9 @@ var (
 	ErrInvalidConfig = errors.New("presence: invalid config")
 
 	// ErrInvalidJobID is wrapped in a [Reading] (or error) for a JobID that
-	// cannot be a server: empty, or starting with a NUL byte (reserved for the
-	// hash's meta fields).
+	// cannot be a server (see Config.JobID): empty, too long, or holding a
+	// character a NATS subject token cannot, the NUL byte of the hash's meta
+	// fields among them.
 	ErrInvalidJobID = errors.New("presence: invalid JobID")
 
 	// ErrClosed is returned by [Presence.Beat] after [Presence.Close].
