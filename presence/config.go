@@ -34,11 +34,13 @@ const (
 	CheckEvery = 10
 )
 
-// metaRun and metaSince are the hash's meta fields (see beat.lua). They start
-// with a NUL byte, which no JobID may hold.
+// MetaRun and MetaSince are the meta fields of a presence hash (see the
+// package doc, "Keys", and beat.lua): the run of Redis that the hash's
+// beats were written under, and when that run was first seen (ms, Redis
+// clock). They start with a NUL byte, which no JobID may hold.
 const (
-	metaRun   = "\x00run"
-	metaSince = "\x00since"
+	MetaRun   = "\x00run"
+	MetaSince = "\x00since"
 )
 
 // KeyFor returns the presence hash key under namespace: "<namespace>:CKPresence",

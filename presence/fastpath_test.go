@@ -136,7 +136,7 @@ func TestLoopDetectsNewRun(t *testing.T) {
 			reader := server(t, rdb, key, "b", Config{})
 			mustBeat(t, p)
 			agePresenceRun(t, rdb, key)
-			if err := rdb.HSet(ctx, key, "gone", "1", metaRun, "deadbeef").Err(); err != nil {
+			if err := rdb.HSet(ctx, key, "gone", "1", MetaRun, "deadbeef").Err(); err != nil {
 				t.Fatal(err)
 			}
 			if got := reader.Read(ctx, "gone"); got.Status != Unknown || got.Err != nil {
@@ -152,7 +152,7 @@ func TestLoopDetectsNewRun(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if run := rdb.HGet(ctx, key, metaRun).Val(); run == "deadbeef" {
+			if run := rdb.HGet(ctx, key, MetaRun).Val(); run == "deadbeef" {
 				t.Errorf("run meta still %q", run)
 			}
 			if got := reader.Read(ctx, "gone"); got.Status != Unknown || got.Err != nil || got.ExpiresIn <= 0 {

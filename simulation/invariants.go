@@ -202,7 +202,7 @@ func (s *sim) drain() {
 		}
 	}
 	for _, pl := range s.players {
-		f, err := s.checkRedis.HMGet(context.Background(), recordKey(pl.key), "lock.token", "lock.job").Result()
+		f, err := s.checkRedis.HMGet(context.Background(), recordKey(pl.key), record.FieldLockToken, record.FieldLockJob).Result()
 		if err != nil {
 			s.fail("drain: %v", err)
 			return
@@ -277,7 +277,7 @@ func (s *sim) readRecord(ctx context.Context, pl *player) (held, error) {
 	var fields *redis.SliceCmd
 	var entries *redis.XMessageSliceCmd
 	if _, err := s.checkRedis.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		fields = p.HMGet(ctx, rk, "data", "trade")
+		fields = p.HMGet(ctx, rk, record.FieldData, record.FieldTrade)
 		entries = p.XRange(ctx, record.InboxKey(rk), "-", "+")
 		return nil
 	}); err != nil {
@@ -292,7 +292,7 @@ func (s *sim) readRecord(ctx context.Context, pl *player) (held, error) {
 		return held{}, err
 	}
 	for _, e := range entries.Val() {
-		b, _ := e.Values["b"].(string)
+		b, _ := e.Values[record.EntryBody].(string)
 		var g gift
 		if err := msgpack.Unmarshal([]byte(b), &g); err != nil {
 			return held{}, fmt.Errorf("inbox entry %s: %w", e.ID, err)

@@ -10,12 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/go-redsync/redsync/v4"
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 	"github.com/vmihailenco/msgpack/v5"
-
-	"github.com/ckernel/playerdata/datadriver"
 )
 
 // The session cycle: one player session in three writes to Redis, run by
@@ -304,7 +304,7 @@ func rawWork(ctx context.Context, rdb *redis.Client, key string, i int, blob []b
 		return err
 	}
 	var d profileData
-	if b, ok := vals["data"]; ok {
+	if b, ok := vals[record.FieldData]; ok {
 		if err := msgpack.Unmarshal([]byte(b), &d); err != nil {
 			return err
 		}
@@ -316,14 +316,14 @@ func rawWork(ctx context.Context, rdb *redis.Client, key string, i int, blob []b
 	if err != nil {
 		return err
 	}
-	if err := rdb.HSet(ctx, key, "data", b, "ver", 2*i+1).Err(); err != nil {
+	if err := rdb.HSet(ctx, key, record.FieldData, b, record.FieldVer, 2*i+1).Err(); err != nil {
 		return err
 	}
 	d.Coins++
 	if b, err = msgpack.Marshal(&d); err != nil {
 		return err
 	}
-	return rdb.HSet(ctx, key, "data", b, "ver", 2*i+2, "lock", "").Err()
+	return rdb.HSet(ctx, key, record.FieldData, b, record.FieldVer, 2*i+2, "lock", "").Err()
 }
 
 // rawCycle is the raw baseline: rawWork without a lock.
