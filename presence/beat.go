@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/enum"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -80,16 +81,10 @@ const (
 
 // String returns "written", "refused" or "taken-over".
 func (o BeatOutcome) String() string {
-	switch o {
-	case BeatWritten:
-		return "written"
-	case BeatRefused:
-		return "refused"
-	case BeatTakenOver:
-		return "taken-over"
-	default:
-		return "BeatOutcome(" + strconv.Itoa(int(o)) + ")"
+	if name, ok := enum.Name(o, "written", "refused", "taken-over"); ok {
+		return name
 	}
+	return "BeatOutcome(" + strconv.Itoa(int(o)) + ")"
 }
 
 // BeatAnswer is beat.lua's answer.

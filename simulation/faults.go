@@ -7,13 +7,13 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/ckernel/playerdata/internal/enum"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/messaging"
 	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
 	"github.com/ckernel/playerdata/transactions"
+	"github.com/redis/go-redis/v9"
 )
 
 // The faults: what the servers' Redis calls suffer (before and after they
@@ -39,19 +39,8 @@ const (
 )
 
 func (k callKind) String() string {
-	switch k {
-	case callBeat:
-		return "presence beats"
-	case callSave:
-		return "saves"
-	case callRead:
-		return "presence reads"
-	case callAcquire:
-		return "acquires"
-	case callSend:
-		return "sends"
-	case callTrade:
-		return "trade commits and aborts"
+	if name, ok := enum.Name(k, "presence beats", "saves", "presence reads", "acquires", "sends", "trade commits and aborts"); ok {
+		return name
 	}
 	return fmt.Sprintf("callKind(%d)", int(k))
 }
