@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ckernel/playerdata/internal/presencescript"
 )
 
 var (
@@ -22,7 +24,7 @@ var (
 
 	// ErrUnexpectedReply means a script answered in a shape this package does
 	// not know (a foreign script under the same SHA, or a proxy in between).
-	ErrUnexpectedReply = errors.New("presence: unexpected script reply")
+	ErrUnexpectedReply = presencescript.ErrUnexpectedReply
 )
 
 // ErrBeatTimeout means a beat was not acknowledged within its deadline (one

@@ -16,9 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ckernel/playerdata/internal/logtest"
-
 	"github.com/alicebob/miniredis/v2"
+	"github.com/ckernel/playerdata/internal/logtest"
 	"github.com/redis/go-redis/v9"
 )
 

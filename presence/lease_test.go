@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -85,7 +86,7 @@ func TestBeatAnsweredLateFails(t *testing.T) {
 	rdb := r.client(t, hook)
 	logs := &logBuffer{}
 	p := newTestPresence(t, rdb, Config{Key: testKey(t), JobID: "a", Clock: mock, Logger: logs.logger()})
-	if err := rdb.ScriptLoad(context.Background(), beatLua).Err(); err != nil { // no EVAL fallback after the hang
+	if err := presencescript.BeatRaw.Load(context.Background(), rdb).Err(); err != nil { // no EVAL fallback after the hang
 		t.Fatal(err)
 	}
 

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
-	"github.com/redis/go-redis/v9"
-
+	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
+	"github.com/redis/go-redis/v9"
 )
 
 // beatBeforeLua is beat.lua as it was before the fast path: TIME, INFO
@@ -66,7 +66,7 @@ func (c *beatCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			c.beats[in.Keys[0]]++
 			c.mu.Unlock()
 			c.total.Add(1)
-			if a, err := presence.ParseBeatArgs(in.Args); err == nil && a.Check {
+			if a, err := presencescript.ParseBeatArgs(in.Args); err == nil && a.Check {
 				c.checks.Add(1)
 			}
 		case in.Script == presence.ScriptShards:

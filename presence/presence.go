@@ -2,7 +2,6 @@ package presence
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -10,49 +9,23 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/internal/rscript"
 	"github.com/redis/go-redis/v9"
 )
 
-var (
-	//go:embed beat.lua
-	beatLua string
-	//go:embed read.lua
-	readLua string
-	//go:embed list.lua
-	listLua string
-	//go:embed remove.lua
-	removeLua string
-	//go:embed shards.lua
-	shardsLua string
-)
-
-// The names of the presence scripts, as an rscript.Catalog reports them.
+// The names of the presence scripts, as testsupport.Identify reports them.
 const (
-	ScriptBeat   = "presence-beat"
-	ScriptRead   = "presence-read"
-	ScriptList   = "presence-list"
-	ScriptRemove = "presence-remove"
-	ScriptShards = "presence-shards"
+	ScriptBeat   = presencescript.NameBeat
+	ScriptRead   = presencescript.NameRead
+	ScriptList   = presencescript.NameList
+	ScriptRemove = presencescript.NameRemove
+	ScriptShards = presencescript.NameShards
 )
 
-// The scripts are immutable values shared by every client.
-var (
-	beatScript   = rscript.New(ScriptBeat, beatLua)
-	readScript   = rscript.New(ScriptRead, readLua)
-	listScript   = rscript.New(ScriptList, listLua)
-	removeScript = rscript.New(ScriptRemove, removeLua)
-	shardsScript = rscript.New(ScriptShards, shardsLua)
-	// beatRaw is beat.lua as go-redis runs it, for the beat's own EVALSHA
-	// then EVAL: a NOSCRIPT answer (Redis forgot its scripts: a restart, a
-	// failover, SCRIPT FLUSH) makes that beat a full check.
-	beatRaw = redis.NewScript(beatLua)
-)
-
-// Scripts lists the presence scripts (for an rscript.Catalog).
-func Scripts() []*rscript.Script {
-	return []*rscript.Script{beatScript, readScript, listScript, removeScript, shardsScript}
-}
+// Scripts lists the presence scripts, for datadriver's tests (the other
+// tools read internal/presencescript).
+func Scripts() []*rscript.Script { return presencescript.All() }
 
 // Presence beats one server's presence and reads other servers'. Create it
 // with [New]; its methods are safe for concurrent use.
@@ -236,7 +209,7 @@ func (p *Presence) Remove(ctx context.Context) error {
 		p.lease.Store(&Lease{Gen: l.Gen})
 	}
 	p.mu.Unlock()
-	ours, err := removeScript.Run(ctx, p.rdb, []string{p.own.key, p.own.owners}, p.cfg.JobID, p.cfg.Instance).Int64()
+	ours, err := presencescript.Remove.Run(ctx, p.rdb, []string{p.own.key, p.own.owners}, p.cfg.JobID, p.cfg.Instance).Int64()
 	if err != nil {
 		return fmt.Errorf("presence remove: %w", err)
 	}

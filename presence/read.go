@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/internal/rscript"
 	"github.com/redis/go-redis/v9"
 )
@@ -28,7 +29,7 @@ func (p *Presence) Read(ctx context.Context, jobID string) Reading {
 		return Reading{Status: Unknown, Err: fmt.Errorf("presence read: %w", err)}
 	}
 	s := p.shardOf(jobID)
-	res, err := readScript.Run(ctx, p.rdb, []string{s.key}, jobID, p.ttlMS).Int64Slice()
+	res, err := presencescript.Read.Run(ctx, p.rdb, []string{s.key}, jobID, p.ttlMS).Int64Slice()
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("%w: %v", ErrUnexpectedReply, res)
 	}
@@ -146,7 +147,7 @@ func (p *Presence) IsAlive(ctx context.Context, jobID string) Status {
 func (p *Presence) List(ctx context.Context) ([]Entry, error) {
 	calls := make([]rscript.Call, len(p.shards))
 	for i, s := range p.shards {
-		calls[i] = rscript.Call{Script: listScript, Keys: []string{s.key, s.owners}, Args: []any{p.ttlMS}}
+		calls[i] = rscript.Call{Script: presencescript.List, Keys: []string{s.key, s.owners}, Args: []any{p.ttlMS}}
 	}
 	vals, errs := rscript.Run(ctx, p.rdb, calls)
 	entries := []Entry{}

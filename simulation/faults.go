@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/internal/enum"
+	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/messaging"
 	"github.com/ckernel/playerdata/presence"
@@ -58,7 +59,7 @@ func kindOf(srv *server, cmd redis.Cmder) (callKind, bool) {
 func kindOfCall(srv *server, in testsupport.Invocation) (callKind, bool) {
 	switch in.Script {
 	case presence.ScriptBeat:
-		a, err := presence.ParseBeatArgs(in.Args)
+		a, err := presencescript.ParseBeatArgs(in.Args)
 		return callBeat, err == nil && a.JobID == srv.s.JobID
 	case record.ScriptSave:
 		return callSave, true

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/messaging"
 	"github.com/ckernel/playerdata/presence"
@@ -39,8 +40,8 @@ func (s *sim) observe(job string, call testsupport.ScriptCall) {
 	}
 	switch call.Script {
 	case presence.ScriptBeat:
-		a, err1 := presence.ParseBeatArgs(call.Args)
-		ans, err2 := presence.ParseBeatAnswer(call.Val)
+		a, err1 := presencescript.ParseBeatArgs(call.Args)
+		ans, err2 := presencescript.ParseBeatAnswer(call.Val)
 		if err1 != nil || err2 != nil || a.JobID != job {
 			return
 		}

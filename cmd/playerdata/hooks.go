@@ -6,10 +6,10 @@ package main
 import (
 	"context"
 
+	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/internal/redisfault"
 	"github.com/ckernel/playerdata/internal/scriptcatalog"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -57,9 +57,9 @@ func saveScriptMode(cmd redis.Cmder) (mode record.WriteMode, ok bool) {
 // isBeat reports whether cmd is job's presence beat into the hash key.
 func isBeat(cmd redis.Cmder, key, job string) bool {
 	in, ok := scriptcatalog.Identify(cmd)
-	if !ok || in.Name() != presence.ScriptBeat || len(in.Keys) != 1 || in.Keys[0] != key {
+	if !ok || in.Name() != presencescript.NameBeat || len(in.Keys) != 1 || in.Keys[0] != key {
 		return false
 	}
-	a, err := presence.ParseBeatArgs(in.Args)
+	a, err := presencescript.ParseBeatArgs(in.Args)
 	return err == nil && a.JobID == job
 }

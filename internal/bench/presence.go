@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/internal/rediscount"
 	"github.com/ckernel/playerdata/internal/rscript"
 	"github.com/ckernel/playerdata/presence"
@@ -41,16 +42,16 @@ type PresenceCost struct {
 }
 
 // presenceCatalog tells the presence scripts on the wire.
-var presenceCatalog = rscript.NewCatalog(presence.Scripts()...)
+var presenceCatalog = rscript.NewCatalog(presencescript.All()...)
 
 // beatCounters count the beats sent, and the full checks among them.
 func beatCounters() (beats, checks *rediscount.Counter) {
-	beat := func(cmd redis.Cmder) (presence.BeatArgs, bool) {
+	beat := func(cmd redis.Cmder) (presencescript.BeatArgs, bool) {
 		in, ok := presenceCatalog.Identify(cmd)
-		if !ok || in.Name() != presence.ScriptBeat {
-			return presence.BeatArgs{}, false
+		if !ok || in.Name() != presencescript.NameBeat {
+			return presencescript.BeatArgs{}, false
 		}
-		a, err := presence.ParseBeatArgs(in.Args)
+		a, err := presencescript.ParseBeatArgs(in.Args)
 		return a, err == nil
 	}
 	beats = &rediscount.Counter{NoNames: true, Only: func(cmd redis.Cmder) bool {
