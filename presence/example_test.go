@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/presence"
 )
 
 // Two servers share one presence hash. Server A beats; server B reads A, and a

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
-	"github.com/redis/go-redis/v9"
 )
 
 // syncBuffer is a log sink safe for the loop's goroutines.
