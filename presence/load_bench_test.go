@@ -61,7 +61,7 @@ func (c *beatCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		in, ok := testsupport.Identify(cmd)
 		switch {
 		case !ok:
-		case in.Script == presence.ScriptBeat:
+		case in.Script == presencescript.NameBeat:
 			c.mu.Lock()
 			c.beats[in.Keys[0]]++
 			c.mu.Unlock()
@@ -69,7 +69,7 @@ func (c *beatCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			if a, err := presencescript.ParseBeatArgs(in.Args); err == nil && a.Check {
 				c.checks.Add(1)
 			}
-		case in.Script == presence.ScriptShards:
+		case in.Script == presencescript.NameShards:
 			c.marks.Add(1)
 		}
 		return nil

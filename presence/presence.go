@@ -14,7 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The names of the presence scripts, as testsupport.Identify reports them.
+// The names of the presence scripts and the list of them, for datadriver's
+// tests (everything else reads internal/presencescript).
 const (
 	ScriptBeat   = presencescript.NameBeat
 	ScriptRead   = presencescript.NameRead
@@ -23,8 +24,7 @@ const (
 	ScriptShards = presencescript.NameShards
 )
 
-// Scripts lists the presence scripts, for datadriver's tests (the other
-// tools read internal/presencescript).
+// Scripts lists the presence scripts: see ScriptBeat.
 func Scripts() []*rscript.Script { return presencescript.All() }
 
 // Presence beats one server's presence and reads other servers'. Create it

@@ -11,7 +11,6 @@ import (
 	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/messaging"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
 	"github.com/ckernel/playerdata/transactions"
 	"github.com/redis/go-redis/v9"
@@ -58,12 +57,12 @@ func kindOf(srv *server, cmd redis.Cmder) (callKind, bool) {
 
 func kindOfCall(srv *server, in testsupport.Invocation) (callKind, bool) {
 	switch in.Script {
-	case presence.ScriptBeat:
+	case presencescript.NameBeat:
 		a, err := presencescript.ParseBeatArgs(in.Args)
 		return callBeat, err == nil && a.JobID == srv.s.JobID
 	case record.ScriptSave:
 		return callSave, true
-	case presence.ScriptRead:
+	case presencescript.NameRead:
 		return callRead, true
 	case record.ScriptAcquire:
 		return callAcquire, true

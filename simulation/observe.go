@@ -7,7 +7,6 @@ import (
 	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/messaging"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -39,7 +38,7 @@ func (s *sim) observe(job string, call testsupport.ScriptCall) {
 		key = call.Keys[0]
 	}
 	switch call.Script {
-	case presence.ScriptBeat:
+	case presencescript.NameBeat:
 		a, err1 := presencescript.ParseBeatArgs(call.Args)
 		ans, err2 := presencescript.ParseBeatAnswer(call.Val)
 		if err1 != nil || err2 != nil || a.JobID != job {
