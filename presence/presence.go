@@ -199,7 +199,7 @@ func (p *Presence) Close(ctx context.Context) error {
 // as stopped (or unknown during a Redis restart grace) without waiting for
 // the TTL, and a new process may take the JobID at once (see Claim). The
 // field is left alone when another instance owns it (this process lost its
-// JobID to it). The lease ends here (Stale reports true from here on).
+// JobID to it). The lease ends here: it is not valid from here on.
 // Errors are wrapped "presence remove: ...".
 func (p *Presence) Remove(ctx context.Context) error {
 	p.mu.Lock()
@@ -219,14 +219,6 @@ func (p *Presence) Remove(ctx context.Context) error {
 	return nil
 }
 
-// Stale reports whether this server may already read as stopped to others:
-// its lease is not valid now (no beat was acknowledged yet, the lease lapsed,
-// or Remove ran). A server that is stale must not start sessions and ends the
-// ones it holds.
-func (p *Presence) Stale() bool {
-	return !p.Lease().ValidAt(p.clock.Now())
-}
-
 // ClaimedAt returns the clock time at which this instance's first
 // acknowledged beat was sent (zero before one): the beat claimed the JobID,
 // so any other instance of it had stopped beating by then (its beat had
@@ -236,13 +228,4 @@ func (p *Presence) ClaimedAt() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.claimedAt
-}
-
-// LastBeat returns the clock time at which the last acknowledged beat was
-// sent (before its round trip: the lower bound of its expiry), or the zero
-// time if none was acknowledged yet.
-func (p *Presence) LastBeat() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.lastSent
 }

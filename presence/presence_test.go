@@ -108,7 +108,7 @@ func TestRead(t *testing.T) {
 			if got := b.Read(ctx, "a"); got.Status != Stopped {
 				t.Errorf("Read(a) after Remove = %+v, want stopped", got)
 			}
-			if !a.Stale() {
+			if !a.stale() {
 				t.Errorf("Stale() = false after Remove")
 			}
 		}},
@@ -372,24 +372,24 @@ func TestStaleFollowsLastBeat(t *testing.T) {
 	rdb := r.client(t)
 	a := server(t, rdb, testKey(t), "a", Config{Clock: mock}) // stale after 10s-3s
 
-	if !a.Stale() {
+	if !a.stale() {
 		t.Fatal("Stale() = false before any beat")
 	}
 	sent := mock.Now()
 	mustBeat(t, a)
-	if a.Stale() || !a.LastBeat().Equal(sent) {
-		t.Fatalf("after a beat: Stale() = %v, LastBeat() = %v; want false, %v", a.Stale(), a.LastBeat(), sent)
+	if a.stale() || !a.lastBeat().Equal(sent) {
+		t.Fatalf("after a beat: stale() = %v, lastBeat() = %v; want false, %v", a.stale(), a.lastBeat(), sent)
 	}
 	mock.Add(7*time.Second - time.Millisecond)
-	if a.Stale() {
+	if a.stale() {
 		t.Fatal("stale before TTL-FenceMargin passed")
 	}
 	mock.Add(time.Millisecond)
-	if !a.Stale() {
+	if !a.stale() {
 		t.Fatal("not stale once TTL-FenceMargin passed")
 	}
 	mustBeat(t, a)
-	if a.Stale() {
+	if a.stale() {
 		t.Fatal("still stale after a new beat")
 	}
 }
@@ -412,7 +412,7 @@ func TestBeatErrors(t *testing.T) {
 	if err := b.Beat(context.Background()); err == nil || !strings.HasPrefix(err.Error(), "presence beat: ") {
 		t.Errorf("Beat on an unreachable Redis = %v, want a wrapped error", err)
 	}
-	if !b.Stale() {
+	if !b.stale() {
 		t.Error("Stale() = false with no successful beat")
 	}
 }

@@ -128,7 +128,7 @@ func (p *Presence) checkLayout(ctx context.Context, jobID string, s shard, nowMS
 }
 
 // IsAlive is Read(ctx, jobID).Status, except that our own JobID is always
-// Alive without a round trip (whether we are stale is Stale's question).
+// Alive without a round trip (whether we are stale is Lease's question).
 func (p *Presence) IsAlive(ctx context.Context, jobID string) Status {
 	if jobID == p.cfg.JobID {
 		return Alive
