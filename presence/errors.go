@@ -50,8 +50,7 @@ type InUseError struct {
 	JobID string
 	// Instance is this process's instance.
 	Instance string
-	// Other is the instance whose beat was found; "" when the beat has no
-	// owner (written by a build older than instance ids, or by hand).
+	// Other is the instance whose beat was found.
 	Other string
 	// ExpiresAt is when Other's beat expires (or expired), on the Redis
 	// clock (ms precision); zero when unknown.

@@ -25,7 +25,7 @@ func ownerOf(tb testing.TB, rdb redis.UniversalClient, p *Presence, jobID string
 
 // writeBeat writes jobID's beat by hand, as another process would: expiring
 // in (negative: expired) on the local clock, which the test Redis shares,
-// and owned by owner ("" writes no owner, as a build without instance ids).
+// and owned by owner ("" writes no owner, as when the owners hash lost it).
 func writeBeat(tb testing.TB, rdb redis.UniversalClient, p *Presence, jobID, owner string, in time.Duration) {
 	tb.Helper()
 	ctx := context.Background()

@@ -59,7 +59,7 @@ type Entry struct {
 	// Status is what [Presence.Read] would answer for it.
 	Status Status
 	// Instance is the process that wrote the beat; "" when none is recorded
-	// (a beat from a build older than instance ids).
+	// (the owners hash lost the entry: evicted, or deleted by hand).
 	Instance string
 	// Shard is the shard it was found in (0 with one shard).
 	Shard int
