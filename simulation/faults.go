@@ -158,11 +158,6 @@ func (s *sim) after(srv *server, ctx context.Context, cmd redis.Cmder, err error
 	}
 	s.mu.Lock()
 	hang := time.Now().Before(srv.hangTo[kind]) && srv.hangLanded[kind]
-	if hang && kind == callAcquire {
-		if a, err := record.ParseAcquireArgs(in.Args); err == nil {
-			s.lostAcquires[a.Token] = true // it may have taken the lock (BugLostAcquire)
-		}
-	}
 	s.mu.Unlock()
 	if hang {
 		return s.hang(srv, ctx, cmd)
@@ -180,14 +175,14 @@ func (s *sim) after(srv *server, ctx context.Context, cmd redis.Cmder, err error
 }
 
 // unboundedCallEnd is how long a call that hangs with no deadline at all
-// hangs (BugUnboundedCall): go-redis's default ReadTimeout, which would end
-// it on a real connection.
+// hangs: go-redis's default ReadTimeout, which would end it on a real
+// connection.
 const unboundedCallEnd = 3 * time.Second
 
 // hang blocks a call of srv until its context ends (its deadline) and
 // answers the context's error; a call of a server that crashes dies with
-// it. A call with no deadline (BugUnboundedCall) would hang for good, and
-// the run with it: it fails with ErrInjected after unboundedCallEnd.
+// it. A call with no deadline, a failure of the run, would hang for good,
+// and the run with it: it fails with ErrInjected after unboundedCallEnd.
 func (s *sim) hang(srv *server, ctx context.Context, cmd redis.Cmder) error {
 	var unbounded <-chan time.Time
 	if _, ok := ctx.Deadline(); !ok {
@@ -195,24 +190,11 @@ func (s *sim) hang(srv *server, ctx context.Context, cmd redis.Cmder) error {
 		if in, ok := testsupport.Identify(cmd); ok {
 			what = fmt.Sprintf("a %s call of %s that hangs has no deadline", in.Script, srv.s.JobID)
 		}
-		if s.cfg.tolerates(BugUnboundedCall) {
-			s.tolerated(BugUnboundedCall, "%s; it fails after %s", what, unboundedCallEnd)
-		} else {
-			s.fail("%s: it would hang for good", what)
-		}
+		s.fail("%s: it would hang for good", what)
 		t := time.NewTimer(unboundedCallEnd)
 		defer t.Stop()
 		unbounded = t.C
 	}
-	s.mu.Lock()
-	srv.hanging++
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		srv.hanging--
-		srv.hungAt = time.Now()
-		s.mu.Unlock()
-	}()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -314,9 +296,6 @@ func (s *sim) fault(alive []*server) {
 		s.logf("FAULT %s is cut from Redis for %s: every call of it hangs", srv.s.JobID, dur)
 		s.mu.Lock()
 		s.result.Hangs++
-		if !srv.cut {
-			srv.cuts = append(srv.cuts, span{from: now})
-		}
 		srv.cut, srv.cutTo = true, maxTime(srv.cutTo, now.Add(dur))
 		s.mu.Unlock()
 		srv.s.Faults.Hold()
@@ -348,9 +327,6 @@ func (s *sim) crash(srv *server) {
 	close(srv.dead)
 	if srv.paused {
 		srv.pauses[len(srv.pauses)-1].to = time.Now()
-	}
-	if srv.cut {
-		srv.cuts[len(srv.cuts)-1].to = time.Now()
 	}
 	srv.paused, srv.believed, srv.cut, srv.busCut = false, nil, false, false
 	s.mu.Unlock()
@@ -401,7 +377,6 @@ func (s *sim) endFaults(all bool) {
 		var believed []session
 		if heal {
 			srv.cut = false
-			srv.cuts[len(srv.cuts)-1].to = now
 		}
 		if rejoin {
 			srv.busCut = false

@@ -132,17 +132,6 @@ func (s *sim) checkLive(what, job, key string, asked uint64, done time.Time) {
 	}
 }
 
-// tolerated logs a violation that a tolerated known bug explains.
-func (s *sim) tolerated(b Bug, format string, args ...any) {
-	s.logf("KNOWN BUG %s (%s): "+format, append([]any{b, b.Describe()}, args...)...)
-	s.mu.Lock()
-	if s.result.Tolerated == nil {
-		s.result.Tolerated = make(map[Bug]int)
-	}
-	s.result.Tolerated[b]++
-	s.mu.Unlock()
-}
-
 // takenFrom returns the acquisition of key by another server that landed
 // before a change job's game asked for at stamp asked and that was accepted
 // at done (see checkLive), when job has not acquired key since; else nil.
@@ -209,13 +198,6 @@ func (s *sim) drain() {
 		}
 		token, _ := f[0].(string)
 		job, _ := f[1].(string)
-		s.mu.Lock()
-		lost := s.lostAcquires[token]
-		s.mu.Unlock()
-		if token != "" && !crashed[job] && lost && s.cfg.tolerates(BugLostAcquire) {
-			s.tolerated(BugLostAcquire, "%s is still locked by live server %s, by an acquire whose answer was lost", pl.key, job)
-			continue
-		}
 		if token != "" && !crashed[job] {
 			s.fail("liveness: %s is still locked by live server %s two quiet minutes after every player left", pl.key, job)
 			s.mu.Lock()

@@ -158,11 +158,7 @@ const hotLoopCalls = 20000
 func (s *sim) hotLoop(acquires int) {
 	what := fmt.Sprintf("%d script calls at one virtual instant, %d of them acquires: a loop that never waits",
 		hotLoopCalls, acquires)
-	if acquires > hotLoopCalls*9/10 && s.cfg.tolerates(BugHotWait) {
-		s.tolerated(BugHotWait, "%s; the run stops here", what)
-	} else {
-		s.fail("livelock: %s", what)
-	}
+	s.fail("livelock: %s", what)
 	s.mu.Lock()
 	s.stopped = true
 	s.mu.Unlock()
