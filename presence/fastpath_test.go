@@ -243,7 +243,7 @@ func TestBeatArgsRoundTrip(t *testing.T) {
 		})
 	}
 	if _, err := presencescript.ParseBeatArgs([]string{"a", "1000"}); !errors.Is(err, ErrUnexpectedReply) {
-		t.Errorf("the old two-argument form = %v, want ErrUnexpectedReply", err)
+		t.Errorf("a two-argument call = %v, want ErrUnexpectedReply", err)
 	}
 }
 

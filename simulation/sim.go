@@ -102,8 +102,9 @@ type Config struct {
 	Faults   float64       // probability of a fault per step (0 to 1)
 	// Hangs adds the faults that hang to the draw: calls that hang until
 	// their deadline, one-sided partitions and process pauses. Off, a seed
-	// draws the faults the simulation had before them (the older regression
-	// seeds replay the runs they were found in).
+	// draws the classic faults only (failing, stalled or unanswered saves,
+	// failing beats, a lossy bus, crashes, Redis restarts), as the classic
+	// regression seeds were found with.
 	Hangs bool
 }
 

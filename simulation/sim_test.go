@@ -19,15 +19,15 @@ var (
 	oneSeed  = flag.Uint64("sim.seed", 0, "run this one seed and print its whole trace")
 	long     = flag.Bool("sim.long", false, "use the long config (4 servers, 200 players, 2 h) instead of the short one")
 	duration = flag.Duration("sim.duration", 0, "virtual time per run (overrides the config)")
-	classic  = flag.Bool("sim.classic", false, "draw only the faults the simulation had before the ones that hang (Config.Hangs off)")
+	classic  = flag.Bool("sim.classic", false, "draw only the classic faults, none that hang (Config.Hangs off)")
 )
 
 // regression is a seed that found a bug, run on every go test (see the
 // README's simulation report).
 type regression struct {
 	seed uint64
-	// classic: the seed was found before the simulation drew the faults
-	// that hang, and replays that run (Config.Hangs off).
+	// classic: the seed was found with the classic faults only, and
+	// replays that run (Config.Hangs off).
 	classic bool
 	// what the seed found.
 	what string
@@ -41,7 +41,7 @@ var regressions = []regression{
 	{seed: 5005, what: "an acquire that hangs holds Join until its caller's context ends: 1m0s, past LockWait + SaveTimeout"},
 	{seed: 10160, what: "an acquire landed, its answer was lost at the join's deadline: p033 stays locked by live server-2 for good"},
 	{seed: 5036, what: "a wait woke 9 ms after an alive reading (4 ms left), was served it again and parked for 0 s: acquires forever at one instant"},
-	{seed: 7015, classic: true, what: "the same hot loop with the faults of before (the simulation without its watchdog never ended)"},
+	{seed: 7015, classic: true, what: "the same hot loop with the classic faults (the run never ended without the hot-loop watchdog)"},
 	{seed: 1019, what: "a message applied while a trade's outcome was unknown (commit answer lost) was lost: the save that " +
 		"learned the trade had committed wrote its image and deleted the message from the inbox"},
 	{seed: 1073, what: "a trade's save aborted an earlier trade of unknown outcome in the journal under the Trade's context alone: " +

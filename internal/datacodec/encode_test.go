@@ -190,8 +190,8 @@ type Base struct {
 
 // TestEncodeMatchesMsgpack: without maps of two entries or more (and
 // sized integers inside an any), the bytes are those of msgpack.Marshal
-// with the same tag, so today's decoder reads them and nothing changes on
-// the wire.
+// with the same tag, so a plain msgpack decoder reads them and nothing
+// changes on the wire.
 func TestEncodeMatchesMsgpack(t *testing.T) {
 	seven := 7
 	sized := Sized{
@@ -259,9 +259,9 @@ func TestTimeMatchesMsgpack(t *testing.T) {
 	}
 }
 
-// TestReadsRecordsDatadriverWrote: a record today's datadriver wrote
-// (msgpack.Marshal) decodes as today's top-level merge decodes it, and
-// what the codec writes, today's decoder reads back the same.
+// TestReadsRecordsDatadriverWrote: a record written with msgpack.Marshal
+// decodes as a top-level merge decodes it, and what the codec writes, that
+// merge reads back the same.
 func TestReadsRecordsDatadriverWrote(t *testing.T) {
 	c := benchCodec(t)
 	defaults := benchDefaults()
