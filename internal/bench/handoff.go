@@ -141,7 +141,6 @@ func (r *runner) runHandoff(ctx context.Context) error {
 		return err
 	}
 	hand, evalsha, natsRTT := make([]float64, 0, r.cfg.Handoffs), make([]float64, 0, r.cfg.Handoffs), make([]float64, 0, r.cfg.Handoffs)
-	payload := []byte("ping")
 	redisCalls := func() int64 { return servers[0].calls.RoundTrips() + servers[1].calls.RoundTrips() }
 	var calls int64 // Redis round trips during the timed Joins
 	for i := 1; i <= handoffWarmup+r.cfg.Handoffs; i++ {
@@ -158,16 +157,10 @@ func (r *runner) runHandoff(ctx context.Context) error {
 		if err := p.Update(func(d *profileData) { d.Coins++ }); err != nil {
 			return err
 		}
-		start = time.Now()
-		if err := trivialScript.Run(ctx, servers[1].rdb, nil).Err(); err != nil {
-			return fmt.Errorf("EVALSHA floor: %w", err)
+		evalRTT, natsTook, err := floors(ctx, servers[1], echo)
+		if err != nil {
+			return err
 		}
-		evalRTT := time.Since(start)
-		start = time.Now()
-		if _, err := servers[1].nc.RequestWithContext(ctx, echo, payload); err != nil {
-			return fmt.Errorf("NATS floor: %w", err)
-		}
-		natsTook := time.Since(start)
 		if i > handoffWarmup {
 			hand = append(hand, msOf(took))
 			evalsha = append(evalsha, msOf(evalRTT))
@@ -188,4 +181,20 @@ func (r *runner) runHandoff(ctx context.Context) error {
 	r.progress("  %d handoffs: p50 %.2f ms, p90 %.2f, p99 %.2f, max %.2f; floors p50: EVALSHA %.3f ms, NATS request %.3f ms, composed %.3f ms",
 		h.N, h.P50MS, h.P90MS, h.P99MS, h.MaxMS, h.FloorEvalSHA.P50MS, h.FloorNATS.P50MS, h.FloorComposedP50MS)
 	return nil
+}
+
+// floors times, on s's connections, one trivial EVALSHA and one NATS
+// request/reply to the echo subject: the floors a handoff is measured
+// against.
+func floors(ctx context.Context, s *handoffServer, echo string) (evalRTT, natsRTT time.Duration, err error) {
+	start := time.Now()
+	if err := trivialScript.Run(ctx, s.rdb, nil).Err(); err != nil {
+		return 0, 0, fmt.Errorf("EVALSHA floor: %w", err)
+	}
+	evalRTT = time.Since(start)
+	start = time.Now()
+	if _, err := s.nc.RequestWithContext(ctx, echo, []byte("ping")); err != nil {
+		return 0, 0, fmt.Errorf("NATS floor: %w", err)
+	}
+	return evalRTT, time.Since(start), nil
 }
