@@ -201,22 +201,13 @@ func (s *state) decodeStruct(p *plan, c byte, dst, tmpl reflect.Value) (*node, e
 			}
 		}
 		if idx < 0 {
-			if un == nil {
-				un = &node{}
-			}
-			if err := s.keepRaw(un, kstart); err != nil {
-				if name, ok := keyString(s.r.B[kstart:]); ok {
-					return nil, atPath(err, "."+name)
-				}
+			if un, err = s.keepUnknown(un, kstart); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		f := &p.fields[idx]
-		seen[idx/64] |= 1 << (idx % 64)
-		for _, j := range f.covers {
-			seen[j/64] |= 1 << (j % 64)
-		}
+		markSeen(seen, idx, f.covers)
 		fv, ok := s.fieldAlloc(dst, f.index)
 		if !ok {
 			if _, err := s.r.Skip(); err != nil {
@@ -243,30 +234,62 @@ func (s *state) decodeStruct(p *plan, c byte, dst, tmpl reflect.Value) (*node, e
 		}
 	}
 	if tmpl.IsValid() {
-		for i := range p.nEnc {
-			if seen[i/64]&(1<<(i%64)) != 0 {
-				continue
-			}
-			f := &p.fields[i]
-			ft, ok := fieldOf(tmpl, f.index)
-			if !ok {
-				continue
-			}
-			fv, ok := fieldOf(dst, f.index)
-			if !ok {
-				if fv, ok = s.allocPath(dst, f.index); !ok {
-					continue
-				}
-			}
-			if err := s.clone(f.plan, fv, ft); err != nil {
-				return nil, atPath(err, "."+f.name)
-			}
+		if err := s.fillUnseen(p, dst, tmpl, seen); err != nil {
+			return nil, err
 		}
 	}
 	if un != nil {
 		un.sortRaw()
 	}
 	return un, nil
+}
+
+// keepUnknown keeps the entry whose key starts at kstart, one of a name p
+// does not know, in un (made when nil), and returns un.
+func (s *state) keepUnknown(un *node, kstart int) (*node, error) {
+	if un == nil {
+		un = &node{}
+	}
+	if err := s.keepRaw(un, kstart); err != nil {
+		if name, ok := keyString(s.r.B[kstart:]); ok {
+			return nil, atPath(err, "."+name)
+		}
+		return nil, err
+	}
+	return un, nil
+}
+
+// markSeen marks field idx, and the fields it covers, as read.
+func markSeen(seen []uint64, idx int, covers []int) {
+	seen[idx/64] |= 1 << (idx % 64)
+	for _, j := range covers {
+		seen[j/64] |= 1 << (j % 64)
+	}
+}
+
+// fillUnseen sets every field of dst the record did not hold (not marked
+// in seen) from the defaults tmpl.
+func (s *state) fillUnseen(p *plan, dst, tmpl reflect.Value, seen []uint64) error {
+	for i := range p.nEnc {
+		if seen[i/64]&(1<<(i%64)) != 0 {
+			continue
+		}
+		f := &p.fields[i]
+		ft, ok := fieldOf(tmpl, f.index)
+		if !ok {
+			continue
+		}
+		fv, ok := fieldOf(dst, f.index)
+		if !ok {
+			if fv, ok = s.allocPath(dst, f.index); !ok {
+				continue
+			}
+		}
+		if err := s.clone(f.plan, fv, ft); err != nil {
+			return atPath(err, "."+f.name)
+		}
+	}
+	return nil
 }
 
 // fieldAlloc is the field at index below v, allocating the embedded
