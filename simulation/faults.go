@@ -240,28 +240,7 @@ func (s *sim) fault(alive []*server) {
 		srv.deafTo = now.Add(dur)
 		s.mu.Unlock()
 	case 4:
-		s.logf("FAULT the bus drops, delays and duplicates messages for %s", dur)
-		until, salt := now.Add(dur), s.rng.Uint64()
-		s.c.Bus.SetFault(func(to string, m messaging.Message) testsupport.Fault {
-			now := time.Now()
-			if now.After(until) {
-				return testsupport.Fault{}
-			}
-			// What happens to a message is a function of the message and the
-			// moment, not of the order messages are sent in: a replay repeats it.
-			h := fnv.New64a()
-			fmt.Fprintf(h, "%d|%s|%s|%s|%s|%s|%d", salt, to, m.Type, m.Key, m.Requester, m.Token, now.UnixNano())
-			r := h.Sum64()
-			switch r % 4 {
-			case 0:
-				return testsupport.Fault{Drop: true}
-			case 1:
-				return testsupport.Fault{Delay: time.Duration(r>>8%3000) * time.Millisecond}
-			case 2:
-				return testsupport.Fault{Echo: time.Duration(1+r>>8%30) * time.Second}
-			}
-			return testsupport.Fault{}
-		})
+		s.lossyBus(now, dur)
 	case 5:
 		if len(alive) < 2 {
 			return
@@ -281,17 +260,7 @@ func (s *sim) fault(alive []*server) {
 			s.fail("redis restart: %v", err)
 		}
 	case 10, 11, 12, 13, 14, 15:
-		kind := callKind(k - 10)
-		landed := s.rng.IntN(2) == 0
-		how := "unsent"
-		if landed {
-			how = "landed, answer held"
-		}
-		s.logf("FAULT %s of %s hang until their deadline (%s) for %s", kind, srv.s.JobID, how, dur)
-		s.mu.Lock()
-		s.result.Hangs++
-		srv.hangTo[kind], srv.hangLanded[kind] = now.Add(dur), landed
-		s.mu.Unlock()
+		s.hangCalls(srv, callKind(k-10), now, dur)
 	case 16:
 		s.logf("FAULT %s is cut from Redis for %s: every call of it hangs", srv.s.JobID, dur)
 		s.mu.Lock()
@@ -309,15 +278,62 @@ func (s *sim) fault(alive []*server) {
 	case 18:
 		s.pause(srv, now.Add(dur))
 	default:
-		// A forged request (a random token) to a server, for a random key.
-		pl := s.players[s.rng.IntN(len(s.players))]
-		token := fmt.Sprintf("%016x", s.rng.Uint64())
-		s.logf("FAULT a forged request for %s to %s", pl.key, srv.s.JobID)
-		bus := s.c.Bus.Endpoint("forger")
-		_ = bus.Publish(context.Background(), srv.s.JobID, messaging.Message{
-			Type: messaging.TypeRequest, Driver: driverName, Key: pl.key, Requester: "forger", Token: token,
-		})
+		s.forgeRequest(srv)
 	}
+}
+
+// lossyBus makes the bus drop, delay and duplicate messages from now for
+// dur.
+func (s *sim) lossyBus(now time.Time, dur time.Duration) {
+	s.logf("FAULT the bus drops, delays and duplicates messages for %s", dur)
+	until, salt := now.Add(dur), s.rng.Uint64()
+	s.c.Bus.SetFault(func(to string, m messaging.Message) testsupport.Fault {
+		now := time.Now()
+		if now.After(until) {
+			return testsupport.Fault{}
+		}
+		// What happens to a message is a function of the message and the
+		// moment, not of the order messages are sent in: a replay repeats it.
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%d|%s|%s|%s|%s|%s|%d", salt, to, m.Type, m.Key, m.Requester, m.Token, now.UnixNano())
+		r := h.Sum64()
+		switch r % 4 {
+		case 0:
+			return testsupport.Fault{Drop: true}
+		case 1:
+			return testsupport.Fault{Delay: time.Duration(r>>8%3000) * time.Millisecond}
+		case 2:
+			return testsupport.Fault{Echo: time.Duration(1+r>>8%30) * time.Second}
+		}
+		return testsupport.Fault{}
+	})
+}
+
+// hangCalls makes srv's calls of kind hang until their deadline from now
+// for dur: unsent, or landed with the answer held.
+func (s *sim) hangCalls(srv *server, kind callKind, now time.Time, dur time.Duration) {
+	landed := s.rng.IntN(2) == 0
+	how := "unsent"
+	if landed {
+		how = "landed, answer held"
+	}
+	s.logf("FAULT %s of %s hang until their deadline (%s) for %s", kind, srv.s.JobID, how, dur)
+	s.mu.Lock()
+	s.result.Hangs++
+	srv.hangTo[kind], srv.hangLanded[kind] = now.Add(dur), landed
+	s.mu.Unlock()
+}
+
+// forgeRequest sends srv a forged release request (a random token) for a
+// random key.
+func (s *sim) forgeRequest(srv *server) {
+	pl := s.players[s.rng.IntN(len(s.players))]
+	token := fmt.Sprintf("%016x", s.rng.Uint64())
+	s.logf("FAULT a forged request for %s to %s", pl.key, srv.s.JobID)
+	bus := s.c.Bus.Endpoint("forger")
+	_ = bus.Publish(context.Background(), srv.s.JobID, messaging.Message{
+		Type: messaging.TypeRequest, Driver: driverName, Key: pl.key, Requester: "forger", Token: token,
+	})
 }
 
 // crash kills srv: its hanging calls die with it, and its pause and
