@@ -55,19 +55,11 @@ func (r *runner) runScripts(ctx context.Context) error {
 	}()
 	rdb := r.client(0)
 	defer func() { _ = rdb.Close() }()
-	node, err := datadriver.NewNode(ctx, datadriver.NodeConfig{JobID: "bench-" + randomID(), Redis: rdb, Namespace: ns, Logger: r.log})
+	drv, closeNode, err := r.benchDriver(ctx, rdb, ns)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		_ = node.Close(cctx)
-	}()
-	drv, err := datadriver.NewDriver(node, datadriver.Config[profileData]{Name: driverName})
-	if err != nil {
-		return err
-	}
+	defer closeNode()
 	blob := newBlob(r.cfg.CycleDataBytes, rand.NewChaCha8([32]byte{2}))
 	n := r.cfg.ScriptCalls
 	setup := oursCycle(drv, blob)
@@ -133,4 +125,23 @@ func (r *runner) measure(ctx context.Context, n int, call func(w int) error) (se
 		}
 	}
 	return r.snapIf(ctx).since(before), nil
+}
+
+// benchDriver starts a Node on rdb under ns and its driver; closeNode
+// closes the Node.
+func (r *runner) benchDriver(ctx context.Context, rdb *redis.Client, ns string) (drv *datadriver.Driver[profileData], closeNode func(), err error) {
+	node, err := datadriver.NewNode(ctx, datadriver.NodeConfig{JobID: "bench-" + randomID(), Redis: rdb, Namespace: ns, Logger: r.log})
+	if err != nil {
+		return nil, nil, err
+	}
+	closeNode = func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_ = node.Close(cctx)
+	}
+	if drv, err = datadriver.NewDriver(node, datadriver.Config[profileData]{Name: driverName}); err != nil {
+		closeNode()
+		return nil, nil, err
+	}
+	return drv, closeNode, nil
 }
