@@ -1,6 +1,10 @@
 // Package simulation runs randomized multi-server games against the whole
 // protocol on virtual time and checks its invariants after every step.
 //
+// It is a test rig: only this repository's tests use it (go test
+// ./simulation/), it is not part of the library's API, and a game server
+// never imports it.
+//
 // A run is a function of its seed: the servers, the players' moves (join,
 // earn, save, leave, hop to another server, trade), the messages the servers
 // send them (Driver.Send, to players online or not; see messages.go), and
