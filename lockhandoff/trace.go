@@ -11,7 +11,8 @@ import (
 // tracing: a datadriver Node gives its telemetry's. Every field is optional.
 // Each Start returns the context its work runs under (ctx itself, or one
 // carrying a span), and that context is what the matching Done gets. The
-// funcs run on the Handoff's own goroutines and must return promptly.
+// funcs run on the goroutine doing the work (a join's wait, the bus's
+// delivery, a publish worker) and must return promptly.
 type Trace struct {
 	// PublishStart is called as m is queued for server to (before the
 	// queue can refuse it); it may set m's TraceParent and TraceState, which
