@@ -4,6 +4,10 @@
 // paused with SIGSTOP, cut from Redis through a TCP proxy, while Redis and
 // NATS are killed, shut down and restarted under them.
 //
+// It is a test rig: only this repository's tests and its gameserver command
+// use it, it is not part of the library's API, and a game server never
+// imports it.
+//
 // The package itself only holds what the gameserver and the tests share: the
 // Player it plays, the Gift messages it applies (with -messages), and the
 // JSON Event lines it prints. The scenarios are its tests; TestMain builds

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/ckernel/playerdata/internal/telemetry"
-
 	"github.com/benbjohnson/clock"
 
 	"github.com/ckernel/playerdata/messaging"
@@ -61,9 +59,10 @@ type Config struct {
 	// Logger receives warnings and debug traces.
 	// default: slog.Default()
 	Logger *slog.Logger
-	// Telemetry records metrics and spans (the Node's).
-	// default: nil (none)
-	Telemetry *telemetry.Telemetry
+	// Trace observes the messages and presence reads (a Node gives its
+	// telemetry's).
+	// default: nil (nothing observed)
+	Trace *Trace
 }
 
 func (c Config) withDefaults() (Config, error) {

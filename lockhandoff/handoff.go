@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ckernel/playerdata/internal/telemetry"
-
 	"github.com/ckernel/playerdata/messaging"
 )
 
@@ -58,9 +56,9 @@ type Stats struct {
 // Handoff is one server's lock handoff. Create it with New, Start it, and
 // Close it after the server's locks are released.
 type Handoff struct {
-	cfg Config
-	log *slog.Logger
-	tel *telemetry.Telemetry // nil: no telemetry
+	cfg   Config
+	log   *slog.Logger
+	trace *Trace // nil: nothing observed
 
 	ctx    context.Context // cancelled by Close: stops the publishes left
 	cancel context.CancelFunc
@@ -114,7 +112,7 @@ func New(cfg Config) (*Handoff, error) {
 	}
 	h := &Handoff{
 		cfg:     cfg,
-		tel:     cfg.Telemetry,
+		trace:   cfg.Trace,
 		log:     cfg.Logger,
 		drivers: make(map[string]Handlers),
 		waits:   make(map[waitKey]map[*Wait]struct{}),
@@ -242,10 +240,9 @@ func (h *Handoff) onMessage(m messaging.Message) {
 			return
 		}
 		h.notifiesReceived.Add(1)
-		_, ps := h.tel.StartProcess(h.ctx, telemetry.Message{Kind: telemetry.MsgNotify, Driver: m.Driver, Key: m.Key,
-			Peer: m.Sender, TraceParent: m.TraceParent, TraceState: m.TraceState})
+		pctx := h.trace.processStart(h.ctx, m)
 		notify(m.Key)
-		ps.End()
+		h.trace.processDone(pctx)
 	case messaging.TypeReply:
 		h.onReply(m)
 	}
@@ -258,12 +255,12 @@ func (h *Handoff) Notify(ctx context.Context, driver, key, to string) {
 	if to == h.cfg.JobID {
 		return
 	}
-	h.publish(ctx, telemetry.MsgNotify, to, messaging.Message{Type: messaging.TypeNotify, Driver: driver, Key: key}, &h.notifiesSent)
+	h.publish(ctx, to, messaging.Message{Type: messaging.TypeNotify, Driver: driver, Key: key}, &h.notifiesSent)
 }
 
 // request asks holder to release key of driver, naming the lock token seen.
 func (h *Handoff) request(ctx context.Context, driver, key, holder, token string) {
-	h.publish(ctx, telemetry.MsgRequest, holder, messaging.Message{
+	h.publish(ctx, holder, messaging.Message{
 		Type: messaging.TypeRequest, Driver: driver, Key: key, Requester: h.cfg.JobID, Token: token,
 	}, &h.requestsSent)
 }

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ckernel/playerdata/internal/telemetry"
-
 	"github.com/ckernel/playerdata/presence"
 )
 
@@ -123,9 +121,9 @@ func (pv *prover) read(ctx context.Context, job, key string, since time.Time) (p
 	pv.mu.Unlock()
 
 	sent := pv.h.cfg.Clock.Now()
-	rctx, span := pv.h.tel.StartPresenceRead(ctx, job)
+	rctx := pv.h.trace.readStart(ctx, job)
 	r := pv.h.cfg.Presence.Read(rctx, job)
-	span.End(telemetry.PresenceStatus(r.Status), r.ExpiresIn, r.Err)
+	pv.h.trace.readDone(rctx, r)
 	now := pv.h.cfg.Clock.Now()
 	pv.mu.Lock()
 	defer pv.mu.Unlock()

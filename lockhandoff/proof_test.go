@@ -7,8 +7,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/ckernel/playerdata/internal/telemetry"
-
 	"github.com/ckernel/playerdata/lockhandoff"
 	"github.com/ckernel/playerdata/presence"
 )
@@ -192,14 +190,4 @@ func TestProofBrokenByAnAliveRead(t *testing.T) {
 			t.Errorf("after A read alive: %+v, want no steal", s)
 		}
 	})
-}
-
-// telemetry.PresenceStatus is presence.Status, value for value (the
-// prover converts one into the other).
-func TestPresenceStatusMatchesTelemetry(t *testing.T) {
-	for _, s := range []presence.Status{presence.Unknown, presence.Alive, presence.Stopped} {
-		if got := telemetry.PresenceStatus(s).String(); got != s.String() {
-			t.Errorf("presence %s is telemetry %s", s, got)
-		}
-	}
 }

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"sync/atomic"
 
-	"github.com/ckernel/playerdata/internal/telemetry"
 	"github.com/ckernel/playerdata/messaging"
 )
 
@@ -30,16 +29,15 @@ var errQueueFull = errors.New("handoff: publish queue full")
 type outgoing struct {
 	to      string
 	m       messaging.Message
-	send    telemetry.SendSpan
-	counter *atomic.Uint64 // counts it once it is out
+	ctx     context.Context // from Trace.PublishStart
+	counter *atomic.Uint64  // counts it once it is out
 }
 
 // publish queues m for server to, under a producer span child of ctx's,
 // whose trace context m carries. The first publish starts the workers;
 // after Close nothing is queued. A full queue drops m and counts it in
 // Stats.PublishDropped.
-func (h *Handoff) publish(ctx context.Context, kind telemetry.HandoffMessage, to string, m messaging.Message,
-	counter *atomic.Uint64) {
+func (h *Handoff) publish(ctx context.Context, to string, m messaging.Message, counter *atomic.Uint64) {
 	if h.cfg.Bus == nil {
 		return
 	}
@@ -49,8 +47,7 @@ func (h *Handoff) publish(ctx context.Context, kind telemetry.HandoffMessage, to
 		return
 	}
 	m.Sender = h.cfg.JobID
-	send := h.tel.StartSend(ctx, telemetry.Message{Kind: kind, Driver: m.Driver, Key: m.Key, Peer: to})
-	m.TraceParent, m.TraceState = send.TraceContext()
+	sctx := h.trace.publishStart(ctx, to, &m)
 	if !h.publishing {
 		h.publishing = true
 		for range publishWorkers {
@@ -59,10 +56,10 @@ func (h *Handoff) publish(ctx context.Context, kind telemetry.HandoffMessage, to
 		}
 	}
 	select {
-	case h.outbox <- outgoing{to: to, m: m, send: send, counter: counter}:
+	case h.outbox <- outgoing{to: to, m: m, ctx: sctx, counter: counter}:
 		h.queueFull = false
 	default:
-		send.End(errQueueFull)
+		h.trace.publishDone(sctx, to, m, errQueueFull)
 		h.publishDropped.Add(1)
 		level := slog.LevelDebug
 		if !h.queueFull { // the first drop of a run at Warn, the rest at Debug
@@ -80,7 +77,7 @@ func (h *Handoff) publishLoop() {
 	defer h.wg.Done()
 	for o := range h.outbox {
 		err := h.cfg.Bus.Publish(h.ctx, o.to, o.m)
-		o.send.End(err)
+		h.trace.publishDone(o.ctx, o.to, o.m, err)
 		if err != nil {
 			if h.ctx.Err() == nil {
 				h.publishFailed.Add(1)

@@ -3,7 +3,6 @@ package lockhandoff
 import (
 	"context"
 
-	"github.com/ckernel/playerdata/internal/telemetry"
 	"github.com/ckernel/playerdata/messaging"
 )
 
@@ -36,9 +35,8 @@ func (h *Handoff) onRequest(m messaging.Message) {
 	}
 	h.requestsReceived.Add(1)
 	h.log.Debug("handoff: release requested", "driver", m.Driver, "key", m.Key, "from", m.Requester)
-	pctx, ps := h.tel.StartProcess(h.ctx, telemetry.Message{Kind: telemetry.MsgRequest, Driver: m.Driver, Key: m.Key,
-		Peer: m.Requester, TraceParent: m.TraceParent, TraceState: m.TraceState})
-	h.replyWhenReleased(pctx, ps, askKey{m.Driver, m.Key, m.Requester}, release(m.Key, m.Token))
+	pctx := h.trace.processStart(h.ctx, m)
+	h.replyWhenReleased(pctx, askKey{m.Driver, m.Key, m.Requester}, release(m.Key, m.Token))
 }
 
 // replyWhenReleased replies to a request once released is closed. Closed
@@ -46,26 +44,26 @@ func (h *Handoff) onRequest(m messaging.Message) {
 // forged one, or one that crossed the release), the reply goes at once if
 // admitImmediate lets it. Otherwise a goroutine waits for it, one per
 // requester and key however often the request repeats, at most
-// maxPendingReplies at once, until Close. The request's processing span
-// (ps, in pctx) ends with the reply.
-func (h *Handoff) replyWhenReleased(pctx context.Context, ps telemetry.ProcessSpan, a askKey, released <-chan struct{}) {
+// maxPendingReplies at once, until Close. The request's processing (pctx,
+// from Trace.ProcessStart) ends with the reply.
+func (h *Handoff) replyWhenReleased(pctx context.Context, a askKey, released <-chan struct{}) {
 	select {
 	case <-released:
 		if h.admitImmediate(a.from) {
 			h.reply(pctx, a)
 		}
-		ps.End()
+		h.trace.processDone(pctx)
 		return
 	default:
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.asked[a]; ok || h.closed {
-		ps.End() // a repeat: the release under way answers it
+		h.trace.processDone(pctx) // a repeat: the release under way answers it
 		return
 	}
 	if len(h.asked) >= maxPendingReplies {
-		ps.End()
+		h.trace.processDone(pctx)
 		h.repliesDropped.Add(1)
 		h.log.Debug("handoff: too many releases awaited; this request gets no reply", "driver", a.driver,
 			"key", a.key, "from", a.from)
@@ -75,7 +73,7 @@ func (h *Handoff) replyWhenReleased(pctx context.Context, ps telemetry.ProcessSp
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		defer ps.End()
+		defer h.trace.processDone(pctx)
 		select {
 		case <-released:
 			h.reply(pctx, a)
@@ -132,9 +130,7 @@ func (h *Handoff) onReply(m messaging.Message) {
 		}
 		return
 	}
-	_, ps := h.tel.StartProcess(h.ctx, telemetry.Message{Kind: telemetry.MsgReply, Driver: m.Driver, Key: m.Key,
-		Peer: m.Sender, TraceParent: m.TraceParent, TraceState: m.TraceState})
-	ps.End()
+	h.trace.processDone(h.trace.processStart(h.ctx, m))
 	h.repliesReceived.Add(1)
 	h.log.Debug("handoff: reply received", "driver", m.Driver, "key", m.Key, "waiting", waiting)
 }
@@ -142,6 +138,6 @@ func (h *Handoff) onReply(m messaging.Message) {
 // reply tells the requester of a that this server no longer holds the key.
 // It is sent in the background; a failure is logged.
 func (h *Handoff) reply(ctx context.Context, a askKey) {
-	h.publish(ctx, telemetry.MsgReply, a.from, messaging.Message{Type: messaging.TypeReply, Driver: a.driver, Key: a.key},
+	h.publish(ctx, a.from, messaging.Message{Type: messaging.TypeReply, Driver: a.driver, Key: a.key},
 		&h.repliesSent)
 }

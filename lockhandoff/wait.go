@@ -120,37 +120,12 @@ func (w *Wait) next(ctx context.Context, l Lock) (Attempt, error) {
 	clk := h.cfg.Clock
 	now := clk.Now()
 	w.attempted = now
-	if l.Job != w.job || l.Token != w.token {
-		// A new holder or a new lock: start over with it.
-		w.job, w.token = l.Job, l.Token
-		w.requested = time.Time{}
-		w.park = h.cfg.ParkMin
-		w.writtenBy = now.Add(-l.Age)
-		w.freeWake = true
-	}
-	if w.active && (w.requested.IsZero() || now.Sub(w.requested) >= h.cfg.RequestRepeat) {
-		// A new lock, or the repeat came due while we were not parked.
-		h.request(ctx, w.wk.driver, w.wk.key, l.Job, l.Token)
-		w.requested = now
-	}
-
+	w.track(ctx, l, now)
 	proving := w.active && l.Presence
-	d := min(w.park, w.deadline.Sub(now))
-	var proven <-chan struct{}
-	if proving {
-		sent, ok, expiresAt, provesAt, ch := h.prover.proof(l.Job)
-		if ok && w.writtenBy.Before(sent) {
-			return w.steal(l), nil
-		}
-		if !expiresAt.IsZero() {
-			d = min(d, max(expiresAt.Sub(now)+expiryMargin, 0))
-		}
-		if !provesAt.IsZero() {
-			d = min(d, max(provesAt.Sub(now), 0))
-		}
-		proven = ch
+	d, proven, stolen := w.parkFor(l, proving, now)
+	if stolen {
+		return w.steal(l), nil
 	}
-	w.park = min(w.park*2, h.cfg.ParkMax)
 
 	t := clk.Timer(d)
 	defer t.Stop()
@@ -199,6 +174,47 @@ parked:
 		return Attempt{}, nil // at the deadline: one last try, no read
 	}
 	return w.readPresence(ctx, l, now)
+}
+
+// track follows l: a new holder or a new lock starts the wait over with
+// it, and a request goes out when one is due (a new lock, or the repeat
+// came due while the wait was not parked).
+func (w *Wait) track(ctx context.Context, l Lock, now time.Time) {
+	h := w.h
+	if l.Job != w.job || l.Token != w.token {
+		w.job, w.token = l.Job, l.Token
+		w.requested = time.Time{}
+		w.park = h.cfg.ParkMin
+		w.writtenBy = now.Add(-l.Age)
+		w.freeWake = true
+	}
+	if w.active && (w.requested.IsZero() || now.Sub(w.requested) >= h.cfg.RequestRepeat) {
+		h.request(ctx, w.wk.driver, w.wk.key, l.Job, l.Token)
+		w.requested = now
+	}
+}
+
+// parkFor is how long this attempt parks: the doubling park, cut short by
+// the deadline and, while proving the holder stopped, by when its beat can
+// expire and when a proof can complete (proven closes then). stolen is true
+// when the holder is proven stopped already, after the lock was written.
+func (w *Wait) parkFor(l Lock, proving bool, now time.Time) (d time.Duration, proven <-chan struct{}, stolen bool) {
+	d = min(w.park, w.deadline.Sub(now))
+	if proving {
+		sent, ok, expiresAt, provesAt, ch := w.h.prover.proof(l.Job)
+		if ok && w.writtenBy.Before(sent) {
+			return 0, nil, true
+		}
+		if !expiresAt.IsZero() {
+			d = min(d, max(expiresAt.Sub(now)+expiryMargin, 0))
+		}
+		if !provesAt.IsZero() {
+			d = min(d, max(provesAt.Sub(now), 0))
+		}
+		proven = ch
+	}
+	w.park = min(w.park*2, w.h.cfg.ParkMax)
+	return d, proven, false
 }
 
 // readPresence reads the holder's presence after a park that began at since

@@ -6,8 +6,7 @@ import (
 	"testing"
 )
 
-// v1Wire are messages as the first wire version's Encode wrote them
-// (captured from commit 7fd6154).
+// v1Wire are messages as the first wire version's Encode wrote them.
 var v1Wire = []struct {
 	name string
 	hex  string

@@ -5,12 +5,11 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/ckernel/playerdata/internal/jobid"
+	"github.com/ckernel/playerdata/internal/msgpackwire"
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
@@ -32,7 +31,7 @@ const (
 const DefaultMaxBytes = 2048
 
 // MaxJobIDBytes is the longest JobID (and subject prefix token) accepted.
-const MaxJobIDBytes = 128
+const MaxJobIDBytes = jobid.MaxBytes
 
 // MACSize is the length of a message's MAC: one HMAC-SHA256.
 const MACSize = sha256.Size
@@ -237,29 +236,24 @@ func Decode(b []byte, maxBytes int) (Message, error) {
 // decodeMap reads the map of b into a Message without judging its content.
 func decodeMap(b []byte) (Message, error) {
 	var m Message
-	r := bytes.NewReader(b)
-	d := msgpack.NewDecoder(r)
-
-	c, err := d.PeekCode()
+	r := msgpackwire.Reader{B: b}
+	c, err := r.Code()
 	if err != nil {
 		return m, fmt.Errorf("%w: empty", ErrMalformed)
 	}
-	if !isMap(c) {
+	if !msgpackwire.IsMap(c) {
 		return m, fmt.Errorf("%w: not a map (code 0x%02x)", ErrMalformed, c)
 	}
-	n, err := d.DecodeMapLen()
+	n, err := r.MapLen(c) // every entry takes at least two bytes
 	if err != nil {
-		return m, malformed(err)
-	}
-	if n > r.Len()/2 { // every entry takes at least two bytes
-		return m, fmt.Errorf("%w: map of %d entries in %d bytes", ErrMalformed, n, r.Len())
+		return m, fmt.Errorf("%w: map header: %w", ErrMalformed, err)
 	}
 
 	var typ string
 	var seen []string     // known keys read so far; at most 10
 	var stamped, mac bool // W and H held a value, not nil
 	for range n {
-		key, err := decodeString(d, r, false)
+		key, err := decodeString(&r, false)
 		if err != nil {
 			return m, fmt.Errorf("%w: map key: %w", ErrMalformed, err)
 		}
@@ -283,8 +277,8 @@ func decodeMap(b []byte) (Message, error) {
 			dst = &m.TraceState
 		case "W", "H":
 		default:
-			if err := skipValue(d, r); err != nil {
-				return m, malformed(err)
+			if _, err := r.Skip(); err != nil {
+				return m, fmt.Errorf("%w: field %.16q: %w", ErrMalformed, key, err)
 			}
 			continue
 		}
@@ -294,19 +288,19 @@ func decodeMap(b []byte) (Message, error) {
 		seen = append(seen, key)
 		switch key {
 		case "W":
-			stamped, err = decodeStamp(d, &m.Stamp)
+			stamped, err = decodeStamp(&r, &m.Stamp)
 		case "H":
-			m.MAC, mac, err = decodeMAC(d, r)
+			m.MAC, mac, err = decodeMAC(&r)
 		default:
-			*dst, err = decodeString(d, r, true)
+			*dst, err = decodeString(&r, true)
 		}
 		if err != nil {
 			return m, fmt.Errorf("%w: field %s: %w", ErrMalformed, key, err)
 		}
 	}
 	m.Type = Type(typ)
-	if r.Len() != 0 {
-		return m, fmt.Errorf("%w: %d bytes after the map", ErrMalformed, r.Len())
+	if r.Left() != 0 {
+		return m, fmt.Errorf("%w: %d bytes after the map", ErrMalformed, r.Left())
 	}
 	if stamped != mac {
 		return m, fmt.Errorf("%w: a stamp (W) and a MAC (H) come together or not at all", ErrMalformed)
@@ -316,146 +310,57 @@ func decodeMap(b []byte) (Message, error) {
 
 // decodeStamp reads a msgpack integer that fits an int64 into *dst, and
 // reports false for nil.
-func decodeStamp(d *msgpack.Decoder, dst *int64) (bool, error) {
-	c, err := d.PeekCode()
-	if err != nil {
-		return false, fmt.Errorf("truncated: %v", err)
+func decodeStamp(r *msgpackwire.Reader, dst *int64) (bool, error) {
+	c, err := r.Code()
+	if err != nil || c == msgpcode.Nil {
+		return false, err
 	}
+	u, neg, err := r.Integer(c, "a stamp")
 	switch {
-	case c == msgpcode.Nil:
-		return false, d.DecodeNil()
-	case c == msgpcode.Uint64:
-		u, err := d.DecodeUint64()
-		if err != nil {
-			return false, fmt.Errorf("truncated: %v", err)
-		}
-		if u > math.MaxInt64 {
-			return false, fmt.Errorf("integer %d does not fit an int64", u)
-		}
-		*dst = int64(u)
-	case msgpcode.IsFixedNum(c), c == msgpcode.Uint8, c == msgpcode.Uint16, c == msgpcode.Uint32,
-		c == msgpcode.Int8, c == msgpcode.Int16, c == msgpcode.Int32, c == msgpcode.Int64:
-		if *dst, err = d.DecodeInt64(); err != nil {
-			return false, fmt.Errorf("truncated: %v", err)
-		}
-	default:
-		return false, fmt.Errorf("want an integer, got code 0x%02x", c)
+	case err != nil:
+		return false, err
+	case !neg && u > math.MaxInt64:
+		return false, fmt.Errorf("integer %d does not fit an int64", u)
 	}
+	*dst = int64(u)
 	return true, nil
 }
 
 // decodeMAC reads a msgpack bin of MACSize bytes, and reports false for
 // nil.
-func decodeMAC(d *msgpack.Decoder, r *bytes.Reader) (string, bool, error) {
-	c, err := d.PeekCode()
-	if err != nil {
-		return "", false, fmt.Errorf("truncated: %v", err)
-	}
+func decodeMAC(r *msgpackwire.Reader) (string, bool, error) {
+	c, err := r.Code()
 	switch {
-	case c == msgpcode.Nil:
-		return "", false, d.DecodeNil()
-	case !msgpcode.IsBin(c):
-		return "", false, fmt.Errorf("want bin, got code 0x%02x", c)
+	case err != nil || c == msgpcode.Nil:
+		return "", false, err
+	case !msgpackwire.IsBin(c):
+		return "", false, &msgpackwire.TypeError{Code: c, Want: "a MAC (bin)"}
 	}
-	n, err := d.DecodeBytesLen()
+	n, _, err := r.Length(c)
 	if err != nil {
-		return "", false, fmt.Errorf("truncated: %v", err)
+		return "", false, err
 	}
 	if n != MACSize {
 		return "", false, fmt.Errorf("bin of %d bytes, want %d", n, MACSize)
 	}
-	if n > r.Len() {
-		return "", false, fmt.Errorf("truncated: bin of %d bytes, %d left", n, r.Len())
-	}
-	buf := make([]byte, n)
-	if err := d.ReadFull(buf); err != nil {
-		return "", false, fmt.Errorf("truncated: %v", err)
-	}
-	return string(buf), true, nil
+	p, err := r.Next(n)
+	return string(p), err == nil, err
 }
 
-// decodeString reads a msgpack str; with nilOK, nil reads as "".
-func decodeString(d *msgpack.Decoder, r *bytes.Reader, nilOK bool) (string, error) {
-	c, err := d.PeekCode()
-	if err != nil {
-		return "", fmt.Errorf("truncated: %v", err)
-	}
+// decodeString reads a msgpack str (never a bin); with nilOK, nil reads as
+// "".
+func decodeString(r *msgpackwire.Reader, nilOK bool) (string, error) {
+	c, err := r.Code()
 	switch {
-	case msgpcode.IsString(c):
-		n, err := d.DecodeBytesLen()
-		if err != nil {
-			return "", fmt.Errorf("truncated: %v", err)
-		}
-		if n > r.Len() {
-			return "", fmt.Errorf("truncated: string of %d bytes, %d left", n, r.Len())
-		}
-		buf := make([]byte, n)
-		if err := d.ReadFull(buf); err != nil {
-			return "", fmt.Errorf("truncated: %v", err)
-		}
-		return string(buf), nil
+	case err != nil:
+		return "", err
 	case c == msgpcode.Nil && nilOK:
-		return "", d.DecodeNil()
-	default:
-		return "", fmt.Errorf("want a string, got code 0x%02x", c)
+		return "", nil
+	case !msgpackwire.IsStr(c):
+		return "", &msgpackwire.TypeError{Code: c, Want: "a string"}
 	}
-}
-
-// skipValue skips one msgpack value of any kind. It reads every length
-// itself and refuses one larger than the bytes left before skipping, so a
-// hostile length costs nothing (msgpack would allocate up to 1 MiB for it),
-// and it keeps a count instead of recursing, so nesting costs no stack.
-func skipValue(d *msgpack.Decoder, r *bytes.Reader) error {
-	for pending := 1; pending > 0; pending-- {
-		c, err := d.PeekCode()
-		if err != nil {
-			return err
-		}
-		var values, payload int
-		switch {
-		case isMap(c):
-			values, err = d.DecodeMapLen()
-			values *= 2
-		case isArray(c):
-			values, err = d.DecodeArrayLen()
-		case msgpcode.IsString(c) || msgpcode.IsBin(c):
-			payload, err = d.DecodeBytesLen()
-		case msgpcode.IsExt(c):
-			_, payload, err = d.DecodeExtHeader()
-		default:
-			err = d.Skip() // nil, bool or number: a fixed size, no nesting
-		}
-		if err != nil {
-			return err
-		}
-		if payload > r.Len() {
-			return fmt.Errorf("value of %d bytes, %d left", payload, r.Len())
-		}
-		// The decoder reads r directly (a bytes.Reader needs no buffering),
-		// so moving r moves the decoder.
-		if _, err := r.Seek(int64(payload), io.SeekCurrent); err != nil {
-			return err
-		}
-		pending += values
-		if pending-1 > r.Len() { // every value takes at least one byte
-			return fmt.Errorf("container of %d values, %d bytes left", values, r.Len())
-		}
-	}
-	return nil
-}
-
-func isMap(c byte) bool {
-	return msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32
-}
-
-func isArray(c byte) bool {
-	return msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32
-}
-
-// malformed wraps a msgpack decoding error; the msgpack error is text only,
-// so callers match ErrMalformed and nothing else.
-func malformed(err error) error {
-	return fmt.Errorf("%w: %v", ErrMalformed, err)
+	p, _, err := r.Str(c, "a string")
+	return string(p), err
 }
 
 // ValidJobID reports whether jobID can be used as a server's JobID, which is
@@ -463,31 +368,8 @@ func malformed(err error) error {
 // UTF-8, and free of whitespace, control characters, '.', '*' and '>'. The
 // error wraps ErrInvalidJobID and says what is wrong.
 func ValidJobID(jobID string) error {
-	if reason := tokenProblem(jobID); reason != "" {
+	if reason := jobid.Problem(jobID); reason != "" {
 		return fmt.Errorf("%w: %s", ErrInvalidJobID, reason)
 	}
 	return nil
-}
-
-// tokenProblem returns why s is not a valid subject token, or "".
-func tokenProblem(s string) string {
-	switch {
-	case s == "":
-		return "empty"
-	case len(s) > MaxJobIDBytes:
-		return fmt.Sprintf("%d bytes, limit %d", len(s), MaxJobIDBytes)
-	case !utf8.ValidString(s):
-		return fmt.Sprintf("%q is not valid UTF-8", s)
-	}
-	for _, r := range s {
-		switch {
-		case r == '.' || r == '*' || r == '>':
-			return fmt.Sprintf("%q contains %q", s, r)
-		case unicode.IsSpace(r):
-			return fmt.Sprintf("%q contains whitespace %U", s, r)
-		case unicode.IsControl(r):
-			return fmt.Sprintf("%q contains control character %U", s, r)
-		}
-	}
-	return ""
 }

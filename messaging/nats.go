@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/ckernel/playerdata/internal/jobid"
 	"github.com/nats-io/nats.go"
 )
 
@@ -72,7 +73,7 @@ type options struct {
 func WithPrefix(p string) Option {
 	return func(o *options) error {
 		for tok := range strings.SplitSeq(p, ".") {
-			if reason := tokenProblem(tok); reason != "" {
+			if reason := jobid.Problem(tok); reason != "" {
 				return fmt.Errorf("%w: prefix %q: token %s", ErrInvalidOption, p, reason)
 			}
 		}

@@ -1,7 +1,7 @@
 package messaging
 
-// This file keeps the decoder of the first wire version (commit 7fd6154,
-// before the sender, trace context, notify type and MAC), frozen, so tests
+// This file keeps the decoder of the first wire version (without the
+// sender, trace context, notify type and MAC), frozen, so tests
 // can check what a server running an older build does with what this one
 // sends. Only identifiers are renamed; do not update it.
 

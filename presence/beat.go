@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -15,133 +15,9 @@ import (
 // make the loop pile them up.
 const maxInflightBeats = 3
 
-// BeatArgs are the arguments of beat.lua.
-type BeatArgs struct {
-	// JobID is the beating server.
-	JobID string
-	// TTL is how long the beat keeps it alive (Redis clock).
-	TTL time.Duration
-	// Instance is the beating process (Config.Instance).
-	Instance string
-	// Expected is the expiry this instance's last acknowledged beat wrote
-	// (ms precision): when the field still holds it, the beat takes the fast
-	// path. Zero: none, go to the full path.
-	Expected time.Time
-	// Check asks for a full check: the run meta against INFO server, and a
-	// few expired fields cleaned.
-	Check bool
-}
-
-// argv is ARGV of beat.lua.
-func (a BeatArgs) argv() []any {
-	var expected int64
-	if !a.Expected.IsZero() {
-		expected = a.Expected.UnixMilli()
-	}
-	check := 0
-	if a.Check {
-		check = 1
-	}
-	return []any{a.JobID, a.TTL.Milliseconds(), a.Instance, expected, check}
-}
-
-// ParseBeatArgs reads the ARGV of an observed beat.lua call.
-func ParseBeatArgs(argv []string) (BeatArgs, error) {
-	if len(argv) != 5 {
-		return BeatArgs{}, fmt.Errorf("%w: %s call with %d arguments, want 5", ErrUnexpectedReply, ScriptBeat, len(argv))
-	}
-	var n [3]int64
-	for i, j := range []int{1, 3, 4} {
-		v, err := strconv.ParseInt(argv[j], 10, 64)
-		if err != nil {
-			return BeatArgs{}, fmt.Errorf("%w: %s argument %d is %q", ErrUnexpectedReply, ScriptBeat, j+1, argv[j])
-		}
-		n[i] = v
-	}
-	a := BeatArgs{JobID: argv[0], TTL: time.Duration(n[0]) * time.Millisecond, Instance: argv[2], Check: n[2] == 1}
-	if n[1] != 0 {
-		a.Expected = time.UnixMilli(n[1])
-	}
-	return a, nil
-}
-
-// BeatOutcome is what a beat did with the JobID's field.
-type BeatOutcome int
-
-const (
-	// BeatWritten: the beat was written (the field was ours, or free).
-	BeatWritten BeatOutcome = iota
-	// BeatRefused: another instance's beat is live; nothing was written.
-	BeatRefused
-	// BeatTakenOver: the beat was written over another instance's beat
-	// that had expired.
-	BeatTakenOver
-)
-
-// String returns "written", "refused" or "taken-over".
-func (o BeatOutcome) String() string {
-	switch o {
-	case BeatWritten:
-		return "written"
-	case BeatRefused:
-		return "refused"
-	case BeatTakenOver:
-		return "taken-over"
-	default:
-		return "BeatOutcome(" + strconv.Itoa(int(o)) + ")"
-	}
-}
-
-// BeatAnswer is beat.lua's answer.
-type BeatAnswer struct {
-	// Outcome says whether the beat was written.
-	Outcome BeatOutcome
-	// ExpiresAt is when this beat expires (Redis clock, ms precision); zero
-	// when it was refused.
-	ExpiresAt time.Time
-	// Reset is true when the beat found another Redis run (a restart or a
-	// failover) or no run meta at all, and started the meta over.
-	Reset bool
-	// Other is the instance whose beat was refused to be overwritten
-	// (BeatRefused) or was taken over (BeatTakenOver); "" when that beat had
-	// no owner.
-	Other string
-	// OtherExpiresAt is when Other's beat expires or expired (Redis clock);
-	// zero when unknown.
-	OtherExpiresAt time.Time
-	// At is the Redis time of the beat.
-	At time.Time
-}
-
-// ParseBeatAnswer reads beat.lua's answer.
-func ParseBeatAnswer(v any) (BeatAnswer, error) {
-	arr, ok := v.([]any)
-	if !ok || len(arr) != 6 {
-		return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
-	}
-	var n [5]int64
-	for i, j := range []int{0, 1, 2, 4, 5} {
-		if n[i], ok = arr[j].(int64); !ok {
-			return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
-		}
-	}
-	other, ok := arr[3].(string)
-	if !ok || n[0] < 0 || n[0] > int64(BeatTakenOver) {
-		return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
-	}
-	a := BeatAnswer{Outcome: BeatOutcome(n[0]), Reset: n[2] == 1, Other: other, At: time.UnixMilli(n[4])}
-	if n[1] != 0 {
-		a.ExpiresAt = time.UnixMilli(n[1])
-	}
-	if n[3] != 0 {
-		a.OtherExpiresAt = time.UnixMilli(n[3])
-	}
-	return a, nil
-}
-
 // beatResult is one beat script's answer.
 type beatResult struct {
-	ans     BeatAnswer
+	ans     presencescript.BeatAnswer
 	checked bool // the beat ran as a full check
 	err     error
 }
@@ -177,19 +53,19 @@ func (p *Presence) Beat(ctx context.Context) error {
 
 // beat sends one beat: a full check unless loop is true, when it takes the
 // fast path except every CheckEvery-th beat and after a failure.
-func (p *Presence) beat(ctx context.Context, loop bool) (BeatAnswer, error) {
+func (p *Presence) beat(ctx context.Context, loop bool) (presencescript.BeatAnswer, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return BeatAnswer{}, fmt.Errorf("presence beat: %w", ErrClosed)
+		return presencescript.BeatAnswer{}, fmt.Errorf("presence beat: %w", ErrClosed)
 	}
 	if n := p.inflight.Load(); n >= maxInflightBeats {
 		p.mu.Unlock()
 		err := fmt.Errorf("presence beat: %w: %d earlier beats are still running", ErrBeatTimeout, n)
 		p.beatFailed(err)
-		return BeatAnswer{}, err
+		return presencescript.BeatAnswer{}, err
 	}
-	args := BeatArgs{JobID: p.cfg.JobID, TTL: p.cfg.TTL, Instance: p.cfg.Instance,
+	args := presencescript.BeatArgs{JobID: p.cfg.JobID, TTL: p.cfg.TTL, Instance: p.cfg.Instance,
 		Check: !loop || p.needCheck || p.sinceCheck+1 >= CheckEvery}
 	if p.lastExpiry != 0 {
 		args.Expected = time.UnixMilli(p.lastExpiry)
@@ -234,7 +110,7 @@ func (p *Presence) beat(ctx context.Context, loop bool) (BeatAnswer, error) {
 	if r.err != nil {
 		err := fmt.Errorf("presence beat: %w", r.err)
 		p.beatFailed(err)
-		return BeatAnswer{}, err
+		return presencescript.BeatAnswer{}, err
 	}
 	p.watchClock(p.own.key, sentAt, ackAt, r.ans.At.UnixMilli())
 	err := p.beatAnswered(sentAt, ackAt, r.checked, r.ans)
@@ -255,17 +131,17 @@ func (p *Presence) beat(ctx context.Context, loop bool) (BeatAnswer, error) {
 // (NOSCRIPT: a restarted or failed-over Redis, or SCRIPT FLUSH), EVAL as a
 // full check, since whatever forgot the script may have forgotten or
 // rewound the hash too.
-func (p *Presence) runBeat(ctx context.Context, args BeatArgs) beatResult {
+func (p *Presence) runBeat(ctx context.Context, args presencescript.BeatArgs) beatResult {
 	keys := []string{p.own.key, p.own.owners}
-	v, err := beatRaw.EvalSha(ctx, p.rdb, keys, args.argv()...).Result()
+	v, err := presencescript.BeatRaw.EvalSha(ctx, p.rdb, keys, args.Argv()...).Result()
 	if redis.HasErrorPrefix(err, "NOSCRIPT") {
 		args.Check = true
-		v, err = beatRaw.Eval(ctx, p.rdb, keys, args.argv()...).Result()
+		v, err = presencescript.BeatRaw.Eval(ctx, p.rdb, keys, args.Argv()...).Result()
 	}
 	if err != nil {
 		return beatResult{err: err}
 	}
-	ans, err := ParseBeatAnswer(v)
+	ans, err := presencescript.ParseBeatAnswer(v)
 	return beatResult{ans: ans, checked: args.Check, err: err}
 }
 

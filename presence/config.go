@@ -5,10 +5,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/ckernel/playerdata/internal/jobid"
 )
 
 const (
@@ -34,11 +34,13 @@ const (
 	CheckEvery = 10
 )
 
-// metaRun and metaSince are the hash's meta fields (see beat.lua). They start
-// with a NUL byte, which no JobID may.
+// MetaRun and MetaSince are the meta fields of a presence hash (see the
+// package doc, "Keys", and beat.lua): the run of Redis that the hash's
+// beats were written under, and when that run was first seen (ms, Redis
+// clock). They start with a NUL byte, which no JobID may hold.
 const (
-	metaRun   = "\x00run"
-	metaSince = "\x00since"
+	MetaRun   = "\x00run"
+	MetaSince = "\x00since"
 )
 
 // KeyFor returns the presence hash key under namespace: "<namespace>:CKPresence",
@@ -56,7 +58,9 @@ type Config struct {
 	// Key is the full Redis key of the presence hash, e.g. KeyFor("mygame").
 	// default: none (required)
 	Key string
-	// JobID names this server: non-empty and not starting with a NUL byte.
+	// JobID names this server: non-empty, at most 128 bytes of UTF-8,
+	// without whitespace, control characters, '.', '*' or '>' (a NATS
+	// subject token, as messaging.ValidJobID checks).
 	// default: none (required)
 	JobID string
 	// Beat is the interval between beats of the loop started by Start, and
@@ -180,13 +184,11 @@ func checkInstance(inst string) error {
 	return nil
 }
 
-// checkJobID refuses a JobID that cannot name a server.
+// checkJobID refuses a JobID that cannot name a server (the project's one
+// rule, internal/jobid's).
 func checkJobID(jobID string) error {
-	switch {
-	case jobID == "":
-		return fmt.Errorf("%w: empty", ErrInvalidJobID)
-	case strings.HasPrefix(jobID, "\x00"):
-		return fmt.Errorf("%w: %q starts with a NUL byte", ErrInvalidJobID, jobID)
+	if reason := jobid.Problem(jobID); reason != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidJobID, reason)
 	}
 	return nil
 }

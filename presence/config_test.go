@@ -80,8 +80,8 @@ func TestNewValidatesConfig(t *testing.T) {
 			got.Clock == nil || got.Logger == nil {
 			t.Errorf("defaults not applied: %+v", got)
 		}
-		if !p.Stale() || !p.LastBeat().IsZero() {
-			t.Errorf("new Presence: Stale() = %v, LastBeat() = %v; want stale, zero", p.Stale(), p.LastBeat())
+		if !p.stale() || !p.lastBeat().IsZero() {
+			t.Errorf("new Presence: stale() = %v, lastBeat() = %v; want stale, zero", p.stale(), p.lastBeat())
 		}
 	})
 }

@@ -41,10 +41,8 @@
 // find a server of another count missing. Each server marks its count in the
 // layout hash on every full check (below), for CheckEvery beats and a TTL; a
 // reader looks there before any Stopped answer and answers Unknown with an
-// error wrapping [ErrShardMismatch] while another count is marked (and, with
-// several shards, also when the JobID has a live beat in shard 0, where a
-// build without shard counts beats); a server logs an error when it finds
-// another count. Change the count only with every server stopped: for
+// error wrapping [ErrShardMismatch] while another count is marked; a server
+// logs an error when it finds another count. Change the count only with every server stopped: for
 // CheckEvery×Beat+TTL (40 s) after, readers still see the old count's mark and
 // answer Unknown instead of Stopped.
 //
@@ -91,13 +89,13 @@
 // not alive, so its answer never depends on a beat having noticed the new run
 // first.
 //
-// Writers no longer read INFO on every beat. Start's loop sends the fast
+// Writers do not read INFO on every beat. Start's loop sends the fast
 // path: beat.lua adds (now + TTL - expected) to the field with one HINCRBY,
 // where expected is the expiry this instance's last acknowledged beat wrote;
 // when the result is now + TTL, nobody else wrote the field since and the
 // beat is done: two Redis commands in the script (TIME, HINCRBY), three in
-// INFO commandstats with the EVALSHA, against six before (TIME, INFO, HMGET,
-// HSET, HRANDFIELD). Otherwise the field is put back and the full path runs.
+// INFO commandstats with the EVALSHA. Otherwise the field is put back and
+// the full path runs.
 // A full check (TIME, HMGET, HGET, INFO, HSET, two HRANDFIELDs for cleaning,
 // then the layout mark: TIME, HSET, HGETALL) runs on [Presence.Beat] and
 // [Presence.Claim], and in the loop:

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ckernel/playerdata/internal/presencescript"
 )
 
 var (
@@ -12,8 +14,9 @@ var (
 	ErrInvalidConfig = errors.New("presence: invalid config")
 
 	// ErrInvalidJobID is wrapped in a [Reading] (or error) for a JobID that
-	// cannot be a server: empty, or starting with a NUL byte (reserved for the
-	// hash's meta fields).
+	// cannot be a server (see Config.JobID): empty, too long, or holding a
+	// character a NATS subject token cannot, the NUL byte of the hash's meta
+	// fields among them.
 	ErrInvalidJobID = errors.New("presence: invalid JobID")
 
 	// ErrClosed is returned by [Presence.Beat] after [Presence.Close].
@@ -21,7 +24,7 @@ var (
 
 	// ErrUnexpectedReply means a script answered in a shape this package does
 	// not know (a foreign script under the same SHA, or a proxy in between).
-	ErrUnexpectedReply = errors.New("presence: unexpected script reply")
+	ErrUnexpectedReply = presencescript.ErrUnexpectedReply
 )
 
 // ErrBeatTimeout means a beat was not acknowledged within its deadline (one
@@ -47,8 +50,7 @@ type InUseError struct {
 	JobID string
 	// Instance is this process's instance.
 	Instance string
-	// Other is the instance whose beat was found; "" when the beat has no
-	// owner (written by a build older than instance ids, or by hand).
+	// Other is the instance whose beat was found.
 	Other string
 	// ExpiresAt is when Other's beat expires (or expired), on the Redis
 	// clock (ms precision); zero when unknown.

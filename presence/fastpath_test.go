@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -136,7 +137,7 @@ func TestLoopDetectsNewRun(t *testing.T) {
 			reader := server(t, rdb, key, "b", Config{})
 			mustBeat(t, p)
 			agePresenceRun(t, rdb, key)
-			if err := rdb.HSet(ctx, key, "gone", "1", metaRun, "deadbeef").Err(); err != nil {
+			if err := rdb.HSet(ctx, key, "gone", "1", MetaRun, "deadbeef").Err(); err != nil {
 				t.Fatal(err)
 			}
 			if got := reader.Read(ctx, "gone"); got.Status != Unknown || got.Err != nil {
@@ -152,7 +153,7 @@ func TestLoopDetectsNewRun(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if run := rdb.HGet(ctx, key, metaRun).Val(); run == "deadbeef" {
+			if run := rdb.HGet(ctx, key, MetaRun).Val(); run == "deadbeef" {
 				t.Errorf("run meta still %q", run)
 			}
 			if got := reader.Read(ctx, "gone"); got.Status != Unknown || got.Err != nil || got.ExpiresIn <= 0 {
@@ -172,26 +173,26 @@ func TestFastPathFallsBack(t *testing.T) {
 	tests := []struct {
 		name    string
 		tamper  func(t *testing.T, rdb *redis.Client, p *Presence)
-		outcome BeatOutcome
+		outcome presencescript.BeatOutcome
 	}{
 		{"field deleted (a lost hash)", func(t *testing.T, rdb *redis.Client, p *Presence) {
 			if err := rdb.Del(ctx, p.KeyOf("a")).Err(); err != nil {
 				t.Fatal(err)
 			}
-		}, BeatWritten},
+		}, presencescript.BeatWritten},
 		{"field not an integer", func(t *testing.T, rdb *redis.Client, p *Presence) {
 			if err := rdb.HSet(ctx, p.KeyOf("a"), "a", "junk").Err(); err != nil {
 				t.Fatal(err)
 			}
-		}, BeatWritten},
+		}, presencescript.BeatWritten},
 		{"our answer was lost (the field is ahead of what we expect)", func(t *testing.T, rdb *redis.Client, p *Presence) {
 			p.mu.Lock()
 			p.lastExpiry -= 1000
 			p.mu.Unlock()
-		}, BeatWritten},
+		}, presencescript.BeatWritten},
 		{"another instance's live beat", func(t *testing.T, rdb *redis.Client, p *Presence) {
 			writeBeat(t, rdb, p, "a", "other", time.Minute)
-		}, BeatRefused},
+		}, presencescript.BeatRefused},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -205,7 +206,7 @@ func TestFastPathFallsBack(t *testing.T) {
 				t.Fatalf("beat = %+v, %v; want outcome %v", ans, err, tt.outcome)
 			}
 			got := rdb.HGet(ctx, p.KeyOf("a"), "a").Val()
-			if tt.outcome == BeatRefused {
+			if tt.outcome == presencescript.BeatRefused {
 				if got != tampered || !errors.Is(err, ErrJobIDInUse) {
 					t.Fatalf("refused beat changed the field %q -> %q (err %v)", tampered, got, err)
 				}
@@ -225,24 +226,24 @@ func TestFastPathFallsBack(t *testing.T) {
 }
 
 func TestBeatArgsRoundTrip(t *testing.T) {
-	tests := []BeatArgs{
+	tests := []presencescript.BeatArgs{
 		{JobID: "a", TTL: 10 * time.Second, Instance: "i1"},
 		{JobID: "server-7", TTL: time.Second, Instance: "x", Expected: time.UnixMilli(1_900_000_000_123), Check: true},
 	}
 	for _, a := range tests {
 		t.Run(a.JobID, func(t *testing.T) {
 			argv := make([]string, 0, 5)
-			for _, v := range a.argv() {
+			for _, v := range a.Argv() {
 				argv = append(argv, toString(v))
 			}
-			got, err := ParseBeatArgs(argv)
+			got, err := presencescript.ParseBeatArgs(argv)
 			if err != nil || got != a {
-				t.Fatalf("ParseBeatArgs(%q) = %+v, %v; want %+v", argv, got, err, a)
+				t.Fatalf("presencescript.ParseBeatArgs(%q) = %+v, %v; want %+v", argv, got, err, a)
 			}
 		})
 	}
-	if _, err := ParseBeatArgs([]string{"a", "1000"}); !errors.Is(err, ErrUnexpectedReply) {
-		t.Errorf("the old two-argument form = %v, want ErrUnexpectedReply", err)
+	if _, err := presencescript.ParseBeatArgs([]string{"a", "1000"}); !errors.Is(err, ErrUnexpectedReply) {
+		t.Errorf("a two-argument call = %v, want ErrUnexpectedReply", err)
 	}
 }
 
@@ -262,24 +263,24 @@ func TestParseBeatAnswer(t *testing.T) {
 	tests := []struct {
 		name string
 		v    any
-		want BeatAnswer
+		want presencescript.BeatAnswer
 		ok   bool
 	}{
 		{"written", []any{int64(0), int64(2000), int64(1), "", int64(0), int64(1000)},
-			BeatAnswer{Outcome: BeatWritten, ExpiresAt: time.UnixMilli(2000), Reset: true, At: time.UnixMilli(1000)}, true},
+			presencescript.BeatAnswer{Outcome: presencescript.BeatWritten, ExpiresAt: time.UnixMilli(2000), Reset: true, At: time.UnixMilli(1000)}, true},
 		{"refused", []any{int64(1), int64(0), int64(0), "other", int64(5000), int64(1000)},
-			BeatAnswer{Outcome: BeatRefused, Other: "other", OtherExpiresAt: time.UnixMilli(5000), At: time.UnixMilli(1000)}, true},
+			presencescript.BeatAnswer{Outcome: presencescript.BeatRefused, Other: "other", OtherExpiresAt: time.UnixMilli(5000), At: time.UnixMilli(1000)}, true},
 		{"taken over", []any{int64(2), int64(2000), int64(0), "old", int64(900), int64(1000)},
-			BeatAnswer{Outcome: BeatTakenOver, ExpiresAt: time.UnixMilli(2000), Other: "old", OtherExpiresAt: time.UnixMilli(900), At: time.UnixMilli(1000)}, true},
-		{"unknown code", []any{int64(7), int64(0), int64(0), "", int64(0), int64(0)}, BeatAnswer{}, false},
-		{"old shape", []any{int64(2000), int64(0)}, BeatAnswer{}, false},
-		{"not an array", "x", BeatAnswer{}, false},
+			presencescript.BeatAnswer{Outcome: presencescript.BeatTakenOver, ExpiresAt: time.UnixMilli(2000), Other: "old", OtherExpiresAt: time.UnixMilli(900), At: time.UnixMilli(1000)}, true},
+		{"unknown code", []any{int64(7), int64(0), int64(0), "", int64(0), int64(0)}, presencescript.BeatAnswer{}, false},
+		{"old shape", []any{int64(2000), int64(0)}, presencescript.BeatAnswer{}, false},
+		{"not an array", "x", presencescript.BeatAnswer{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseBeatAnswer(tt.v)
+			got, err := presencescript.ParseBeatAnswer(tt.v)
 			if tt.ok != (err == nil) || got != tt.want {
-				t.Fatalf("ParseBeatAnswer = %+v, %v; want %+v, ok %v", got, err, tt.want, tt.ok)
+				t.Fatalf("presencescript.ParseBeatAnswer = %+v, %v; want %+v, ok %v", got, err, tt.want, tt.ok)
 			}
 		})
 	}

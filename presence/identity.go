@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ckernel/playerdata/internal/presencescript"
 )
 
 // claimSlack is added to the wait for another instance's beat to expire, so
@@ -34,7 +36,7 @@ const claimSlack = 5 * time.Millisecond
 // wait (its error is returned wrapped), and Close ends it with ErrClosed.
 // Redis time decides what is live, the clock only paces the looks.
 func (p *Presence) Claim(ctx context.Context) error {
-	var first BeatAnswer
+	var first presencescript.BeatAnswer
 	for n := 0; ; n++ {
 		ans, err := p.beat(ctx, false)
 		var inUse *InUseError
@@ -66,10 +68,10 @@ func (p *Presence) Claim(ctx context.Context) error {
 // beatAnswered acts on a beat acknowledged in time: a written beat extends
 // the lease; a refused one, or one that took our field back from another
 // instance, fences this server when it had beaten the JobID before.
-func (p *Presence) beatAnswered(sentAt, ackAt time.Time, checked bool, ans BeatAnswer) error {
+func (p *Presence) beatAnswered(sentAt, ackAt time.Time, checked bool, ans presencescript.BeatAnswer) error {
 	p.mu.Lock()
 	claimed := p.claimed
-	if ans.Outcome != BeatRefused {
+	if ans.Outcome != presencescript.BeatRefused {
 		p.claimed = true
 		p.lastExpiry = ans.ExpiresAt.UnixMilli()
 		if checked {
@@ -83,15 +85,15 @@ func (p *Presence) beatAnswered(sentAt, ackAt time.Time, checked bool, ans BeatA
 	inUse := &InUseError{JobID: p.cfg.JobID, Instance: p.cfg.Instance, Other: ans.Other,
 		ExpiresAt: ans.OtherExpiresAt, Fenced: claimed}
 	switch {
-	case ans.Outcome == BeatRefused && claimed:
+	case ans.Outcome == presencescript.BeatRefused && claimed:
 		p.conflict(inUse, "another process beats this server's JobID; fencing: every session held under the lease ends, and this server beats again only once that beat expires")
 		return fmt.Errorf("presence beat: %w", inUse)
-	case ans.Outcome == BeatRefused:
+	case ans.Outcome == presencescript.BeatRefused:
 		return fmt.Errorf("presence beat: %w", inUse)
-	case ans.Outcome == BeatTakenOver && claimed:
+	case ans.Outcome == presencescript.BeatTakenOver && claimed:
 		p.conflict(inUse, "another process beat this server's JobID (its beat has expired since); fencing: every session held under the lease ends, and the next beat starts a new lease")
 		return fmt.Errorf("presence beat: %w", inUse)
-	case ans.Outcome == BeatTakenOver:
+	case ans.Outcome == presencescript.BeatTakenOver:
 		p.log.Info("presence: took the JobID over from an earlier instance whose beat had expired",
 			"other_instance", ans.Other)
 	}

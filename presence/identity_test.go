@@ -25,7 +25,7 @@ func ownerOf(tb testing.TB, rdb redis.UniversalClient, p *Presence, jobID string
 
 // writeBeat writes jobID's beat by hand, as another process would: expiring
 // in (negative: expired) on the local clock, which the test Redis shares,
-// and owned by owner ("" writes no owner, as a build without instance ids).
+// and owned by owner ("" writes no owner, as when the owners hash lost it).
 func writeBeat(tb testing.TB, rdb redis.UniversalClient, p *Presence, jobID, owner string, in time.Duration) {
 	tb.Helper()
 	ctx := context.Background()
@@ -91,12 +91,12 @@ func TestClaim(t *testing.T) {
 		{"live process: refused", func(t *testing.T, rdb *redis.Client, key string) func() {
 			live := server(t, rdb, key, "a", Config{Instance: "live", Beat: short.Beat, TTL: short.TTL})
 			live.Start()
-			eventually(t, 5*time.Second, "the live process's first beat", func() bool { return !live.Stale() })
+			eventually(t, 5*time.Second, "the live process's first beat", func() bool { return !live.stale() })
 			return func() {
 				if got := ownerOf(t, rdb, live, "a"); got != "live" {
 					t.Errorf("owner after the refused claim = %q, want live", got)
 				}
-				if live.Stale() {
+				if live.stale() {
 					t.Error("the live process lost its lease to a refused claim")
 				}
 			}
@@ -132,7 +132,7 @@ func TestClaim(t *testing.T) {
 				if waited > short.TTL {
 					t.Errorf("refused after %v; a live process renews its beat every Beat (%v)", waited, short.Beat)
 				}
-				if !p.Stale() || ownerOf(t, rdb, p, "a") == "new" {
+				if !p.stale() || ownerOf(t, rdb, p, "a") == "new" {
 					t.Error("a refused claim holds a lease or wrote its owner")
 				}
 				return
@@ -143,7 +143,7 @@ func TestClaim(t *testing.T) {
 			if got := ownerOf(t, rdb, p, "a"); got != "new" {
 				t.Errorf("owner = %q, want new", got)
 			}
-			if p.Stale() {
+			if p.stale() {
 				t.Error("no lease after the claim")
 			}
 			if tt.wantWait {
@@ -220,7 +220,7 @@ func TestBeatConflictFences(t *testing.T) {
 					t.Errorf("owner = %q, want ours", got)
 				}
 			} else {
-				if !g.p.Stale() || g.p.Lease().Gen != 1 {
+				if !g.p.stale() || g.p.Lease().Gen != 1 {
 					t.Errorf("lease %+v while another instance beats the JobID; want generation 1, lapsed", g.p.Lease())
 				}
 				if got := ownerOf(t, g.rdb, g.p, "a"); got != "intruder" {
@@ -355,7 +355,7 @@ func TestOwnerEntryLostIsReclaimed(t *testing.T) {
 			for range 3 { // full checks, as the loop makes every CheckEvery beats
 				mustBeat(t, p)
 			}
-			if p.Stale() {
+			if p.stale() {
 				t.Fatal("the server fenced itself over its own lost owner entry")
 			}
 			if got := ownerOf(t, rdb, p, "a"); got != "inst-a" {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -39,7 +40,7 @@ func TestLeaseLapsesWhileBeatsHang(t *testing.T) {
 	r := startRedis(t)
 	g := newLoopRig(t, Config{}, func(h *faultHook) *redis.Client { return r.client(t, h) })
 	eventually(t, 5*time.Second, "first beat", func() bool { return g.p.Holds(1) })
-	deadline := g.p.LastBeat().Add(DefaultTTL - DefaultBeat)
+	deadline := g.p.lastBeat().Add(DefaultTTL - DefaultBeat)
 
 	g.hook.hang.Store(true)
 	for range 2 { // two beats hang; neither may hold the loop or the deadline
@@ -85,7 +86,7 @@ func TestBeatAnsweredLateFails(t *testing.T) {
 	rdb := r.client(t, hook)
 	logs := &logBuffer{}
 	p := newTestPresence(t, rdb, Config{Key: testKey(t), JobID: "a", Clock: mock, Logger: logs.logger()})
-	if err := rdb.ScriptLoad(context.Background(), beatLua).Err(); err != nil { // no EVAL fallback after the hang
+	if err := presencescript.BeatRaw.Load(context.Background(), rdb).Err(); err != nil { // no EVAL fallback after the hang
 		t.Fatal(err)
 	}
 
@@ -102,7 +103,7 @@ func TestBeatAnsweredLateFails(t *testing.T) {
 	if got := p.Read(context.Background(), "a"); got.Status != Alive {
 		t.Fatalf("the late beat did not land: %+v", got)
 	}
-	if l := p.Lease(); l.Gen != 0 || !p.Stale() {
+	if l := p.Lease(); l.Gen != 0 || !p.stale() {
 		t.Errorf("lease %+v after a late beat; want none", l)
 	}
 }

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
-	"github.com/redis/go-redis/v9"
-
+	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
+	"github.com/redis/go-redis/v9"
 )
 
 // beatBeforeLua is beat.lua as it was before the fast path: TIME, INFO
@@ -61,15 +61,15 @@ func (c *beatCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		in, ok := testsupport.Identify(cmd)
 		switch {
 		case !ok:
-		case in.Script == presence.ScriptBeat:
+		case in.Script == presencescript.NameBeat:
 			c.mu.Lock()
 			c.beats[in.Keys[0]]++
 			c.mu.Unlock()
 			c.total.Add(1)
-			if a, err := presence.ParseBeatArgs(in.Args); err == nil && a.Check {
+			if a, err := presencescript.ParseBeatArgs(in.Args); err == nil && a.Check {
 				c.checks.Add(1)
 			}
-		case in.Script == presence.ScriptShards:
+		case in.Script == presencescript.NameShards:
 			c.marks.Add(1)
 		}
 		return nil

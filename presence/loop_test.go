@@ -78,7 +78,7 @@ func TestLoopLogsFailureOnceAndRecovery(t *testing.T) {
 	r := startRedis(t)
 	// A long TTL keeps this test about logging: no stale episode in 4 beats.
 	g := newLoopRig(t, Config{TTL: time.Minute}, func(h *faultHook) *redis.Client { return r.client(t, h) })
-	eventually(t, 5*time.Second, "first beat to succeed", func() bool { return !g.p.LastBeat().IsZero() })
+	eventually(t, 5*time.Second, "first beat to succeed", func() bool { return !g.p.lastBeat().IsZero() })
 
 	const warn, recovered = "presence beat failing", "presence beat recovered"
 	for round := 1; round <= 2; round++ {
@@ -110,8 +110,8 @@ func TestOnLapse(t *testing.T) {
 		for range 5 {
 			g.tick(t)
 		}
-		if got := g.lapsed(); len(got) != 0 || !g.p.Stale() || g.p.Lease().Gen != 0 {
-			t.Fatalf("OnLapse %v, Stale %v, Lease %+v; want no call, stale, generation 0", got, g.p.Stale(), g.p.Lease())
+		if got := g.lapsed(); len(got) != 0 || !g.p.stale() || g.p.Lease().Gen != 0 {
+			t.Fatalf("OnLapse %v, Stale %v, Lease %+v; want no call, stale, generation 0", got, g.p.stale(), g.p.Lease())
 		}
 	})
 
@@ -119,7 +119,7 @@ func TestOnLapse(t *testing.T) {
 		g := newLoopRig(t, Config{}, func(h *faultHook) *redis.Client { return r.client(t, h) })
 		for range 20 { // one minute of virtual time
 			g.tick(t)
-			if g.p.Stale() {
+			if g.p.stale() {
 				t.Fatal("Stale() while beats succeed")
 			}
 		}
@@ -131,11 +131,11 @@ func TestOnLapse(t *testing.T) {
 	t.Run("fires TTL-FenceMargin after the last acknowledged beat, once per generation", func(t *testing.T) {
 		g := newLoopRig(t, Config{}, func(h *faultHook) *redis.Client { return r.client(t, h) })
 		for gen := uint64(1); gen <= 2; gen++ {
-			eventually(t, 5*time.Second, "a successful beat", func() bool { return !g.p.Stale() })
+			eventually(t, 5*time.Second, "a successful beat", func() bool { return !g.p.stale() })
 			if got := g.p.Lease().Gen; got != gen {
 				t.Fatalf("generation %d, want %d", got, gen)
 			}
-			deadline := g.p.LastBeat().Add(fenceAfter)
+			deadline := g.p.lastBeat().Add(fenceAfter)
 			g.hook.fail.Store(true)
 			g.mock.Set(deadline.Add(-time.Millisecond)) // the ticks on the way fail
 			if got := g.lapsed(); len(got) != int(gen-1) || !g.p.Holds(gen) {

@@ -2,7 +2,6 @@ package presence
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -10,49 +9,23 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/internal/rscript"
 	"github.com/redis/go-redis/v9"
 )
 
-var (
-	//go:embed beat.lua
-	beatLua string
-	//go:embed read.lua
-	readLua string
-	//go:embed list.lua
-	listLua string
-	//go:embed remove.lua
-	removeLua string
-	//go:embed shards.lua
-	shardsLua string
-)
-
-// The names of the presence scripts, as an rscript.Catalog reports them.
+// The names of the presence scripts and the list of them, for datadriver's
+// tests (everything else reads internal/presencescript).
 const (
-	ScriptBeat   = "presence-beat"
-	ScriptRead   = "presence-read"
-	ScriptList   = "presence-list"
-	ScriptRemove = "presence-remove"
-	ScriptShards = "presence-shards"
+	ScriptBeat   = presencescript.NameBeat
+	ScriptRead   = presencescript.NameRead
+	ScriptList   = presencescript.NameList
+	ScriptRemove = presencescript.NameRemove
+	ScriptShards = presencescript.NameShards
 )
 
-// The scripts are immutable values shared by every client.
-var (
-	beatScript   = rscript.New(ScriptBeat, beatLua)
-	readScript   = rscript.New(ScriptRead, readLua)
-	listScript   = rscript.New(ScriptList, listLua)
-	removeScript = rscript.New(ScriptRemove, removeLua)
-	shardsScript = rscript.New(ScriptShards, shardsLua)
-	// beatRaw is beat.lua as go-redis runs it, for the beat's own EVALSHA
-	// then EVAL: a NOSCRIPT answer (Redis forgot its scripts: a restart, a
-	// failover, SCRIPT FLUSH) makes that beat a full check.
-	beatRaw = redis.NewScript(beatLua)
-)
-
-// Scripts lists the presence scripts (for an rscript.Catalog).
-func Scripts() []*rscript.Script {
-	return []*rscript.Script{beatScript, readScript, listScript, removeScript, shardsScript}
-}
+// Scripts lists the presence scripts: see ScriptBeat.
+func Scripts() []*rscript.Script { return presencescript.All() }
 
 // Presence beats one server's presence and reads other servers'. Create it
 // with [New]; its methods are safe for concurrent use.
@@ -230,7 +203,7 @@ func (p *Presence) Close(ctx context.Context) error {
 // as stopped (or unknown during a Redis restart grace) without waiting for
 // the TTL, and a new process may take the JobID at once (see Claim). The
 // field is left alone when another instance owns it (this process lost its
-// JobID to it). The lease ends here (Stale reports true from here on).
+// JobID to it). The lease ends here: it is not valid from here on.
 // Errors are wrapped "presence remove: ...".
 func (p *Presence) Remove(ctx context.Context) error {
 	p.mu.Lock()
@@ -240,7 +213,7 @@ func (p *Presence) Remove(ctx context.Context) error {
 		p.lease.Store(&Lease{Gen: l.Gen})
 	}
 	p.mu.Unlock()
-	ours, err := removeScript.Run(ctx, p.rdb, []string{p.own.key, p.own.owners}, p.cfg.JobID, p.cfg.Instance).Int64()
+	ours, err := presencescript.Remove.Run(ctx, p.rdb, []string{p.own.key, p.own.owners}, p.cfg.JobID, p.cfg.Instance).Int64()
 	if err != nil {
 		return fmt.Errorf("presence remove: %w", err)
 	}
@@ -248,14 +221,6 @@ func (p *Presence) Remove(ctx context.Context) error {
 		p.log.Info("presence: left the JobID's beat in place: another instance owns it")
 	}
 	return nil
-}
-
-// Stale reports whether this server may already read as stopped to others:
-// its lease is not valid now (no beat was acknowledged yet, the lease lapsed,
-// or Remove ran). A server that is stale must not start sessions and ends the
-// ones it holds.
-func (p *Presence) Stale() bool {
-	return !p.Lease().ValidAt(p.clock.Now())
 }
 
 // ClaimedAt returns the clock time at which this instance's first
@@ -267,13 +232,4 @@ func (p *Presence) ClaimedAt() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.claimedAt
-}
-
-// LastBeat returns the clock time at which the last acknowledged beat was
-// sent (before its round trip: the lower bound of its expiry), or the zero
-// time if none was acknowledged yet.
-func (p *Presence) LastBeat() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.lastSent
 }

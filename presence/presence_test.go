@@ -33,7 +33,7 @@ func mustBeat(tb testing.TB, p *Presence) {
 // missing beat is proof at once (the alternative is waiting one TTL).
 func agePresenceRun(tb testing.TB, rdb redis.UniversalClient, key string) {
 	tb.Helper()
-	if err := rdb.HSet(context.Background(), key, metaSince, "0").Err(); err != nil {
+	if err := rdb.HSet(context.Background(), key, MetaSince, "0").Err(); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -108,7 +108,7 @@ func TestRead(t *testing.T) {
 			if got := b.Read(ctx, "a"); got.Status != Stopped {
 				t.Errorf("Read(a) after Remove = %+v, want stopped", got)
 			}
-			if !a.Stale() {
+			if !a.stale() {
 				t.Errorf("Stale() = false after Remove")
 			}
 		}},
@@ -151,7 +151,7 @@ func TestReadUnknownWhenReadFails(t *testing.T) {
 		{"unreachable server", closedPortClient(t), ctx, "b", nil, true},
 		{"cancelled context", r.client(t), cancelled, "b", context.Canceled, true},
 		{"empty JobID", r.client(t), ctx, "", ErrInvalidJobID, false},
-		{"meta field as JobID", r.client(t), ctx, metaRun, ErrInvalidJobID, false},
+		{"meta field as JobID", r.client(t), ctx, MetaRun, ErrInvalidJobID, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -185,7 +185,7 @@ func TestReadUnknownAfterRedisRestart(t *testing.T) {
 	mustBeat(t, a)
 	mustBeat(t, crashed)
 	agePresenceRun(t, rdb, key)
-	runBefore := rdb.HGet(ctx, key, metaRun).Val()
+	runBefore := rdb.HGet(ctx, key, MetaRun).Val()
 	eventually(t, 5*time.Second, "crashed to read stopped before the restart", func() bool {
 		return a.Read(ctx, "crashed").Status == Stopped
 	})
@@ -202,7 +202,7 @@ func TestReadUnknownAfterRedisRestart(t *testing.T) {
 	// The first beat under the new run recreates the meta; still unknown for one TTL.
 	mustBeat(t, a)
 	if r.real {
-		if runAfter := rdb.HGet(ctx, key, metaRun).Val(); runAfter == runBefore || runAfter == "" {
+		if runAfter := rdb.HGet(ctx, key, MetaRun).Val(); runAfter == runBefore || runAfter == "" {
 			t.Errorf("run id meta = %q after restart, before %q: want a new non-empty id", runAfter, runBefore)
 		}
 	}
@@ -232,16 +232,16 @@ func TestReadUnknownWhenRunMetaChanges(t *testing.T) {
 		tamper func(rdb *redis.Client, key string) error
 	}{
 		{"stored run id differs (failover)", func(rdb *redis.Client, key string) error {
-			return rdb.HSet(ctx, key, metaRun, "deadbeef").Err()
+			return rdb.HSet(ctx, key, MetaRun, "deadbeef").Err()
 		}},
 		{"meta missing", func(rdb *redis.Client, key string) error {
-			return rdb.HDel(ctx, key, metaRun, metaSince).Err()
+			return rdb.HDel(ctx, key, MetaRun, MetaSince).Err()
 		}},
 		{"since missing", func(rdb *redis.Client, key string) error {
-			return rdb.HDel(ctx, key, metaSince).Err()
+			return rdb.HDel(ctx, key, MetaSince).Err()
 		}},
 		{"since unreadable", func(rdb *redis.Client, key string) error {
-			return rdb.HSet(ctx, key, metaSince, "x").Err()
+			return rdb.HSet(ctx, key, MetaSince, "x").Err()
 		}},
 	}
 	for _, tt := range tests {
@@ -302,7 +302,7 @@ func TestBeatCleansExpiredFields(t *testing.T) {
 	if err := rdb.HSet(ctx, key, "junk", "not-a-number", "live", "99999999999999").Err(); err != nil {
 		t.Fatal(err)
 	}
-	keep := []string{metaRun, metaSince, "a", "live"}
+	keep := []string{MetaRun, MetaSince, "a", "live"}
 
 	prev := rdb.HLen(ctx, key).Val()
 	beats := 0
@@ -372,24 +372,24 @@ func TestStaleFollowsLastBeat(t *testing.T) {
 	rdb := r.client(t)
 	a := server(t, rdb, testKey(t), "a", Config{Clock: mock}) // stale after 10s-3s
 
-	if !a.Stale() {
+	if !a.stale() {
 		t.Fatal("Stale() = false before any beat")
 	}
 	sent := mock.Now()
 	mustBeat(t, a)
-	if a.Stale() || !a.LastBeat().Equal(sent) {
-		t.Fatalf("after a beat: Stale() = %v, LastBeat() = %v; want false, %v", a.Stale(), a.LastBeat(), sent)
+	if a.stale() || !a.lastBeat().Equal(sent) {
+		t.Fatalf("after a beat: stale() = %v, lastBeat() = %v; want false, %v", a.stale(), a.lastBeat(), sent)
 	}
 	mock.Add(7*time.Second - time.Millisecond)
-	if a.Stale() {
+	if a.stale() {
 		t.Fatal("stale before TTL-FenceMargin passed")
 	}
 	mock.Add(time.Millisecond)
-	if !a.Stale() {
+	if !a.stale() {
 		t.Fatal("not stale once TTL-FenceMargin passed")
 	}
 	mustBeat(t, a)
-	if a.Stale() {
+	if a.stale() {
 		t.Fatal("still stale after a new beat")
 	}
 }
@@ -412,7 +412,7 @@ func TestBeatErrors(t *testing.T) {
 	if err := b.Beat(context.Background()); err == nil || !strings.HasPrefix(err.Error(), "presence beat: ") {
 		t.Errorf("Beat on an unreachable Redis = %v, want a wrapped error", err)
 	}
-	if !b.Stale() {
+	if !b.stale() {
 		t.Error("Stale() = false with no successful beat")
 	}
 }

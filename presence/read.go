@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/internal/rscript"
-	"github.com/redis/go-redis/v9"
 )
 
 // Read answers whether jobID's presence beat is live, judged on the Redis
@@ -19,19 +18,18 @@ import (
 // names: one Lua script round trip, bounded by ctx. Before a Stopped answer
 // it makes sure no server runs with another shard count (which would beat
 // where this reader does not look): one more round trip to the layout hash
-// (see LayoutKey), and with several shards an HGET of shard 0, where servers
-// of a build without shard counts beat. Unlike IsAlive it reads our own JobID
-// from Redis too. An invalid jobID reads Unknown with an Err wrapping
-// ErrInvalidJobID. A missing beat reads Unknown for one TTL after the
-// shard's Redis clock was seen to jump ahead of this reader's (see
-// clockwatch.go), rather than Stopped on a clock that stepped.
+// (see LayoutKey). Unlike IsAlive it reads our own JobID from Redis too. An
+// invalid jobID reads Unknown with an Err wrapping ErrInvalidJobID. A missing
+// beat reads Unknown for one TTL after the shard's Redis clock was seen to
+// jump ahead of this reader's (see clockwatch.go), rather than Stopped on a
+// clock that stepped.
 func (p *Presence) Read(ctx context.Context, jobID string) Reading {
 	if err := checkJobID(jobID); err != nil {
 		return Reading{Status: Unknown, Err: fmt.Errorf("presence read: %w", err)}
 	}
 	s := p.shardOf(jobID)
 	sent := p.clock.Now()
-	res, err := readScript.Run(ctx, p.rdb, []string{s.key}, jobID, p.ttlMS).Int64Slice()
+	res, err := presencescript.Read.Run(ctx, p.rdb, []string{s.key}, jobID, p.ttlMS).Int64Slice()
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("%w: %v", ErrUnexpectedReply, res)
 	}
@@ -39,18 +37,18 @@ func (p *Presence) Read(ctx context.Context, jobID string) Reading {
 		return Reading{Status: Unknown, Err: fmt.Errorf("presence read %s: %w", jobID, err)}
 	}
 	p.watchClock(s.key, sent, p.clock.Now(), res[2])
-	return p.afterStep(s.key, p.judge(ctx, jobID, s, res))
+	return p.afterStep(s.key, p.judge(ctx, jobID, res))
 }
 
-// judge turns read.lua's answer res for jobID in shard s into a Reading.
-func (p *Presence) judge(ctx context.Context, jobID string, s shard, res []int64) Reading {
+// judge turns read.lua's answer res for jobID into a Reading.
+func (p *Presence) judge(ctx context.Context, jobID string, res []int64) Reading {
 	ms := time.Duration(res[1]) * time.Millisecond
 	at := time.UnixMilli(res[2])
 	switch res[0] {
 	case 1:
-		return p.clampAhead(ctx, jobID, s, Reading{Status: Alive, ExpiresIn: ms, At: at}, res[2]+res[1])
+		return p.clampAhead(ctx, jobID, Reading{Status: Alive, ExpiresIn: ms, At: at}, res[2]+res[1])
 	case 2:
-		if err := p.checkLayout(ctx, jobID, s, res[2]); err != nil {
+		if err := p.checkLayout(ctx); err != nil {
 			return Reading{Status: Unknown, At: at, Err: fmt.Errorf("presence read %s: %w", jobID, err)}
 		}
 		return Reading{Status: Stopped, At: at}
@@ -78,7 +76,7 @@ type aheadState struct {
 // landed for a whole TTL of this reader's clock), Stopped, after the same
 // layout check as a missing beat. A backward step of the Redis clock thus
 // delays a takeover by at most one TTL, however large.
-func (p *Presence) clampAhead(ctx context.Context, jobID string, s shard, r Reading, expiry int64) Reading {
+func (p *Presence) clampAhead(ctx context.Context, jobID string, r Reading, expiry int64) Reading {
 	p.mu.Lock()
 	if r.ExpiresIn <= p.cfg.TTL {
 		delete(p.ahead, jobID)
@@ -101,16 +99,16 @@ func (p *Presence) clampAhead(ctx context.Context, jobID string, s shard, r Read
 		r.ExpiresIn = left
 		return r
 	}
-	if err := p.checkLayout(ctx, jobID, s, r.At.UnixMilli()); err != nil {
+	if err := p.checkLayout(ctx); err != nil {
 		return Reading{Status: Unknown, At: r.At, Err: fmt.Errorf("presence read %s: %w", jobID, err)}
 	}
 	return Reading{Status: Stopped, At: r.At}
 }
 
-// checkLayout is the look before a Stopped answer for jobID, found missing
-// in shard s at Redis time nowMS: an error wrapping ErrShardMismatch when a
-// server may run with another shard count, or the read's own error.
-func (p *Presence) checkLayout(ctx context.Context, jobID string, s shard, nowMS int64) error {
+// checkLayout is the look before a Stopped answer: an error wrapping
+// ErrShardMismatch when a server may run with another shard count, or the
+// read's own error.
+func (p *Presence) checkLayout(ctx context.Context) error {
 	others, _, err := p.shardCounts(ctx, false)
 	if err != nil {
 		return err
@@ -118,25 +116,11 @@ func (p *Presence) checkLayout(ctx context.Context, jobID string, s shard, nowMS
 	if others != nil {
 		return fmt.Errorf("%w: this reader uses %d shards, servers of this deployment use %v", ErrShardMismatch, len(p.shards), others)
 	}
-	if s.key == p.shards[0].key {
-		return nil
-	}
-	v, err := p.rdb.HGet(ctx, p.shards[0].key, jobID).Result()
-	if err == redis.Nil {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if exp, perr := strconv.ParseInt(v, 10, 64); perr == nil && exp > nowMS {
-		return fmt.Errorf("%w: it beats into %s (as with one shard), not into its shard %s of %d",
-			ErrShardMismatch, p.shards[0].key, s.key, len(p.shards))
-	}
 	return nil
 }
 
 // IsAlive is Read(ctx, jobID).Status, except that our own JobID is always
-// Alive without a round trip (whether we are stale is Stale's question).
+// Alive without a round trip (whether we are stale is Lease's question).
 func (p *Presence) IsAlive(ctx context.Context, jobID string) Status {
 	if jobID == p.cfg.JobID {
 		return Alive
@@ -155,7 +139,7 @@ func (p *Presence) IsAlive(ctx context.Context, jobID string) Status {
 func (p *Presence) List(ctx context.Context) ([]Entry, error) {
 	calls := make([]rscript.Call, len(p.shards))
 	for i, s := range p.shards {
-		calls[i] = rscript.Call{Script: listScript, Keys: []string{s.key, s.owners}, Args: []any{p.ttlMS}}
+		calls[i] = rscript.Call{Script: presencescript.List, Keys: []string{s.key, s.owners}, Args: []any{p.ttlMS}}
 	}
 	vals, errs := rscript.Run(ctx, p.rdb, calls)
 	entries := []Entry{}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ckernel/playerdata/internal/presencescript"
 )
 
 // ShardOf returns the shard (0 to shards-1) that jobID beats into: FNV-1a
@@ -106,7 +108,7 @@ func (p *Presence) shardCounts(ctx context.Context, mark bool) ([]int, time.Time
 	if mark {
 		ttl = p.markTTL.Milliseconds()
 	}
-	res, err := shardsScript.Run(ctx, p.rdb, []string{p.layout}, len(p.shards), ttl).Int64Slice()
+	res, err := presencescript.Shards.Run(ctx, p.rdb, []string{p.layout}, len(p.shards), ttl).Int64Slice()
 	if err == nil && len(res)%2 != 1 {
 		err = fmt.Errorf("%w: %v", ErrUnexpectedReply, res)
 	}

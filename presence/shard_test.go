@@ -108,7 +108,7 @@ func TestShards(t *testing.T) {
 				t.Fatalf("%d keys, %d used", len(reader.Keys()), len(used))
 			}
 			for k := range used {
-				if rdb.HGet(ctx, k, metaSince).Val() == "" {
+				if rdb.HGet(ctx, k, MetaSince).Val() == "" {
 					t.Errorf("shard %s has no run meta", k)
 				}
 			}
@@ -158,7 +158,7 @@ func ageRun(tb testing.TB, rdb redis.UniversalClient, keys ...string) {
 		}
 	}
 	for _, k := range keys {
-		if err := rdb.HSet(ctx, k, metaRun, run, metaSince, "0").Err(); err != nil {
+		if err := rdb.HSet(ctx, k, MetaRun, run, MetaSince, "0").Err(); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -3,6 +3,8 @@ package presence
 import (
 	"strconv"
 	"time"
+
+	"github.com/ckernel/playerdata/internal/enum"
 )
 
 // Status is the answer to "is this server alive?".
@@ -22,16 +24,10 @@ const (
 
 // String returns "unknown", "alive" or "stopped" ("Status(N)" otherwise).
 func (s Status) String() string {
-	switch s {
-	case Unknown:
-		return "unknown"
-	case Alive:
-		return "alive"
-	case Stopped:
-		return "stopped"
-	default:
-		return "Status(" + strconv.Itoa(int(s)) + ")"
+	if name, ok := enum.Name(s, "unknown", "alive", "stopped"); ok {
+		return name
 	}
+	return "Status(" + strconv.Itoa(int(s)) + ")"
 }
 
 // Reading is the full answer of one presence read.
@@ -63,7 +59,7 @@ type Entry struct {
 	// Status is what [Presence.Read] would answer for it.
 	Status Status
 	// Instance is the process that wrote the beat; "" when none is recorded
-	// (a beat from a build older than instance ids).
+	// (the owners hash lost the entry: evicted, or deleted by hand).
 	Instance string
 	// Shard is the shard it was found in (0 with one shard).
 	Shard int

@@ -7,13 +7,13 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/ckernel/playerdata/internal/enum"
+	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/messaging"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
 	"github.com/ckernel/playerdata/transactions"
+	"github.com/redis/go-redis/v9"
 )
 
 // The faults: what the servers' Redis calls suffer (before and after they
@@ -39,19 +39,8 @@ const (
 )
 
 func (k callKind) String() string {
-	switch k {
-	case callBeat:
-		return "presence beats"
-	case callSave:
-		return "saves"
-	case callRead:
-		return "presence reads"
-	case callAcquire:
-		return "acquires"
-	case callSend:
-		return "sends"
-	case callTrade:
-		return "trade commits and aborts"
+	if name, ok := enum.Name(k, "presence beats", "saves", "presence reads", "acquires", "sends", "trade commits and aborts"); ok {
+		return name
 	}
 	return fmt.Sprintf("callKind(%d)", int(k))
 }
@@ -68,12 +57,12 @@ func kindOf(srv *server, cmd redis.Cmder) (callKind, bool) {
 
 func kindOfCall(srv *server, in testsupport.Invocation) (callKind, bool) {
 	switch in.Script {
-	case presence.ScriptBeat:
-		a, err := presence.ParseBeatArgs(in.Args)
+	case presencescript.NameBeat:
+		a, err := presencescript.ParseBeatArgs(in.Args)
 		return callBeat, err == nil && a.JobID == srv.s.JobID
 	case record.ScriptSave:
 		return callSave, true
-	case presence.ScriptRead:
+	case presencescript.NameRead:
 		return callRead, true
 	case record.ScriptAcquire:
 		return callAcquire, true
@@ -169,11 +158,6 @@ func (s *sim) after(srv *server, ctx context.Context, cmd redis.Cmder, err error
 	}
 	s.mu.Lock()
 	hang := time.Now().Before(srv.hangTo[kind]) && srv.hangLanded[kind]
-	if hang && kind == callAcquire {
-		if a, err := record.ParseAcquireArgs(in.Args); err == nil {
-			s.lostAcquires[a.Token] = true // it may have taken the lock (BugLostAcquire)
-		}
-	}
 	s.mu.Unlock()
 	if hang {
 		return s.hang(srv, ctx, cmd)
@@ -191,14 +175,14 @@ func (s *sim) after(srv *server, ctx context.Context, cmd redis.Cmder, err error
 }
 
 // unboundedCallEnd is how long a call that hangs with no deadline at all
-// hangs (BugUnboundedCall): go-redis's default ReadTimeout, which would end
-// it on a real connection.
+// hangs: go-redis's default ReadTimeout, which would end it on a real
+// connection.
 const unboundedCallEnd = 3 * time.Second
 
 // hang blocks a call of srv until its context ends (its deadline) and
 // answers the context's error; a call of a server that crashes dies with
-// it. A call with no deadline (BugUnboundedCall) would hang for good, and
-// the run with it: it fails with ErrInjected after unboundedCallEnd.
+// it. A call with no deadline, a failure of the run, would hang for good,
+// and the run with it: it fails with ErrInjected after unboundedCallEnd.
 func (s *sim) hang(srv *server, ctx context.Context, cmd redis.Cmder) error {
 	var unbounded <-chan time.Time
 	if _, ok := ctx.Deadline(); !ok {
@@ -206,24 +190,11 @@ func (s *sim) hang(srv *server, ctx context.Context, cmd redis.Cmder) error {
 		if in, ok := testsupport.Identify(cmd); ok {
 			what = fmt.Sprintf("a %s call of %s that hangs has no deadline", in.Script, srv.s.JobID)
 		}
-		if s.cfg.tolerates(BugUnboundedCall) {
-			s.tolerated(BugUnboundedCall, "%s; it fails after %s", what, unboundedCallEnd)
-		} else {
-			s.fail("%s: it would hang for good", what)
-		}
+		s.fail("%s: it would hang for good", what)
 		t := time.NewTimer(unboundedCallEnd)
 		defer t.Stop()
 		unbounded = t.C
 	}
-	s.mu.Lock()
-	srv.hanging++
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		srv.hanging--
-		srv.hungAt = time.Now()
-		s.mu.Unlock()
-	}()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -269,28 +240,7 @@ func (s *sim) fault(alive []*server) {
 		srv.deafTo = now.Add(dur)
 		s.mu.Unlock()
 	case 4:
-		s.logf("FAULT the bus drops, delays and duplicates messages for %s", dur)
-		until, salt := now.Add(dur), s.rng.Uint64()
-		s.c.Bus.SetFault(func(to string, m messaging.Message) testsupport.Fault {
-			now := time.Now()
-			if now.After(until) {
-				return testsupport.Fault{}
-			}
-			// What happens to a message is a function of the message and the
-			// moment, not of the order messages are sent in: a replay repeats it.
-			h := fnv.New64a()
-			fmt.Fprintf(h, "%d|%s|%s|%s|%s|%s|%d", salt, to, m.Type, m.Key, m.Requester, m.Token, now.UnixNano())
-			r := h.Sum64()
-			switch r % 4 {
-			case 0:
-				return testsupport.Fault{Drop: true}
-			case 1:
-				return testsupport.Fault{Delay: time.Duration(r>>8%3000) * time.Millisecond}
-			case 2:
-				return testsupport.Fault{Echo: time.Duration(1+r>>8%30) * time.Second}
-			}
-			return testsupport.Fault{}
-		})
+		s.lossyBus(now, dur)
 	case 5:
 		if len(alive) < 2 {
 			return
@@ -310,24 +260,11 @@ func (s *sim) fault(alive []*server) {
 			s.fail("redis restart: %v", err)
 		}
 	case 10, 11, 12, 13, 14, 15:
-		kind := callKind(k - 10)
-		landed := s.rng.IntN(2) == 0
-		how := "unsent"
-		if landed {
-			how = "landed, answer held"
-		}
-		s.logf("FAULT %s of %s hang until their deadline (%s) for %s", kind, srv.s.JobID, how, dur)
-		s.mu.Lock()
-		s.result.Hangs++
-		srv.hangTo[kind], srv.hangLanded[kind] = now.Add(dur), landed
-		s.mu.Unlock()
+		s.hangCalls(srv, callKind(k-10), now, dur)
 	case 16:
 		s.logf("FAULT %s is cut from Redis for %s: every call of it hangs", srv.s.JobID, dur)
 		s.mu.Lock()
 		s.result.Hangs++
-		if !srv.cut {
-			srv.cuts = append(srv.cuts, span{from: now})
-		}
 		srv.cut, srv.cutTo = true, maxTime(srv.cutTo, now.Add(dur))
 		s.mu.Unlock()
 		srv.s.Faults.Hold()
@@ -341,15 +278,62 @@ func (s *sim) fault(alive []*server) {
 	case 18:
 		s.pause(srv, now.Add(dur))
 	default:
-		// A forged request (a random token) to a server, for a random key.
-		pl := s.players[s.rng.IntN(len(s.players))]
-		token := fmt.Sprintf("%016x", s.rng.Uint64())
-		s.logf("FAULT a forged request for %s to %s", pl.key, srv.s.JobID)
-		bus := s.c.Bus.Endpoint("forger")
-		_ = bus.Publish(context.Background(), srv.s.JobID, messaging.Message{
-			Type: messaging.TypeRequest, Driver: driverName, Key: pl.key, Requester: "forger", Token: token,
-		})
+		s.forgeRequest(srv)
 	}
+}
+
+// lossyBus makes the bus drop, delay and duplicate messages from now for
+// dur.
+func (s *sim) lossyBus(now time.Time, dur time.Duration) {
+	s.logf("FAULT the bus drops, delays and duplicates messages for %s", dur)
+	until, salt := now.Add(dur), s.rng.Uint64()
+	s.c.Bus.SetFault(func(to string, m messaging.Message) testsupport.Fault {
+		now := time.Now()
+		if now.After(until) {
+			return testsupport.Fault{}
+		}
+		// What happens to a message is a function of the message and the
+		// moment, not of the order messages are sent in: a replay repeats it.
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%d|%s|%s|%s|%s|%s|%d", salt, to, m.Type, m.Key, m.Requester, m.Token, now.UnixNano())
+		r := h.Sum64()
+		switch r % 4 {
+		case 0:
+			return testsupport.Fault{Drop: true}
+		case 1:
+			return testsupport.Fault{Delay: time.Duration(r>>8%3000) * time.Millisecond}
+		case 2:
+			return testsupport.Fault{Echo: time.Duration(1+r>>8%30) * time.Second}
+		}
+		return testsupport.Fault{}
+	})
+}
+
+// hangCalls makes srv's calls of kind hang until their deadline from now
+// for dur: unsent, or landed with the answer held.
+func (s *sim) hangCalls(srv *server, kind callKind, now time.Time, dur time.Duration) {
+	landed := s.rng.IntN(2) == 0
+	how := "unsent"
+	if landed {
+		how = "landed, answer held"
+	}
+	s.logf("FAULT %s of %s hang until their deadline (%s) for %s", kind, srv.s.JobID, how, dur)
+	s.mu.Lock()
+	s.result.Hangs++
+	srv.hangTo[kind], srv.hangLanded[kind] = now.Add(dur), landed
+	s.mu.Unlock()
+}
+
+// forgeRequest sends srv a forged release request (a random token) for a
+// random key.
+func (s *sim) forgeRequest(srv *server) {
+	pl := s.players[s.rng.IntN(len(s.players))]
+	token := fmt.Sprintf("%016x", s.rng.Uint64())
+	s.logf("FAULT a forged request for %s to %s", pl.key, srv.s.JobID)
+	bus := s.c.Bus.Endpoint("forger")
+	_ = bus.Publish(context.Background(), srv.s.JobID, messaging.Message{
+		Type: messaging.TypeRequest, Driver: driverName, Key: pl.key, Requester: "forger", Token: token,
+	})
 }
 
 // crash kills srv: its hanging calls die with it, and its pause and
@@ -359,9 +343,6 @@ func (s *sim) crash(srv *server) {
 	close(srv.dead)
 	if srv.paused {
 		srv.pauses[len(srv.pauses)-1].to = time.Now()
-	}
-	if srv.cut {
-		srv.cuts[len(srv.cuts)-1].to = time.Now()
 	}
 	srv.paused, srv.believed, srv.cut, srv.busCut = false, nil, false, false
 	s.mu.Unlock()
@@ -412,7 +393,6 @@ func (s *sim) endFaults(all bool) {
 		var believed []session
 		if heal {
 			srv.cut = false
-			srv.cuts[len(srv.cuts)-1].to = now
 		}
 		if rejoin {
 			srv.busCut = false

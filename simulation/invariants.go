@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing/synctest"
 	"time"
@@ -17,9 +16,8 @@ import (
 )
 
 // The invariants checked outside the script observer: kicks (6), gems (4),
-// liveness at the end of a run (8), no profile live on two servers (9) and
-// messages applied exactly once (10; the observer checks it too, on what a
-// script loads or writes).
+// liveness at the end of a run (8) and no profile live on two servers (9);
+// messages applied exactly once (10) are msgcheck.go's.
 
 // kicked checks invariant 6: a session is ended for another server only
 // after a request naming its lock reached this server; a session fenced off
@@ -132,17 +130,6 @@ func (s *sim) checkLive(what, job, key string, asked uint64, done time.Time) {
 	}
 }
 
-// tolerated logs a violation that a tolerated known bug explains.
-func (s *sim) tolerated(b Bug, format string, args ...any) {
-	s.logf("KNOWN BUG %s (%s): "+format, append([]any{b, b.Describe()}, args...)...)
-	s.mu.Lock()
-	if s.result.Tolerated == nil {
-		s.result.Tolerated = make(map[Bug]int)
-	}
-	s.result.Tolerated[b]++
-	s.mu.Unlock()
-}
-
 // takenFrom returns the acquisition of key by another server that landed
 // before a change job's game asked for at stamp asked and that was accepted
 // at done (see checkLive), when job has not acquired key since; else nil.
@@ -202,20 +189,13 @@ func (s *sim) drain() {
 		}
 	}
 	for _, pl := range s.players {
-		f, err := s.checkRedis.HMGet(context.Background(), recordKey(pl.key), "lock.token", "lock.job").Result()
+		f, err := s.checkRedis.HMGet(context.Background(), recordKey(pl.key), record.FieldLockToken, record.FieldLockJob).Result()
 		if err != nil {
 			s.fail("drain: %v", err)
 			return
 		}
 		token, _ := f[0].(string)
 		job, _ := f[1].(string)
-		s.mu.Lock()
-		lost := s.lostAcquires[token]
-		s.mu.Unlock()
-		if token != "" && !crashed[job] && lost && s.cfg.tolerates(BugLostAcquire) {
-			s.tolerated(BugLostAcquire, "%s is still locked by live server %s, by an acquire whose answer was lost", pl.key, job)
-			continue
-		}
 		if token != "" && !crashed[job] {
 			s.fail("liveness: %s is still locked by live server %s two quiet minutes after every player left", pl.key, job)
 			s.mu.Lock()
@@ -277,7 +257,7 @@ func (s *sim) readRecord(ctx context.Context, pl *player) (held, error) {
 	var fields *redis.SliceCmd
 	var entries *redis.XMessageSliceCmd
 	if _, err := s.checkRedis.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		fields = p.HMGet(ctx, rk, "data", "trade")
+		fields = p.HMGet(ctx, rk, record.FieldData, record.FieldTrade)
 		entries = p.XRange(ctx, record.InboxKey(rk), "-", "+")
 		return nil
 	}); err != nil {
@@ -292,7 +272,7 @@ func (s *sim) readRecord(ctx context.Context, pl *player) (held, error) {
 		return held{}, err
 	}
 	for _, e := range entries.Val() {
-		b, _ := e.Values["b"].(string)
+		b, _ := e.Values[record.EntryBody].(string)
 		var g gift
 		if err := msgpack.Unmarshal([]byte(b), &g); err != nil {
 			return held{}, fmt.Errorf("inbox entry %s: %w", e.ID, err)
@@ -334,244 +314,4 @@ func decodeWallet(data string) (Wallet, error) {
 	}
 	err := msgpack.Unmarshal([]byte(data), &w)
 	return w, err
-}
-
-// checkMsgs checks invariant 10 on w, data of pl's record that where says
-// (loaded, written, in Redis), and on inbox, the numbers of the messages
-// its inbox held at the same moment (nil: unknown): no message not sent to
-// pl or whose Send was refused, none that its inbox still holds, gifts that
-// are the sum of its messages' amounts; in the inbox, no message twice,
-// none sent to another player or refused.
-func (s *sim) checkMsgs(where string, pl *player, w Wallet, inbox []uint64) {
-	s.mu.Lock()
-	problem := ""
-	var sum int64
-	var applied []string // the messages w holds, by number
-	for _, k := range w.got() {
-		if k > len(pl.sent) {
-			problem = fmt.Sprintf("the %d-th message of %s, which was never sent", k, pl.key)
-			break
-		}
-		m := pl.sent[k-1]
-		applied = append(applied, fmt.Sprintf("#%d", m.n))
-		switch {
-		case m.refused() || m.full:
-			problem = fmt.Sprintf("message #%d, whose Send was %s", m.n, m.state)
-		case slices.Contains(inbox, m.n):
-			problem = fmt.Sprintf("message #%d, which its inbox %v still holds", m.n, inbox)
-		}
-		if problem != "" {
-			break
-		}
-		sum += m.amount
-	}
-	if problem == "" && sum != w.Gifts {
-		problem = fmt.Sprintf("%d gifts, but its messages bring %d (a message applied twice?)", w.Gifts, sum)
-	}
-	where += " of " + pl.key
-	if problem == "" {
-		queued := make(map[uint64]bool, len(inbox))
-		for _, n := range inbox {
-			m := s.msgs[n]
-			switch {
-			case queued[n]:
-				problem = fmt.Sprintf("message #%d twice", n)
-			case m == nil:
-				problem = fmt.Sprintf("message #%d, which was never sent", n)
-			case m.to != pl:
-				problem = fmt.Sprintf("message #%d, sent to %s", n, m.to.key)
-			case m.refused() || m.full:
-				problem = fmt.Sprintf("message #%d, whose Send was %s", n, m.state)
-			}
-			if problem != "" {
-				where = "the inbox of " + pl.key + " beside " + where
-				break
-			}
-			queued[n] = true
-		}
-	}
-	s.mu.Unlock()
-	if problem != "" {
-		s.fail("invariant 10: %s holds %s (messages applied: %v)", where, problem, applied)
-	}
-}
-
-// checkLoaded checks invariant 10 on what an acquire of job loaded: the
-// record's data and the inbox messages it read in the same script.
-func (s *sim) checkLoaded(job, rk string, data []byte, msgs []record.Message) {
-	pl := s.byRecord[rk]
-	if pl == nil {
-		return
-	}
-	w, err := decodeWallet(string(data))
-	if err != nil {
-		s.fail("%s loaded %s: %v", job, rk, err)
-		return
-	}
-	inbox := make([]uint64, 0, len(msgs))
-	for _, rm := range msgs {
-		var g gift
-		if err := msgpack.Unmarshal(rm.Body, &g); err != nil {
-			s.fail("%s loaded %s with inbox entry %s unreadable: %v", job, rk, rm.ID, err)
-			return
-		}
-		inbox = append(inbox, g.N)
-	}
-	s.checkMsgs("the data "+job+" loaded", pl, w, inbox)
-}
-
-// checkWritten checks invariant 10 on a save of job that landed at ver:
-// the data it wrote, and that every message it deleted from the inbox is
-// in the data the record holds now (what it wrote, or what it kept).
-func (s *sim) checkWritten(job, rk string, a record.SaveArgs, ver int64) {
-	pl := s.byRecord[rk]
-	if pl == nil {
-		return
-	}
-	data := string(a.Data)
-	if a.Data == nil {
-		s.mu.Lock()
-		stored, known := s.landed[rk][ver]
-		s.mu.Unlock()
-		if !known {
-			return
-		}
-		data = stored
-	}
-	w, err := decodeWallet(data)
-	if err != nil {
-		s.fail("%s wrote %s: %v", job, rk, err)
-		return
-	}
-	if a.Data != nil {
-		s.checkMsgs("the data "+job+" wrote", pl, w, nil)
-	}
-	for _, id := range a.Applied {
-		s.mu.Lock()
-		m := s.msgs[s.msgIDs[rk+"\x00"+id]]
-		s.mu.Unlock()
-		if m != nil && !w.has(m.k) {
-			s.fail("invariant 10: a save of %s deleted message #%d (%s) from the inbox of %s, but the data it leaves lacks it",
-				job, m.n, id, pl.key)
-		}
-	}
-}
-
-// deliverRest is the end of invariant 10's run, after the quiet period:
-// every player whose inbox holds messages joins once more and leaves (the
-// load applies the inbox, the release saves what it applied), and again a
-// second later while a fussy gift keeps one waiting.
-func (s *sim) deliverRest() {
-	ctx := context.Background()
-	servers := s.activeServers(s.aliveServers())
-	for range 4 {
-		// Messages OnMessage refused MaxMessageAttempts times are dead
-		// letters: an operator replays them once what refused them is
-		// mended (a fussy gift applies at odd seconds), and then they apply
-		// like any other.
-		for _, pl := range s.players {
-			rep, err := record.ReplayDeadLetters(ctx, s.checkRedis, recordKey(pl.key), nil)
-			if err != nil {
-				s.fail("deliver: replay: %v", err)
-				return
-			}
-			if rep.Moved > 0 {
-				s.logf("REPLAY %d dead letters of %s", rep.Moved, pl.key)
-				s.mu.Lock()
-				s.result.Messages.Replayed += rep.Moved
-				s.mu.Unlock()
-			}
-		}
-		var waiting []*player
-		for _, pl := range s.players {
-			n, err := s.checkRedis.XLen(ctx, record.InboxKey(recordKey(pl.key))).Result()
-			if err != nil {
-				s.fail("deliver: %v", err)
-				return
-			}
-			if n > 0 {
-				waiting = append(waiting, pl)
-			}
-		}
-		if len(waiting) == 0 {
-			return
-		}
-		s.logf("DELIVER %d players with messages waiting join once more and leave", len(waiting))
-		for i, pl := range waiting {
-			srv := servers[i%len(servers)]
-			s.join(pl, srv)
-			s.mu.Lock()
-			online := pl.p != nil
-			s.mu.Unlock()
-			if !online {
-				s.fail("liveness: %s cannot join %s after the quiet period", pl.key, srv.s.JobID)
-				return
-			}
-			if err := s.leave(pl); err != nil {
-				s.fail("liveness: %s cannot leave %s after the quiet period: %v", pl.key, srv.s.JobID, err)
-				return
-			}
-		}
-		time.Sleep(time.Second)
-		synctest.Wait()
-	}
-}
-
-// checkDelivered checks invariant 10 at the very end: every inbox is
-// empty, and every message whose Send was acknowledged, or that the
-// simulation saw stored, is in its player's record (or in the image of a
-// committed trade whose mark the record still carries: what the next load
-// makes it); one refused is not.
-func (s *sim) checkDelivered() {
-	ctx := context.Background()
-	final := make(map[*player]Wallet, len(s.players))
-	for _, pl := range s.players {
-		h, err := s.readRecord(ctx, pl)
-		if err != nil {
-			s.fail("check: %s: %v", pl.key, err)
-			return
-		}
-		if len(h.inbox) > 0 {
-			s.fail("invariant 10: the inbox of %s still holds %v after its player joined once more", pl.key, h.inbox)
-		}
-		s.checkMsgs("the final record", pl, h.data, h.inbox)
-		final[pl] = h.data
-		if h.image != nil { // a committed trade's mark, left by a release for the next loader to settle
-			s.checkMsgs("the final record's pending trade image", pl, *h.image, h.inbox)
-			final[pl] = *h.image
-		}
-	}
-	s.mu.Lock()
-	var problems []string
-	st := &s.result.Messages
-	for _, pl := range s.players {
-		w := final[pl]
-		for _, m := range pl.sent {
-			in := w.has(m.k)
-			if m.state == msgFailed && m.landed {
-				st.Landed++
-			}
-			if in {
-				st.Applied++
-			}
-			switch {
-			case m.state == msgSending:
-				problems = append(problems, fmt.Sprintf("the Send of #%d to %s never returned", m.n, pl.key))
-			case in && m.refused(), !in && (m.state == msgAcked || m.landed):
-				stored, not := "", "not "
-				if m.landed {
-					stored = ", seen stored"
-				}
-				if in {
-					not = ""
-				}
-				problems = append(problems, fmt.Sprintf("message #%d (%s%s) is %sin the final record of %s",
-					m.n, m.state, stored, not, pl.key))
-			}
-		}
-	}
-	s.mu.Unlock()
-	for _, p := range problems[:min(len(problems), 10)] {
-		s.fail("invariant 10: %s", p)
-	}
 }

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/enum"
 	"github.com/ckernel/playerdata/testsupport"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // The senders: the send move (a server's game sends gifts to a player,
@@ -74,17 +74,8 @@ const (
 )
 
 func (st msgState) String() string {
-	switch st {
-	case msgSending:
-		return "sending"
-	case msgAcked:
-		return "acknowledged"
-	case msgFull:
-		return "refused (inbox full)"
-	case msgTooLarge:
-		return "refused (too large)"
-	case msgFailed:
-		return "failed"
+	if name, ok := enum.Name(st, "sending", "acknowledged", "refused (inbox full)", "refused (too large)", "failed"); ok {
+		return name
 	}
 	return fmt.Sprintf("msgState(%d)", int(st))
 }

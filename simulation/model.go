@@ -35,9 +35,6 @@ type server struct {
 	paused     bool                    // paused: nothing of it answers, its game makes no moves
 	pausedTo   time.Time               // until then
 	pauses     []span                  // every pause (they stretch the bound of its joins)
-	cuts       []span                  // every cut from Redis
-	hanging    int                     // calls hanging now (see hang)
-	hungAt     time.Time               // when the last call that hung ended
 	believed   []session               // at its pause: the sessions its game believed live
 	dead       chan struct{}           // closed when it crashes: its hanging calls die with it
 }
@@ -127,14 +124,6 @@ func (s *sim) pausedFor(srv *server, from time.Time) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return overlap(srv.pauses, from, time.Now())
-}
-
-// hungSince reports whether a Redis call of srv hung since from, or srv was
-// cut from Redis.
-func (s *sim) hungSince(srv *server, from time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return srv.hanging > 0 || !srv.hungAt.Before(from) || overlap(srv.cuts, from, time.Now()) > 0
 }
 
 // overlap is how much of spans falls between from and now (an open span

@@ -132,12 +132,8 @@ func (s *sim) join(pl *player, srv *server) {
 		// A call of its server hung meanwhile (the join's own, or one it
 		// waits on: the same key's leave, a presence read another join of the
 		// server shares), or its server was cut from Redis.
-		if s.hungSince(srv, start) && s.cfg.tolerates(BugUnboundedJoin) {
-			s.tolerated(BugUnboundedJoin, "a join of %s on %s took %s", pl.key, srv.s.JobID, took)
-		} else {
-			s.fail("invariant 5: a join of %s on %s took %s (LockWait %s, SaveTimeout %s, paused %s)",
-				pl.key, srv.s.JobID, took, lockWait, saveTimeout, paused)
-		}
+		s.fail("invariant 5: a join of %s on %s took %s (LockWait %s, SaveTimeout %s, paused %s)",
+			pl.key, srv.s.JobID, took, lockWait, saveTimeout, paused)
 	}
 	if err != nil {
 		s.logf("join %s @%s -> %v (after %s)", pl.key, srv.s.JobID, err, shown)

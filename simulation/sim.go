@@ -1,6 +1,10 @@
 // Package simulation runs randomized multi-server games against the whole
 // protocol on virtual time and checks its invariants after every step.
 //
+// It is a test rig: only this repository's tests use it (go test
+// ./simulation/), it is not part of the library's API, and a game server
+// never imports it.
+//
 // A run is a function of its seed: the servers, the players' moves (join,
 // earn, save, leave, hop to another server, trade), the messages the servers
 // send them (Driver.Send, to players online or not; see messages.go), and
@@ -102,90 +106,23 @@ type Config struct {
 	Faults   float64       // probability of a fault per step (0 to 1)
 	// Hangs adds the faults that hang to the draw: calls that hang until
 	// their deadline, one-sided partitions and process pauses. Off, a seed
-	// draws the faults the simulation had before them (the older regression
-	// seeds replay the runs they were found in).
+	// draws the classic faults only (failing, stalled or unanswered saves,
+	// failing beats, a lossy bus, crashes, Redis restarts), as the classic
+	// regression seeds were found with.
 	Hangs bool
-	// Tolerate lists known product bugs the run does not fail on (it logs
-	// them and counts them in Result.Tolerated), so that a sweep finds the
-	// others; each has a regression seed that runs without it.
-	Tolerate []Bug
 }
-
-// Bug is a product bug the simulation found and knows how to recognise.
-type Bug string
-
-// The product bugs the simulation found and recognises (see the regression
-// seeds in sim_test.go). All are fixed (the first three in 19650b8, the
-// fourth after it); they stay so
-// that a bug of the same shape that comes back is recognised, and so that
-// the tolerance can serve the next one.
-const (
-	// BugUnboundedJoin: Join bounds its Redis calls (acquire, presence
-	// reads) by nothing but its caller's context, so one call that hangs
-	// keeps the join waiting past LockWait + SaveTimeout (invariant 5).
-	BugUnboundedJoin Bug = "unbounded-join"
-	// BugLostAcquire: an acquire that landed but whose answer was lost (its
-	// call ended at its deadline) leaves the lock with a live server that no
-	// session uses: nobody gives it back, and the player is locked out for as
-	// long as that server lives (invariant 8).
-	BugLostAcquire Bug = "lost-acquire"
-	// BugHotWait: a join waiting on a holder whose presence read alive with
-	// less than expiryMargin left wakes within lockhandoff's readShare of
-	// that read, is served the same shared reading again, parks for zero
-	// time and tries again: a loop of acquires that never waits (at one
-	// virtual instant forever; in real time, until the shared reading ages).
-	// Recognised as: hotLoopCalls script calls at one virtual instant, most
-	// of them acquires.
-	BugHotWait Bug = "hot-wait"
-	// BugUnboundedCall: a Redis call the Node makes with no deadline at all,
-	// so that one that hangs hangs for good: a save that learns the outcome
-	// of a trade whose commit answer was lost aborts it in the journal
-	// (datadriver's resolvePending) under its caller's context alone, not
-	// SaveTimeout as every other journal move; an autosave's or a Trade's
-	// context may never end. Recognised as: a call that hangs (faults.go)
-	// carries no deadline. The simulation then ends it, as a client's read
-	// timeout would, after unboundedCallEnd.
-	BugUnboundedCall Bug = "unbounded-call"
-)
-
-// Describe says what b is, in one line.
-func (b Bug) Describe() string {
-	switch b {
-	case BugUnboundedJoin:
-		return "a join's acquire and presence reads have no deadline of their own"
-	case BugLostAcquire:
-		return "an acquire whose answer is lost orphans the lock"
-	case BugHotWait:
-		return "a join waiting on an expiring holder spins on a shared presence reading"
-	case BugUnboundedCall:
-		return "a save's journal abort of a trade of unknown outcome has no deadline of its own"
-	}
-	return string(b)
-}
-
-// KnownBugs lists the product bugs not fixed yet: the default configs
-// tolerate them, and their regression seeds are skipped (see sim_test.go).
-func KnownBugs() []Bug { return nil }
-
-// Known reports whether b is a known bug not fixed yet.
-func Known(b Bug) bool { return slices.Contains(KnownBugs(), b) }
-
-// tolerates reports whether the run tolerates b.
-func (c Config) tolerates(b Bug) bool { return slices.Contains(c.Tolerate, b) }
 
 // DefaultConfig is a long run: four servers, 200 players, two hours of game
 // time.
 func DefaultConfig(seed uint64) Config {
-	return Config{Seed: seed, Servers: 4, Players: 200, Duration: 2 * time.Hour, Step: 2 * time.Second, Faults: 0.05, Hangs: true,
-		Tolerate: KnownBugs()}
+	return Config{Seed: seed, Servers: 4, Players: 200, Duration: 2 * time.Hour, Step: 2 * time.Second, Faults: 0.05, Hangs: true}
 }
 
 // ShortConfig is the run CI repeats over hundreds of seeds: three servers,
 // 40 players, 15 minutes of game time, twice the fault rate (about a second
 // of one core).
 func ShortConfig(seed uint64) Config {
-	return Config{Seed: seed, Servers: 3, Players: 40, Duration: 15 * time.Minute, Step: 2 * time.Second, Faults: 0.1, Hangs: true,
-		Tolerate: KnownBugs()}
+	return Config{Seed: seed, Servers: 3, Players: 40, Duration: 15 * time.Minute, Step: 2 * time.Second, Faults: 0.1, Hangs: true}
 }
 
 // Wallet is the profile of the simulated game: coins are earned, gems only
@@ -248,15 +185,14 @@ const (
 // Result is what a run did, for the report.
 type Result struct {
 	Steps, Joins, Refused, Hops, Trades, Crashes, Faults int
-	TradesUnknown                                        int         // trades that returned ErrTradeOutcomeUnknown
-	Hangs, Pauses                                        int         // hang, partition and pause faults (counted in Faults too)
-	Fenced                                               int         // sessions fenced off (Kick with ReasonFenced)
-	ResumeUpdates                                        int         // Updates tried by a resumed server, and of those
-	ResumeRefused                                        int         // refused
-	Tolerated                                            map[Bug]int // violations of each tolerated known bug
-	Guarded                                              int         // Updates refused that, accepted, would have broken invariant 9
-	Scripts                                              int         // Lua script calls the servers made
-	Messages                                             Messages    // the messages sent, and what became of them
+	TradesUnknown                                        int      // trades that returned ErrTradeOutcomeUnknown
+	Hangs, Pauses                                        int      // hang, partition and pause faults (counted in Faults too)
+	Fenced                                               int      // sessions fenced off (Kick with ReasonFenced)
+	ResumeUpdates                                        int      // Updates tried by a resumed server, and of those
+	ResumeRefused                                        int      // refused
+	Guarded                                              int      // Updates refused that, accepted, would have broken invariant 9
+	Scripts                                              int      // Lua script calls the servers made
+	Messages                                             Messages // the messages sent, and what became of them
 	Failure                                              error
 	Trace                                                []string
 }
@@ -304,9 +240,6 @@ type sim struct {
 	instantCalls    int
 	instantAcquires int
 	stopped         bool
-	// Acquires that landed but whose answer was lost (BugLostAcquire): their
-	// tokens.
-	lostAcquires map[string]bool
 
 	// Invariant 9: the acquisitions that landed, per key, and the order of
 	// the events at one virtual instant.
@@ -340,7 +273,6 @@ func newSim(tb testing.TB, cfg Config) *sim {
 		latest:     make(map[string]heldToken),
 
 		acquisitions: make(map[string][]landing),
-		lostAcquires: make(map[string]bool),
 		fencedKicks:  make(map[string]time.Time),
 		kicks:        make(map[string]time.Time),
 		joining:      make(map[string]int),

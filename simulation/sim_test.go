@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,22 +19,16 @@ var (
 	oneSeed  = flag.Uint64("sim.seed", 0, "run this one seed and print its whole trace")
 	long     = flag.Bool("sim.long", false, "use the long config (4 servers, 200 players, 2 h) instead of the short one")
 	duration = flag.Duration("sim.duration", 0, "virtual time per run (overrides the config)")
-	bugs     = flag.Bool("sim.bugs", false, "run the regression seeds of product bugs not fixed yet (they fail until fixed)")
-	classic  = flag.Bool("sim.classic", false, "draw only the faults the simulation had before the ones that hang (Config.Hangs off)")
-	strict   = flag.Bool("sim.strict", false, "tolerate no known product bug (Config.Tolerate empty)")
+	classic  = flag.Bool("sim.classic", false, "draw only the classic faults, none that hang (Config.Hangs off)")
 )
 
 // regression is a seed that found a bug, run on every go test (see the
 // README's simulation report).
 type regression struct {
 	seed uint64
-	// classic: the seed was found before the simulation drew the faults
-	// that hang, and replays that run (Config.Hangs off).
+	// classic: the seed was found with the classic faults only, and
+	// replays that run (Config.Hangs off).
 	classic bool
-	// bug: the product bug the seed found. The seed runs without tolerating
-	// it; while it is a known bug not fixed yet (simulation.KnownBugs) the
-	// seed is skipped unless -sim.bugs is given.
-	bug simulation.Bug
 	// what the seed found.
 	what string
 }
@@ -45,19 +38,14 @@ var regressions = []regression{
 	{seed: 1018, classic: true, what: "a fenced server kept its sessions' locks: players locked out while it lived"},
 	{seed: 1020, classic: true, what: "a fenced server kept its sessions' locks: players locked out while it lived"},
 	{seed: 3056, classic: true, what: "a release after an unlanded adoption took an earlier lost-answer release for its own and dropped newer progress"},
-	{seed: 5005, bug: simulation.BugUnboundedJoin,
-		what: "an acquire that hangs holds Join until its caller's context ends: 1m0s, past LockWait + SaveTimeout"},
-	{seed: 10160, bug: simulation.BugLostAcquire,
-		what: "an acquire landed, its answer was lost at the join's deadline: p033 stays locked by live server-2 for good"},
-	{seed: 5036, bug: simulation.BugHotWait,
-		what: "a wait woke 9 ms after an alive reading (4 ms left), was served it again and parked for 0 s: acquires forever at one instant"},
-	{seed: 7015, classic: true, bug: simulation.BugHotWait,
-		what: "the same hot loop with the faults of before (the simulation without its watchdog never ended)"},
+	{seed: 5005, what: "an acquire that hangs holds Join until its caller's context ends: 1m0s, past LockWait + SaveTimeout"},
+	{seed: 10160, what: "an acquire landed, its answer was lost at the join's deadline: p033 stays locked by live server-2 for good"},
+	{seed: 5036, what: "a wait woke 9 ms after an alive reading (4 ms left), was served it again and parked for 0 s: acquires forever at one instant"},
+	{seed: 7015, classic: true, what: "the same hot loop with the classic faults (the run never ended without the hot-loop watchdog)"},
 	{seed: 1019, what: "a message applied while a trade's outcome was unknown (commit answer lost) was lost: the save that " +
-		"learned the trade had committed wrote its image and deleted the message from the inbox (fixed: 19e8f6a)"},
-	{seed: 1073, bug: simulation.BugUnboundedCall,
-		what: "a trade's save aborted an earlier trade of unknown outcome in the journal under the Trade's context alone: " +
-			"the abort hung, and Trade with it, for good"},
+		"learned the trade had committed wrote its image and deleted the message from the inbox"},
+	{seed: 1073, what: "a trade's save aborted an earlier trade of unknown outcome in the journal under the Trade's context alone: " +
+		"the abort hung, and Trade with it, for good"},
 	{seed: 11487, what: "a join whose acquire found a trade mark aborted the trade in the journal under its caller's context alone: " +
 		"a hung journal call held the join 1m0s, past LockWait + SaveTimeout"},
 }
@@ -66,9 +54,7 @@ var regressions = []regression{
 type run struct {
 	seed    uint64
 	long    bool
-	classic bool           // without the faults that hang
-	bug     simulation.Bug // a product bug not tolerated (a regression seed of it)
-	strict  bool           // no known bug tolerated
+	classic bool // without the faults that hang
 }
 
 func (r run) config() simulation.Config {
@@ -81,12 +67,6 @@ func (r run) config() simulation.Config {
 	}
 	if r.classic {
 		cfg.Hangs = false
-	}
-	if r.bug != "" {
-		cfg.Tolerate = slices.DeleteFunc(cfg.Tolerate, func(b simulation.Bug) bool { return b == r.bug })
-	}
-	if r.strict {
-		cfg.Tolerate = nil
 	}
 	return cfg
 }
@@ -104,13 +84,13 @@ func TestSimulation(t *testing.T) {
 	longRuns := *long || os.Getenv("PLAYERDATA_SIM_LONG") != ""
 	var list []run
 	for _, r := range regressions {
-		list = append(list, run{seed: r.seed, classic: r.classic, bug: r.bug})
+		list = append(list, run{seed: r.seed, classic: r.classic})
 	}
 	if *oneSeed != 0 {
-		list = []run{{seed: *oneSeed, long: longRuns, classic: *classic, strict: *strict}}
+		list = []run{{seed: *oneSeed, long: longRuns, classic: *classic}}
 	} else {
 		for i := range n {
-			list = append(list, run{seed: *first + uint64(i), long: longRuns, classic: *classic, strict: *strict})
+			list = append(list, run{seed: *first + uint64(i), long: longRuns, classic: *classic})
 		}
 	}
 	start := time.Now()
@@ -122,9 +102,6 @@ func TestSimulation(t *testing.T) {
 			name += "-long"
 		}
 		t.Run(name, func(t *testing.T) {
-			if r.bug != "" && !*bugs && *oneSeed == 0 && simulation.Known(r.bug) {
-				t.Skipf("product bug %s: %s (run it with -sim.bugs)", r.bug, r.bug.Describe())
-			}
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				res := simulation.Run(t, r.config())
@@ -139,9 +116,6 @@ func TestSimulation(t *testing.T) {
 					if r.classic {
 						replay += " -sim.classic"
 					}
-					if r.bug != "" || r.strict {
-						replay += " -sim.strict"
-					}
 					t.Fatalf("seed %d: %v\nreplay: %s\ntrace (last 60 steps):\n%s",
 						seed, res.Failure, replay, simulation.Tail(res.Trace, 60))
 				}
@@ -149,9 +123,9 @@ func TestSimulation(t *testing.T) {
 					t.Logf("trace:\n%s", simulation.Tail(res.Trace, len(res.Trace)))
 				}
 				t.Logf("seed %d: %d steps, %d joins (%d refused, %d hops), %d trades (%d of unknown outcome), %d faults (%d hangs, %d pauses), %d crashes, "+
-					"%d fenced, %d updates at resume (%d refused), %d refused after another's acquire, tolerated %v, %d script calls; %v",
+					"%d fenced, %d updates at resume (%d refused), %d refused after another's acquire, %d script calls; %v",
 					seed, res.Steps, res.Joins, res.Refused, res.Hops, res.Trades, res.TradesUnknown, res.Faults, res.Hangs, res.Pauses,
-					res.Crashes, res.Fenced, res.ResumeUpdates, res.ResumeRefused, res.Guarded, res.Tolerated, res.Scripts, res.Messages)
+					res.Crashes, res.Fenced, res.ResumeUpdates, res.ResumeRefused, res.Guarded, res.Scripts, res.Messages)
 			})
 		})
 	}

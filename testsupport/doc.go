@@ -2,6 +2,10 @@
 // real Redis and NATS servers started for one test, and a go-redis hook that
 // counts round trips.
 //
+// It is a test rig: tests (this repository's, and a game's own tests of its
+// use of the library) import it; a game server never does. Its helpers take
+// a testing.TB and start real processes.
+//
 // Every helper takes a [testing.TB], marks itself with tb.Helper, and registers
 // its teardown with tb.Cleanup, so a test never stops what it started by hand
 // and nothing outlives the test, even one that panics. The package keeps no

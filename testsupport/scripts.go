@@ -8,7 +8,7 @@ import (
 // Invocation is one call of one of the project's Lua scripts, as a command
 // carries it.
 type Invocation struct {
-	// Script is the script's name: record.ScriptSave, presence.ScriptBeat,
+	// Script is the script's name: record.ScriptSave, presencescript.NameBeat,
 	// transactions.ScriptMove and so on.
 	Script string
 	// Keys and Args are its KEYS and ARGV.

@@ -62,7 +62,7 @@ type Participant struct {
 	Ver    int64  `msgpack:"v"` // the record version at prepare
 	Image  []byte `msgpack:"-"` // the post-trade data (stored in its own field)
 	// Schema and SchemaMin are the image's schema version and the lowest
-	// that may read it, written with it (0 in entries of older builds).
+	// that may read it, written with it.
 	Schema    int `msgpack:"s,omitempty"`
 	SchemaMin int `msgpack:"m,omitempty"`
 }

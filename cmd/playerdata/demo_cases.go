@@ -243,11 +243,11 @@ func (s *demoServer) lastBeat() time.Time {
 func (c *caseRun) newServer(ctx context.Context, name string, tweak func(*datadriver.NodeConfig, *datadriver.Config[player])) (*demoServer, error) {
 	s := &demoServer{name: name, rdb: redis.NewClient(c.env.RedisOptions()), kicked: make(chan struct{}, 16)}
 	presKey := presence.KeyFor(c.ns)
-	s.hook = &faultHook{observe: func(cmd redis.Cmder) {
+	s.hook = newFaultHook(func(cmd redis.Cmder) {
 		if isBeat(cmd, presKey, name) {
 			s.beat.Store(time.Now().UnixNano())
 		}
-	}}
+	})
 	s.rdb.AddHook(s.hook)
 	c.servers = append(c.servers, s) // closed at the end of the case, however far it got
 	var err error

@@ -1,10 +1,9 @@
 package main
 
 // Why a presence reading is unknown, from what Redis says: the run mark of
-// the shard (the "\0run" and "\0since" fields presence's doc describes)
-// against INFO's run_id, uptime and replication ids. A reading is unknown
-// when a missing beat proves nothing yet; the reason is printed only when
-// these reads back it.
+// the shard (presence.MetaRun and MetaSince) against INFO's run_id, uptime
+// and replication ids. A reading is unknown when a missing beat proves
+// nothing yet; the reason is printed only when these reads back it.
 
 import (
 	"context"
@@ -13,13 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ckernel/playerdata/presence"
 	"github.com/redis/go-redis/v9"
-)
-
-// The run mark of a presence shard hash (presence's doc, "Keys").
-const (
-	markRun   = "\x00run"
-	markSince = "\x00since"
 )
 
 // runEvidence is what the shard and its Redis said.
@@ -52,7 +46,7 @@ func (r *reader) readRunEvidence(ctx context.Context, shard string) runEvidence 
 	)
 	if _, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		exists = p.Exists(ctx, shard)
-		mark = p.HMGet(ctx, shard, markRun, markSince)
+		mark = p.HMGet(ctx, shard, presence.MetaRun, presence.MetaSince)
 		clock = p.Time(ctx)
 		server = p.Info(ctx, "server")
 		rep = p.Info(ctx, "replication")

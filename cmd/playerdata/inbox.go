@@ -27,19 +27,9 @@ import (
 	"github.com/ckernel/playerdata/internal/record"
 )
 
-// The entry fields of the inbox and dead-letter streams, and the keys and
-// field suffixes of the refusal count (the layout described above).
-const (
-	msgFieldBody     = "b"
-	msgFieldIdemKey  = "k"
-	deadFieldID      = "id"
-	deadFieldTries   = "n"
-	deadFieldErr     = "err"
-	deadFieldJob     = "job"
-	triesSuffixErr   = ":err"
-	triesSuffixJob   = ":job"
-	maxShownMessages = 20 // waiting and dead-lettered messages listed each
-)
+// maxShownMessages is how many waiting and dead-lettered messages are
+// listed, each.
+const maxShownMessages = 20
 
 // inboxReport is the messages of one record, and its --json output.
 type inboxReport struct {
@@ -123,8 +113,8 @@ func (m *messageReads) report(now time.Time) *inboxReport {
 	tries := m.tries.Val()
 	rep := &inboxReport{Count: m.count.Val(), Dead: m.deadCount.Val(), Messages: []messageReport{}, DeadMessages: []deadReport{}}
 	for _, x := range m.waiting.Val() {
-		mr := messageReport{ID: x.ID, Bytes: len(str(x.Values[msgFieldBody])), IdemKey: str(x.Values[msgFieldIdemKey]),
-			LastError: tries[x.ID+triesSuffixErr], RefusedBy: tries[x.ID+triesSuffixJob]}
+		mr := messageReport{ID: x.ID, Bytes: len(str(x.Values[record.EntryBody])), IdemKey: str(x.Values[record.EntryIdemKey]),
+			LastError: tries[x.ID+record.TriesErrSuffix], RefusedBy: tries[x.ID+record.TriesJobSuffix]}
 		mr.Refusals, _ = strconv.ParseInt(tries[x.ID], 10, 64)
 		if mr.Refusals > 0 {
 			rep.Refused++
@@ -136,9 +126,9 @@ func (m *messageReads) report(now time.Time) *inboxReport {
 		rep.OldestID, rep.OldestAt, rep.OldestAgeMS = rep.Messages[0].ID, rep.Messages[0].At, rep.Messages[0].AgeMS
 	}
 	for _, x := range m.dead.Val() {
-		d := deadReport{ID: x.ID, OriginalID: str(x.Values[deadFieldID]), LastError: str(x.Values[deadFieldErr]),
-			RefusedBy: str(x.Values[deadFieldJob]), IdemKey: str(x.Values[msgFieldIdemKey]), Bytes: len(str(x.Values[msgFieldBody]))}
-		d.Attempts, _ = strconv.ParseInt(str(x.Values[deadFieldTries]), 10, 64)
+		d := deadReport{ID: x.ID, OriginalID: str(x.Values[record.DeadID]), LastError: str(x.Values[record.DeadErr]),
+			RefusedBy: str(x.Values[record.DeadJob]), IdemKey: str(x.Values[record.EntryIdemKey]), Bytes: len(str(x.Values[record.EntryBody]))}
+		d.Attempts, _ = strconv.ParseInt(str(x.Values[record.DeadTries]), 10, 64)
 		d.At, _ = idTime(x.ID, now)
 		rep.DeadMessages = append(rep.DeadMessages, d)
 	}

@@ -463,7 +463,7 @@ func verdict(r *inspectReport) string {
 	case !l.Held:
 		s = "the lock is free: a join on any server takes it at once"
 	case !l.PresenceFlag:
-		s = fmt.Sprintf("%s does not beat presence for this lock (handoff off, or an older build): it changes hands "+
+		s = fmt.Sprintf("%s does not beat presence for this lock (handoff off): it changes hands "+
 			"when %s releases it, or once older than LockTTL+LockSkew (240 s by default)", l.Holder, l.Holder)
 	case l.HolderPresence == "alive":
 		s = fmt.Sprintf("held by %s, which is alive: a join elsewhere asks it to release (about one save); if it "+

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/msgpackwire"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
@@ -44,18 +45,17 @@ func (e *dataError) Error() string { return fmt.Sprintf("at byte %d: %s", e.Offs
 // type, "base64": data}; a float that JSON cannot hold (NaN, ±Inf) is a
 // string. A value that does not decode answers a *dataError.
 func msgpackJSON(b []byte) (json.RawMessage, int, error) {
-	d := &msgDecoder{b: b}
+	d := &msgDecoder{r: msgpackwire.Reader{B: b}}
 	var out bytes.Buffer
 	if err := d.value(&out, 0); err != nil {
-		return nil, d.off, err
+		return nil, d.r.Off, err
 	}
-	return out.Bytes(), d.off, nil
+	return out.Bytes(), d.r.Off, nil
 }
 
-// msgDecoder walks msgpack in b from off.
+// msgDecoder walks msgpack with the project's reader and writes JSON.
 type msgDecoder struct {
-	b   []byte
-	off int
+	r msgpackwire.Reader
 }
 
 // fail returns a *dataError at offset at.
@@ -63,138 +63,138 @@ func (d *msgDecoder) fail(at int, format string, a ...any) error {
 	return &dataError{Offset: at, Reason: fmt.Sprintf(format, a...)}
 }
 
-// take returns the next n bytes, or a *dataError naming what was cut
-// short, at start (the offset of the value they belong to).
+// need fails when fewer than n bytes are left, naming what was cut short,
+// at start (the offset of the value they belong to).
+func (d *msgDecoder) need(n int, start int, what string) error {
+	if left := d.r.Left(); n < 0 || n > left {
+		return d.fail(start, "%s needs %d bytes, only %d left: the data is cut short", what, n, left)
+	}
+	return nil
+}
+
+// take returns the next n bytes; see need.
 func (d *msgDecoder) take(n int, start int, what string) ([]byte, error) {
-	if n < 0 || n > len(d.b)-d.off {
-		return nil, d.fail(start, "%s needs %d bytes, only %d left: the data is cut short", what, n, len(d.b)-d.off)
+	if err := d.need(n, start, what); err != nil {
+		return nil, err
 	}
-	p := d.b[d.off : d.off+n]
-	d.off += n
-	return p, nil
+	return d.r.Next(n)
 }
 
-// uint reads a big-endian unsigned integer of n bytes (1, 2, 4 or 8).
-func (d *msgDecoder) uint(n int, start int, what string) (uint64, error) {
-	p, err := d.take(n, start, what)
+// length reads the length that follows code c and checks a length that
+// is not part of the code against what is left, each element taking at
+// least minBytes (so a forged count cannot make the decoder loop or
+// allocate for nothing).
+func (d *msgDecoder) length(c byte, start int, what string, minBytes int) (int, error) {
+	head := msgpackwire.HeadSize(c)
+	if err := d.need(head, start, what+" length"); err != nil {
+		return 0, err
+	}
+	n, _, err := d.r.Length(c)
 	if err != nil {
 		return 0, err
 	}
-	var v uint64
-	for _, c := range p {
-		v = v<<8 | uint64(c)
+	if left := d.r.Left(); head > 0 && n > left/minBytes {
+		return 0, d.fail(start, "%s of %d claims more than the %d bytes left: the data is cut short or corrupt", what, n, left)
 	}
-	return v, nil
-}
-
-// length reads an n-byte length and checks it against what is left, each
-// element taking at least minBytes (so a forged count cannot make the
-// decoder loop or allocate for nothing).
-func (d *msgDecoder) length(n int, start int, what string, minBytes int) (int, error) {
-	v, err := d.uint(n, start, what+" length")
-	if err != nil {
-		return 0, err
-	}
-	if left := len(d.b) - d.off; v > uint64(left/minBytes) {
-		return 0, d.fail(start, "%s of %d claims more than the %d bytes left: the data is cut short or corrupt", what, v, left)
-	}
-	return int(v), nil
+	return n, nil
 }
 
 // value decodes one value at depth into out.
 func (d *msgDecoder) value(out *bytes.Buffer, depth int) error {
-	start := d.off
+	start := d.r.Off
 	if depth > maxDataDepth {
 		return d.fail(start, "nested deeper than %d levels", maxDataDepth)
 	}
-	p, err := d.take(1, start, "a value")
+	c, err := d.r.Code()
 	if err != nil {
 		return d.fail(start, "the data ends where a value should begin")
 	}
-	c := p[0]
 	switch {
-	case c <= msgpcode.PosFixedNumHigh:
-		out.WriteString(strconv.Itoa(int(c)))
-		return nil
-	case c >= msgpcode.NegFixedNumLow:
-		out.WriteString(strconv.Itoa(int(int8(c))))
-		return nil
-	case msgpcode.IsFixedMap(c):
-		return d.mapBody(out, int(c&msgpcode.FixedMapMask), depth)
-	case msgpcode.IsFixedArray(c):
-		return d.arrayBody(out, int(c&msgpcode.FixedArrayMask), depth)
-	case msgpcode.IsFixedString(c):
-		return d.str(out, int(c&msgpcode.FixedStrMask), start)
-	}
-	switch c {
-	case msgpcode.Nil:
-		out.WriteString("null")
-	case msgpcode.False:
-		out.WriteString("false")
-	case msgpcode.True:
-		out.WriteString("true")
-	case msgpcode.Uint8, msgpcode.Uint16, msgpcode.Uint32, msgpcode.Uint64:
-		v, err := d.uint(1<<(c-msgpcode.Uint8), start, "an unsigned integer")
-		if err != nil {
-			return err
-		}
-		out.WriteString(strconv.FormatUint(v, 10))
-	case msgpcode.Int8, msgpcode.Int16, msgpcode.Int32, msgpcode.Int64:
-		n := 1 << (c - msgpcode.Int8)
-		v, err := d.uint(n, start, "an integer")
-		if err != nil {
-			return err
-		}
-		shift := 64 - 8*n // sign-extend
-		out.WriteString(strconv.FormatInt(int64(v<<shift)>>shift, 10))
-	case msgpcode.Float:
-		v, err := d.uint(4, start, "a float")
-		if err != nil {
-			return err
-		}
-		writeFloat(out, float64(math.Float32frombits(uint32(v))), 32)
-	case msgpcode.Double:
-		v, err := d.uint(8, start, "a double")
-		if err != nil {
-			return err
-		}
-		writeFloat(out, math.Float64frombits(v), 64)
-	case msgpcode.Str8, msgpcode.Str16, msgpcode.Str32:
-		n, err := d.length(1<<(c-msgpcode.Str8), start, "a string", 1)
-		if err != nil {
-			return err
-		}
-		return d.str(out, n, start)
-	case msgpcode.Bin8, msgpcode.Bin16, msgpcode.Bin32:
-		n, err := d.length(1<<(c-msgpcode.Bin8), start, "a binary", 1)
-		if err != nil {
-			return err
-		}
-		raw, _ := d.take(n, start, "a binary")
-		writeJSONString(out, base64.StdEncoding.EncodeToString(raw))
-	case msgpcode.Array16, msgpcode.Array32:
-		n, err := d.length(2<<(c-msgpcode.Array16), start, "an array", 1)
-		if err != nil {
-			return err
-		}
-		return d.arrayBody(out, n, depth)
-	case msgpcode.Map16, msgpcode.Map32:
-		n, err := d.length(2<<(c-msgpcode.Map16), start, "a map", 2)
+	case msgpackwire.IsMap(c):
+		n, err := d.length(c, start, "a map", 2)
 		if err != nil {
 			return err
 		}
 		return d.mapBody(out, n, depth)
-	case msgpcode.FixExt1, msgpcode.FixExt2, msgpcode.FixExt4, msgpcode.FixExt8, msgpcode.FixExt16:
-		return d.ext(out, 1<<(c-msgpcode.FixExt1), start)
-	case msgpcode.Ext8, msgpcode.Ext16, msgpcode.Ext32:
-		n, err := d.length(1<<(c-msgpcode.Ext8), start, "an extension", 1)
+	case msgpackwire.IsArray(c):
+		n, err := d.length(c, start, "an array", 1)
+		if err != nil {
+			return err
+		}
+		return d.arrayBody(out, n, depth)
+	case msgpackwire.IsStr(c):
+		n, err := d.length(c, start, "a string", 1)
+		if err != nil {
+			return err
+		}
+		return d.str(out, n, start)
+	case msgpackwire.IsBin(c):
+		n, err := d.length(c, start, "a binary", 1)
+		if err != nil {
+			return err
+		}
+		return d.bin(out, n, start)
+	case msgpackwire.IsExt(c):
+		n, err := d.length(c, start, "an extension", 1)
 		if err != nil {
 			return err
 		}
 		return d.ext(out, n, start)
-	default: // 0xc1, the one code msgpack never uses
+	}
+	return d.scalar(out, c, start)
+}
+
+// scalar writes a value that is neither a container nor bytes: nil, a
+// bool, a number.
+func (d *msgDecoder) scalar(out *bytes.Buffer, c byte, start int) error {
+	switch c {
+	case msgpcode.Nil:
+		out.WriteString("null")
+		return nil
+	case msgpcode.False:
+		out.WriteString("false")
+		return nil
+	case msgpcode.True:
+		out.WriteString("true")
+		return nil
+	case msgpcode.Float, msgpcode.Double:
+		what, bits := "a double", 64
+		if c == msgpcode.Float {
+			what, bits = "a float", 32
+		}
+		if err := d.need(msgpackwire.HeadSize(c), start, what); err != nil {
+			return err
+		}
+		f, err := d.r.Float(c, what)
+		writeFloat(out, f, bits)
+		return err
+	}
+	what := "an integer"
+	if c >= msgpcode.Uint8 && c <= msgpcode.Uint64 {
+		what = "an unsigned integer"
+	}
+	if err := d.need(msgpackwire.HeadSize(c), start, what); err != nil {
+		return err
+	}
+	u, neg, err := d.r.Integer(c, "")
+	if err != nil { // 0xc1, the one code msgpack never uses
 		return d.fail(start, "byte 0x%02x begins no msgpack value", c)
 	}
+	if neg {
+		out.WriteString(strconv.FormatInt(int64(u), 10))
+	} else {
+		out.WriteString(strconv.FormatUint(u, 10))
+	}
+	return nil
+}
+
+// bin writes n bytes as base64, as encoding/json shows a []byte.
+func (d *msgDecoder) bin(out *bytes.Buffer, n, start int) error {
+	raw, err := d.take(n, start, "a binary")
+	if err != nil {
+		return err
+	}
+	writeJSONString(out, base64.StdEncoding.EncodeToString(raw))
 	return nil
 }
 

@@ -17,9 +17,9 @@ import (
 // and k when idem is not ""), and answers its id.
 func (e testEnv) addMessage(t *testing.T, rk string, body []byte, idem string) string {
 	t.Helper()
-	vals := []any{msgFieldBody, body}
+	vals := []any{record.EntryBody, body}
 	if idem != "" {
-		vals = append(vals, msgFieldIdemKey, idem)
+		vals = append(vals, record.EntryIdemKey, idem)
 	}
 	id, err := e.rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: record.InboxKey(rk), Values: vals}).Result()
 	if err != nil {
@@ -38,13 +38,13 @@ func testInspectTellsMessageStates(t *testing.T, e testEnv) {
 	// Two waiting messages, the first refused twice; one dead letter.
 	refused := e.addMessage(t, rk, mp(t, map[string]any{"item": "nope"}), "gift-1")
 	fresh := e.addMessage(t, rk, mp(t, map[string]any{"coins": 5}), "")
-	if err := e.rdb.HSet(ctx, record.TriesKey(rk), refused, 2, refused+triesSuffixErr, "no such item",
-		refused+triesSuffixJob, "server-a").Err(); err != nil {
+	if err := e.rdb.HSet(ctx, record.TriesKey(rk), refused, 2, refused+record.TriesErrSuffix, "no such item",
+		refused+record.TriesJobSuffix, "server-a").Err(); err != nil {
 		t.Fatal(err)
 	}
-	deadID, err := e.rdb.XAdd(ctx, &redis.XAddArgs{Stream: record.DeadKey(rk), Values: []any{msgFieldBody, "x",
-		deadFieldID, "1700000000000-0", deadFieldTries, 5, deadFieldErr, "bad body", deadFieldJob, "server-b",
-		msgFieldIdemKey, "gift-0"}}).Result()
+	deadID, err := e.rdb.XAdd(ctx, &redis.XAddArgs{Stream: record.DeadKey(rk), Values: []any{record.EntryBody, "x",
+		record.DeadID, "1700000000000-0", record.DeadTries, 5, record.DeadErr, "bad body", record.DeadJob, "server-b",
+		record.EntryIdemKey, "gift-0"}}).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,8 +211,8 @@ func testMistypedDriver(t *testing.T, e testEnv) {
 func (e testEnv) addDeadLetter(t *testing.T, rk string, body []byte, orig, idem string) string {
 	t.Helper()
 	id, err := e.rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: record.DeadKey(rk), Values: []any{
-		msgFieldBody, body, deadFieldID, orig, deadFieldTries, 5, deadFieldErr, "no such item", deadFieldJob, "server-a",
-		msgFieldIdemKey, idem}}).Result()
+		record.EntryBody, body, record.DeadID, orig, record.DeadTries, 5, record.DeadErr, "no such item", record.DeadJob, "server-a",
+		record.EntryIdemKey, idem}}).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

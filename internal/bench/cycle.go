@@ -10,12 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/go-redsync/redsync/v4"
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 	"github.com/vmihailenco/msgpack/v5"
-
-	"github.com/ckernel/playerdata/datadriver"
 )
 
 // The session cycle: one player session in three writes to Redis, run by
@@ -129,11 +129,7 @@ func (r *runner) runCycle(ctx context.Context) error {
 			}
 		}
 	}
-	type key struct {
-		sys     string
-		players int
-	}
-	rounds := map[key][]round{}
+	rounds := map[cycleKey][]round{}
 	work := map[string]*serverDelta{}
 	cycles := map[string]int64{}
 	for _, sys := range systems {
@@ -147,7 +143,7 @@ func (r *runner) runCycle(ctx context.Context) error {
 				if err != nil {
 					return fmt.Errorf("%s at %d players: %w", sys, players, err)
 				}
-				k := key{sys, players}
+				k := cycleKey{sys, players}
 				rounds[k] = append(rounds[k], rd)
 				work[sys].add(rd.work)
 				cycles[sys] += rd.cycles
@@ -157,22 +153,7 @@ func (r *runner) runCycle(ctx context.Context) error {
 
 	r.res.Cycle = map[string]CycleFigures{}
 	for _, players := range r.cfg.Players {
-		f := CycleFigures{Players: players}
-		ops := func(sys string) (rs []float64, opsS, redisCPU, goCPU float64) {
-			var cpu, gcpu []float64
-			for _, rd := range rounds[key{sys, players}] {
-				n := float64(max(rd.cycles, 1))
-				rs = append(rs, round1(rd.opsPerSec()))
-				cpu = append(cpu, rd.work.cpuUS/n)
-				gcpu = append(gcpu, float64(rd.goCPU.Microseconds())/n)
-			}
-			return rs, median(rs), round1(median(cpu)), round1(median(gcpu))
-		}
-		f.OursRounds, f.OursOpsS, f.RedisCPUUS, f.GoCPUUS = ops(sysOurs)
-		f.RawRounds, f.RawOpsS, f.RawRedisCPUUS, f.RawGoCPUUS = ops(sysRaw)
-		f.RedsyncRounds, f.RedsyncOpsS, f.RedsyncRedisCPUUS, f.RedsyncGoCPUUS = ops(sysRedsync)
-		f.RatioRaw = round3(ratio(f.OursOpsS, f.RawOpsS))
-		f.RatioRedsync = round3(ratio(f.OursOpsS, f.RedsyncOpsS))
+		f := cycleFigures(players, rounds)
 		r.res.Cycle[strconv.Itoa(players)] = f
 		r.progress("  %2d players: ours %.0f/s, raw %.0f/s (×%.2f), redsync %.0f/s (×%.2f); CPU per cycle, Redis %.1f / %.1f / %.1f µs, Go %.1f / %.1f / %.1f µs",
 			players, f.OursOpsS, f.RawOpsS, f.RatioRaw, f.RedsyncOpsS, f.RatioRedsync, f.RedisCPUUS, f.RawRedisCPUUS,
@@ -191,6 +172,34 @@ func (r *runner) runCycle(ctx context.Context) error {
 		r.res.Scripts.EvalSHA = round3(float64(ev.Usec) / float64(ev.Calls))
 	}
 	return nil
+}
+
+// cycleKey names the rounds of one system at one number of players.
+type cycleKey struct {
+	sys     string
+	players int
+}
+
+// cycleFigures sums up the rounds of every system at players players: the
+// medians of their rounds, and ours against the others.
+func cycleFigures(players int, rounds map[cycleKey][]round) CycleFigures {
+	ops := func(sys string) (rs []float64, opsS, redisCPU, goCPU float64) {
+		var cpu, gcpu []float64
+		for _, rd := range rounds[cycleKey{sys, players}] {
+			n := float64(max(rd.cycles, 1))
+			rs = append(rs, round1(rd.opsPerSec()))
+			cpu = append(cpu, rd.work.cpuUS/n)
+			gcpu = append(gcpu, float64(rd.goCPU.Microseconds())/n)
+		}
+		return rs, median(rs), round1(median(cpu)), round1(median(gcpu))
+	}
+	f := CycleFigures{Players: players}
+	f.OursRounds, f.OursOpsS, f.RedisCPUUS, f.GoCPUUS = ops(sysOurs)
+	f.RawRounds, f.RawOpsS, f.RawRedisCPUUS, f.RawGoCPUUS = ops(sysRaw)
+	f.RedsyncRounds, f.RedsyncOpsS, f.RedsyncRedisCPUUS, f.RedsyncGoCPUUS = ops(sysRedsync)
+	f.RatioRaw = round3(ratio(f.OursOpsS, f.RawOpsS))
+	f.RatioRedsync = round3(ratio(f.OursOpsS, f.RedsyncOpsS))
+	return f
 }
 
 // cycleRound runs one round of sys with players players for d under a fresh
@@ -304,7 +313,7 @@ func rawWork(ctx context.Context, rdb *redis.Client, key string, i int, blob []b
 		return err
 	}
 	var d profileData
-	if b, ok := vals["data"]; ok {
+	if b, ok := vals[record.FieldData]; ok {
 		if err := msgpack.Unmarshal([]byte(b), &d); err != nil {
 			return err
 		}
@@ -316,14 +325,14 @@ func rawWork(ctx context.Context, rdb *redis.Client, key string, i int, blob []b
 	if err != nil {
 		return err
 	}
-	if err := rdb.HSet(ctx, key, "data", b, "ver", 2*i+1).Err(); err != nil {
+	if err := rdb.HSet(ctx, key, record.FieldData, b, record.FieldVer, 2*i+1).Err(); err != nil {
 		return err
 	}
 	d.Coins++
 	if b, err = msgpack.Marshal(&d); err != nil {
 		return err
 	}
-	return rdb.HSet(ctx, key, "data", b, "ver", 2*i+2, "lock", "").Err()
+	return rdb.HSet(ctx, key, record.FieldData, b, record.FieldVer, 2*i+2, "lock", "").Err()
 }
 
 // rawCycle is the raw baseline: rawWork without a lock.

@@ -315,7 +315,7 @@ type phaseResult struct {
 // throughout.
 func (fw *floodWorld) phase(ctx context.Context, spec floodSpec, flood func() *floodPublisher) (pr phaseResult, err error) {
 	inBefore := fw.a.nc.Stats().InMsgs
-	callsBefore := fw.a.calls.n.Load() + fw.b.calls.n.Load()
+	callsBefore := fw.a.calls.RoundTrips() + fw.b.calls.RoundTrips()
 	smp := startSampler()
 	var pub *floodPublisher
 	if flood != nil {
@@ -345,7 +345,7 @@ func (fw *floodWorld) phase(ctx context.Context, spec floodSpec, flood func() *f
 	}
 	pr.goroutines, pr.heapMiB = smp.stop()
 	pr.received = fw.a.nc.Stats().InMsgs - inBefore
-	pr.holderCalls = fw.a.calls.n.Load() + fw.b.calls.n.Load() - callsBefore
+	pr.holderCalls = fw.a.calls.RoundTrips() + fw.b.calls.RoundTrips() - callsBefore
 	pr.latency = summarize(samples)
 	pr.scripts = int(fw.scripts.last.Load())
 	return pr, err

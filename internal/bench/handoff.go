@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/rediscount"
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/ckernel/playerdata/datadriver"
 )
 
 // Handoff is the stale-connection handoff: the key is live on one server
@@ -45,7 +45,7 @@ type handoffServer struct {
 	nc      *nats.Conn
 	node    *datadriver.Node
 	drv     *datadriver.Driver[profileData]
-	calls   *callCounter
+	calls   *rediscount.Counter
 	crashed bool
 }
 
@@ -53,7 +53,7 @@ type handoffServer struct {
 // drv its driver's.
 func (r *runner) startServer(ctx context.Context, ns, job string, node func(*datadriver.NodeConfig),
 	drv func(*datadriver.Config[profileData])) (*handoffServer, error) {
-	s := &handoffServer{rdb: r.client(0), prdb: r.client(4), calls: &callCounter{}}
+	s := &handoffServer{rdb: r.client(0), prdb: r.client(4), calls: &rediscount.Counter{NoNames: true}}
 	s.rdb.AddHook(s.calls)
 	nc, err := nats.Connect(r.env.NATSURL, nats.Name("playerdata bench "+job))
 	if err != nil {
@@ -145,8 +145,7 @@ func (r *runner) runHandoff(ctx context.Context) error {
 		return err
 	}
 	hand, evalsha, natsRTT := make([]float64, 0, r.cfg.Handoffs), make([]float64, 0, r.cfg.Handoffs), make([]float64, 0, r.cfg.Handoffs)
-	payload := []byte("ping")
-	redisCalls := func() int64 { return servers[0].calls.n.Load() + servers[1].calls.n.Load() }
+	redisCalls := func() int64 { return servers[0].calls.RoundTrips() + servers[1].calls.RoundTrips() }
 	var calls int64 // Redis round trips during the timed Joins
 	for i := 1; i <= handoffWarmup+r.cfg.Handoffs; i++ {
 		joiner := servers[i%2]
@@ -162,16 +161,10 @@ func (r *runner) runHandoff(ctx context.Context) error {
 		if err := p.Update(func(d *profileData) { d.Coins++ }); err != nil {
 			return err
 		}
-		start = time.Now()
-		if err := trivialScript.Run(ctx, servers[1].rdb, nil).Err(); err != nil {
-			return fmt.Errorf("EVALSHA floor: %w", err)
+		evalRTT, natsTook, err := floors(ctx, servers[1], echo)
+		if err != nil {
+			return err
 		}
-		evalRTT := time.Since(start)
-		start = time.Now()
-		if _, err := servers[1].nc.RequestWithContext(ctx, echo, payload); err != nil {
-			return fmt.Errorf("NATS floor: %w", err)
-		}
-		natsTook := time.Since(start)
 		if i > handoffWarmup {
 			hand = append(hand, msOf(took))
 			evalsha = append(evalsha, msOf(evalRTT))
@@ -192,4 +185,20 @@ func (r *runner) runHandoff(ctx context.Context) error {
 	r.progress("  %d handoffs: p50 %.2f ms, p90 %.2f, p99 %.2f, max %.2f; floors p50: EVALSHA %.3f ms, NATS request %.3f ms, composed %.3f ms",
 		h.N, h.P50MS, h.P90MS, h.P99MS, h.MaxMS, h.FloorEvalSHA.P50MS, h.FloorNATS.P50MS, h.FloorComposedP50MS)
 	return nil
+}
+
+// floors times, on s's connections, one trivial EVALSHA and one NATS
+// request/reply to the echo subject: the floors a handoff is measured
+// against.
+func floors(ctx context.Context, s *handoffServer, echo string) (evalRTT, natsRTT time.Duration, err error) {
+	start := time.Now()
+	if err := trivialScript.Run(ctx, s.rdb, nil).Err(); err != nil {
+		return 0, 0, fmt.Errorf("EVALSHA floor: %w", err)
+	}
+	evalRTT = time.Since(start)
+	start = time.Now()
+	if _, err := s.nc.RequestWithContext(ctx, echo, []byte("ping")); err != nil {
+		return 0, 0, fmt.Errorf("NATS floor: %w", err)
+	}
+	return evalRTT, time.Since(start), nil
 }

@@ -3,15 +3,14 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/ckernel/playerdata/internal/presencescript"
+	"github.com/ckernel/playerdata/internal/rediscount"
 	"github.com/ckernel/playerdata/internal/rscript"
 	"github.com/ckernel/playerdata/presence"
+	"github.com/redis/go-redis/v9"
 )
 
 // PresenceCost is what presence costs Redis: PresenceServers real
@@ -23,8 +22,8 @@ type PresenceCost struct {
 	Servers int     `json:"servers"`
 	BeatMS  float64 `json:"beat_ms"`
 	WindowS float64 `json:"window_s"`
-	// Beats is how many beats answered in the window, FullChecks how many of
-	// them were full checks.
+	// Beats is how many beats were sent in the window, FullChecks how many
+	// of them were full checks.
 	Beats      int64 `json:"beats"`
 	FullChecks int64 `json:"full_checks"`
 	// CmdsPerBeat is the Redis commands a beat runs (inside its script:
@@ -43,38 +42,27 @@ type PresenceCost struct {
 }
 
 // presenceCatalog tells the presence scripts on the wire.
-var presenceCatalog = rscript.NewCatalog(presence.Scripts()...)
+var presenceCatalog = rscript.NewCatalog(presencescript.All()...)
 
-// beatCounter counts the beats that answered, and the full checks among
-// them.
-type beatCounter struct {
-	beats, checks atomic.Int64
-}
-
-var _ redis.Hook = (*beatCounter)(nil)
-
-func (c *beatCounter) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
-}
-
-func (c *beatCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if err != nil {
-			return err
+// beatCounters count the beats sent, and the full checks among them.
+func beatCounters() (beats, checks *rediscount.Counter) {
+	beat := func(cmd redis.Cmder) (presencescript.BeatArgs, bool) {
+		in, ok := presenceCatalog.Identify(cmd)
+		if !ok || in.Name() != presencescript.NameBeat {
+			return presencescript.BeatArgs{}, false
 		}
-		if in, ok := presenceCatalog.Identify(cmd); ok && in.Name() == presence.ScriptBeat {
-			c.beats.Add(1)
-			if a, perr := presence.ParseBeatArgs(in.Args); perr == nil && a.Check {
-				c.checks.Add(1)
-			}
-		}
-		return nil
+		a, err := presencescript.ParseBeatArgs(in.Args)
+		return a, err == nil
 	}
-}
-
-func (c *beatCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	beats = &rediscount.Counter{NoNames: true, Only: func(cmd redis.Cmder) bool {
+		_, ok := beat(cmd)
+		return ok
+	}}
+	checks = &rediscount.Counter{NoNames: true, Only: func(cmd redis.Cmder) bool {
+		a, ok := beat(cmd)
+		return ok && a.Check
+	}}
+	return beats, checks
 }
 
 // embeddedPresenceBeat is the least beat period on an embedded Redis.
@@ -93,8 +81,9 @@ func (r *runner) runPresence(ctx context.Context) error {
 	}()
 	rdb := r.client(presencePool)
 	defer func() { _ = rdb.Close() }()
-	counter := &beatCounter{}
-	rdb.AddHook(counter)
+	beatsSent, checksSent := beatCounters()
+	rdb.AddHook(beatsSent)
+	rdb.AddHook(checksSent)
 
 	beat := r.cfg.PresenceBeat
 	if r.env.EmbeddedRedis {
@@ -138,16 +127,16 @@ func (r *runner) runPresence(ctx context.Context) error {
 		return err
 	}
 	before := r.snapIf(ctx)
-	beats0, checks0 := counter.beats.Load(), counter.checks.Load()
+	beats0, checks0 := beatsSent.RoundTrips(), checksSent.RoundTrips()
 	start := time.Now()
 	if err := sleep(ctx, r.cfg.PresenceWindow); err != nil {
 		return err
 	}
 	work := r.snapIf(ctx).since(before)
 	window := time.Since(start)
-	beats, checks := counter.beats.Load()-beats0, counter.checks.Load()-checks0
+	beats, checks := beatsSent.RoundTrips()-beats0, checksSent.RoundTrips()-checks0
 	if beats == 0 {
-		return fmt.Errorf("no beat answered in %s", window)
+		return fmt.Errorf("no beat sent in %s", window)
 	}
 	n := float64(beats)
 	sc, in := work.scriptCalls(), work.innerCalls()

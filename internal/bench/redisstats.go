@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
-	"sync/atomic"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // What the server says about its own work. Every figure is a delta between
@@ -206,30 +202,4 @@ func globEscape(s string) string {
 // oneLine is err's text on one line.
 func oneLine(err error) string {
 	return strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
-}
-
-// callCounter is a go-redis hook counting round trips: one per command sent
-// alone, one per pipeline.
-type callCounter struct {
-	n atomic.Int64
-}
-
-var _ redis.Hook = (*callCounter)(nil)
-
-func (c *callCounter) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
-}
-
-func (c *callCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (c *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmds)
-	}
 }

@@ -55,19 +55,11 @@ func (r *runner) runScripts(ctx context.Context) error {
 	}()
 	rdb := r.client(0)
 	defer func() { _ = rdb.Close() }()
-	node, err := datadriver.NewNode(ctx, datadriver.NodeConfig{JobID: "bench-" + randomID(), Redis: rdb, Namespace: ns, Logger: r.log})
+	drv, closeNode, err := r.benchDriver(ctx, rdb, ns)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		_ = node.Close(cctx)
-	}()
-	drv, err := datadriver.NewDriver(node, datadriver.Config[profileData]{Name: driverName})
-	if err != nil {
-		return err
-	}
+	defer closeNode()
 	blob := newBlob(r.cfg.CycleDataBytes, rand.NewChaCha8([32]byte{2}))
 	n := r.cfg.ScriptCalls
 	setup := oursCycle(drv, blob)
@@ -80,59 +72,76 @@ func (r *runner) runScripts(ctx context.Context) error {
 	profiles := make([]*datadriver.Profile[profileData], n)
 	phases := []struct {
 		name string
+		us   *float64 // where the phase's mean goes
 		call func(w int) error
 	}{
-		{"acquire", func(w int) (err error) {
+		{"acquire", &s.Acquire, func(w int) (err error) {
 			profiles[w], err = drv.Load(ctx, playerKey(w), datadriver.LoadOptions{})
 			return err
 		}},
-		{"save", func(w int) error {
+		{"save", &s.Save, func(w int) error {
 			if err := profiles[w].Update(func(d *profileData) { d.Coins++ }); err != nil {
 				return err
 			}
 			return profiles[w].Save(ctx)
 		}},
-		{"release", func(w int) error {
+		{"release", &s.Release, func(w int) error {
 			if err := profiles[w].Update(func(d *profileData) { d.Coins++ }); err != nil {
 				return err
 			}
 			return profiles[w].Release(ctx)
 		}},
-		{"send", func(w int) error {
+		{"send", &s.Send, func(w int) error {
 			_, err := drv.Send(ctx, playerKey(w), map[string]int{"gems": 5})
 			return err
 		}},
-		{"trivial", func(int) error { return trivialScript.Run(ctx, rdb, nil).Err() }},
+		{"trivial", &s.Trivial, func(int) error { return trivialScript.Run(ctx, rdb, nil).Err() }},
 	}
 	for _, ph := range phases {
-		before := r.snapIf(ctx)
-		for w := range n {
-			if err := ph.call(w); err != nil {
-				return fmt.Errorf("%s: %w", ph.name, err)
-			}
+		d, err := r.measure(ctx, n, ph.call)
+		if err != nil {
+			return fmt.Errorf("%s: %w", ph.name, err)
 		}
-		d := r.snapIf(ctx).since(before)
 		sc, in := d.scriptCalls(), d.innerCalls()
 		if sc.Calls == 0 {
 			continue
 		}
-		us := round3(float64(sc.Usec) / float64(sc.Calls))
-		switch ph.name {
-		case "acquire":
-			s.Acquire = us
-		case "save":
-			s.Save = us
-		case "release":
-			s.Release = us
-		case "send":
-			s.Send = us
-		case "trivial":
-			s.Trivial = us
-		}
+		*ph.us = round3(float64(sc.Usec) / float64(sc.Calls))
 		s.InnerUS[ph.name] = round3(float64(in.Usec) / float64(sc.Calls))
 		s.Commands[ph.name] = round3(float64(in.Calls) / float64(sc.Calls))
 	}
 	r.progress("  scripts (µs, server side): acquire %.1f, save %.1f, release %.1f, send %.1f, trivial %.1f; cycle EVALSHA mean %.1f",
 		s.Acquire, s.Save, s.Release, s.Send, s.Trivial, s.EvalSHA)
 	return nil
+}
+
+// measure runs call for each of n players, one after another, and returns
+// the server's work meanwhile.
+func (r *runner) measure(ctx context.Context, n int, call func(w int) error) (serverDelta, error) {
+	before := r.snapIf(ctx)
+	for w := range n {
+		if err := call(w); err != nil {
+			return serverDelta{}, err
+		}
+	}
+	return r.snapIf(ctx).since(before), nil
+}
+
+// benchDriver starts a Node on rdb under ns and its driver; closeNode
+// closes the Node.
+func (r *runner) benchDriver(ctx context.Context, rdb *redis.Client, ns string) (drv *datadriver.Driver[profileData], closeNode func(), err error) {
+	node, err := datadriver.NewNode(ctx, datadriver.NodeConfig{JobID: "bench-" + randomID(), Redis: rdb, Namespace: ns, Logger: r.log})
+	if err != nil {
+		return nil, nil, err
+	}
+	closeNode = func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_ = node.Close(cctx)
+	}
+	if drv, err = datadriver.NewDriver(node, datadriver.Config[profileData]{Name: driverName}); err != nil {
+		closeNode()
+		return nil, nil, err
+	}
+	return drv, closeNode, nil
 }

@@ -17,38 +17,8 @@ const Warning = "WARNING: embedded servers (in this process): these figures are 
 // measurement, then the notes.
 func (r *Result) WriteText(w io.Writer) error {
 	ew := &errWriter{w: w}
-	m := r.Machine
-	kind := "full run"
-	if r.Quick {
-		kind = "quick run (fewer, shorter rounds)"
-	}
-	ew.printf("playerdata bench: %s, %s\n", kind, m.StartedAt.Format("2006-01-02 15:04 UTC"))
-	ew.printf("  machine  %d cores (%s), GOMAXPROCS %d, %s, %s\n", m.Cores, orUnknown(m.CPUModel), m.GOMAXPROCS, m.GoVersion, m.OS)
-	ew.printf("  servers  Redis %s%s, NATS %s%s\n", orUnknown(m.RedisVersion), embedded(m.EmbeddedRedis),
-		orUnknown(m.NATSVersion), embedded(m.EmbeddedNATS))
-	ew.printf("  load     %s at the start, %s at the end (1, 5, 15 min); %.0f s\n", orUnknown(m.LoadBefore), orUnknown(m.LoadAfter), m.DurationS)
-	if m.EmbeddedRedis || m.EmbeddedNATS {
-		ew.printf("\n%s\n", Warning)
-	}
-
-	s := r.Settings
-	ew.printf("\nSession cycle: load under the lock → save → save-and-release, %d-byte data, %s players each on its own key,\n",
-		s.CycleDataBytes, r.playersList())
-	ew.printf("go-redis pool %d; cycles/s, median of %d interleaved rounds of %.0f ms after a warm-up\n", s.PoolSize, s.Rounds, s.RoundMS)
-	tw := tabwriter.NewWriter(ew, 2, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "  players\tours\traw\tredsync\tours/raw\tours/redsync\tRedis CPU µs/cycle: ours\traw\tredsync\tGo CPU µs/cycle: ours\traw\tredsync\t")
-	for _, p := range r.Players() {
-		c := r.Cycle[strconv.Itoa(p)]
-		fmt.Fprintf(tw, "  %d\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", p, c.OursOpsS, c.RawOpsS, c.RedsyncOpsS,
-			c.RatioRaw, c.RatioRedsync, c.RedisCPUUS, c.RawRedisCPUUS, c.RedsyncRedisCPUUS, c.GoCPUUS, c.RawGoCPUUS, c.RedsyncGoCPUUS)
-	}
-	_ = tw.Flush()
-	ew.printf("  ours: Driver.Load, Update, Save, Update, Release (3 round trips); raw: HGETALL, HSET, HSET (3, no lock);\n")
-	ew.printf("  redsync: Lock (SET NX PX), HGETALL, HSET, HSET, Unlock (EVALSHA) (5)\n")
-	ew.printf("  per cycle inside Redis (INFO commandstats; a script's commands count in its EVALSHA time too):\n")
-	for _, sys := range systems {
-		ew.printf("    %-8s %s\n", sys, commandLine(r.CycleCommands[sys]))
-	}
+	r.writeMachine(ew)
+	r.writeCycle(ew)
 
 	sc := r.Scripts
 	ew.printf("\nScripts (server-side µs per call, %d calls each): acquire %.1f, save %.1f, release %.1f, send %.1f; trivial script %.1f;\n",
@@ -97,6 +67,46 @@ func (r *Result) WriteText(w io.Writer) error {
 		}
 	}
 	return ew.err
+}
+
+// writeMachine writes the run's header: what ran where, and how loaded.
+func (r *Result) writeMachine(ew *errWriter) {
+	m := r.Machine
+	kind := "full run"
+	if r.Quick {
+		kind = "quick run (fewer, shorter rounds)"
+	}
+	ew.printf("playerdata bench: %s, %s\n", kind, m.StartedAt.Format("2006-01-02 15:04 UTC"))
+	ew.printf("  machine  %d cores (%s), GOMAXPROCS %d, %s, %s\n", m.Cores, orUnknown(m.CPUModel), m.GOMAXPROCS, m.GoVersion, m.OS)
+	ew.printf("  servers  Redis %s%s, NATS %s%s\n", orUnknown(m.RedisVersion), embedded(m.EmbeddedRedis),
+		orUnknown(m.NATSVersion), embedded(m.EmbeddedNATS))
+	ew.printf("  load     %s at the start, %s at the end (1, 5, 15 min); %.0f s\n", orUnknown(m.LoadBefore), orUnknown(m.LoadAfter), m.DurationS)
+	if m.EmbeddedRedis || m.EmbeddedNATS {
+		ew.printf("\n%s\n", Warning)
+	}
+}
+
+// writeCycle writes the session cycle's table and what each cycle ran
+// inside Redis.
+func (r *Result) writeCycle(ew *errWriter) {
+	s := r.Settings
+	ew.printf("\nSession cycle: load under the lock → save → save-and-release, %d-byte data, %s players each on its own key,\n",
+		s.CycleDataBytes, r.playersList())
+	ew.printf("go-redis pool %d; cycles/s, median of %d interleaved rounds of %.0f ms after a warm-up\n", s.PoolSize, s.Rounds, s.RoundMS)
+	tw := tabwriter.NewWriter(ew, 2, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "  players\tours\traw\tredsync\tours/raw\tours/redsync\tRedis CPU µs/cycle: ours\traw\tredsync\tGo CPU µs/cycle: ours\traw\tredsync\t")
+	for _, p := range r.Players() {
+		c := r.Cycle[strconv.Itoa(p)]
+		fmt.Fprintf(tw, "  %d\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", p, c.OursOpsS, c.RawOpsS, c.RedsyncOpsS,
+			c.RatioRaw, c.RatioRedsync, c.RedisCPUUS, c.RawRedisCPUUS, c.RedsyncRedisCPUUS, c.GoCPUUS, c.RawGoCPUUS, c.RedsyncGoCPUUS)
+	}
+	_ = tw.Flush()
+	ew.printf("  ours: Driver.Load, Update, Save, Update, Release (3 round trips); raw: HGETALL, HSET, HSET (3, no lock);\n")
+	ew.printf("  redsync: Lock (SET NX PX), HGETALL, HSET, HSET, Unlock (EVALSHA) (5)\n")
+	ew.printf("  per cycle inside Redis (INFO commandstats; a script's commands count in its EVALSHA time too):\n")
+	for _, sys := range systems {
+		ew.printf("    %-8s %s\n", sys, commandLine(r.CycleCommands[sys]))
+	}
 }
 
 // playersList lists the concurrencies of the cycle: "1, 8 and 64".

@@ -8,9 +8,9 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// The benchmarks compare the codec with what datadriver does today, in one
-// run: msgpack.Marshal(&v) to save, its top-level merge over the defaults
-// (copied below as mergeDecode) to load, and a msgpack round trip to copy.
+// The benchmarks compare the codec with the plain msgpack path, in one run:
+// msgpack.Marshal(&v) to save, a top-level merge over the defaults
+// (mergeDecode below) to load, and a msgpack round trip to copy.
 //
 //	go test -run '^$' -bench . -benchmem ./internal/datacodec/
 //
@@ -133,8 +133,8 @@ func benchNextRecord(tb testing.TB) []byte {
 	return out
 }
 
-// mergeDecode is datadriver's decode today (codec.go): the record's
-// top-level fields over the defaults' top-level fields.
+// mergeDecode is the plain msgpack load: the record's top-level fields over
+// the defaults' top-level fields.
 func mergeDecode[T any](defaultsMap map[string]msgpack.RawMessage, stored []byte) (T, error) {
 	var fields map[string]msgpack.RawMessage
 	var v T
@@ -238,7 +238,7 @@ func BenchmarkDecode(b *testing.B) {
 func BenchmarkClone(b *testing.B) {
 	c := benchCodec(b)
 	v := benchValue()
-	b.Run("baseline", func(b *testing.B) { // today's copy: a msgpack round trip
+	b.Run("baseline", func(b *testing.B) { // the plain copy: a msgpack round trip
 		b.ReportAllocs()
 		for b.Loop() {
 			raw, err := msgpack.Marshal(&v)

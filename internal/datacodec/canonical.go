@@ -3,11 +3,13 @@ package datacodec
 import (
 	"bytes"
 	"slices"
+
+	"github.com/ckernel/playerdata/internal/msgpackwire"
 )
 
 // checkNesting refuses a (whole) value nested deeper than limit.
 func checkNesting(b []byte, limit int) error {
-	r := reader{b: b}
+	r := msgpackwire.Reader{B: b}
 	var stack []int // values left to read at each open level
 	for pending := 1; ; {
 		for pending == 0 {
@@ -17,22 +19,22 @@ func checkNesting(b []byte, limit int) error {
 			pending, stack = stack[len(stack)-1], stack[:len(stack)-1]
 		}
 		pending--
-		c, err := r.code()
+		c, err := r.Code()
 		if err != nil {
 			return err
 		}
-		if !isMap(c) && !isArray(c) {
-			r.off--
-			if _, err := r.skip(); err != nil {
+		if !msgpackwire.IsMap(c) && !msgpackwire.IsArray(c) {
+			r.Off--
+			if _, err := r.Skip(); err != nil {
 				return err
 			}
 			continue
 		}
-		n, _, err := r.length(c)
+		n, _, err := r.Length(c)
 		if err != nil {
 			return err
 		}
-		if isMap(c) {
+		if msgpackwire.IsMap(c) {
 			n *= 2
 		}
 		if n > 0 {
@@ -47,31 +49,31 @@ func checkNesting(b []byte, limit int) error {
 // canonical appends the value at r with the entries of every map in it
 // sorted canonically (compareKeys): how unknown fields are kept, so that
 // writing them back is deterministic whoever wrote them first.
-func canonical(dst []byte, r *reader, depth int) ([]byte, error) {
+func canonical(dst []byte, r *msgpackwire.Reader, depth int) ([]byte, error) {
 	if depth > maxDepth {
 		return nil, errTooDeep
 	}
-	start := r.off
-	c, err := r.code()
+	start := r.Off
+	c, err := r.Code()
 	if err != nil {
 		return nil, err
 	}
-	if !isMap(c) && !isArray(c) {
-		r.off = start
-		if _, err := r.skip(); err != nil {
+	if !msgpackwire.IsMap(c) && !msgpackwire.IsArray(c) {
+		r.Off = start
+		if _, err := r.Skip(); err != nil {
 			return nil, err
 		}
-		return append(dst, r.b[start:r.off]...), nil
+		return append(dst, r.B[start:r.Off]...), nil
 	}
-	n, _, err := r.length(c)
+	n, _, err := r.Length(c)
 	if err != nil {
 		return nil, err
 	}
-	if n > r.left() {
+	if n > r.Left() {
 		return nil, errTruncated
 	}
-	dst = append(dst, r.b[start:r.off]...)
-	if isArray(c) {
+	dst = append(dst, r.B[start:r.Off]...)
+	if msgpackwire.IsArray(c) {
 		for range n {
 			if dst, err = canonical(dst, r, depth+1); err != nil {
 				return nil, err

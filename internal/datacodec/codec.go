@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sync"
 
+	"github.com/ckernel/playerdata/internal/msgpackwire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -76,7 +77,7 @@ type state struct {
 	temps [][]reflect.Value // free scratch values, by plan id
 	depth int
 	loose int // inside an interface: see encodeContainer
-	r     reader
+	r     msgpackwire.Reader
 	me    *msgpack.Encoder // custom values, written into buf
 	md    *msgpack.Decoder // custom values and any, read from br
 	br    bytes.Reader
@@ -165,12 +166,12 @@ func (c *Codec[T]) Decode(stored []byte, from int) (T, *Unknown, error) {
 			return v, nil, err
 		}
 	}
-	s.r = reader{b: data}
+	s.r = msgpackwire.Reader{B: data}
 	root, err := s.decode(c.root, reflect.ValueOf(&v).Elem(), reflect.ValueOf(&c.defaults).Elem())
-	if err == nil && s.r.off != len(data) {
-		err = fmt.Errorf("%w: %d bytes after the value", ErrMalformed, len(data)-s.r.off)
+	if err == nil && s.r.Off != len(data) {
+		err = fmt.Errorf("%w: %d bytes after the value", ErrMalformed, len(data)-s.r.Off)
 	}
-	s.r = reader{}
+	s.r = msgpackwire.Reader{}
 	if err != nil {
 		var zero T
 		return zero, nil, fieldError(err)

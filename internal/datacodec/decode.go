@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strconv"
 
+	"github.com/ckernel/playerdata/internal/msgpackwire"
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
@@ -33,7 +34,7 @@ const maxDepth = 1000
 const sliceAllocLimit = 1 << 20
 
 func (s *state) decode(p *plan, dst, tmpl reflect.Value) (*node, error) {
-	c, err := s.r.code()
+	c, err := s.r.Code()
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +49,7 @@ func (s *state) decode(p *plan, dst, tmpl reflect.Value) (*node, error) {
 			return nil, mismatch(c, "bool")
 		}
 	case kInt, kInt8, kInt16, kInt32, kInt64:
-		u, neg, err := s.r.integer(c, p.typ.String())
+		u, neg, err := s.r.Integer(c, p.typ.String())
 		if err != nil {
 			return nil, err
 		}
@@ -58,7 +59,7 @@ func (s *state) decode(p *plan, dst, tmpl reflect.Value) (*node, error) {
 		}
 		dst.SetInt(n)
 	case kUint, kUint8, kUint16, kUint32, kUint64:
-		u, neg, err := s.r.integer(c, p.typ.String())
+		u, neg, err := s.r.Integer(c, p.typ.String())
 		if err != nil {
 			return nil, err
 		}
@@ -67,19 +68,19 @@ func (s *state) decode(p *plan, dst, tmpl reflect.Value) (*node, error) {
 		}
 		dst.SetUint(u)
 	case kFloat32, kFloat64:
-		f, err := s.r.float(c, p.typ.String())
+		f, err := s.r.Float(c, p.typ.String())
 		if err != nil {
 			return nil, err
 		}
 		dst.SetFloat(f)
 	case kString:
-		b, _, err := s.r.str(c, p.typ.String())
+		b, _, err := s.r.Str(c, p.typ.String())
 		if err != nil {
 			return nil, err
 		}
 		dst.SetString(string(b))
 	case kBytes:
-		b, isNil, err := s.r.str(c, p.typ.String())
+		b, isNil, err := s.r.Str(c, p.typ.String())
 		if err != nil {
 			return nil, err
 		}
@@ -89,7 +90,7 @@ func (s *state) decode(p *plan, dst, tmpl reflect.Value) (*node, error) {
 		}
 		dst.SetBytes(bytes.Clone(b))
 	case kByteArray:
-		b, _, err := s.r.str(c, p.typ.String())
+		b, _, err := s.r.Str(c, p.typ.String())
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +101,7 @@ func (s *state) decode(p *plan, dst, tmpl reflect.Value) (*node, error) {
 			dst.Index(i).SetUint(uint64(x))
 		}
 	case kIface, kCustom, kTime:
-		s.r.off--
+		s.r.Off--
 		return nil, s.delegate(dst)
 	default:
 		if s.depth++; s.depth > maxDepth {
@@ -137,7 +138,7 @@ func (s *state) decodeContainer(p *plan, c byte, dst, tmpl reflect.Value) (*node
 		dst.SetZero()
 		return nil, nil
 	}
-	s.r.off--
+	s.r.Off--
 	nv := reflect.New(p.elem.typ)
 	var et reflect.Value
 	if tmpl.IsValid() && !tmpl.IsNil() {
@@ -160,175 +161,8 @@ func setEmpty(dst, tmpl reflect.Value) {
 	}
 }
 
-func (s *state) decodeStruct(p *plan, c byte, dst, tmpl reflect.Value) (*node, error) {
-	if c == msgpcode.Nil { // as if absent
-		if tmpl.IsValid() {
-			return nil, s.clone(p, dst, tmpl)
-		}
-		dst.SetZero()
-		return nil, nil
-	}
-	n, err := s.r.mapLen(c)
-	if err != nil {
-		return nil, err
-	}
-	var seenBuf [2]uint64
-	seen := seenBuf[:]
-	if len(p.fields) > 128 {
-		seen = make([]uint64, (len(p.fields)+63)/64)
-	}
-	var un *node
-	for range n {
-		kstart := s.r.off
-		idx := -1
-		kc, err := s.r.code()
-		if err != nil {
-			return nil, err
-		}
-		if isStr(kc) {
-			name, _, err := s.r.str(kc, "")
-			if err != nil {
-				return nil, err
-			}
-			if j, ok := p.byName[string(name)]; ok {
-				idx = j
-			}
-		} else {
-			s.r.off = kstart
-			if _, err := s.r.skip(); err != nil {
-				return nil, err
-			}
-		}
-		if idx < 0 {
-			if un == nil {
-				un = &node{}
-			}
-			if err := s.keepRaw(un, kstart); err != nil {
-				if name, ok := keyString(s.r.b[kstart:]); ok {
-					return nil, atPath(err, "."+name)
-				}
-				return nil, err
-			}
-			continue
-		}
-		f := &p.fields[idx]
-		seen[idx/64] |= 1 << (idx % 64)
-		for _, j := range f.covers {
-			seen[j/64] |= 1 << (j % 64)
-		}
-		fv, ok := s.fieldAlloc(dst, f.index)
-		if !ok {
-			if _, err := s.r.skip(); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		var ft reflect.Value
-		if tmpl.IsValid() {
-			ft, _ = fieldOf(tmpl, f.index)
-		}
-		kid, err := s.decode(f.plan, fv, ft)
-		if err != nil {
-			return nil, atPath(err, "."+f.name)
-		}
-		if kid != nil && idx < p.nEnc {
-			if un == nil {
-				un = &node{}
-			}
-			if un.kids == nil {
-				un.kids = make([]*node, p.nEnc)
-			}
-			un.kids[idx] = kid
-		}
-	}
-	if tmpl.IsValid() {
-		for i := range p.nEnc {
-			if seen[i/64]&(1<<(i%64)) != 0 {
-				continue
-			}
-			f := &p.fields[i]
-			ft, ok := fieldOf(tmpl, f.index)
-			if !ok {
-				continue
-			}
-			fv, ok := fieldOf(dst, f.index)
-			if !ok {
-				if fv, ok = s.allocPath(dst, f.index); !ok {
-					continue
-				}
-			}
-			if err := s.clone(f.plan, fv, ft); err != nil {
-				return nil, atPath(err, "."+f.name)
-			}
-		}
-	}
-	if un != nil {
-		un.sortRaw()
-	}
-	return un, nil
-}
-
-// fieldAlloc is the field at index below v, allocating the embedded
-// pointers on the way, except for a stored nil (there is nothing to put
-// there). ok is false when the value is to be skipped.
-func (s *state) fieldAlloc(v reflect.Value, index []int) (reflect.Value, bool) {
-	if fv, ok := fieldOf(v, index); ok {
-		return fv, true
-	}
-	if c, err := s.r.peek(); err != nil || c == msgpcode.Nil {
-		return reflect.Value{}, false
-	}
-	return s.allocPath(v, index)
-}
-
-func (s *state) allocPath(v reflect.Value, index []int) (reflect.Value, bool) {
-	for i, x := range index {
-		if i > 0 && v.Kind() == reflect.Pointer {
-			if v.IsNil() {
-				if !v.CanSet() {
-					return reflect.Value{}, false // an unexported embedded pointer
-				}
-				v.Set(reflect.New(v.Type().Elem()))
-			}
-			v = v.Elem()
-		}
-		v = v.Field(x)
-	}
-	return v, true
-}
-
-// keepRaw keeps the struct entry (key and value) at kstart, which the
-// plan does not know, in canonical form.
-func (s *state) keepRaw(un *node, kstart int) error {
-	s.r.off = kstart
-	if _, err := s.r.skip(); err != nil {
-		return err
-	}
-	klen := s.r.off - kstart
-	hasMaps, err := s.r.skip()
-	if err != nil {
-		return err
-	}
-	kv := s.r.b[kstart:s.r.off]
-	if hasMaps {
-		kr := reader{b: kv}
-		out, err := canonical(nil, &kr, 0) // the key
-		if err == nil {
-			out, err = canonical(out, &kr, 0) // the value
-		}
-		if err != nil {
-			return err
-		}
-		kv = out[:len(out):len(out)]
-	} else {
-		kv = bytes.Clone(kv)
-	}
-	un.raw = append(un.raw, rawEntry{kv: kv, klen: klen})
-	return nil
-}
-
 func (s *state) decodeMap(p *plan, c byte, dst, tmpl reflect.Value) (*node, error) {
-	n, err := s.r.mapLen(c)
+	n, err := s.r.MapLen(c)
 	if err != nil {
 		return nil, err
 	}
@@ -389,7 +223,7 @@ func keySegment(k reflect.Value) string {
 }
 
 func (s *state) decodeSlice(p *plan, c byte, dst, tmpl reflect.Value) (*node, error) {
-	n, err := s.r.arrayLen(c)
+	n, err := s.r.ArrayLen(c)
 	if err != nil {
 		return nil, err
 	}
@@ -426,7 +260,7 @@ func (s *state) decodeSlice(p *plan, c byte, dst, tmpl reflect.Value) (*node, er
 }
 
 func (s *state) decodeArray(p *plan, c byte, dst, tmpl reflect.Value) (*node, error) {
-	n, err := s.r.arrayLen(c)
+	n, err := s.r.ArrayLen(c)
 	if err != nil {
 		return nil, err
 	}
@@ -465,12 +299,12 @@ func (s *state) decodeArray(p *plan, c byte, dst, tmpl reflect.Value) (*node, er
 // encoding) to msgpack, on a span already checked to be whole and not
 // too deep.
 func (s *state) delegate(dst reflect.Value) (err error) {
-	start := s.r.off
-	if _, err := s.r.skip(); err != nil {
+	start := s.r.Off
+	if _, err := s.r.Skip(); err != nil {
 		return err
 	}
-	span := s.r.b[start:s.r.off]
-	if isMap(span[0]) || isArray(span[0]) {
+	span := s.r.B[start:s.r.Off]
+	if msgpackwire.IsMap(span[0]) || msgpackwire.IsArray(span[0]) {
 		if err := checkNesting(span, maxDepth); err != nil {
 			return err
 		}

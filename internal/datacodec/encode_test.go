@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/msgpackwire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -81,11 +82,11 @@ func TestCanonicalKeyOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ids []int64
-	for r := (reader{b: got.ByID, off: 1}); r.left() > 0; {
-		c, _ := r.code()
-		u, _, _ := r.integer(c, "")
+	for r := (msgpackwire.Reader{B: got.ByID, Off: 1}); r.Left() > 0; {
+		c, _ := r.Code()
+		u, _, _ := r.Integer(c, "")
 		ids = append(ids, int64(u))
-		r.skip()
+		r.Skip()
 	}
 	if want := []int64{-100, -3, 2, 10}; !equalInts(ids, want) {
 		t.Fatalf("int keys in order %v, want %v", ids, want)
@@ -189,8 +190,8 @@ type Base struct {
 
 // TestEncodeMatchesMsgpack: without maps of two entries or more (and
 // sized integers inside an any), the bytes are those of msgpack.Marshal
-// with the same tag, so today's decoder reads them and nothing changes on
-// the wire.
+// with the same tag, so a plain msgpack decoder reads them and nothing
+// changes on the wire.
 func TestEncodeMatchesMsgpack(t *testing.T) {
 	seven := 7
 	sized := Sized{
@@ -258,9 +259,9 @@ func TestTimeMatchesMsgpack(t *testing.T) {
 	}
 }
 
-// TestReadsRecordsDatadriverWrote: a record today's datadriver wrote
-// (msgpack.Marshal) decodes as today's top-level merge decodes it, and
-// what the codec writes, today's decoder reads back the same.
+// TestReadsRecordsDatadriverWrote: a record written with msgpack.Marshal
+// decodes as a top-level merge decodes it, and what the codec writes, that
+// merge reads back the same.
 func TestReadsRecordsDatadriverWrote(t *testing.T) {
 	c := benchCodec(t)
 	defaults := benchDefaults()

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/ckernel/playerdata/internal/msgpackwire"
 )
 
 // Errors returned by this package. Test them with errors.Is; a decoding
@@ -45,7 +47,23 @@ var (
 )
 
 func mismatch(c byte, want string) error {
-	return fmt.Errorf("%w: msgpack %s into %s", ErrTypeMismatch, describe(c), want)
+	return fmt.Errorf("%w: msgpack %s into %s", ErrTypeMismatch, msgpackwire.Describe(c), want)
+}
+
+// fromWire turns an error of the msgpack reader into this package's:
+// ErrMalformed for bytes that are not msgpack, ErrTypeMismatch for
+// msgpack of another type.
+func fromWire(err error) error {
+	switch e := err.(type) {
+	case *msgpackwire.TypeError:
+		return mismatch(e.Code, e.Want)
+	case *msgpackwire.CodeError:
+		return fmt.Errorf("%w: %w", ErrMalformed, e)
+	}
+	if err == msgpackwire.ErrTruncated {
+		return errTruncated
+	}
+	return err
 }
 
 // FieldError is a decoding error and where it happened. Path names the
@@ -90,8 +108,9 @@ func atPath(err error, seg string) error {
 func fieldError(err error) error {
 	pe, ok := err.(*pathError)
 	if !ok {
-		return &FieldError{Err: err}
+		return &FieldError{Err: fromWire(err)}
 	}
+	pe.err = fromWire(pe.err)
 	var b strings.Builder
 	for i := len(pe.segs) - 1; i >= 0; i-- {
 		b.WriteString(pe.segs[i])

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/msgpackwire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -39,10 +40,10 @@ func isCustom(t reflect.Type, tag string) bool {
 	if len(b) == 0 {
 		return false
 	}
-	if isExt(b[0]) {
+	if msgpackwire.IsExt(b[0]) {
 		return true
 	}
-	return t.Kind() == reflect.Struct && !isMap(b[0]) && !(isArray(b[0]) && asArray(t, tag))
+	return t.Kind() == reflect.Struct && !msgpackwire.IsMap(b[0]) && !(msgpackwire.IsArray(b[0]) && asArray(t, tag))
 }
 
 // probe is msgpack's encoding of t's zero value; nil if it fails.

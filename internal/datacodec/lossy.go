@@ -3,6 +3,8 @@ package datacodec
 import (
 	"reflect"
 	"strings"
+
+	"github.com/ckernel/playerdata/internal/enum"
 )
 
 // LossyField is a field of the stored type whose value does not come back
@@ -34,11 +36,9 @@ const (
 
 // String says what the loss does to the value.
 func (l Loss) String() string {
-	switch l {
-	case LossUnexported:
-		return "unexported field: not stored, it loads as the zero value"
-	case LossInterface:
-		return "interface-typed: it loads as msgpack's own types (an int as int8, a struct as a map)"
+	if name, ok := enum.Name(l, "", "unexported field: not stored, it loads as the zero value",
+		"interface-typed: it loads as msgpack's own types (an int as int8, a struct as a map)"); ok {
+		return name
 	}
 	return "unknown loss"
 }

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/msgpackwire"
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
@@ -18,10 +19,10 @@ import (
 // migrate runs migrations from..len-1 over stored and returns the result,
 // encoded.
 func (c *core) migrate(s *state, stored []byte, from int, ms []Migration) ([]byte, error) {
-	r := reader{b: stored}
+	r := msgpackwire.Reader{B: stored}
 	v, err := loose(&r, 0)
-	if err == nil && r.off != len(stored) {
-		err = fmt.Errorf("%w: %d bytes after the value", ErrMalformed, len(stored)-r.off)
+	if err == nil && r.Off != len(stored) {
+		err = fmt.Errorf("%w: %d bytes after the value", ErrMalformed, len(stored)-r.Off)
 	}
 	if err != nil {
 		return nil, fieldError(err)
@@ -32,7 +33,7 @@ func (c *core) migrate(s *state, stored []byte, from int, ms []Migration) ([]byt
 		m = map[string]any{}
 	case !ok:
 		return nil, &FieldError{Err: fmt.Errorf("%w: migrations need a map with string keys at the top, the record holds %s",
-			ErrTypeMismatch, describe(stored[0]))}
+			ErrTypeMismatch, msgpackwire.Describe(stored[0]))}
 	}
 	for i := from; i < len(ms); i++ {
 		if err := runMigration(i, ms[i].Apply, m); err != nil {
@@ -62,12 +63,12 @@ func runMigration(i int, apply func(map[string]any) error, m map[string]any) (er
 // (uint64 above math.MaxInt64), float64, string, []byte, []any,
 // map[string]any (map[any]any when a key is not a string), time.Time, and
 // msgpack.RawMessage for any other extension.
-func loose(r *reader, depth int) (any, error) {
+func loose(r *msgpackwire.Reader, depth int) (any, error) {
 	if depth > maxDepth {
 		return nil, errTooDeep
 	}
-	start := r.off
-	c, err := r.code()
+	start := r.Off
+	c, err := r.Code()
 	if err != nil {
 		return nil, err
 	}
@@ -77,15 +78,15 @@ func loose(r *reader, depth int) (any, error) {
 	case c == msgpcode.False || c == msgpcode.True:
 		return c == msgpcode.True, nil
 	case c == msgpcode.Float || c == msgpcode.Double:
-		return r.float(c, "")
-	case isStr(c):
-		p, _, err := r.str(c, "")
+		return r.Float(c, "")
+	case msgpackwire.IsStr(c):
+		p, _, err := r.Str(c, "")
 		return string(p), err
-	case isBin(c):
-		p, _, err := r.str(c, "")
+	case msgpackwire.IsBin(c):
+		p, _, err := r.Str(c, "")
 		return bytes.Clone(p), err
-	case isArray(c):
-		n, err := r.arrayLen(c)
+	case msgpackwire.IsArray(c):
+		n, err := r.ArrayLen(c)
 		if err != nil {
 			return nil, err
 		}
@@ -96,14 +97,14 @@ func loose(r *reader, depth int) (any, error) {
 			}
 		}
 		return a, nil
-	case isMap(c):
+	case msgpackwire.IsMap(c):
 		return looseMap(r, c, depth)
-	case isExt(c):
-		r.off = start
-		if _, err := r.skip(); err != nil {
+	case msgpackwire.IsExt(c):
+		r.Off = start
+		if _, err := r.Skip(); err != nil {
 			return nil, err
 		}
-		raw := bytes.Clone(r.b[start:r.off])
+		raw := bytes.Clone(r.B[start:r.Off])
 		if extType(raw) == -1 {
 			var t time.Time
 			if err := msgpack.Unmarshal(raw, &t); err != nil {
@@ -113,7 +114,7 @@ func loose(r *reader, depth int) (any, error) {
 		}
 		return msgpack.RawMessage(raw), nil
 	}
-	u, neg, err := r.integer(c, "a value")
+	u, neg, err := r.Integer(c, "a value")
 	switch {
 	case err != nil:
 		return nil, err
@@ -123,8 +124,8 @@ func loose(r *reader, depth int) (any, error) {
 	return u, nil
 }
 
-func looseMap(r *reader, c byte, depth int) (any, error) {
-	n, err := r.mapLen(c)
+func looseMap(r *msgpackwire.Reader, c byte, depth int) (any, error) {
+	n, err := r.MapLen(c)
 	if err != nil {
 		return nil, err
 	}

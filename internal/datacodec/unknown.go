@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ckernel/playerdata/internal/msgpackwire"
 )
 
 // Unknown is what a stored record held that T does not know: fields a
@@ -118,11 +120,11 @@ func joinPath(path, name string) string {
 }
 
 func keyString(k []byte) (string, bool) {
-	if len(k) == 0 || !isStr(k[0]) {
+	if len(k) == 0 || !msgpackwire.IsStr(k[0]) {
 		return "", false
 	}
-	r := reader{b: k, off: 1}
-	p, _, err := r.str(k[0], "")
+	r := msgpackwire.Reader{B: k, Off: 1}
+	p, _, err := r.Str(k[0], "")
 	return string(p), err == nil
 }
 

@@ -45,6 +45,31 @@ const (
 	FieldInboxSeq = "inbox.seq"
 )
 
+// The entry fields of the inbox stream (send.lua writes them) and of the
+// dead-letter stream (save.lua moves a message refused too often there,
+// replay.lua moves it back).
+const (
+	// EntryBody is a message's body (opaque); EntryIdemKey its idempotency
+	// key (absent: none). A dead letter keeps both.
+	EntryBody    = "b"
+	EntryIdemKey = "k"
+	// DeadID is the id a dead letter had in the inbox, DeadTries how often
+	// it was refused, DeadErr the last refusal's error and DeadJob the
+	// server that refused it.
+	DeadID    = "id"
+	DeadTries = "n"
+	DeadErr   = "err"
+	DeadJob   = "job"
+)
+
+// The fields of the refusal-count hash (TriesKey), for an inbox message id:
+// id itself holds the count, id+TriesErrSuffix the last refusal's error and
+// id+TriesJobSuffix the server that refused it.
+const (
+	TriesErrSuffix = ":err"
+	TriesJobSuffix = ":job"
+)
+
 // Format is the record layout this build writes and reads. A record with a
 // higher format is refused, never overwritten.
 const Format = 1

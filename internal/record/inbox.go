@@ -152,9 +152,9 @@ func ReadDeadLetters(ctx context.Context, rdb redis.Cmdable, key string, max int
 	out := make([]DeadLetter, 0, len(entries))
 	for _, e := range entries {
 		s := func(name string) string { v, _ := e.Values[name].(string); return v }
-		n, _ := strconv.Atoi(s("n"))
-		out = append(out, DeadLetter{ID: e.ID, MessageID: s("id"), Body: []byte(s("b")), IdempotencyKey: s("k"),
-			Attempts: n, Err: s("err"), Job: s("job")})
+		n, _ := strconv.Atoi(s(DeadTries))
+		out = append(out, DeadLetter{ID: e.ID, MessageID: s(DeadID), Body: []byte(s(EntryBody)), IdempotencyKey: s(EntryIdemKey),
+			Attempts: n, Err: s(DeadErr), Job: s(DeadJob)})
 	}
 	return out, nil
 }

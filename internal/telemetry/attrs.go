@@ -1,6 +1,9 @@
 package telemetry
 
-import "go.opentelemetry.io/otel/attribute"
+import (
+	"github.com/ckernel/playerdata/internal/enum"
+	"go.opentelemetry.io/otel/attribute"
+)
 
 // Attribute keys of this package. Metric attributes take their values only
 // from the typed enums below and from driver names (a Node's profile kinds,
@@ -67,6 +70,15 @@ const (
 	errorTypeKey = attribute.Key("error.type")
 )
 
+// label names an enum value by its attribute value, from names (in value
+// order); "invalid" out of range.
+func label[E ~uint8](v E, names ...string) string {
+	if name, ok := enum.Name(v, names...); ok {
+		return name
+	}
+	return "invalid"
+}
+
 // JoinPath is how a join came by its lock.
 type JoinPath uint8
 
@@ -89,22 +101,9 @@ const (
 	joinPaths
 )
 
-// String returns the attribute value: "free", "same_server", "adopted",
-// "handoff" or "takeover".
+// String is the attribute value.
 func (p JoinPath) String() string {
-	switch p {
-	case JoinFree:
-		return "free"
-	case JoinSameServer:
-		return "same_server"
-	case JoinAdopted:
-		return "adopted"
-	case JoinHandoff:
-		return "handoff"
-	case JoinTakeover:
-		return "takeover"
-	}
-	return "invalid"
+	return label(p, "free", "same_server", "adopted", "handoff", "takeover")
 }
 
 // JoinOutcome is how a join ended.
@@ -123,19 +122,9 @@ const (
 	joinOutcomes
 )
 
-// String returns "loaded", "refused", "failed" or "cancelled".
+// String is the attribute value.
 func (o JoinOutcome) String() string {
-	switch o {
-	case JoinLoaded:
-		return "loaded"
-	case JoinRefused:
-		return "refused"
-	case JoinFailed:
-		return "failed"
-	case JoinCancelled:
-		return "cancelled"
-	}
-	return "invalid"
+	return label(o, "loaded", "refused", "failed", "cancelled")
 }
 
 // WriteKind is what a write of a record (one save.lua call) was for.
@@ -160,24 +149,9 @@ const (
 	writeKinds
 )
 
-// String returns "save", "autosave", "release", "refresh", "adopt" or
-// "give_back".
+// String is the attribute value.
 func (k WriteKind) String() string {
-	switch k {
-	case WriteSave:
-		return "save"
-	case WriteAutosave:
-		return "autosave"
-	case WriteRelease:
-		return "release"
-	case WriteRefresh:
-		return "refresh"
-	case WriteAdopt:
-		return "adopt"
-	case WriteGiveBack:
-		return "give_back"
-	}
-	return "invalid"
+	return label(k, "save", "autosave", "release", "refresh", "adopt", "give_back")
 }
 
 // WriteOutcome is how a write ended.
@@ -200,24 +174,9 @@ const (
 	writeOutcomes
 )
 
-// String returns "ok", "lock_lost", "too_large", "trade_pending", "timeout"
-// or "error".
+// String is the attribute value.
 func (o WriteOutcome) String() string {
-	switch o {
-	case WriteOK:
-		return "ok"
-	case WriteLockLost:
-		return "lock_lost"
-	case WriteTooLarge:
-		return "too_large"
-	case WriteTradePending:
-		return "trade_pending"
-	case WriteTimeout:
-		return "timeout"
-	case WriteError:
-		return "error"
-	}
-	return "invalid"
+	return label(o, "ok", "lock_lost", "too_large", "trade_pending", "timeout", "error")
 }
 
 // LossReason is why a session ended with ErrLockLost.
@@ -244,24 +203,9 @@ const (
 	lossReasons
 )
 
-// String returns "taken", "lease_lapsed", "aged", "wiped", "record_gone" or
-// "record_corrupt".
+// String is the attribute value.
 func (r LossReason) String() string {
-	switch r {
-	case LossTaken:
-		return "taken"
-	case LossLeaseLapsed:
-		return "lease_lapsed"
-	case LossAged:
-		return "aged"
-	case LossWiped:
-		return "wiped"
-	case LossRecordGone:
-		return "record_gone"
-	case LossRecordCorrupt:
-		return "record_corrupt"
-	}
-	return "invalid"
+	return label(r, "taken", "lease_lapsed", "aged", "wiped", "record_gone", "record_corrupt")
 }
 
 // TakeoverHow is how a lock was taken from a holder that did not release
@@ -282,17 +226,9 @@ const (
 	takeoverHows
 )
 
-// String returns "stopped", "aged" or "own_run".
+// String is the attribute value.
 func (h TakeoverHow) String() string {
-	switch h {
-	case TakeoverStopped:
-		return "stopped"
-	case TakeoverAged:
-		return "aged"
-	case TakeoverOwnRun:
-		return "own_run"
-	}
-	return "invalid"
+	return label(h, "stopped", "aged", "own_run")
 }
 
 // HandoffMessage is the kind of a message between servers
@@ -309,17 +245,9 @@ const (
 	handoffMessages
 )
 
-// String returns "request", "reply" or "notify".
+// String is the attribute value.
 func (m HandoffMessage) String() string {
-	switch m {
-	case MsgRequest:
-		return "request"
-	case MsgReply:
-		return "reply"
-	case MsgNotify:
-		return "notify"
-	}
-	return "invalid"
+	return label(m, "request", "reply", "notify")
 }
 
 // SendOutcome is how Driver.Send of a profile message ended.
@@ -335,17 +263,9 @@ const (
 	sendOutcomes
 )
 
-// String returns "ok", "inbox_full" or "failed".
+// String is the attribute value.
 func (o SendOutcome) String() string {
-	switch o {
-	case SendOK:
-		return "ok"
-	case SendInboxFull:
-		return "inbox_full"
-	case SendFailed:
-		return "failed"
-	}
-	return "invalid"
+	return label(o, "ok", "inbox_full", "failed")
 }
 
 // DropReason is why a message that reached this server was dropped.
@@ -377,28 +297,10 @@ const (
 	dropReasons
 )
 
-// String returns "malformed", "too_large", "unknown_type",
-// "unauthenticated", "unknown_driver", "replayed", "backlog" or "unwaited".
+// String is the attribute value.
 func (r DropReason) String() string {
-	switch r {
-	case DropMalformed:
-		return "malformed"
-	case DropTooLarge:
-		return "too_large"
-	case DropUnknownType:
-		return "unknown_type"
-	case DropUnauthenticated:
-		return "unauthenticated"
-	case DropUnknownDriver:
-		return "unknown_driver"
-	case DropReplayed:
-		return "replayed"
-	case DropBacklog:
-		return "backlog"
-	case DropUnwaited:
-		return "unwaited"
-	}
-	return "invalid"
+	return label(r, "malformed", "too_large", "unknown_type", "unauthenticated", "unknown_driver",
+		"replayed", "backlog", "unwaited")
 }
 
 // WaitOn is what a join waits on.
@@ -412,15 +314,9 @@ const (
 	waitOns
 )
 
-// String returns "same_server" or "other_server".
+// String is the attribute value.
 func (w WaitOn) String() string {
-	switch w {
-	case WaitSameServer:
-		return "same_server"
-	case WaitOtherServer:
-		return "other_server"
-	}
-	return "invalid"
+	return label(w, "same_server", "other_server")
 }
 
 // AcquireOutcome is what one acquire attempt (acquire.lua) met.
@@ -439,19 +335,9 @@ const (
 	acquireOutcomes
 )
 
-// String returns "taken", "locked", "too_new" or "error".
+// String is the attribute value.
 func (o AcquireOutcome) String() string {
-	switch o {
-	case AcquireTaken:
-		return "taken"
-	case AcquireLocked:
-		return "locked"
-	case AcquireTooNew:
-		return "too_new"
-	case AcquireError:
-		return "error"
-	}
-	return "invalid"
+	return label(o, "taken", "locked", "too_new", "error")
 }
 
 // PresenceStatus is what a presence read found. Its values are in the order
@@ -469,17 +355,9 @@ const (
 	presenceStatuses
 )
 
-// String returns "unknown", "alive" or "stopped".
+// String is the attribute value.
 func (s PresenceStatus) String() string {
-	switch s {
-	case PresenceUnknown:
-		return "unknown"
-	case PresenceAlive:
-		return "alive"
-	case PresenceStopped:
-		return "stopped"
-	}
-	return "invalid"
+	return label(s, "unknown", "alive", "stopped")
 }
 
 // BusEvent is a change of the bus's connection.
@@ -496,15 +374,7 @@ const (
 	busEventCount
 )
 
-// String returns "disconnect", "reconnect" or "close".
+// String is the attribute value.
 func (e BusEvent) String() string {
-	switch e {
-	case BusDisconnect:
-		return "disconnect"
-	case BusReconnect:
-		return "reconnect"
-	case BusClose:
-		return "close"
-	}
-	return "invalid"
+	return label(e, "disconnect", "reconnect", "close")
 }

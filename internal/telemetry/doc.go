@@ -15,6 +15,10 @@
 // metric attributes are driver names and enum values only, and player keys
 // appear on spans only.
 //
+// The Node's lockhandoff.Handoff records through Telemetry.HandoffTrace, a
+// lockhandoff.Trace over the same instruments and spans, so lockhandoff
+// itself knows nothing of this package.
+//
 // A nil *Telemetry, a nil *Driver and the zero value of every span handle
 // (AcquireSpan, WriteSpan, PresenceSpan, SendSpan, ProcessSpan) are valid
 // and do nothing, so code under test needs no telemetry at all.

@@ -1,0 +1,180 @@
+// Package presencescript holds presence's Lua scripts (the beat, the read,
+// the list, the removal and the shard-count mark of a presence hash) and the
+// beat's typed arguments and answer: package presence runs them, and the
+// tools that watch beats on the wire (the script catalog of the tests, the
+// simulation, the bench, the demo) read them, with none of it in presence's
+// public surface.
+package presencescript
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/ckernel/playerdata/internal/enum"
+	"github.com/ckernel/playerdata/internal/rscript"
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed beat.lua
+	beatLua string
+	//go:embed read.lua
+	readLua string
+	//go:embed list.lua
+	listLua string
+	//go:embed remove.lua
+	removeLua string
+	//go:embed shards.lua
+	shardsLua string
+)
+
+// The names of the presence scripts, as an rscript.Catalog reports them.
+const (
+	NameBeat   = "presence-beat"
+	NameRead   = "presence-read"
+	NameList   = "presence-list"
+	NameRemove = "presence-remove"
+	NameShards = "presence-shards"
+)
+
+// The scripts are immutable values shared by every client.
+var (
+	Beat   = rscript.New(NameBeat, beatLua)
+	Read   = rscript.New(NameRead, readLua)
+	List   = rscript.New(NameList, listLua)
+	Remove = rscript.New(NameRemove, removeLua)
+	Shards = rscript.New(NameShards, shardsLua)
+)
+
+// BeatRaw is beat.lua as go-redis runs it, for presence's own EVALSHA then
+// EVAL: a NOSCRIPT answer (Redis forgot its scripts: a restart, a failover,
+// SCRIPT FLUSH) makes that beat a full check.
+var BeatRaw = redis.NewScript(beatLua)
+
+// All lists the presence scripts (for an rscript.Catalog).
+func All() []*rscript.Script { return []*rscript.Script{Beat, Read, List, Remove, Shards} }
+
+// ErrUnexpectedReply means a script answered (or was called) in a shape
+// this package does not know; presence.ErrUnexpectedReply is this error.
+var ErrUnexpectedReply = errors.New("presence: unexpected script reply")
+
+// BeatArgs are the arguments of beat.lua.
+type BeatArgs struct {
+	// JobID is the beating server.
+	JobID string
+	// TTL is how long the beat keeps it alive (Redis clock).
+	TTL time.Duration
+	// Instance is the beating process (Config.Instance).
+	Instance string
+	// Expected is the expiry this instance's last acknowledged beat wrote
+	// (ms precision): when the field still holds it, the beat takes the fast
+	// path. Zero: none, go to the full path.
+	Expected time.Time
+	// Check asks for a full check: the run meta against INFO server, and a
+	// few expired fields cleaned.
+	Check bool
+}
+
+// Argv is ARGV of beat.lua.
+func (a BeatArgs) Argv() []any {
+	var expected int64
+	if !a.Expected.IsZero() {
+		expected = a.Expected.UnixMilli()
+	}
+	check := 0
+	if a.Check {
+		check = 1
+	}
+	return []any{a.JobID, a.TTL.Milliseconds(), a.Instance, expected, check}
+}
+
+// ParseBeatArgs reads the ARGV of an observed beat.lua call.
+func ParseBeatArgs(argv []string) (BeatArgs, error) {
+	if len(argv) != 5 {
+		return BeatArgs{}, fmt.Errorf("%w: %s call with %d arguments, want 5", ErrUnexpectedReply, NameBeat, len(argv))
+	}
+	var n [3]int64
+	for i, j := range []int{1, 3, 4} {
+		v, err := strconv.ParseInt(argv[j], 10, 64)
+		if err != nil {
+			return BeatArgs{}, fmt.Errorf("%w: %s argument %d is %q", ErrUnexpectedReply, NameBeat, j+1, argv[j])
+		}
+		n[i] = v
+	}
+	a := BeatArgs{JobID: argv[0], TTL: time.Duration(n[0]) * time.Millisecond, Instance: argv[2], Check: n[2] == 1}
+	if n[1] != 0 {
+		a.Expected = time.UnixMilli(n[1])
+	}
+	return a, nil
+}
+
+// BeatOutcome is what a beat did with the JobID's field.
+type BeatOutcome int
+
+const (
+	// BeatWritten: the beat was written (the field was ours, or free).
+	BeatWritten BeatOutcome = iota
+	// BeatRefused: another instance's beat is live; nothing was written.
+	BeatRefused
+	// BeatTakenOver: the beat was written over another instance's beat
+	// that had expired.
+	BeatTakenOver
+)
+
+// String returns "written", "refused" or "taken-over".
+func (o BeatOutcome) String() string {
+	if name, ok := enum.Name(o, "written", "refused", "taken-over"); ok {
+		return name
+	}
+	return "BeatOutcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// BeatAnswer is beat.lua's answer.
+type BeatAnswer struct {
+	// Outcome says whether the beat was written.
+	Outcome BeatOutcome
+	// ExpiresAt is when this beat expires (Redis clock, ms precision); zero
+	// when it was refused.
+	ExpiresAt time.Time
+	// Reset is true when the beat found another Redis run (a restart or a
+	// failover) or no run meta at all, and started the meta over.
+	Reset bool
+	// Other is the instance whose beat was refused to be overwritten
+	// (BeatRefused) or was taken over (BeatTakenOver); "" when that beat had
+	// no owner.
+	Other string
+	// OtherExpiresAt is when Other's beat expires or expired (Redis clock);
+	// zero when unknown.
+	OtherExpiresAt time.Time
+	// At is the Redis time of the beat.
+	At time.Time
+}
+
+// ParseBeatAnswer reads beat.lua's answer.
+func ParseBeatAnswer(v any) (BeatAnswer, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 6 {
+		return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
+	}
+	var n [5]int64
+	for i, j := range []int{0, 1, 2, 4, 5} {
+		if n[i], ok = arr[j].(int64); !ok {
+			return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
+		}
+	}
+	other, ok := arr[3].(string)
+	if !ok || n[0] < 0 || n[0] > int64(BeatTakenOver) {
+		return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
+	}
+	a := BeatAnswer{Outcome: BeatOutcome(n[0]), Reset: n[2] == 1, Other: other, At: time.UnixMilli(n[4])}
+	if n[1] != 0 {
+		a.ExpiresAt = time.UnixMilli(n[1])
+	}
+	if n[3] != 0 {
+		a.OtherExpiresAt = time.UnixMilli(n[3])
+	}
+	return a, nil
+}
