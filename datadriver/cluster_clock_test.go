@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
@@ -28,7 +29,7 @@ func (h presenceClockSkew) DialHook(next redis.DialHook) redis.DialHook { return
 func (h presenceClockSkew) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if c, ok := cmd.(*redis.Cmd); ok && err == nil && isScript(cmd, presence.ScriptRead) {
+		if c, ok := cmd.(*redis.Cmd); ok && err == nil && isScript(cmd, presencescript.NameRead) {
 			if v, ok := c.Val().([]any); ok && len(v) == 3 {
 				if now, ok := v[2].(int64); ok {
 					c.SetVal([]any{v[0], v[1], now + h.skew.Milliseconds()})

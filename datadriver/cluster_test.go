@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
 	"github.com/ckernel/playerdata/transactions"
 )
@@ -690,8 +690,8 @@ func TestClusterScriptsTouchOneSlot(t *testing.T) {
 		}
 	}
 	var want []string
-	for _, s := range slices.Concat(record.Scripts(), transactions.Scripts(), presence.Scripts()) {
-		if s.Name() != presence.ScriptList { // the operator CLI's, not a server's
+	for _, s := range slices.Concat(record.Scripts(), transactions.Scripts(), presencescript.All()) {
+		if s.Name() != presencescript.NameList { // the operator CLI's, not a server's
 			want = append(want, s.Name())
 		}
 	}

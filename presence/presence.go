@@ -10,22 +10,8 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/ckernel/playerdata/internal/presencescript"
-	"github.com/ckernel/playerdata/internal/rscript"
 	"github.com/redis/go-redis/v9"
 )
-
-// The names of the presence scripts and the list of them, for datadriver's
-// tests (everything else reads internal/presencescript).
-const (
-	ScriptBeat   = presencescript.NameBeat
-	ScriptRead   = presencescript.NameRead
-	ScriptList   = presencescript.NameList
-	ScriptRemove = presencescript.NameRemove
-	ScriptShards = presencescript.NameShards
-)
-
-// Scripts lists the presence scripts: see ScriptBeat.
-func Scripts() []*rscript.Script { return presencescript.All() }
 
 // Presence beats one server's presence and reads other servers'. Create it
 // with [New]; its methods are safe for concurrent use.
