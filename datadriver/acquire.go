@@ -47,16 +47,10 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 		if err != nil {
 			return nil, err
 		}
-		switch res.Outcome {
-		case record.FormatTooNew:
-			return nil, &CorruptRecordError{Key: key,
-				Err: fmt.Errorf("record format %s is newer than this build's %d", res.Format, record.Format)}
-		case record.SchemaTooNew:
-			return nil, fmt.Errorf("load %q: %w: the record may only be read at schema version %d or later, "+
-				"and this driver's is %d (len(Migrations))", key, ErrSchemaTooNew, res.SchemaMin, d.codec.Version())
-		case record.Corrupt:
-			return nil, d.corruptField(key, res.Corrupt)
-		case record.Acquired:
+		if err := d.refused(key, &res); err != nil {
+			return nil, err
+		}
+		if res.Outcome == record.Acquired {
 			if gen != 0 && !d.node.presence.Holds(gen) {
 				// The lease lapsed while the lock was being taken: another
 				// server may read this one as stopped, so the lock is not safe
@@ -99,6 +93,22 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 			d.tel.TakeoverDecision(ctx, telemetry.TakeoverStopped, at.StealJob)
 		}
 	}
+}
+
+// refused is the error of an acquire that refused the record itself (a
+// newer format or schema, a broken field), nil for any other answer.
+func (d *Driver[T]) refused(key string, res *record.AcquireResult) error {
+	switch res.Outcome {
+	case record.FormatTooNew:
+		return &CorruptRecordError{Key: key,
+			Err: fmt.Errorf("record format %s is newer than this build's %d", res.Format, record.Format)}
+	case record.SchemaTooNew:
+		return fmt.Errorf("load %q: %w: the record may only be read at schema version %d or later, "+
+			"and this driver's is %d (len(Migrations))", key, ErrSchemaTooNew, res.SchemaMin, d.codec.Version())
+	case record.Corrupt:
+		return d.corruptField(key, res.Corrupt)
+	}
+	return nil
 }
 
 // acquireOnce makes one acquire call, bounded by SaveTimeout so a call that

@@ -95,38 +95,8 @@ type driverHandle interface {
 // beats it; an earlier run's beat is waited for, at most one PresenceTTL).
 // ctx bounds the start-up only.
 func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
-	if cfg.Redis == nil {
-		return nil, fmt.Errorf("%w: Redis is required", ErrInvalidConfig)
-	}
-	if cfg.SaveTimeout < 0 || cfg.MaxConcurrentSaves < 0 || cfg.TradeRetain < 0 || cfg.PingTimeout < 0 ||
-		cfg.MinReplicas < 0 || cfg.ReplicaTimeout < 0 {
-		return nil, fmt.Errorf("%w: SaveTimeout, MaxConcurrentSaves, TradeRetain, PingTimeout, MinReplicas and "+
-			"ReplicaTimeout must not be negative", ErrInvalidConfig)
-	}
-	if cfg.MinReplicas > 0 && cfg.ReplicaTimeout == 0 {
-		cfg.ReplicaTimeout = DefaultReplicaTimeout
-	}
-	if cfg.PingTimeout == 0 {
-		cfg.PingTimeout = DefaultPingTimeout
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.New()
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.SaveTimeout == 0 {
-		cfg.SaveTimeout = DefaultSaveTimeout
-	}
-	if cfg.MaxConcurrentSaves == 0 {
-		cfg.MaxConcurrentSaves = DefaultMaxConcurrentSaves
-	}
-	if cfg.Entropy == nil {
-		var seed [32]byte
-		if _, err := crand.Read(seed[:]); err != nil {
-			return nil, fmt.Errorf("seed lock tokens: %w", err)
-		}
-		cfg.Entropy = mrand.NewChaCha8(seed)
+	if cfg, err = cfg.withDefaults(); err != nil {
+		return nil, err
 	}
 	n := &Node{
 		rdb:       cfg.Redis,
@@ -158,35 +128,9 @@ func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 		return nil, err
 	}
 	n.startTelemetry()
-	if err := n.ping(ctx); err != nil {
-		return nil, err
-	}
-	if err := n.pingNATS(ctx); err != nil {
-		return nil, err
-	}
-	if err := n.checkEviction(ctx); err != nil {
-		return nil, err
-	}
-	{
-		// The first beat claims the JobID, with handoff on or off, before the
-		// first Join so that it finds a lease: another live process with this
-		// JobID is refused (an admin tool given a live server's JobID must
-		// never take that server's locks as its own). Any other failure is
-		// logged and the loop keeps trying (its beats never overwrite another
-		// instance's live beat either).
-		if err := n.presence.Claim(ctx); err != nil {
-			var inUse *presence.InUseError
-			if !errors.As(err, &inUse) && ctx.Err() == nil {
-				n.log.Warn("first presence beat failed; the beat loop keeps trying", "err", err)
-			} else {
-				cctx, cancel := n.clock.WithTimeout(context.WithoutCancel(ctx), cfg.SaveTimeout)
-				_ = n.presence.Close(cctx) // ends the calls of the claim
-				cancel()
-				if inUse != nil {
-					return nil, &JobIDInUseError{JobID: n.jobID, Instance: inUse.Other, ExpiresAt: inUse.ExpiresAt}
-				}
-				return nil, fmt.Errorf("start node %s: %w", n.jobID, err)
-			}
+	for _, check := range []func(context.Context) error{n.ping, n.pingNATS, n.checkEviction, n.claim} {
+		if err := check(ctx); err != nil {
+			return nil, err
 		}
 	}
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -196,6 +140,69 @@ func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	go n.watchMemory()
 	n.handoff.Start()
 	return n, nil
+}
+
+// withDefaults checks cfg and fills in the defaults of what it leaves zero.
+func (cfg NodeConfig) withDefaults() (NodeConfig, error) {
+	if cfg.Redis == nil {
+		return cfg, fmt.Errorf("%w: Redis is required", ErrInvalidConfig)
+	}
+	if cfg.SaveTimeout < 0 || cfg.MaxConcurrentSaves < 0 || cfg.TradeRetain < 0 || cfg.PingTimeout < 0 ||
+		cfg.MinReplicas < 0 || cfg.ReplicaTimeout < 0 {
+		return cfg, fmt.Errorf("%w: SaveTimeout, MaxConcurrentSaves, TradeRetain, PingTimeout, MinReplicas and "+
+			"ReplicaTimeout must not be negative", ErrInvalidConfig)
+	}
+	if cfg.MinReplicas > 0 && cfg.ReplicaTimeout == 0 {
+		cfg.ReplicaTimeout = DefaultReplicaTimeout
+	}
+	if cfg.PingTimeout == 0 {
+		cfg.PingTimeout = DefaultPingTimeout
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.New()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.SaveTimeout == 0 {
+		cfg.SaveTimeout = DefaultSaveTimeout
+	}
+	if cfg.MaxConcurrentSaves == 0 {
+		cfg.MaxConcurrentSaves = DefaultMaxConcurrentSaves
+	}
+	if cfg.Entropy == nil {
+		var seed [32]byte
+		if _, err := crand.Read(seed[:]); err != nil {
+			return cfg, fmt.Errorf("seed lock tokens: %w", err)
+		}
+		cfg.Entropy = mrand.NewChaCha8(seed)
+	}
+	return cfg, nil
+}
+
+// claim is the first beat, which claims the JobID, with handoff on or off,
+// before the first Join so that it finds a lease: another live process with
+// this JobID is refused (an admin tool given a live server's JobID must
+// never take that server's locks as its own). Any other failure is logged
+// and the loop keeps trying (its beats never overwrite another instance's
+// live beat either).
+func (n *Node) claim(ctx context.Context) error {
+	err := n.presence.Claim(ctx)
+	if err == nil {
+		return nil
+	}
+	var inUse *presence.InUseError
+	if !errors.As(err, &inUse) && ctx.Err() == nil {
+		n.log.Warn("first presence beat failed; the beat loop keeps trying", "err", err)
+		return nil
+	}
+	cctx, cancel := n.clock.WithTimeout(context.WithoutCancel(ctx), n.cfg.SaveTimeout)
+	_ = n.presence.Close(cctx) // ends the calls of the claim
+	cancel()
+	if inUse != nil {
+		return &JobIDInUseError{JobID: n.jobID, Instance: inUse.Other, ExpiresAt: inUse.ExpiresAt}
+	}
+	return fmt.Errorf("start node %s: %w", n.jobID, err)
 }
 
 // ping checks that Redis answers within PingTimeout. The PING runs on its

@@ -224,16 +224,25 @@ func (r *tradeRun) execute(ctx context.Context, tx *Tx) error {
 	}
 
 	// 3. Settle: every image into its record, one round trip.
+	r.settle(ctx, tx, parts)
+	return r.notReplicated
+}
+
+// settle writes every committed image into its record in one round trip; a
+// record whose settle fails is settled by its next save, or, when its lock
+// is lost, by its next owner from the journal.
+func (r *tradeRun) settle(ctx context.Context, tx *Tx, parts []transactions.Participant) {
+	node := r.parties[0].tradeNode()
 	for i, p := range r.parties {
 		p.applyImage(tx.copies[p], r.images[i])
 	}
-	calls = calls[:0]
+	calls := make([]rscript.Call, 0, len(r.parties))
 	for i, p := range r.parties {
 		calls = append(calls, p.settleCall(r.id, parts[i].Token, r.images[i], parts[i].Schema, parts[i].SchemaMin))
 	}
-	sctx, cancel = node.clock.WithTimeout(ctx, node.cfg.SaveTimeout)
+	sctx, cancel := node.clock.WithTimeout(ctx, node.cfg.SaveTimeout)
 	sentAt := node.clock.Now()
-	vals, errs = rscript.Run(sctx, node.rdb, calls)
+	vals, errs := rscript.Run(sctx, node.rdb, calls)
 	cancel()
 	var settled []int
 	for i, p := range r.parties {
@@ -256,7 +265,6 @@ func (r *tradeRun) execute(ctx context.Context, tx *Tx) error {
 	if len(settled) > 0 {
 		node.markSettled(r.journal, r.id, settled)
 	}
-	return r.notReplicated
 }
 
 // commit runs the commit CAS. When its answer is lost the trade may or may

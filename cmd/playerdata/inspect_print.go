@@ -45,23 +45,7 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 	if r.LastRelease != nil {
 		row("released", fmt.Sprintf("last release by token %s… at ver %d", r.LastRelease.TokenPrefix, r.LastRelease.Ver))
 	}
-	if t := r.Trade; t != nil {
-		s := t.ID + ": "
-		if t.Error != "" {
-			s += st.yellow(t.Error)
-		} else {
-			settled := 0
-			for _, ok := range t.Settled {
-				if ok {
-					settled++
-				}
-			}
-			s += fmt.Sprintf("%s by %s, %d of %d participants settled", t.State, t.Coordinator, settled, len(t.Settled))
-		}
-		row("trade", s)
-	} else {
-		row("trade", "none pending")
-	}
+	row("trade", tradeLine(st, r.Trade))
 	printMessages(w, st, r.Inbox, row)
 	if len(r.Versions) == 0 {
 		row("versions", "none (no data saved yet)")
@@ -92,6 +76,23 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 		}
 		fmt.Fprintf(w, "%s\n  %s\n", st.bold("data"), b.String())
 	}
+}
+
+// tradeLine is the trade row of a record: the pending trade, or none.
+func tradeLine(st style, t *tradeReport) string {
+	if t == nil {
+		return "none pending"
+	}
+	if t.Error != "" {
+		return t.ID + ": " + st.yellow(t.Error)
+	}
+	settled := 0
+	for _, ok := range t.Settled {
+		if ok {
+			settled++
+		}
+	}
+	return fmt.Sprintf("%s: %s by %s, %d of %d participants settled", t.ID, t.State, t.Coordinator, settled, len(t.Settled))
 }
 
 // printLockRows prints the lock and holder rows of a record.
