@@ -85,14 +85,8 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case len(pos) > 1:
 		return cmd.mistake("one KEY only, got %d", len(pos))
 	}
-	if err := f.check(cmd); err != nil {
-		return err
-	}
 	key := pos[0]
-	if err := checkProfile("inspect", driver, key); err != nil {
-		return err
-	}
-	r, err := f.open(ctx)
+	r, err := f.openProfile(ctx, cmd, driver, key)
 	if err != nil {
 		return err
 	}

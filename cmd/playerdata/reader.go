@@ -91,6 +91,18 @@ type reader struct {
 	layout  shardLayout   // the shard count read with, and how it was found
 }
 
+// openProfile checks f and the profile driver/key that c names, then opens
+// the reader (the caller closes it).
+func (f *readFlags) openProfile(ctx context.Context, c *command, driver, key string) (*reader, error) {
+	if err := f.check(c); err != nil {
+		return nil, err
+	}
+	if err := checkProfile(c.name, driver, key); err != nil {
+		return nil, err
+	}
+	return f.open(ctx)
+}
+
 // open connects to the Redis of f (a PING within a few seconds), finds the
 // presence shard count the servers use (unless --presence-shards gives it)
 // and builds a presence reader of its hash; the caller closes the reader.

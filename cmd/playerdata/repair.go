@@ -98,14 +98,8 @@ func runRepair(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	case skew <= 0:
 		return cmd.mistake("--lock-skew %v: want a positive duration", skew)
 	}
-	if err := f.check(cmd); err != nil {
-		return err
-	}
 	key := pos[0]
-	if err := checkProfile("repair", driver, key); err != nil {
-		return err
-	}
-	r, err := f.open(ctx)
+	r, err := f.openProfile(ctx, cmd, driver, key)
 	if err != nil {
 		return err
 	}

@@ -88,14 +88,8 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case len(pos) > 1 && all:
 		return cmd.mistake("ids and --all: give one or the other")
 	}
-	if err := f.check(cmd); err != nil {
-		return err
-	}
 	key, ids := pos[0], pos[1:]
-	if err := checkProfile("replay", driver, key); err != nil {
-		return err
-	}
-	r, err := f.open(ctx)
+	r, err := f.openProfile(ctx, cmd, driver, key)
 	if err != nil {
 		return err
 	}

@@ -124,14 +124,8 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case limit < 1:
 		return cmd.mistake("--limit %d: want a number of keys, at least 1", limit)
 	}
-	if err := f.check(cmd); err != nil {
-		return err
-	}
 	key := pos[0]
-	if err := checkProfile("unlock", driver, key); err != nil {
-		return err
-	}
-	r, err := f.open(ctx)
+	r, err := f.openProfile(ctx, cmd, driver, key)
 	if err != nil {
 		return err
 	}
