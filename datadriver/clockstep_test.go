@@ -50,8 +50,8 @@ func steppedServer(t *testing.T, sr *testsupport.SteppableRedis, job string, n *
 // single not-alive read.)
 func TestForwardClockStepTakesNoLiveLock(t *testing.T) {
 	sr := testsupport.StartRedisSteppable(t)
-	a := steppedServer(t, sr, "server-a", testsupport.StartNATS(t))
-	b := steppedServer(t, sr, "server-b", testsupport.StartNATS(t)) // a bus of its own: its requests reach nobody
+	a := steppedServer(t, sr, "server-a", testsupport.StartOwnNATS(t))
+	b := steppedServer(t, sr, "server-b", testsupport.StartOwnNATS(t)) // a bus of its own: its requests reach nobody
 	short := func(c *datadriver.Config[player]) {
 		c.LockTTL, c.LockSkew, c.LockWait = time.Second, time.Second, 3*time.Second
 	}
@@ -85,7 +85,8 @@ func TestForwardClockStepTakesNoLiveLock(t *testing.T) {
 	}
 	wg.Wait()
 	if taken != 0 {
-		t.Errorf("B took %d of %d live locks after a +300 s step of the Redis clock", taken, n)
+		t.Errorf("B took %d of %d live locks after a +300 s step of the Redis clock\nA's log:\n%s\nB's log:\n%s",
+			taken, n, a.logs, b.logs)
 	}
 	for i, p := range sessions {
 		if err := p.Update(func(pl *player) { pl.Coins++ }); err != nil {

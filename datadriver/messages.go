@@ -166,31 +166,43 @@ func (p *Profile[T]) pullInbox(after string) {
 	if p.phaseNow() != phaseLive || d.cfg.OnMessage == nil {
 		return
 	}
-	seq := p.w.inboxSeq
-	for {
+	// A pull reads every message its first page's counter includes: its own
+	// writes, whose answers carry the counter, ask for another pull only
+	// when a message came after that read (else a refused message would be
+	// tried again at once, and dead-lettered within milliseconds). A pull
+	// that stops early leaves seenSeq as it was, so the next save's counter
+	// pulls again.
+	prev := p.w.seenSeq
+	for first := true; ; first = false {
 		ctx, cancel := d.node.clock.WithTimeout(p.ctx, d.node.cfg.SaveTimeout)
-		msgs, err := record.ReadInbox(ctx, d.node.rdb, d.recordKey(p.key), after, d.inboxPage())
+		msgs, seq, err := record.ReadInbox(ctx, d.node.rdb, d.recordKey(p.key), after, d.inboxPage())
 		cancel()
 		if err != nil {
 			if p.ctx.Err() == nil {
 				d.log.Warn("pulling the inbox failed; the next save or notification tries again", "key", p.key, "err", err)
 			}
+			p.w.seenSeq = prev
 			return
 		}
+		if first {
+			p.w.inboxSeq = max(p.w.inboxSeq, seq)
+			p.w.seenSeq = max(prev, seq)
+		}
 		if _, waiting := p.applyMessages(msgs); waiting {
-			return // seenSeq stays: the save that learns the trade's outcome pulls again
+			p.w.seenSeq = prev // the save that learns the trade's outcome pulls again
+			return
 		}
 		if p.messagesPending() {
 			if err := p.write(p.ctx, record.ModeSave, telemetry.WriteAutosave); err != nil {
-				return // the next write carries them
+				p.w.seenSeq = prev // the next write carries them, and pulls again
+				return
 			}
 		}
 		if len(msgs) < d.inboxPage() {
-			break
+			return
 		}
 		after = msgs[len(msgs)-1].ID
 	}
-	p.w.seenSeq = max(p.w.seenSeq, seq)
 }
 
 // applyMessages applies the messages the profile has not applied yet, in

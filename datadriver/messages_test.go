@@ -213,17 +213,20 @@ func TestSendLimits(t *testing.T) {
 }
 
 // A message OnMessage refuses, or panics on, changes nothing and stays in the
-// inbox; it is tried again at the next pull.
+// inbox; it is tried again at the next pull, once per pull (the write that
+// counts a refusal does not make the holder pull again at once).
 func TestRefusedMessageStays(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	s := newServer(t, r, "server-a", fast)
 	var accept atomic.Bool
+	var panics atomic.Int32
 	d := newDriver(t, s, datadriver.Config[wallet]{OnMessage: func(w *wallet, m datadriver.Message) error {
 		var g gift
 		_ = m.Decode(&g)
 		w.Coins += g.Coins // changed before deciding: the copy is dropped
 		switch {
 		case g.Coins < 0:
+			panics.Add(1)
 			panic("negative gift")
 		case !accept.Load():
 			return errors.New("not now")
@@ -239,17 +242,25 @@ func TestRefusedMessageStays(t *testing.T) {
 	if _, err := d.Send(ctx, "user:7", gift{Coins: -1}); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, 5*time.Second, "the first refusal", func() bool { return panics.Load() > 0 })
+	if err := p.Save(ctx); err != nil { // runs after the pull's own write, on the profile's owner
+		t.Fatal(err)
+	}
 	if _, err := d.Send(ctx, "user:7", gift{Coins: 9}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the refusal is logged", func() bool {
 		return containsAll(s.logs.String(), "OnMessage refused messages", "game callback panicked")
 	})
+	eventually(t, 5*time.Second, "the second pull", func() bool { return panics.Load() >= 2 })
 	if w := walletOf(p); w != (wallet{}) {
 		t.Fatalf("data %+v after refused messages, want unchanged", w)
 	}
 	if err := p.Save(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if n := panics.Load(); n != 2 {
+		t.Fatalf("the panicking message was tried %d times by two pulls, want 2 (one per pull)", n)
 	}
 	if n := inboxLen(t, r, "user:7"); n != 2 {
 		t.Fatalf("inbox %d, want both refused messages kept", n)

@@ -246,7 +246,11 @@ func hasAttr(s tracetest.SpanStub, key, value string) bool {
 // nothing went wrong. An unclean one (Redis gone during the close) still
 // says so.
 func TestCleanDeployLogsNoWarning(t *testing.T) {
-	pr := newPair(t)
+	// Presence at a pace that 200 joins under the race detector on a busy
+	// machine cannot starve: a lapse here would be a warning of its own.
+	pr := newPair(t, func(c *datadriver.NodeConfig) {
+		c.Beat, c.PresenceTTL, c.FenceMargin = 500*time.Millisecond, 5*time.Second, 500*time.Millisecond
+	})
 	da := players(t, pr.a)
 	db := players(t, pr.b, func(c *datadriver.Config[player]) { c.LockWait = 10 * time.Second })
 	ctx := ctxT(t)

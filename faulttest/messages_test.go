@@ -172,14 +172,6 @@ func (m *msgScenario) split(s *server, inbox map[msgRef]bool) (saved, unsaved in
 	return len(applied) - unsaved, unsaved
 }
 
-// appliedAll waits until s has applied every message of refs.
-func (m *msgScenario) appliedAll(s *server, refs []msgRef) {
-	m.t.Helper()
-	m.c.mustWait(applyWithin, fmt.Sprintf("%s applies %d messages", s.job, len(refs)), func() bool {
-		return len(both(appliedBy(s), setOf(refs))) == len(refs)
-	})
-}
-
 // kill kills the holder at kp, starts job and waits until it holds every
 // key.
 func (m *msgScenario) kill(kp killPoint, job string) killFigures {
@@ -204,7 +196,10 @@ func (m *msgScenario) kill(kp killPoint, job string) killFigures {
 		<-half
 	}
 	// Freeze the holder, read the inboxes, and kill it; with kp.unsaved,
-	// first give it bursts until a message it applied is unsaved.
+	// first give it bursts until a message it applied is unsaved. A pull
+	// writes what it applied as soon as its page is applied, so the pause
+	// comes while the holder is applying a burst (each message takes it
+	// applyDelay), not after.
 	var inbox map[msgRef]bool
 	for {
 		kf.tries++
@@ -214,8 +209,12 @@ func (m *msgScenario) kill(kp killPoint, job string) killFigures {
 		if !kp.unsaved || unsaved > 0 || kf.tries == msgTries {
 			break
 		}
+		n0 := len(appliedBy(h))
 		h.resume()
-		m.appliedAll(h, m.snd.burst(msgRetry, nil))
+		burst.Go(func() { m.snd.burst(msgRetry, nil) })
+		m.c.mustWait(applyWithin, fmt.Sprintf("%s applies a burst", h.job), func() bool {
+			return len(appliedBy(h)) >= n0+msgRetry/5
+		})
 	}
 	kf.sent = m.snd.count()
 	killed := time.Now()

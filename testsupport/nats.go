@@ -36,6 +36,15 @@ func StartNATS(tb testing.TB) *NATS {
 		nc.Close()
 		return &NATS{URL: url}
 	}
+	return StartOwnNATS(tb)
+}
+
+// StartOwnNATS gives a test a NATS server of its own, whatever NATS_URL
+// says: a real nats-server running inside the test process on a random
+// 127.0.0.1 port, as StartNATS starts without NATS_URL. A test that needs
+// two buses that do not reach each other starts two.
+func StartOwnNATS(tb testing.TB) *NATS {
+	tb.Helper()
 	srv, err := server.NewServer(&server.Options{
 		Host:   "127.0.0.1",
 		Port:   server.RANDOM_PORT,

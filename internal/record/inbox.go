@@ -2,6 +2,7 @@ package record
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -193,21 +194,33 @@ func ReplayDeadLetters(ctx context.Context, rdb redis.Scripter, key string, ids 
 }
 
 // ReadInbox returns the oldest messages (at most max) of the inbox of the
-// record at key after the message id after ("" for the oldest): a read, no
-// state change.
-func ReadInbox(ctx context.Context, rdb redis.Cmdable, key, after string, max int) ([]Message, error) {
+// record at key after the message id after ("" for the oldest), and how many
+// messages were ever sent to the profile (FieldInboxSeq), read first in the
+// same round trip: every message that count includes was in the inbox, or
+// had left it, when the page was read. A read, no state change.
+func ReadInbox(ctx context.Context, rdb redis.Cmdable, key, after string, max int) ([]Message, int64, error) {
 	start := "-"
 	if after != "" {
 		start = "(" + after
 	}
-	entries, err := rdb.XRangeN(ctx, InboxKey(key), start, "+", int64(max)).Result()
+	pipe := rdb.Pipeline()
+	seqCmd := pipe.HGet(ctx, key, FieldInboxSeq)
+	rangeCmd := pipe.XRangeN(ctx, InboxKey(key), start, "+", int64(max))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, 0, err
+	}
+	seq, err := seqCmd.Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, 0, fmt.Errorf("%w: %s %q: %v", ErrUnexpectedAnswer, FieldInboxSeq, seqCmd.Val(), err)
+	}
+	entries, err := rangeCmd.Result()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	out := make([]Message, 0, len(entries))
 	for _, e := range entries {
 		b, _ := e.Values["b"].(string)
 		out = append(out, Message{ID: e.ID, Body: []byte(b)})
 	}
-	return out, nil
+	return out, seq, nil
 }

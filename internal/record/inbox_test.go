@@ -127,9 +127,12 @@ func TestRefusedMessagesAreDeadLettered(t *testing.T) {
 	if err != nil || rep.Moved != 1 || rep.Holder.Job != "server-a" {
 		t.Fatalf("replay = %+v, %v", rep, err)
 	}
-	msgs, _ := record.ReadInbox(ctx, rdb, key, "", 10)
+	msgs, seq, _ := record.ReadInbox(ctx, rdb, key, "", 10)
 	if len(msgs) != 1 || string(msgs[0].Body) != "poison" {
 		t.Errorf("inbox after the replay = %+v", msgs)
+	}
+	if seq != 2 {
+		t.Errorf("inbox counter after a send and its replay = %d, want 2 (the holder pulls a replayed message)", seq)
 	}
 	if n, _ := rdb.XLen(ctx, record.DeadKey(key)).Result(); n != 0 {
 		t.Errorf("%d dead letters left after the replay", n)
