@@ -300,12 +300,3 @@ func both(a, b map[msgRef]bool) map[msgRef]bool {
 	}
 	return out
 }
-
-// setOf is refs as a set.
-func setOf(refs []msgRef) map[msgRef]bool {
-	out := make(map[msgRef]bool, len(refs))
-	for _, r := range refs {
-		out[r] = true
-	}
-	return out
-}
