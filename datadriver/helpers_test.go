@@ -99,6 +99,21 @@ func eventually(tb testing.TB, within time.Duration, what string, cond func() bo
 	}
 }
 
+// requestAnswered checks that s sent a release request and that the
+// holder's reply reached it. The reply may still be on its way when s's join
+// returned, or reach s after its join retook the lock (its park ended first,
+// once the release had landed): s then drops it as unwaited.
+func requestAnswered(tb testing.TB, s *server) {
+	tb.Helper()
+	eventually(tb, 5*time.Second, "the holder's reply reaches "+s.node.JobID(), func() bool {
+		st := s.node.HandoffStats()
+		return st.RepliesReceived+st.DroppedUnwaited > 0
+	})
+	if st := s.node.HandoffStats(); st.RequestsSent == 0 {
+		tb.Fatalf("%s's handoff stats %+v: want a request sent", s.node.JobID(), st)
+	}
+}
+
 // recordFields reads fields of key's record straight from Redis.
 func recordFields(tb testing.TB, r *testsupport.Redis, driver, key string) map[string]string {
 	tb.Helper()
