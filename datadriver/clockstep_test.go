@@ -127,7 +127,7 @@ func TestBackwardClockStepThenACrash(t *testing.T) {
 				t.Errorf("B's join of user:%d after A crashed: %v (after %v)", i, err, took)
 				return
 			}
-			// PresenceTTL 500 ms, beat 100 ms: about 1 s without the step,
+			// PresenceTTL 1 s, beat 100 ms: about 1.5 s without the step,
 			// one TTL more with it; 30 s would be the step.
 			if took > 6*time.Second {
 				t.Errorf("user:%d taken over %v after the crash; a backward step must delay it by at most one TTL", i, took)

@@ -480,7 +480,7 @@ func clusterMessages(t *testing.T, sc *clusterScope) {
 		if _, err := da.Send(ctx, "user:2", gift{Coins: 7}); err != nil { // sent from A
 			t.Fatal(err)
 		}
-		eventually(t, 5*time.Second, "B applies the message", func() bool { return walletOf(p).Received == 1 })
+		received(t, p, 1, "B")
 		t.Logf("applied on the holder %s after Send was called", time.Since(start).Round(time.Microsecond))
 		if n := a.node.HandoffStats().NotifiesSent - notified; n != 1 {
 			t.Errorf("A sent %d notifications, want 1", n)
@@ -512,7 +512,7 @@ func clusterMessages(t *testing.T, sc *clusterScope) {
 		if _, err := db.Send(ctx, "user:3", gift{Coins: 1}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 5*time.Second, "A applies the message", func() bool { return walletOf(p).Received == 1 })
+		received(t, p, 1, "A")
 		crash(t, a) // before any save wrote it
 		q, err := db.Join(ctx, "user:3")
 		if err != nil {

@@ -3,6 +3,7 @@ package datadriver_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,12 +19,21 @@ import (
 	"github.com/ckernel/playerdata/testsupport"
 )
 
+// The presence timings of fast: a crash is taken over in about a second,
+// and the lease (fastTTL - fastMargin) leaves eight beats of room, so that a
+// loaded machine running the race detector does not fence a live server.
+const (
+	fastBeat   = 100 * time.Millisecond
+	fastTTL    = time.Second
+	fastMargin = 200 * time.Millisecond
+)
+
 // fast shortens every handoff timing tenfold-ish so that crash tests take
-// well under a second of presence expiry.
+// about a second of presence expiry.
 func fast(c *datadriver.NodeConfig) {
-	c.Beat = 100 * time.Millisecond
-	c.PresenceTTL = 500 * time.Millisecond
-	c.FenceMargin = 100 * time.Millisecond
+	c.Beat = fastBeat
+	c.PresenceTTL = fastTTL
+	c.FenceMargin = fastMargin
 	c.RequestRepeat = 300 * time.Millisecond
 	c.ParkMin = 20 * time.Millisecond
 	c.ParkMax = 80 * time.Millisecond
@@ -155,7 +165,7 @@ func TestHandoffCrashTakeover(t *testing.T) {
 	}
 	// Never early: A's presence lives PresenceTTL after its last beat, which
 	// was at most one Beat before the crash, and the silence must last a beat.
-	if min := 500*time.Millisecond - 100*time.Millisecond; took < min {
+	if min := fastTTL - fastBeat; took < min {
 		t.Fatalf("taken over %s after the crash, before A's presence could expire (%s)", took, min)
 	}
 	if !strings.Contains(b.logs.String(), "took the lock of user:3 from server server-a, which stopped beating presence") {
@@ -553,5 +563,19 @@ func TestHandoffOff(t *testing.T) {
 				t.Fatal("a Node with handoff off did not beat its JobID")
 			}
 		})
+	}
+}
+
+// NewNode returns once the NATS server has the Node's subscription: a
+// request or a message notification sent the moment it returns reaches it
+// (a lost notification would wait for the profile's next save).
+func TestNewNodeReturnsSubscribed(t *testing.T) {
+	r, n := testsupport.StartRedis(t), testsupport.StartOwnNATS(t)
+	for i := range 20 {
+		job := fmt.Sprintf("server-%d", i)
+		newServer(t, r, job, fast, withNATS(t, n))
+		if subject := handoffSubject(r.Namespace, job); !n.Server.GlobalAccount().SubscriptionInterest(subject) {
+			t.Fatalf("NewNode of %s returned before the NATS server had its subscription to %s", job, subject)
+		}
 	}
 }

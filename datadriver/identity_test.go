@@ -57,7 +57,7 @@ func presenceOwner(t *testing.T, r *testsupport.Redis, job string) string {
 // TTL; a running Node that meets another instance on its JobID fences
 // itself.
 func TestJobIDIdentity(t *testing.T) {
-	const ttl = 500 * time.Millisecond // fast's PresenceTTL
+	const ttl = fastTTL
 	tests := []struct {
 		name string
 		run  func(t *testing.T, r *testsupport.Redis)

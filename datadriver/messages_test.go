@@ -25,6 +25,19 @@ type wallet struct {
 	Received int
 }
 
+// received waits until who's session p has applied n messages; a timeout
+// says whether the session was still live.
+func received(tb testing.TB, p *datadriver.Profile[wallet], n int, who string) {
+	tb.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for walletOf(p).Received < n {
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s applied %d of %d messages in 5 s; its session's error: %v", who, walletOf(p).Received, n, p.Err())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // giftDriver is a driver whose OnMessage adds a gift's coins.
 func giftDriver(tb testing.TB, s *server, opts ...func(*datadriver.Config[wallet])) *datadriver.Driver[wallet] {
 	tb.Helper()
@@ -116,7 +129,7 @@ func TestMessageToALiveProfileOnAnotherServer(t *testing.T) {
 	if _, err := da.Send(ctx, "user:2", gift{Coins: 7}); err != nil { // sent from A
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "B applies the message", func() bool { return walletOf(p).Received == 1 })
+	received(t, p, 1, "B")
 	t.Logf("applied on the holder %s after Send was called", time.Since(start))
 	if s := pr.a.node.HandoffStats(); s.NotifiesSent != 1 {
 		t.Errorf("A sent %d notifications, want 1", s.NotifiesSent)
@@ -154,7 +167,7 @@ func TestMessageExactlyOnceAcrossACrash(t *testing.T) {
 	if _, err := db.Send(ctx, "user:3", gift{Coins: 1}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "A applies the message", func() bool { return walletOf(p).Received == 1 })
+	received(t, p, 1, "A")
 	crash(t, pr.a) // before any save wrote it
 	q, err := db.Join(ctx, "user:3")
 	if err != nil {

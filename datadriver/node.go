@@ -139,7 +139,27 @@ func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	n.watchers.Add(1)
 	go n.watchMemory()
 	n.handoff.Start()
+	n.flushSubscription(ctx)
 	return n, nil
+}
+
+// flushSubscription waits (at most PingTimeout) until the NATS server has
+// the subscription handoff.Start made, so that a request or a message
+// notification sent the moment NewNode returns reaches this Node. A NATS
+// cluster tells its other nodes of the interest a moment later. On failure
+// it only warns: a request is repeated, and a lost notification is caught
+// by the profile's next save.
+func (n *Node) flushSubscription(ctx context.Context) {
+	nc := n.cfg.NATS
+	if nc == nil || !n.handoffOn {
+		return
+	}
+	fctx, cancel := n.clock.WithTimeout(ctx, n.cfg.PingTimeout)
+	defer cancel()
+	if err := nc.FlushWithContext(fctx); err != nil && ctx.Err() == nil {
+		n.log.Warn("NATS did not confirm this server's subscription in time; requests sent meanwhile are repeated, "+
+			"and a message notification lost so is caught by the profile's next save", "err", err)
+	}
 }
 
 // withDefaults checks cfg and fills in the defaults of what it leaves zero.
