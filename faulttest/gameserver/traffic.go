@@ -307,24 +307,42 @@ func (t *traffic) save(ctx context.Context, s *tsession) {
 }
 
 // release releases the session, unless the library is releasing it
-// already (its release is recorded from OnRelease).
+// already (its release is recorded from OnRelease). The claim and the call
+// line are one step under s.mu: a library release that begins meanwhile
+// (a request from another server) waits for it in OnRelease, and then
+// lands inside the worker's recorded call (Release is idempotent: the
+// worker's call returns when that release has landed). Were the line
+// written after the claim, the library's release, unrecorded, could land
+// and another server acquire before the worker's call line.
 func (t *traffic) release(ctx context.Context, s *tsession) {
+	v := s.data() // outside s.mu: OnRelease holds the data's lock, then takes s.mu
 	s.mu.Lock()
 	if s.releasing {
 		s.mu.Unlock()
 		return
 	}
 	s.releasing = true
+	op := t.call(s, faulttest.KindRelease, v)
 	s.mu.Unlock()
-	t.write(ctx, s, faulttest.KindRelease, s.p.Release)
+	t.finish(ctx, op, s.p.Release)
 }
 
 // write records a write of the session's data (its call and its
 // outcome) around call, bounded by callWithin.
 func (t *traffic) write(ctx context.Context, s *tsession, kind string, call func(context.Context) error) {
+	t.finish(ctx, t.call(s, kind, s.data()), call)
+}
+
+// call records the call of a write of v and returns its op id.
+func (t *traffic) call(s *tsession, kind string, v faulttest.Register) string {
 	op := t.opID()
-	v := s.data()
 	t.hist.Write(faulttest.HistLine{Op: op, Kind: kind, Key: s.key, Sess: s.id, V: &v})
+	return op
+}
+
+// finish runs the write call of op, bounded by callWithin, and records its
+// outcome.
+func (t *traffic) finish(ctx context.Context, op string, call func(context.Context) error) {
 	wctx, cancel := context.WithTimeout(ctx, callWithin)
 	defer cancel()
 	err := call(wctx)
