@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/testsupport"
+	"github.com/ckernel/playerdata/transactions"
 )
 
 // What another tool writes into a record never wedges its key: a join
@@ -96,6 +99,7 @@ func TestABrokenFieldEndsTheSession(t *testing.T) {
 	if v := recordFields(t, r, "PlayerData", "user:1")["ver"]; v != "garbage" {
 		t.Errorf("ver %q: the broken field was written over", v)
 	}
+	eventually(t, 5*time.Second, "the seller's Kick", func() bool { mu.Lock(); defer mu.Unlock(); return len(reasons) > 0 })
 	mu.Lock()
 	if len(reasons) != 1 || reasons[0] != datadriver.ReasonRecordCorrupt {
 		t.Errorf("Kicks %v, want one ReasonRecordCorrupt", reasons)
@@ -153,5 +157,77 @@ func TestARecordDeletedWhileHeld(t *testing.T) {
 	}
 	if !strings.Contains(s.logs.String(), "session ended without saving") || !strings.Contains(s.logs.String(), "key=user:1") {
 		t.Errorf("the loss was not logged with its key:\n%s", s.logs.String())
+	}
+}
+
+// A trade whose settle finds a participant's record broken by another tool
+// (between the trade's commit and its settle) ends that session as the
+// broken record's, not as a lock taken elsewhere, and gives its lock back:
+// once the record is repaired, a join of it on the same server loads at
+// once, with the trade settled from the journal.
+func TestATradeSettleOnABrokenRecord(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	s := newServer(t, r, "server-a", fast)
+	var mu sync.Mutex
+	var reasons []datadriver.KickReason
+	kick := func(_ string, k datadriver.KickReason) { mu.Lock(); reasons = append(reasons, k); mu.Unlock() }
+	d := players(t, s, func(c *datadriver.Config[player]) { c.Kick, c.LockWait = kick, 3*time.Second })
+	ctx := ctxT(t)
+	seller, err := d.Join(ctx, "user:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buyer, err := d.Join(ctx, "user:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = seller.Update(func(pl *player) { pl.Coins = 10 })
+	_ = buyer.Update(func(pl *player) { pl.Coins = 10 })
+	for _, p := range []*datadriver.Profile[player]{seller, buyer} {
+		if err := p.Save(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:1")
+	plain := r.Client(t)
+	var broke sync.Once
+	s.faults.SetBefore(func(ctx context.Context, cmd redis.Cmder) error {
+		if isScript(cmd, transactions.ScriptMove) { // the commit: prepared, settled next
+			broke.Do(func() { plain.HSet(ctx, rk, "ver", "not-a-number") })
+		}
+		return nil
+	})
+	err = datadriver.Trade(ctx, func(tx *datadriver.Tx) error {
+		datadriver.TradeData(tx, seller).Coins -= 4
+		datadriver.TradeData(tx, buyer).Coins += 4
+		return nil
+	}, seller, buyer)
+	t.Logf("Trade answered %v", err)
+	select {
+	case <-seller.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the seller's session outlived a settle its broken record refused")
+	}
+	if !errors.Is(seller.Err(), datadriver.ErrCorruptRecord) {
+		t.Errorf("the seller's session ended with %v, want ErrCorruptRecord", seller.Err())
+	}
+	eventually(t, 5*time.Second, "the seller's Kick", func() bool { mu.Lock(); defer mu.Unlock(); return len(reasons) > 0 })
+	mu.Lock()
+	if len(reasons) != 1 || reasons[0] != datadriver.ReasonRecordCorrupt {
+		t.Errorf("Kicks %v, want one ReasonRecordCorrupt", reasons)
+	}
+	mu.Unlock()
+	eventually(t, 5*time.Second, "the broken record's lock given back", func() bool {
+		return plain.HGet(ctx, rk, record.FieldLockToken).Val() == ""
+	})
+	if _, err := record.Repair(ctx, plain, rk, record.RepairArgs{Skew: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := d.Join(ctx, "user:1")
+	if err != nil {
+		t.Fatalf("a join on the same server after the repair: %v", err)
+	}
+	if coins(again) != 6 {
+		t.Errorf("the seller has %d coins after the repair, want 6: the committed trade settled from the journal", coins(again))
 	}
 }

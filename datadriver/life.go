@@ -78,6 +78,14 @@ func causeOf(err error) cause {
 	return causeNone
 }
 
+// causeOr is the end cause err carries, or c when it carries none.
+func causeOr(err error, c cause) cause {
+	if ce := causeOf(err); ce != causeNone {
+		return ce
+	}
+	return c
+}
+
 // phaseNow is the profile's phase (lock-free).
 func (p *Profile[T]) phaseNow() phase { return phase(p.phase.Load()) }
 

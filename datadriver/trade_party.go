@@ -56,7 +56,7 @@ func (p *Profile[T]) tradeNode() *Node    { return p.d.node }
 func (p *Profile[T]) tradeDriver() string { return p.d.cfg.Name }
 func (p *Profile[T]) tradeKey() string    { return p.key }
 func (p *Profile[T]) tradeRecord() string { return p.d.recordKey(p.key) }
-func (p *Profile[T]) loseLock(err error)  { p.endWith(causeTaken, err) }
+func (p *Profile[T]) loseLock(err error)  { p.endWith(causeOr(err, causeTaken), err) }
 func (p *Profile[T]) checkLease() error {
 	err := p.leaseErr(p.d.node.clock.Now())
 	p.fenceOn(err)

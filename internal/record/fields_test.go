@@ -84,6 +84,12 @@ func TestAcquireRefusesWhatItCannotComputeWith(t *testing.T) {
 			other: func(key string) { rdb.RPush(ctx, record.HistoryKey(key), "x") }, wantField: "history"},
 		{name: "record missing while its history remains",
 			other: func(key string) { rdb.HSet(ctx, record.HistoryKey(key), "d1", "x", "t1", "1,0,0") }, wantField: "(record)"},
+		{name: "record made again by a Send while its history remains", other: func(key string) {
+			rdb.HSet(ctx, record.HistoryKey(key), "d1", "x", "t1", "1,0,0")
+			if _, err := record.Send(ctx, rdb, key, []byte("gift"), sendArgs("")); err != nil {
+				t.Fatal(err)
+			}
+		}, wantField: "(record)"},
 		{name: "record key of the wrong type", other: func(key string) { rdb.Set(ctx, key, "x", 0) }, wantField: "(record)"},
 	}
 	for i, tc := range tests {
@@ -321,6 +327,10 @@ func TestRepairMakesARefusedRecordLoad(t *testing.T) {
 		other  func(key string)
 		force  bool
 		aside  string // a key that must now be found renamed aside
+		// minVer and messages: what the acquire after the repair must
+		// find (a ver above every kept version, the messages waiting).
+		minVer   int64
+		messages int
 	}{
 		{name: "ver not an integer", fields: map[string]string{"ver": "x1", "epoch": "3", "data": "d"}},
 		{name: "epoch a string", fields: map[string]string{"ver": "1", "epoch": "three", "data": "d"}},
@@ -333,8 +343,20 @@ func TestRepairMakesARefusedRecordLoad(t *testing.T) {
 			other: func(key string) { rdb.Set(ctx, record.InboxKey(key), "x", 0) }, aside: ":inbox"},
 		{name: "history of the wrong type", fields: map[string]string{"ver": "1", "epoch": "1", "hist.at": "5"},
 			other: func(key string) { rdb.RPush(ctx, record.HistoryKey(key), "x") }, aside: ":hist"},
-		{name: "record missing while its history remains", force: true,
+		{name: "record missing while its history remains", force: true, minVer: 8,
 			other: func(key string) { rdb.HSet(ctx, record.HistoryKey(key), "d7", "x", "t7", "1,0,0") }},
+		{name: "record missing while its inbox remains", force: true, messages: 1,
+			other: func(key string) {
+				rdb.XAdd(ctx, &redis.XAddArgs{Stream: record.InboxKey(key), Values: []string{"b", "gift"}})
+			}},
+		{name: "record made again by a Send while its history remains", force: true, minVer: 8, messages: 2,
+			other: func(key string) {
+				rdb.HSet(ctx, record.HistoryKey(key), "d7", "x", "t7", "1,0,0")
+				rdb.XAdd(ctx, &redis.XAddArgs{Stream: record.InboxKey(key), Values: []string{"b", "kept"}})
+				if _, err := record.Send(ctx, rdb, key, []byte("gift"), sendArgs("")); err != nil {
+					t.Fatal(err)
+				}
+			}},
 		{name: "record key of the wrong type", force: true, aside: "",
 			other: func(key string) {
 				rdb.Set(ctx, key, "x", 0)
@@ -373,6 +395,13 @@ func TestRepairMakesARefusedRecordLoad(t *testing.T) {
 			}
 			if e, err := strconv.ParseInt(tc.fields["epoch"], 10, 64); err == nil && got.Epoch <= e {
 				t.Errorf("epoch %d after the repair of a record at epoch %d", got.Epoch, e)
+			}
+			if got.Ver < tc.minVer {
+				t.Errorf("ver %d after the repair, want at least %d: above every kept version", got.Ver, tc.minVer)
+			}
+			if len(got.Messages) != tc.messages || got.InboxSeq < int64(tc.messages) {
+				t.Errorf("the acquire after the repair read %d messages (inbox.seq %d), want the %d waiting",
+					len(got.Messages), got.InboxSeq, tc.messages)
 			}
 			if tc.fields["epoch"] == "three" && got.Epoch < time.Now().Add(-time.Hour).UnixMilli() {
 				t.Errorf("a broken epoch repaired to %d, want the Redis time in ms (the epoch never goes back)", got.Epoch)

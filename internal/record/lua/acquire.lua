@@ -91,7 +91,10 @@ local nowMS = t[1] * 1000 + math.floor(t[2] / 1000)
 local how
 if not epoch and not f[8] then -- never acquired (a record Send made holds only inbox.seq)
   how = 'new'
-  if not f[16] and redis.call('EXISTS', KEYS[2], KEYS[3]) > 0 then
+  -- Kept versions come only from saves under a lock, and an inbox only with the inbox.seq
+  -- that counts it: either beside a record never acquired is what is left of a deleted
+  -- one (even when a Send has made the record again since).
+  if redis.call('EXISTS', KEYS[3]) > 0 or (not f[16] and redis.call('EXISTS', KEYS[2]) > 0) then
     return {'CORRUPT', '(record)', 'missing while its inbox or history remains (deleted or evicted)'}
   end
 elseif not token or token == '' then

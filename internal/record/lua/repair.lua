@@ -14,6 +14,10 @@
 --          Redis clock is broken
 --
 -- What it does, field by field:
+--   (record) missing, or never acquired (a Send made it again with inbox.seq alone), while its
+--           history or an uncounted inbox remains: started over with force only, with an
+--           epoch of the Redis time in ms, a ver above every kept version, and an inbox.seq
+--           that counts the messages waiting (so its next join reads them);
 --   a key of the wrong type (the record, its inbox, history, refusal counts or dead
 --        letters) is renamed aside (<key><ARGV[3]>), never deleted;
 --   epoch   not an integer: Redis time in ms, above any epoch a record reaches one
@@ -58,12 +62,46 @@ end
 local exists = redis.call('EXISTS', rec) == 1 and redis.call('TYPE', rec)['ok'] == 'hash'
 local t = redis.call('TIME')
 local nowMS = t[1] .. string.sub(string.rep('0', 6 - #t[2]) .. t[2], 1, 3)
-if not exists then
-  if redis.call('EXISTS', KEYS[2], KEYS[3]) > 0 then
+
+-- One more than the newest kept version (and than released.ver, v): the next version the
+-- record writes names no kept one.
+local function nextVer(v)
+  local top = tonumber(v or '') or 0
+  if redis.call('TYPE', KEYS[3])['ok'] == 'hash' then
+    for _, name in ipairs(redis.call('HKEYS', KEYS[3])) do
+      local n = tonumber(string.match(name, '^[dt](%d+)$') or '')
+      if n and n > top then
+        top = n
+      end
+    end
+  end
+  return tostring(top + 1)
+end
+-- The messages in the inbox and the dead letters: an inbox.seq that counts at least them
+-- makes a holder read its inbox.
+local function messages()
+  local n = 0
+  for i = 2, 5, 3 do
+    if redis.call('TYPE', KEYS[i])['ok'] == 'stream' then
+      n = n + redis.call('XLEN', KEYS[i])
+    end
+  end
+  return n
+end
+
+-- A record missing, or never acquired (a Send made it again with inbox.seq alone), while
+-- its history, or an inbox inbox.seq does not count, remains: what is left of a deleted
+-- one. Started over, with force: a new epoch above any it had, a ver above every kept
+-- version, an inbox.seq that counts the messages waiting.
+local g = exists and redis.call('HMGET', rec, 'epoch', 'data', 'inbox.seq') or {}
+if not g[1] and not g[2] then
+  local seq = tonumber(g[3] or '')
+  if redis.call('EXISTS', KEYS[3]) > 0 or (not seq and redis.call('EXISTS', KEYS[2]) > 0) then
     if force then
       change('(record)', 'started over (its next join gets Defaults; its history and inbox stay)')
       if apply then
-        redis.call('HSET', rec, 'fmt', ARGV[4], 'epoch', nowMS, 'ver', '0')
+        redis.call('HSET', rec, 'fmt', ARGV[4], 'epoch', nowMS, 'ver', nextVer(nil),
+          'inbox.seq', tostring(math.max(seq or 0, messages())))
       end
     else
       leave('(record)', 'missing while its inbox or history remains: --force starts it over from Defaults')
@@ -80,25 +118,12 @@ if f[1] and not isint(f[1]) then
   set[#set + 1], set[#set + 2] = 'epoch', nowMS
 end
 if f[2] and not isint(f[2]) then
-  local top = tonumber(f[6]) or 0
-  if redis.call('TYPE', KEYS[3])['ok'] == 'hash' then
-    for _, name in ipairs(redis.call('HKEYS', KEYS[3])) do
-      local v = tonumber(string.match(name, '^[dt](%d+)$') or '')
-      if v and v > top then
-        top = v
-      end
-    end
-  end
-  change('ver', 'set to ' .. (top + 1))
-  set[#set + 1], set[#set + 2] = 'ver', tostring(top + 1)
+  local v = nextVer(f[6])
+  change('ver', 'set to ' .. v)
+  set[#set + 1], set[#set + 2] = 'ver', v
 end
 if f[3] and not isint(f[3]) then
-  local n = 0
-  for i = 2, 5, 3 do
-    if redis.call('TYPE', KEYS[i])['ok'] == 'stream' then
-      n = n + redis.call('XLEN', KEYS[i])
-    end
-  end
+  local n = messages()
   change('inbox.seq', 'set to ' .. n)
   set[#set + 1], set[#set + 2] = 'inbox.seq', tostring(n)
 end
