@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -156,6 +157,7 @@ type caseRun struct {
 	tl      *timeline
 	servers []*demoServer
 	extra   string // more settings, said under the title
+	key     string // the RequestKey A and B share
 
 	// Set by the play function.
 	outcome string
@@ -171,7 +173,8 @@ func playCase(ctx context.Context, env *labenv.Env, def *caseDef, speed float64,
 	if !def.timed {
 		speed = 1
 	}
-	c := &caseRun{env: env, ns: caseNamespace(env, def), def: def, t: timingsAt(speed), tl: newTimeline(raw)}
+	c := &caseRun{env: env, ns: caseNamespace(env, def), def: def, t: timingsAt(speed), tl: newTimeline(raw),
+		key: rand.Text()} // the servers sign their messages, as a deployment's should
 	ctx, cancel := context.WithTimeout(ctx, 4*c.t.lockWait+30*time.Second)
 	defer cancel()
 	err := def.play(ctx, c)
@@ -258,7 +261,7 @@ func (c *caseRun) newServer(ctx context.Context, name string, tweak func(*datadr
 	ncfg := datadriver.NodeConfig{
 		JobID: name, Redis: s.rdb, NATS: s.nc, Namespace: c.ns, Logger: c.tl.logger(name),
 		Beat: t.beat, PresenceTTL: t.ttl, FenceMargin: t.beat,
-		RequestRepeat: t.repeat, ParkMin: t.parkMin, ParkMax: t.parkMax,
+		RequestRepeat: t.repeat, ParkMin: t.parkMin, ParkMax: t.parkMax, RequestKey: []byte(c.key),
 	}
 	dcfg := datadriver.Config[player]{
 		Name:     demoDriver,

@@ -184,6 +184,9 @@ func describe(level slog.Level, msg string, a map[string]string) (text string, k
 			"never stopped", kindNote, ""
 	case strings.HasPrefix(msg, "took the lock of "):
 		return msg, kindGood, ""
+	case level == slog.LevelInfo && strings.HasPrefix(msg, "could not read Redis's eviction policy"):
+		return "this Redis answers neither INFO memory nor CONFIG GET (an in-process one, as the demo's embedded " +
+			"Redis, or a proxy): its eviction policy is not known", kindNote, ""
 	}
 	// Anything else, as the library says it; the library's other debug
 	// records (every join, every write) would drown the story.
