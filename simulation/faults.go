@@ -213,11 +213,7 @@ func (s *sim) fault(alive []*server) {
 	srv := alive[s.rng.IntN(len(alive))]
 	now := time.Now()
 	dur := time.Duration(1+s.rng.IntN(20)) * time.Second
-	kinds := 10
-	if s.cfg.Hangs {
-		kinds = 19
-	}
-	switch k := s.rng.IntN(kinds); k {
+	switch k := s.drawFault(); k {
 	case 0:
 		s.logf("FAULT saves of %s fail for %s", srv.s.JobID, dur)
 		s.mu.Lock()
@@ -277,9 +273,30 @@ func (s *sim) fault(alive []*server) {
 		s.c.Bus.Disconnect(srv.s.JobID)
 	case 18:
 		s.pause(srv, now.Add(dur))
+	case 19, 20, 21:
+		s.tamper(tamperKind(k - 19))
 	default:
 		s.forgeRequest(srv)
 	}
+}
+
+// drawFault draws the kind of a fault from the seed: 0 to 9 the classic
+// faults, 10 to 18 those that hang (Config.Hangs), 19 to 21 the tampers
+// (Config.Tampers). A seed with Hangs on and Tampers off draws what it drew
+// before the tampers existed; so does one with both off.
+func (s *sim) drawFault() int {
+	kinds := 10
+	if s.cfg.Hangs {
+		kinds += 9
+	}
+	if s.cfg.Tampers {
+		kinds += int(numTamperKinds)
+	}
+	k := s.rng.IntN(kinds)
+	if !s.cfg.Hangs && k >= 10 {
+		k += 9 // a tamper
+	}
+	return k
 }
 
 // lossyBus makes the bus drop, delay and duplicate messages from now for

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/enum"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/testsupport"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -95,6 +96,13 @@ type sentMsg struct {
 	landed bool
 	full   bool
 	id     string
+	// lost: a tamper destroyed the message with the inbox it waited in, or
+	// with the data that had applied it: it may be in its player's final
+	// record (once), or not at all.
+	lost bool
+	// stranded: the message waited in the inbox of a record the operator
+	// started over (bugStrandedInbox).
+	stranded bool
 }
 
 func (m *sentMsg) body() gift {
@@ -145,6 +153,7 @@ func (s *sim) send(srv *server, m *sentMsg) {
 	s.mu.Lock()
 	s.result.Messages.Sent++
 	s.mu.Unlock()
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(s.ctx, sendTimeout)
 	id, err := srv.d.Send(ctx, m.to.key, m.body())
 	cancel()
@@ -183,7 +192,7 @@ func (s *sim) send(srv *server, m *sentMsg) {
 	case m.state == msgTooLarge && (landed || full):
 		s.fail("messages: the Send of #%d answered %v, but its script ran", m.n, err)
 	case m.state == msgFailed && !strings.Contains(err.Error(), "injected") && !errors.Is(err, context.DeadlineExceeded) &&
-		!errors.Is(err, context.Canceled) && !errors.Is(err, testsupport.ErrInjected):
+		!errors.Is(err, context.Canceled) && !errors.Is(err, testsupport.ErrInjected) && !s.sendRefused(m, start, err):
 		s.fail("send of #%d from %s: unexpected error %v", m.n, srv.s.JobID, err)
 	}
 }
@@ -252,6 +261,12 @@ func (s *sim) observeSend(job, key string, args []string, val any) {
 		s.fail("send call of %s for a message #%d the simulation never sent", job, g.N)
 	case recordKey(m.to.key) != key:
 		s.fail("the send of #%d to %s went to record %s", g.N, m.to.key, key)
+	case tag == "CORRUPT":
+		why := ""
+		if len(arr) > 2 {
+			why, _ = arr[2].(string)
+		}
+		s.corruptAnswer(job, key, "a send", record.CorruptField{Field: id, Why: why})
 	case tag != "OK" && tag != "FULL":
 		s.fail("send call of %s for #%d answered %v", job, g.N, val)
 	}

@@ -59,6 +59,10 @@ type player struct {
 	floor int64                       // coins known durable (a Save or clean release returned nil)
 	last  *datadriver.Profile[Wallet] // the session the player left (a rejoin may adopt it)
 	sent  []*sentMsg                  // the messages sent to the player: the k-th is sent[k-1]
+	// lostAt is when a tamper last deleted the player's record: a save, a
+	// release or a load asked for before then never counts as durable
+	// (invariant 7's ledger starts over from the deletion).
+	lostAt time.Time
 }
 
 // startServer starts a server with the reference timings and this run's
@@ -183,12 +187,13 @@ func (s *sim) tradePartner(pl *player) *player {
 }
 
 // endSession folds a finished session into pl's ledger: a clean release
-// makes everything acknowledged durable.
+// makes everything acknowledged durable (unless the record was deleted
+// since the session began).
 func (s *sim) endSession(pl *player, p *datadriver.Profile[Wallet]) {
 	err := p.Err()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if errors.Is(err, datadriver.ErrReleased) && pl.p == p {
+	if errors.Is(err, datadriver.ErrReleased) && pl.p == p && !pl.since.Before(pl.lostAt) {
 		pl.floor = pl.acked
 	}
 }
@@ -225,6 +230,9 @@ func (s *sim) checkSessions() {
 		if srv != nil && errors.Is(p.Err(), datadriver.ErrFenced) && !srv.s.Crashed() && kickedAt.Before(since) {
 			s.fail("invariant 6: the session of %s on %s ended fenced off (%v), but the game was never kicked",
 				pl.key, srv.s.JobID, p.Err())
+		}
+		if srv != nil {
+			s.endedBroken(srv, pl.key, since, p.Err())
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 // (messages.go).
 func (s *sim) step() {
 	s.endFaults(false)
+	s.repairDue(false)
 	alive := s.aliveServers()
 	if s.rng.Float64() < s.cfg.Faults {
 		s.fault(alive)
@@ -137,6 +138,9 @@ func (s *sim) join(pl *player, srv *server) {
 	}
 	if err != nil {
 		s.logf("join %s @%s -> %v (after %s)", pl.key, srv.s.JobID, err, shown)
+		if s.joinRefused(pl, srv, start, err) {
+			return
+		}
 		switch {
 		case errors.Is(err, datadriver.ErrWaitTimeout), errors.Is(err, datadriver.ErrClosed), errors.Is(err, datadriver.ErrFenced),
 			errors.Is(err, context.Canceled), errors.Is(err, testsupport.ErrInjected):
@@ -166,8 +170,8 @@ func (s *sim) join(pl *player, srv *server) {
 	adopted := p == pl.last // the retained profile of a failed leave: its data is the newest, not yet durable
 	pl.srv, pl.p, pl.last, pl.since = srv, p, nil, start
 	pl.acked = coins
-	if !adopted {
-		pl.floor = coins // read from Redis: durable
+	if !adopted && !start.Before(pl.lostAt) {
+		pl.floor = coins // read from Redis: durable (unless the record was deleted since)
 	}
 	s.mu.Unlock()
 	s.logf("join %s @%s -> epoch %d coins %d (after %s)", pl.key, srv.s.JobID, p.Epoch(), coins, shown)
@@ -231,9 +235,10 @@ func (s *sim) save(pl *player) {
 	if p == nil {
 		return
 	}
+	start := time.Now()
 	if err := p.Save(s.ctx); err == nil {
 		s.mu.Lock()
-		if pl.p == p && acked > pl.floor {
+		if pl.p == p && acked > pl.floor && !start.Before(pl.lostAt) {
 			pl.floor = acked
 		}
 		s.mu.Unlock()
@@ -248,12 +253,13 @@ func (s *sim) leave(pl *player) error {
 	if p == nil {
 		return nil
 	}
+	start := time.Now()
 	err := p.Release(s.ctx)
 	s.logf("leave %s @%s -> %v", pl.key, srv.s.JobID, err)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if pl.p == p {
-		if err == nil {
+		if err == nil && !start.Before(pl.lostAt) {
 			pl.floor = acked
 		}
 		pl.p, pl.srv, pl.last = nil, nil, p

@@ -13,8 +13,8 @@ import (
 // Observation: what the scripts did (from the cluster's script observer)
 // and which requests reached which server (from the bus).
 
-// observe records what the scripts did, and checks invariants 1 to 3 and
-// 10 (on the data loaded and written) as they happen.
+// observe records what the scripts did, and checks invariants 1 to 3, 10
+// (on the data loaded and written) and 11 as they happen.
 func (s *sim) observe(job string, call testsupport.ScriptCall) {
 	s.mu.Lock()
 	s.result.Scripts++
@@ -57,6 +57,7 @@ func (s *sim) observeBeat(job string, call testsupport.ScriptCall) {
 	if err1 != nil || err2 != nil || a.JobID != job {
 		return
 	}
+	s.observeBeatTampered(job, a, ans)
 	s.mu.Lock()
 	if !time.Now().Before(s.expiresAt[job]) {
 		s.revivedAt[job] = time.Now() // its presence had expired (or never was)
@@ -68,8 +69,10 @@ func (s *sim) observeBeat(job string, call testsupport.ScriptCall) {
 }
 
 // observeAcquire checks an acquisition that landed: invariant 2 (a live
-// holder's lock is never taken by age or proof) and invariant 3 (the data
-// loaded is the last landed write's).
+// holder's lock is never taken by age or proof), invariant 3 (the data
+// loaded is the last landed write's) and invariant 11 (no broken record is
+// acquired; the epoch never goes back); and a refusal of a broken record
+// (invariant 11).
 func (s *sim) observeAcquire(job, key string, call testsupport.ScriptCall) {
 	a, err1 := record.ParseAcquireArgs(call.Args)
 	res, err2 := record.ParseAcquire(call.Val)
@@ -78,10 +81,14 @@ func (s *sim) observeAcquire(job, key string, call testsupport.ScriptCall) {
 		return
 	}
 	if res.Outcome != record.Acquired {
+		if res.Outcome == record.Corrupt {
+			s.corruptAnswer(job, key, "an acquire", res.Corrupt)
+		}
 		return
 	}
 	s.noteAcquisition(job, key)
 	s.noteToken(job, key, res.Epoch, a.Token)
+	s.acquiredTampered(job, key, res.Epoch, a.Token, res.How)
 	now := time.Now()
 	s.mu.Lock()
 	written := s.lockAt[key] // the lock just taken was last written then
@@ -113,7 +120,8 @@ func (s *sim) observeAcquire(job, key string, call testsupport.ScriptCall) {
 }
 
 // observeSave checks a write that landed: invariant 1 (the token fence),
-// and records what it wrote for the loads after it.
+// and records what it wrote for the loads after it; and invariant 11 on
+// every write (writeRefused, writtenTampered).
 func (s *sim) observeSave(job, key string, call testsupport.ScriptCall) {
 	a, err1 := record.ParseSaveArgs(call.Args)
 	res, err2 := record.ParseSave(call.Val)
@@ -122,12 +130,15 @@ func (s *sim) observeSave(job, key string, call testsupport.ScriptCall) {
 		return
 	}
 	if res.Outcome != record.Written {
+		s.writeRefused(job, key, a.Token, res)
 		return
 	}
 	if res.Moved { // an adoption's save took the lock again
 		s.noteAcquisition(job, key)
 		s.noteToken(job, key, res.Epoch, a.Token)
+		s.acquiredTampered(job, key, res.Epoch, a.Token, "")
 	}
+	s.writtenTampered(job, key, a.Token)
 	if res.Moved || res.How == record.HowSaved || res.How == record.HowReleased {
 		s.mu.Lock()
 		s.lockAt[key] = time.Now() // every accepted write refreshes lock.at
@@ -162,8 +173,8 @@ func (s *sim) noteToken(job, key string, epoch int64, token string) {
 	}
 	s.epochToken[key][epoch] = token
 	s.tokenEpoch[token] = epoch
-	if cur, ok := s.latest[key+"\x00"+job]; !ok || epoch > cur.epoch {
-		s.latest[key+"\x00"+job] = heldToken{epoch, token}
+	if cur, ok := s.latest[key+"\x00"+job]; !ok || cur.stale || epoch > cur.epoch {
+		s.latest[key+"\x00"+job] = heldToken{epoch: epoch, token: token}
 	}
 }
 
@@ -198,6 +209,7 @@ func (s *sim) noteAcquisition(job, key string) {
 type heldToken struct {
 	epoch int64
 	token string
+	stale bool // the record was deleted since: the next token landed is the newest, whatever its epoch
 }
 
 // onDeliver records requests as they reach their server.

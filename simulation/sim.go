@@ -9,7 +9,7 @@
 // earn, save, leave, hop to another server, trade), the messages the servers
 // send them (Driver.Send, to players online or not; see messages.go), and
 // the faults all come from one PCG stream. Faults come in the three kinds a promise must be
-// tested against (see faults.go):
+// tested against (see faults.go), and a fourth outside the fault model:
 //
 //   - calls that fail: failing saves and presence writes, lost save
 //     answers, dropped, delayed and duplicated messages, forged requests,
@@ -23,7 +23,15 @@
 //     bus only;
 //   - a process that pauses or dies: a server paused (nothing of it
 //     answers; at its resume the game at once tries Update on every profile
-//     it believed live) and crashes with restarts under a new JobID.
+//     it believed live) and crashes with restarts under a new JobID;
+//   - tampers (Config.Tampers, tamper.go): what other tools and Redis do to
+//     the keys behind the library's back: a field of a record broken (ver,
+//     epoch, inbox.seq or lock.at not an integer, lock.at an hour ahead of
+//     the Redis clock) or its inbox or history replaced by a key of the
+//     wrong type, repaired by the operator a few seconds to a minute later
+//     (record.Repair, what `playerdata repair` runs; --force where a human
+//     may decide: repair.go); a record deleted, held or not, alone or with
+//     its inbox and history; the presence owners hash evicted.
 //
 // It runs inside a testing/synctest bubble on a testsupport.Cluster, so
 // hours of game time take seconds. A pause there pauses everything the
@@ -71,7 +79,27 @@
 //     have joined once more (the load applies them), every inbox is empty
 //     and every message whose Send was acknowledged, or that the simulation
 //     saw stored, is in its player's record (once: a bit per message, the
-//     gifts its sum), every other one at most once, and one refused never.
+//     gifts its sum), every other one at most once, and one refused never;
+//  11. no state of a record wedges a key (DESIGN.md's invariant 12; see
+//     tampercheck.go): while a tamper's damage stands, every script that
+//     meets it refuses it (CORRUPT, nothing written; no script answers
+//     CORRUPT otherwise), a join is refused with ErrCorruptRecord within
+//     LockWait and never waits it out, a held session's next write ends it
+//     (ErrLockLost, Kick ReasonRecordCorrupt); the epoch never goes back; a
+//     deleted record is never written again under a lock taken before its
+//     deletion (its holder's session ends, ReasonRecordGone); after the
+//     repair every damaged record loads, with what the ledger says; the
+//     eviction of the presence owners hash fences nobody (no beat of a
+//     server ever meets another process's beat of its JobID) and every live
+//     server re-claims its entry at its next full beat.
+//
+// A deletion loses the record by design: from it on, invariants 3, 4, 7 and
+// 10 start over for the record (its landed writes, its gems, its ledger, the
+// messages its data or destroyed inbox held: forgetRecord), and invariant 9
+// does not cover an Update of a session whose lock predates the deletion
+// (the old holder plays on until its next write: exemptDeleted). Library
+// bugs the tampers found and that are not fixed yet are counted, not failed
+// on, unless Config.FailKnownBugs (knownbugs.go).
 //
 // A failure reports the seed and a readable trace of the steps that led to
 // it.
@@ -110,19 +138,31 @@ type Config struct {
 	// failing beats, a lossy bus, crashes, Redis restarts), as the classic
 	// regression seeds were found with.
 	Hangs bool
+	// Tampers adds what other tools and Redis itself do to the keys behind
+	// the library's back, outside its fault model (tamper.go): a field of a
+	// record broken or its inbox or history replaced by a key of the wrong
+	// type (the operator repairs it later, as `playerdata repair` does), a
+	// record deleted (a stray DEL, an eviction), the presence owners hash
+	// evicted. Off, a seed draws what it drew before the tampers existed, as
+	// the regression seeds were found with.
+	Tampers bool
+	// FailKnownBugs fails a run on the library bugs the simulation knows of
+	// and that are not fixed yet (knownbugs.go); off, each occurrence is a
+	// line of the trace and a count in Result.KnownBugs.
+	FailKnownBugs bool
 }
 
 // DefaultConfig is a long run: four servers, 200 players, two hours of game
 // time.
 func DefaultConfig(seed uint64) Config {
-	return Config{Seed: seed, Servers: 4, Players: 200, Duration: 2 * time.Hour, Step: 2 * time.Second, Faults: 0.05, Hangs: true}
+	return Config{Seed: seed, Servers: 4, Players: 200, Duration: 2 * time.Hour, Step: 2 * time.Second, Faults: 0.05, Hangs: true, Tampers: true}
 }
 
 // ShortConfig is the run CI repeats over hundreds of seeds: three servers,
 // 40 players, 15 minutes of game time, twice the fault rate (about a second
 // of one core).
 func ShortConfig(seed uint64) Config {
-	return Config{Seed: seed, Servers: 3, Players: 40, Duration: 15 * time.Minute, Step: 2 * time.Second, Faults: 0.1, Hangs: true}
+	return Config{Seed: seed, Servers: 3, Players: 40, Duration: 15 * time.Minute, Step: 2 * time.Second, Faults: 0.1, Hangs: true, Tampers: true}
 }
 
 // Wallet is the profile of the simulated game: coins are earned, gems only
@@ -193,6 +233,8 @@ type Result struct {
 	Guarded                                              int      // Updates refused that, accepted, would have broken invariant 9
 	Scripts                                              int      // Lua script calls the servers made
 	Messages                                             Messages // the messages sent, and what became of them
+	Tampers                                              Tampers  // what the tampers did, and what the library answered
+	KnownBugs                                            KnownBugs
 	Failure                                              error
 	Trace                                                []string
 }
@@ -256,6 +298,9 @@ type sim struct {
 	lastMsg  uint64            // the last number handed out
 	msgIDs   map[string]uint64 // key+"\x00"+inbox id -> number
 	byRecord map[string]*player
+
+	// Invariant 11: what the tampers did (tamper.go).
+	tampers tamperState
 }
 
 func newSim(tb testing.TB, cfg Config) *sim {
@@ -279,6 +324,7 @@ func newSim(tb testing.TB, cfg Config) *sim {
 		msgs:         make(map[uint64]*sentMsg),
 		msgIDs:       make(map[string]uint64),
 		byRecord:     make(map[string]*player),
+		tampers:      newTamperState(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	tb.Cleanup(s.cancel)
@@ -374,6 +420,7 @@ func (s *sim) run() {
 		synctest.Wait() // everything due by now has run
 		s.checkSessions()
 		s.checkRecords()
+		s.checkReclaim()
 		s.flush()
 		s.mu.Lock()
 		s.result.Steps++

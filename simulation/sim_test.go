@@ -19,11 +19,14 @@ var (
 	oneSeed  = flag.Uint64("sim.seed", 0, "run this one seed and print its whole trace")
 	long     = flag.Bool("sim.long", false, "use the long config (4 servers, 200 players, 2 h) instead of the short one")
 	duration = flag.Duration("sim.duration", 0, "virtual time per run (overrides the config)")
-	classic  = flag.Bool("sim.classic", false, "draw only the classic faults, none that hang (Config.Hangs off)")
+	classic  = flag.Bool("sim.classic", false, "draw only the classic faults, none that hang nor tamper (Config.Hangs and Tampers off)")
+	tampers  = flag.Bool("sim.tampers", true, "draw the tampers too (Config.Tampers): broken fields, deleted records, an evicted owners hash")
+	failBugs = flag.Bool("sim.knownbugs", false, "fail on the library bugs the simulation knows of (Config.FailKnownBugs) instead of counting them")
 )
 
 // regression is a seed that found a bug, run on every go test (see the
-// README's simulation report).
+// README's simulation report). Every one was found before the tampers
+// existed, and replays that run (Config.Tampers off).
 type regression struct {
 	seed uint64
 	// classic: the seed was found with the classic faults only, and
@@ -52,9 +55,10 @@ var regressions = []regression{
 
 // run is one seed to run and how.
 type run struct {
-	seed    uint64
-	long    bool
-	classic bool // without the faults that hang
+	seed      uint64
+	long      bool
+	classic   bool // without the faults that hang (nor the tampers)
+	noTampers bool // without the tampers
 }
 
 func (r run) config() simulation.Config {
@@ -68,6 +72,10 @@ func (r run) config() simulation.Config {
 	if r.classic {
 		cfg.Hangs = false
 	}
+	if r.classic || r.noTampers {
+		cfg.Tampers = false
+	}
+	cfg.FailKnownBugs = *failBugs
 	return cfg
 }
 
@@ -84,13 +92,13 @@ func TestSimulation(t *testing.T) {
 	longRuns := *long || os.Getenv("PLAYERDATA_SIM_LONG") != ""
 	var list []run
 	for _, r := range regressions {
-		list = append(list, run{seed: r.seed, classic: r.classic})
+		list = append(list, run{seed: r.seed, classic: r.classic, noTampers: true})
 	}
 	if *oneSeed != 0 {
-		list = []run{{seed: *oneSeed, long: longRuns, classic: *classic}}
+		list = []run{{seed: *oneSeed, long: longRuns, classic: *classic, noTampers: !*tampers}}
 	} else {
 		for i := range n {
-			list = append(list, run{seed: *first + uint64(i), long: longRuns, classic: *classic})
+			list = append(list, run{seed: *first + uint64(i), long: longRuns, classic: *classic, noTampers: !*tampers})
 		}
 	}
 	start := time.Now()
@@ -115,6 +123,8 @@ func TestSimulation(t *testing.T) {
 					}
 					if r.classic {
 						replay += " -sim.classic"
+					} else if r.noTampers {
+						replay += " -sim.tampers=false"
 					}
 					t.Fatalf("seed %d: %v\nreplay: %s\ntrace (last 60 steps):\n%s",
 						seed, res.Failure, replay, simulation.Tail(res.Trace, 60))
@@ -123,9 +133,9 @@ func TestSimulation(t *testing.T) {
 					t.Logf("trace:\n%s", simulation.Tail(res.Trace, len(res.Trace)))
 				}
 				t.Logf("seed %d: %d steps, %d joins (%d refused, %d hops), %d trades (%d of unknown outcome), %d faults (%d hangs, %d pauses), %d crashes, "+
-					"%d fenced, %d updates at resume (%d refused), %d refused after another's acquire, %d script calls; %v",
+					"%d fenced, %d updates at resume (%d refused), %d refused after another's acquire, %d script calls; %v; %v; %v",
 					seed, res.Steps, res.Joins, res.Refused, res.Hops, res.Trades, res.TradesUnknown, res.Faults, res.Hangs, res.Pauses,
-					res.Crashes, res.Fenced, res.ResumeUpdates, res.ResumeRefused, res.Guarded, res.Scripts, res.Messages)
+					res.Crashes, res.Fenced, res.ResumeUpdates, res.ResumeRefused, res.Guarded, res.Scripts, res.Messages, res.Tampers, res.KnownBugs)
 			})
 		})
 	}
