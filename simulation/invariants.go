@@ -204,9 +204,6 @@ func (s *sim) drain() {
 		}
 		token, _ := f[0].(string)
 		job, _ := f[1].(string)
-		if token != "" && !crashed[job] && s.settleOrphan(pl, job) {
-			continue
-		}
 		if token != "" && !crashed[job] {
 			s.fail("liveness: %s is still locked by live server %s two quiet minutes after every player left", pl.key, job)
 			s.mu.Lock()

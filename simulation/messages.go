@@ -100,9 +100,6 @@ type sentMsg struct {
 	// with the data that had applied it: it may be in its player's final
 	// record (once), or not at all.
 	lost bool
-	// stranded: the message waited in the inbox of a record the operator
-	// started over (bugStrandedInbox).
-	stranded bool
 }
 
 func (m *sentMsg) body() gift {

@@ -205,17 +205,15 @@ func (s *sim) deliverRest() {
 func (s *sim) checkDelivered() {
 	ctx := context.Background()
 	final := make(map[*player]Wallet, len(s.players))
-	waiting := make(map[uint64]bool) // messages still in an inbox
 	for _, pl := range s.players {
 		h, err := s.readRecord(ctx, pl)
 		if err != nil {
 			s.fail("check: %s: %v", pl.key, err)
 			return
 		}
-		for _, n := range h.inbox {
-			waiting[n] = true
+		if len(h.inbox) > 0 {
+			s.fail("invariant 10: the inbox of %s still holds %v after its player joined once more", pl.key, h.inbox)
 		}
-		s.checkInboxEmpty(pl, h.inbox)
 		s.checkMsgs("the final record", pl, h.data, h.inbox)
 		final[pl] = h.data
 		if h.image != nil { // a committed trade's mark, left by a release for the next loader to settle
@@ -239,7 +237,7 @@ func (s *sim) checkDelivered() {
 			switch {
 			case m.state == msgSending:
 				problems = append(problems, fmt.Sprintf("the Send of #%d to %s never returned", m.n, pl.key))
-			case in && m.refused(), !in && !m.lost && !(m.stranded && waiting[m.n]) && (m.state == msgAcked || m.landed):
+			case in && m.refused(), !in && !m.lost && (m.state == msgAcked || m.landed):
 				stored, not := "", "not "
 				if m.landed {
 					stored = ", seen stored"
@@ -255,29 +253,5 @@ func (s *sim) checkDelivered() {
 	s.mu.Unlock()
 	for _, p := range problems[:min(len(problems), 10)] {
 		s.fail("invariant 10: %s", p)
-	}
-}
-
-// checkInboxEmpty checks that pl's inbox, holding inbox at the very end, is
-// empty: its player joined once more, and the load applied it. Messages
-// that waited there when the operator started the record over are the
-// known bug bugStrandedInbox.
-func (s *sim) checkInboxEmpty(pl *player, inbox []uint64) {
-	var stranded, other []uint64
-	s.mu.Lock()
-	for _, n := range inbox {
-		if m := s.msgs[n]; m != nil && m.stranded {
-			stranded = append(stranded, n)
-		} else {
-			other = append(other, n)
-		}
-	}
-	s.mu.Unlock()
-	if len(other) > 0 {
-		s.fail("invariant 10: the inbox of %s still holds %v after its player joined once more", pl.key, other)
-	}
-	if len(stranded) > 0 {
-		s.knownBug(bugStrandedInbox, "the inbox of %s still holds %v after its player joined once more: they waited there "+
-			"when the operator started the record over", pl.key, stranded)
 	}
 }

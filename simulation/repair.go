@@ -2,14 +2,11 @@ package simulation
 
 import (
 	"context"
-	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/record"
@@ -123,9 +120,6 @@ func (s *sim) repaired(d *damage, changed []record.CorruptField, forced bool) {
 		}
 	}
 	s.mu.Unlock()
-	if slices.ContainsFunc(changed, func(c record.CorruptField) bool { return c.Field == "(record)" }) {
-		what = append(what, s.strand(d.pl))
-	}
 	if len(what) == 0 {
 		what = []string{"nothing to repair"}
 	}
@@ -134,24 +128,4 @@ func (s *sim) repaired(d *damage, changed []record.CorruptField, forced bool) {
 		force = " --force"
 	}
 	s.logf("REPAIR%s %s (%s): %s", force, d.pl.key, d.how, strings.Join(what, "; "))
-}
-
-// strand marks the messages waiting in pl's inbox when the operator
-// started its record over: the record has no inbox.seq, and a load reads
-// the inbox only when inbox.seq > 0 (bugStrandedInbox). It says how many.
-func (s *sim) strand(pl *player) string {
-	entries, err := s.checkRedis.XRange(context.Background(), record.InboxKey(recordKey(pl.key)), "-", "+").Result()
-	if err != nil {
-		s.fail("repair %s: read the inbox: %v", pl.key, err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, e := range entries {
-		b, _ := e.Values[record.EntryBody].(string)
-		var g gift
-		if msgpack.Unmarshal([]byte(b), &g) == nil && s.msgs[g.N] != nil {
-			s.msgs[g.N].stranded = true
-		}
-	}
-	return fmt.Sprintf("%d messages wait in the inbox it kept", len(entries))
 }

@@ -49,6 +49,7 @@ type damage struct {
 	// every write checks).
 	refuses, allows, writes bool
 	waited                  bool // the operator said once that it waits for a lock's holder
+	inboxOnly               bool // a deletion that left the inbox but no history (bugSendRecreates)
 }
 
 // tamperState is what the simulation keeps of the tampers, guarded by
@@ -62,11 +63,7 @@ type tamperState struct {
 	fullBeat  map[string]beatMark              // job -> its last full beat that was written
 	reclaim   map[string]time.Time             // job -> an eviction of the owners hash it has to re-claim its entry after
 	touched   map[*player]bool                 // players whose record a tamper damaged or deleted
-	// settleLost: record key+"\x00"+job -> a refused settle ended job's
-	// session of the key as a lost lock (bugSettleCause), which does not
-	// give the lock back.
-	settleLost map[string]bool
-	gemsShift  int64 // gems the deletions took, less the Defaults' gems each record starts over with
+	gemsShift int64                            // gems the deletions took, less the Defaults' gems each record starts over with
 }
 
 // beatMark is a full beat of a server: when it was written, and by which
@@ -78,15 +75,14 @@ type beatMark struct {
 
 func newTamperState() tamperState {
 	return tamperState{
-		damages:    make(map[string][]*damage),
-		deletions:  make(map[string][]uint64),
-		lastEpoch:  make(map[string]int64),
-		tokenSeq:   make(map[string]uint64),
-		kickWhy:    make(map[string]datadriver.KickReason),
-		fullBeat:   make(map[string]beatMark),
-		reclaim:    make(map[string]time.Time),
-		touched:    make(map[*player]bool),
-		settleLost: make(map[string]bool),
+		damages:   make(map[string][]*damage),
+		deletions: make(map[string][]uint64),
+		lastEpoch: make(map[string]int64),
+		tokenSeq:  make(map[string]uint64),
+		kickWhy:   make(map[string]datadriver.KickReason),
+		fullBeat:  make(map[string]beatMark),
+		reclaim:   make(map[string]time.Time),
+		touched:   make(map[*player]bool),
 	}
 }
 
@@ -318,8 +314,9 @@ func (s *sim) evictOwners() {
 // only by trades, see checkRecords): KEYS its record, inbox and history;
 // ARGV[1] '1' to delete its inbox and history too. It answers {0} for a
 // record never acquired, {2, trade} for one marked (nothing is done), else
-// {1, data, holder job (” when free), remains (how many of its inbox and
-// history remain), body...}: the bodies of the inbox messages it deleted.
+// {1, data, holder job (empty when free), inbox (1 when its inbox remains,
+// else 0), history (the same for its history), body...}: the bodies of the
+// inbox messages it deleted.
 var deleteScript = redis.NewScript(`
 local f = redis.call('HMGET', KEYS[1], 'epoch', 'trade', 'data', 'lock.job', 'lock.token')
 if not f[1] then
@@ -332,7 +329,7 @@ local holder = ''
 if f[5] and f[5] ~= '' then
   holder = f[4] or ''
 end
-local out = {1, f[3] or '', holder, 0}
+local out = {1, f[3] or '', holder, 0, 0}
 if ARGV[1] == '1' then
   if redis.call('TYPE', KEYS[2])['ok'] == 'stream' then
     for _, e in ipairs(redis.call('XRANGE', KEYS[2], '-', '+')) do
@@ -346,7 +343,8 @@ if ARGV[1] == '1' then
   redis.call('DEL', KEYS[2], KEYS[3])
 end
 redis.call('DEL', KEYS[1])
-out[4] = redis.call('EXISTS', KEYS[2], KEYS[3])
+out[4] = redis.call('EXISTS', KEYS[2])
+out[5] = redis.call('EXISTS', KEYS[3])
 return out
 `)
 
@@ -385,7 +383,8 @@ func (s *sim) deleteRecord() {
 	}
 	f := strs(v[1:3])
 	data, holder := f[0], f[1]
-	remains, _ := v[3].(int64)
+	inbox, _ := v[3].(int64)
+	hist, _ := v[4].(int64)
 	what, held := "alone", "free"
 	if all {
 		what = "with its inbox and history"
@@ -394,10 +393,10 @@ func (s *sim) deleteRecord() {
 		held = "held by " + holder
 	}
 	applied := s.forgetRecord(pl, data, holder != "")
-	waiting := s.loseBodies(v[4:])
+	waiting := s.loseBodies(v[5:])
 	lost := fmt.Sprintf("%d messages its data applied lost, %d waiting in its inbox lost; invariants 3, 4, 7 and 10 "+
 		"start over for it", applied, waiting)
-	if remains == 0 {
+	if inbox+hist == 0 {
 		s.logf("FAULT tamper: the record of %s is deleted %s (%s; %s): nothing remains beside it, it reads as new",
 			pl.key, what, held, lost)
 		return
@@ -406,7 +405,7 @@ func (s *sim) deleteRecord() {
 		"joins are refused until the operator starts it over in %s", pl.key, what, held, lost, delay)
 	s.mu.Lock()
 	s.tampers.damages[rk] = append(s.tampers.damages[rk], &damage{pl: pl, what: "(record)", how: "deleted " + what,
-		from: now, repairAt: now.Add(delay), refuses: true, allows: true})
+		from: now, repairAt: now.Add(delay), refuses: true, allows: true, inboxOnly: hist == 0})
 	s.mu.Unlock()
 }
 
