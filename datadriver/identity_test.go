@@ -154,6 +154,11 @@ func TestJobIDIdentity(t *testing.T) {
 			if !errors.Is(p.Err(), datadriver.ErrFenced) {
 				t.Errorf("session ended with %v, want ErrFenced", p.Err())
 			}
+			// The fence comes first (it waits on no log write); the error
+			// naming the other instance follows it.
+			eventually(t, 5*time.Second, "the conflict logged", func() bool {
+				return strings.Contains(first.logs.String(), "other_instance=intruder")
+			})
 			logs := first.logs.String()
 			for line := range strings.Lines(logs) {
 				if strings.Count(line, " job=") > 1 {
