@@ -97,9 +97,7 @@
 // 10 start over for the record (its landed writes, its gems, its ledger, the
 // messages its data or destroyed inbox held: forgetRecord), and invariant 9
 // does not cover an Update of a session whose lock predates the deletion
-// (the old holder plays on until its next write: exemptDeleted). Library
-// bugs the tampers found and that are not fixed yet are counted, not failed
-// on, unless Config.FailKnownBugs (knownbugs.go).
+// (the old holder plays on until its next write: exemptDeleted).
 //
 // A failure reports the seed and a readable trace of the steps that led to
 // it.
@@ -146,10 +144,6 @@ type Config struct {
 	// evicted. Off, a seed draws what it drew before the tampers existed, as
 	// the regression seeds were found with.
 	Tampers bool
-	// FailKnownBugs fails a run on the library bugs the simulation knows of
-	// and that are not fixed yet (knownbugs.go); off, each occurrence is a
-	// line of the trace and a count in Result.KnownBugs.
-	FailKnownBugs bool
 }
 
 // DefaultConfig is a long run: four servers, 200 players, two hours of game
@@ -234,7 +228,6 @@ type Result struct {
 	Scripts                                              int      // Lua script calls the servers made
 	Messages                                             Messages // the messages sent, and what became of them
 	Tampers                                              Tampers  // what the tampers did, and what the library answered
-	KnownBugs                                            KnownBugs
 	Failure                                              error
 	Trace                                                []string
 }

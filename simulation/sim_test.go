@@ -21,7 +21,6 @@ var (
 	duration = flag.Duration("sim.duration", 0, "virtual time per run (overrides the config)")
 	classic  = flag.Bool("sim.classic", false, "draw only the classic faults, none that hang nor tamper (Config.Hangs and Tampers off)")
 	tampers  = flag.Bool("sim.tampers", true, "draw the tampers too (Config.Tampers): broken fields, deleted records, an evicted owners hash")
-	failBugs = flag.Bool("sim.knownbugs", false, "fail on the library bugs the simulation knows of (Config.FailKnownBugs) instead of counting them")
 )
 
 // regression is a seed that found a bug, run on every go test (see the
@@ -75,7 +74,6 @@ func (r run) config() simulation.Config {
 	if r.classic || r.noTampers {
 		cfg.Tampers = false
 	}
-	cfg.FailKnownBugs = *failBugs
 	return cfg
 }
 
@@ -133,9 +131,9 @@ func TestSimulation(t *testing.T) {
 					t.Logf("trace:\n%s", simulation.Tail(res.Trace, len(res.Trace)))
 				}
 				t.Logf("seed %d: %d steps, %d joins (%d refused, %d hops), %d trades (%d of unknown outcome), %d faults (%d hangs, %d pauses), %d crashes, "+
-					"%d fenced, %d updates at resume (%d refused), %d refused after another's acquire, %d script calls; %v; %v; %v",
+					"%d fenced, %d updates at resume (%d refused), %d refused after another's acquire, %d script calls; %v; %v",
 					seed, res.Steps, res.Joins, res.Refused, res.Hops, res.Trades, res.TradesUnknown, res.Faults, res.Hangs, res.Pauses,
-					res.Crashes, res.Fenced, res.ResumeUpdates, res.ResumeRefused, res.Guarded, res.Scripts, res.Messages, res.Tampers, res.KnownBugs)
+					res.Crashes, res.Fenced, res.ResumeUpdates, res.ResumeRefused, res.Guarded, res.Scripts, res.Messages, res.Tampers)
 			})
 		})
 	}

@@ -49,7 +49,6 @@ type damage struct {
 	// every write checks).
 	refuses, allows, writes bool
 	waited                  bool // the operator said once that it waits for a lock's holder
-	inboxOnly               bool // a deletion that left the inbox but no history (bugSendRecreates)
 }
 
 // tamperState is what the simulation keeps of the tampers, guarded by
@@ -405,7 +404,7 @@ func (s *sim) deleteRecord() {
 		"joins are refused until the operator starts it over in %s", pl.key, what, held, lost, delay)
 	s.mu.Lock()
 	s.tampers.damages[rk] = append(s.tampers.damages[rk], &damage{pl: pl, what: "(record)", how: "deleted " + what,
-		from: now, repairAt: now.Add(delay), refuses: true, allows: true, inboxOnly: hist == 0})
+		from: now, repairAt: now.Add(delay), refuses: true, allows: true})
 	s.mu.Unlock()
 }
 

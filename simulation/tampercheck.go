@@ -79,12 +79,6 @@ func (s *sim) corruptAnswer(job, rk, what string, field record.CorruptField) {
 func (s *sim) acquiredTampered(job, rk string, epoch int64, token string, how record.Taken) {
 	now := time.Now()
 	switch d := s.refusing(rk, now, now); {
-	case d != nil && d.what == "(record)" && d.inboxOnly && how == record.TakenNew:
-		s.knownBug(bugSendRecreates, "%s acquired %s as new at epoch %d while it is deleted (%s since %s) and its "+
-			"inbox remains: a Send made it again", job, rk, epoch, d.how, d.from.Sub(s.bornAt).Round(time.Millisecond))
-		s.mu.Lock()
-		d.refuses = false // the record is there again: what follows is that bug's
-		s.mu.Unlock()
 	case d != nil:
 		s.fail("invariant 11: %s acquired %s at epoch %d while it is broken (%s since %s): it must be refused",
 			job, rk, epoch, d.how, d.from.Sub(s.bornAt).Round(time.Millisecond))

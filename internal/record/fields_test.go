@@ -349,10 +349,9 @@ func TestRepairMakesARefusedRecordLoad(t *testing.T) {
 			other: func(key string) {
 				rdb.XAdd(ctx, &redis.XAddArgs{Stream: record.InboxKey(key), Values: []string{"b", "gift"}})
 			}},
-		{name: "record made again by a Send while its history remains", force: true, minVer: 8, messages: 2,
+		{name: "record made again by a Send while its history remains", force: true, minVer: 8, messages: 1,
 			other: func(key string) {
 				rdb.HSet(ctx, record.HistoryKey(key), "d7", "x", "t7", "1,0,0")
-				rdb.XAdd(ctx, &redis.XAddArgs{Stream: record.InboxKey(key), Values: []string{"b", "kept"}})
 				if _, err := record.Send(ctx, rdb, key, []byte("gift"), sendArgs("")); err != nil {
 					t.Fatal(err)
 				}

@@ -3,6 +3,7 @@ package record_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -136,5 +137,41 @@ func TestRefusedMessagesAreDeadLettered(t *testing.T) {
 	}
 	if n, _ := rdb.XLen(ctx, record.DeadKey(key)).Result(); n != 0 {
 		t.Errorf("%d dead letters left after the replay", n)
+	}
+}
+
+// A message to a record deleted while its inbox remains is refused, naming
+// the record, and stores nothing: it never makes the record again as a new
+// profile (whose next join would get Defaults at epoch 1). The operator's
+// repair starts it over with the messages that waited.
+func TestSendToARecordDeletedBesideItsInbox(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := context.Background()
+	key := record.Key(r.Namespace, "PlayerData", "user:deleted")
+	if _, err := record.Send(ctx, rdb, key, []byte("first"), sendArgs("")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := record.Acquire(ctx, rdb, key, acquireArgs("server-a", "tok-a")); err != nil || got.Outcome != record.Acquired {
+		t.Fatalf("acquire = %+v, %v", got, err)
+	}
+	rdb.Del(ctx, key) // a stray DEL of the record alone
+	before := snapshot(t, rdb, key)
+	res, err := record.Send(ctx, rdb, key, []byte("second"), sendArgs("order-2"))
+	if err != nil || res.Outcome != record.SendCorrupt || res.Corrupt.Field != "(record)" {
+		t.Fatalf("send to a deleted record = %+v, %v; want SendCorrupt naming (record)", res, err)
+	}
+	if after := snapshot(t, rdb, key); !reflect.DeepEqual(after, before) {
+		t.Fatalf("the refused send wrote:\nbefore %v\nafter  %v", before, after)
+	}
+	if got, _ := record.Acquire(ctx, rdb, key, acquireArgs("server-b", "tok-b")); got.Outcome != record.Corrupt {
+		t.Fatalf("acquire of the deleted record = %+v, want Corrupt", got)
+	}
+	if _, err := record.Repair(ctx, rdb, key, record.RepairArgs{Force: true, Skew: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := record.Acquire(ctx, rdb, key, acquireArgs("server-b", "tok-b"))
+	if err != nil || got.Outcome != record.Acquired || len(got.Messages) != 1 || string(got.Messages[0].Body) != "first" {
+		t.Fatalf("acquire after the repair = %+v, %v; want the record started over with the message that waited", got, err)
 	}
 }

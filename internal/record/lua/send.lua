@@ -37,6 +37,12 @@ local n = redis.pcall('XLEN', inbox)
 if type(n) == 'table' and n.err then
   return {'CORRUPT', 'inbox', 'the inbox key is not a stream'}
 end
+-- An inbox stays once a message was ever sent, and with it the record that counts it: an
+-- inbox without its record is what is left of a deleted one, which a message must not make
+-- again as a new profile (its next join would get Defaults at epoch 1).
+if not f[3] and redis.call('EXISTS', inbox) == 1 and redis.call('EXISTS', rec) == 0 then
+  return {'CORRUPT', '(record)', 'missing while its inbox remains (deleted or evicted)'}
+end
 local key = ARGV[3]
 if key ~= '' then
   local ty = redis.call('TYPE', idem)['ok']
