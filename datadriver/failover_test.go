@@ -2,9 +2,11 @@ package datadriver_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,7 +18,8 @@ import (
 
 // A primary killed with -9 while 50 players save as fast as they can, and a
 // replica promoted by Sentinel, with the replicas in step and with the
-// replicas behind for the last 300 ms (paused, their links dropped): with
+// replicas held behind (paused, their links dropped) for at least 300 ms and
+// until every player's save landed once more on the primary alone: with
 // MinReplicas 1 no save that returned nil is lost (a save the replicas did
 // not acknowledge says so, with ErrNotReplicated); without it, the saves of
 // the replicas' lag are lost although they returned nil.
@@ -25,8 +28,8 @@ func TestSentinelPromotionAndAcknowledgedSaves(t *testing.T) {
 		for _, minReplicas := range []int{0, 1} {
 			t.Run(fmt.Sprintf("replicas behind %t, MinReplicas %d", behind, minReplicas), func(t *testing.T) {
 				lost, acked := promoteUnderSaves(t, minReplicas, behind)
-				t.Logf("README | Sentinel promotion after kill -9 of the primary, 50 players saving, replicas behind "+
-					"for 300 ms %t | MinReplicas %d | %d of %d keys lost their last acknowledged save", behind, minReplicas,
+				t.Logf("README | Sentinel promotion after kill -9 of the primary, 50 players saving, replicas held "+
+					"behind %t | MinReplicas %d | %d of %d keys lost their last acknowledged save", behind, minReplicas,
 					lost, acked)
 				switch {
 				case minReplicas > 0 && lost > 0:
@@ -61,6 +64,11 @@ func promoteUnderSaves(t *testing.T, minReplicas int, behind bool) (lost, acked 
 	}
 	const players = 50
 	last := make([]int, players) // the last Coins a Save acknowledged (nil)
+	// Once the replicas are behind: the players whose save, begun since,
+	// landed on the primary (nil, or ErrNotReplicated with MinReplicas).
+	var lagging atomic.Bool
+	landedInLag := make([]atomic.Bool, players)
+	var nLanded atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i := range players {
@@ -73,11 +81,18 @@ func promoteUnderSaves(t *testing.T, minReplicas int, behind bool) (lost, acked 
 				if p.Update(func(pl *player) { pl.Coins = c }) != nil {
 					return
 				}
-				sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
+				inLag := lagging.Load()
+				// Long enough to wait its turn for a replica wait (half the
+				// pool waits at once, each up to ReplicaTimeout): a save
+				// whose context ends in the queue has an unknown outcome.
+				sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 				err := p.Save(sctx)
 				scancel()
 				if err == nil {
 					last[i] = c
+				}
+				if inLag && (err == nil || errors.Is(err, datadriver.ErrNotReplicated)) && landedInLag[i].CompareAndSwap(false, true) {
+					nLanded.Add(1)
 				}
 			}
 		})
@@ -85,7 +100,18 @@ func promoteUnderSaves(t *testing.T, minReplicas int, behind bool) (lost, acked 
 	time.Sleep(time.Second)
 	if behind {
 		sn.LoseReplication(t)
+		lagging.Store(true)
 		time.Sleep(300 * time.Millisecond)
+		// A loaded machine may land few saves in 300 ms: the lag lasts
+		// until every player's save landed on the primary alone (with
+		// MinReplicas, half the pool waits out ReplicaTimeout at a time).
+		deadline := time.Now().Add(20 * time.Second)
+		for nLanded.Load() < players && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if nLanded.Load() == 0 {
+			t.Fatal("no save landed on the primary while the replicas were behind")
+		}
 	}
 	sn.KillPrimary(t)
 	time.Sleep(500 * time.Millisecond)
