@@ -355,7 +355,10 @@ func TestHandoffRedisRestartHandsNoLiveLockAway(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r, n := testsupport.StartOwnRedis(t), testsupport.StartNATS(t)
 			timings := func(c *datadriver.NodeConfig) {
-				c.Beat, c.PresenceTTL, c.FenceMargin = 200*time.Millisecond, 2*time.Second, 200*time.Millisecond
+				// A TTL of 3 s leaves A's lease 2.8 s: the disruption (a
+				// restart on a loaded machine can take a second) and the
+				// half second of failed beats after it fit.
+				c.Beat, c.PresenceTTL, c.FenceMargin = 200*time.Millisecond, 3*time.Second, 200*time.Millisecond
 				c.ParkMin, c.ParkMax = 20*time.Millisecond, 100*time.Millisecond
 			}
 			// A beats presence but answers no requests (no bus): only presence
@@ -363,7 +366,9 @@ func TestHandoffRedisRestartHandsNoLiveLockAway(t *testing.T) {
 			a := newServer(t, r, "server-a", timings)
 			b := newServer(t, r, "server-b", timings, withNATS(t, n))
 			da := players(t, a)
-			db := players(t, b, func(c *datadriver.Config[player]) { c.LockWait = 3 * time.Second })
+			// B waits past the one-TTL grace after the restart: by then only
+			// A's resumed beats keep its lock.
+			db := players(t, b, func(c *datadriver.Config[player]) { c.LockWait = 5 * time.Second })
 			ctx := ctxT(t)
 			pa, err := da.Join(ctx, "user:7")
 			if err != nil {
@@ -383,11 +388,11 @@ func TestHandoffRedisRestartHandsNoLiveLockAway(t *testing.T) {
 				return nil
 			})
 			tc.disrupt(t, r)
-			go func() { time.Sleep(time.Second); blockBeats.Store(false) }()
+			go func() { time.Sleep(500 * time.Millisecond); blockBeats.Store(false) }()
 
 			_, err = db.Join(ctx, "user:7")
 			if !errors.Is(err, datadriver.ErrWaitTimeout) {
-				t.Fatalf("B's join = %v, want ErrWaitTimeout: A is alive", err)
+				t.Fatalf("B's join = %v, want ErrWaitTimeout: A is alive (A's session: %v)", err, pa.Err())
 			}
 			if rec := recordFields(t, r, "PlayerData", "user:7"); rec["lock.job"] != "server-a" {
 				t.Fatalf("A's lock was handed away: %v", rec)
