@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
-
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/mockclock"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -69,7 +68,7 @@ func TestEvictionPolicySetAtRunTime(t *testing.T) {
 	if err := admin.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
 		t.Fatal(err)
 	}
-	mock := clock.NewMock()
+	mock := mockclock.New()
 	// Handoff off: a mock clock moved by minutes would lapse the presence
 	// lease, which Healthy would report first.
 	s := newServer(t, r, "server-a", func(c *datadriver.NodeConfig) { c.Clock, c.DisableHandoff = mock, true })

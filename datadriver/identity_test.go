@@ -10,10 +10,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/benbjohnson/clock"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/mockclock"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
@@ -88,7 +88,7 @@ func TestJobIDIdentity(t *testing.T) {
 			}
 			// A clock that never moves: a NewNode that had to wait for
 			// anything would never return.
-			n, err := startNode(t, r, "server-a", func(c *datadriver.NodeConfig) { c.Clock = clock.NewMock() })
+			n, err := startNode(t, r, "server-a", func(c *datadriver.NodeConfig) { c.Clock = mockclock.New() })
 			if err != nil {
 				t.Fatalf("NewNode after a clean Close = %v", err)
 			}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/benbjohnson/clock"
+	"github.com/ckernel/playerdata/internal/mockclock"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -21,7 +21,7 @@ func TestBeatAheadOfTheClockCountsAsOneTTL(t *testing.T) {
 	r := startRedis(t)
 	rdb := r.client(t)
 	key := testKey(t)
-	mock := clock.NewMock()
+	mock := mockclock.New()
 	mock.Set(time.Now())
 	reader := server(t, rdb, key, "reader", Config{Clock: mock})
 	mustBeat(t, reader) // the run meta, as a live deployment has it
@@ -74,7 +74,7 @@ func TestForwardStepOfTheRedisClockReadsUnknownForOneTTL(t *testing.T) {
 	start := time.Now().Truncate(time.Millisecond)
 	redisAt := start
 	mr.SetTime(redisAt)
-	mock := clock.NewMock()
+	mock := mockclock.New()
 	mock.Set(start)
 	logs := &logBuffer{}
 	reader := newTestPresence(t, rdb, Config{Key: testKey(t), JobID: "reader", Clock: mock, Logger: logs.logger()})

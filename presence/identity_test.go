@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/ckernel/playerdata/internal/mockclock"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -109,7 +110,7 @@ func TestClaim(t *testing.T) {
 			after := tt.before(t, rdb, key)
 			// A mock clock that nobody moves: a claim that returns at once
 			// never waited on it; one that must wait gets the real clock.
-			var clk clock.Clock = clock.NewMock()
+			var clk clock.Clock = mockclock.New()
 			if tt.wantWait {
 				clk = clock.New()
 			}
@@ -240,7 +241,7 @@ func TestBeatConflictFences(t *testing.T) {
 // TestConflictBlocksEarlierBeats: after a conflict, a beat sent before it
 // was seen neither extends nor renews the lease.
 func TestConflictBlocksEarlierBeats(t *testing.T) {
-	mock := clock.NewMock()
+	mock := mockclock.New()
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	mock.Set(t0)
 	p := newTestPresence(t, closedPortClient(t), Config{Key: testKey(t), JobID: "a", Clock: mock})

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
+	"github.com/ckernel/playerdata/internal/mockclock"
 	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/redis/go-redis/v9"
 )
@@ -80,7 +80,7 @@ func TestLeaseLapsesWhileBeatsHang(t *testing.T) {
 // landed in Redis.
 func TestBeatAnsweredLateFails(t *testing.T) {
 	r := startRedis(t)
-	mock := clock.NewMock()
+	mock := mockclock.New()
 	mock.Set(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	hook := newFaultHook()
 	rdb := r.client(t, hook)
@@ -112,7 +112,7 @@ func TestBeatAnsweredLateFails(t *testing.T) {
 // maxInflightBeats run at once; later beats fail at once.
 func TestBeatsInFlightAreBounded(t *testing.T) {
 	r := startRedis(t)
-	mock := clock.NewMock()
+	mock := mockclock.New()
 	hook := newFaultHook()
 	p := newTestPresence(t, r.client(t, hook), Config{Key: testKey(t), JobID: "a", Clock: mock})
 	t.Cleanup(hook.unhang) // before Close (cleanups run last-in first-out)
@@ -139,7 +139,7 @@ func TestBeatsInFlightAreBounded(t *testing.T) {
 // the deadline are due at once; when a late beat renews the lease before the
 // fence goroutine looks, the old generation's lapse is still reported.
 func TestLapseReportedWhenRenewedFirst(t *testing.T) {
-	mock := clock.NewMock()
+	mock := mockclock.New()
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	mock.Set(t0)
 	var lapses []uint64

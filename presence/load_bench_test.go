@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
+	"github.com/ckernel/playerdata/internal/mockclock"
 	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
@@ -164,7 +164,7 @@ func (s redisStats) commandList(beats int64) string {
 
 // fleet is loadServers Presences on one client and one mock clock.
 type fleet struct {
-	mock    *clock.Mock
+	mock    *mockclock.Mock
 	counter *beatCounter
 	ps      []*presence.Presence
 	marks   int64 // shard marks expected so far
@@ -174,7 +174,7 @@ type fleet struct {
 // count and sends their first beat (a full check, with its shard mark).
 func startFleet(b *testing.B, rdb redis.UniversalClient, key string, shards int) *fleet {
 	b.Helper()
-	f := &fleet{mock: clock.NewMock(), counter: &beatCounter{beats: map[string]int64{}}}
+	f := &fleet{mock: mockclock.New(), counter: &beatCounter{beats: map[string]int64{}}}
 	rdb.AddHook(f.counter)
 	for i := range loadServers {
 		p := newPresence(b, rdb, presence.Config{Key: key, JobID: fmt.Sprintf("server-%04d", i), Shards: shards, Clock: f.mock})

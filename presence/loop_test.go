@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
+	"github.com/ckernel/playerdata/internal/mockclock"
 	"github.com/redis/go-redis/v9"
 )
 
 // loopRig is one Presence running its loop on a mock clock, with a fault hook
 // on its client and its logs captured.
 type loopRig struct {
-	mock *clock.Mock
+	mock *mockclock.Mock
 	hook *faultHook
 	rdb  *redis.Client
 	logs *logBuffer
@@ -38,7 +38,7 @@ func (g *loopRig) lapsed() []uint64 {
 // attempt.
 func newLoopRig(tb testing.TB, cfg Config, rdbFor func(*faultHook) *redis.Client) *loopRig {
 	tb.Helper()
-	g := &loopRig{mock: clock.NewMock(), hook: newFaultHook(), logs: &logBuffer{}}
+	g := &loopRig{mock: mockclock.New(), hook: newFaultHook(), logs: &logBuffer{}}
 	g.mock.Set(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	g.rdb = rdbFor(g.hook)
 	cfg.Key, cfg.JobID, cfg.Clock, cfg.Logger = testKey(tb), "a", g.mock, g.logs.logger()

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
+	"github.com/ckernel/playerdata/internal/mockclock"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -367,7 +367,7 @@ func TestList(t *testing.T) {
 
 func TestStaleFollowsLastBeat(t *testing.T) {
 	r := startRedis(t)
-	mock := clock.NewMock()
+	mock := mockclock.New()
 	mock.Set(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	rdb := r.client(t)
 	a := server(t, rdb, testKey(t), "a", Config{Clock: mock}) // stale after 10s-3s
