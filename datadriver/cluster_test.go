@@ -94,8 +94,7 @@ func clusterHandoff(t *testing.T, sc *clusterScope) {
 			t.Fatalf("B got %+v, want A's latest data and its leave cleanup", *d)
 		}
 	})
-	endedWithin(t, pa, 5*time.Second) // B may retake the lock before A has read its release's answer
-	eventually(t, 5*time.Second, "A's Kick", func() bool { return ka.joined.Load() >= 1 })
+	awaitHandedOff(t, pa, &ka)
 	if ka.joined.Load() != 1 {
 		t.Fatalf("A's session kicked %d times with %q, want 1", ka.joined.Load(), datadriver.ReasonJoinedElsewhere)
 	}

@@ -94,8 +94,7 @@ func TestHandoffStaleConnection(t *testing.T) {
 			t.Fatalf("B got %+v, want A's latest data and its leave cleanup", *d)
 		}
 	})
-	endedWithin(t, pa, 5*time.Second) // B may retake the lock before A has read its release's answer
-	eventually(t, 5*time.Second, "A's Kick", func() bool { return ka.joined.Load() >= 1 })
+	awaitHandedOff(t, pa, &ka)
 	if ka.joined.Load() != 1 {
 		t.Fatalf("A's session kicked %d times with %q", ka.joined.Load(), datadriver.ReasonJoinedElsewhere)
 	}
@@ -133,7 +132,7 @@ func TestHandoffFailedLeaveSaveRetried(t *testing.T) {
 	if coins(pb) != 5 {
 		t.Fatalf("B got coins %d, want 5 from A's retried release", coins(pb))
 	}
-	endedWithin(t, pa, 5*time.Second)
+	awaitEnd(t, pa)
 	if !errors.Is(pa.Err(), datadriver.ErrReleased) {
 		t.Fatalf("A's retained profile Err = %v, want ErrReleased", pa.Err())
 	}
@@ -503,8 +502,7 @@ func TestHandoffRequestDuringLoad(t *testing.T) {
 	if pa == nil || pb == nil {
 		t.FailNow()
 	}
-	endedWithin(t, pa, 5*time.Second)
-	eventually(t, 5*time.Second, "A's Kick", func() bool { return ka.joined.Load() >= 1 })
+	awaitHandedOff(t, pa, &ka)
 	if ka.joined.Load() != 1 || !errors.Is(pa.Err(), datadriver.ErrReleased) {
 		t.Fatalf("A's new session: kicks %d, Err %v; want it ended for B", ka.joined.Load(), pa.Err())
 	}

@@ -87,6 +87,28 @@ func players(tb testing.TB, s *server, opts ...func(*datadriver.Config[player]))
 	return d
 }
 
+// awaitEnd waits, at most 5 s, for p's session to end. A joiner can take a
+// lock the moment its holder's release lands, before the holder has read the
+// script's answer and ended its session: a test reads a former holder's Err
+// only after this.
+func awaitEnd(tb testing.TB, p *datadriver.Profile[player]) {
+	tb.Helper()
+	select {
+	case <-p.Done():
+	case <-time.After(5 * time.Second):
+		tb.Fatal("the session did not end within 5s of its release landing")
+	}
+}
+
+// awaitHandedOff waits for p's session to end and for the Kick that k
+// counts for a handoff (the Kick is delivered on the driver's dispatcher,
+// after the end).
+func awaitHandedOff(tb testing.TB, p *datadriver.Profile[player], k *kicks) {
+	tb.Helper()
+	awaitEnd(tb, p)
+	eventually(tb, 5*time.Second, "the former holder's Kick", func() bool { return k.joined.Load() >= 1 })
+}
+
 // eventually polls cond until it holds or the deadline passes.
 func eventually(tb testing.TB, within time.Duration, what string, cond func() bool) {
 	tb.Helper()

@@ -135,7 +135,7 @@ func TestRequestKey(t *testing.T) {
 	if _, err := db.Join(ctx, "user:5"); err != nil {
 		t.Fatalf("a join from a server with the key: %v", err)
 	}
-	endedWithin(t, pa, 5*time.Second)
+	awaitEnd(t, pa)
 	if !errors.Is(pa.Err(), datadriver.ErrReleased) {
 		t.Fatalf("A's session after B asked: %v, want ErrReleased", pa.Err())
 	}
