@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -92,8 +93,13 @@ func (t *traffic) run(ctx context.Context) error {
 	t.out.emit(faulttest.Event{Ev: faulttest.EvReady})
 	play, stop := context.WithCancel(ctx)
 	var workers sync.WaitGroup
+	// Each worker's choices follow from the seed, the server's JobID and the
+	// worker's number, so a seed replays the same choices (what they meet
+	// still depends on timing).
+	job := fnv.New32a()
+	_, _ = job.Write([]byte(t.cfg.job))
 	for i := range t.cfg.traffic.workers {
-		rng := rand.New(rand.NewPCG(uint64(t.cfg.traffic.seed), uint64(i)<<32|uint64(t.pid)))
+		rng := rand.New(rand.NewPCG(uint64(t.cfg.traffic.seed), uint64(i)<<32|uint64(job.Sum32())))
 		workers.Go(func() { t.work(play, rng) })
 	}
 	<-ctx.Done()
