@@ -3,8 +3,11 @@ package datadriver
 import (
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/ckernel/playerdata/internal/clihint"
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/presence"
 )
 
 // corruptField is the error for a record whose field (or key) f the
@@ -12,21 +15,52 @@ import (
 // message names the command that repairs it. Nothing was written.
 func (d *Driver[T]) corruptField(key string, f record.CorruptField) error {
 	return &CorruptRecordError{Key: key, Path: f.Field,
-		Err: fmt.Errorf("%s; nothing was written: %s", f.Why, repairHint(d.cfg.Name, key, f.Field))}
+		Err: fmt.Errorf("%s; nothing was written: %s", f.Why, d.repairHint(key, f.Field))}
 }
 
-// repairHint names the CLI command that repairs field of key's record.
-func repairHint(driver, key, field string) string {
+// repairHint names the CLI command that repairs field of key's record, as
+// a command that works as printed: every flag whose value this Node or
+// driver sets apart from the CLI's default is given (--namespace and the
+// settings the lock rule reads by), and the namespace and key are quoted
+// for a POSIX shell where they need it. Only --redis is left to the
+// operator's $REDIS_URL, since the library cannot print a password.
+func (d *Driver[T]) repairHint(key, field string) string {
+	repair := d.cliCommand("repair", key)
 	switch {
+	case field == record.FieldLockJob:
+		return fmt.Sprintf("the lock names no holder; `%s` frees it once no live server can hold its token (every "+
+			"server in presence proven stopped, or by age without the presence flag), and says which servers may "+
+			"hold it otherwise (the holder's own release clears it)", d.cliCommand("repair", key, "--force"))
 	case strings.HasPrefix(field, "lock."):
-		return fmt.Sprintf("if no process uses that lock, `playerdata repair --force --driver %s %s` frees it", driver, key)
+		return fmt.Sprintf("`%s` mends it in place: the holder keeps its lock and token", repair)
 	case field == "fmt", field == "schema", field == "schema.min":
-		return "only the build that wrote the record knows its value: set it by hand after checking " +
-			"(`playerdata inspect` shows the record)"
+		return fmt.Sprintf("only the build that wrote the record knows its value: set it by hand after checking "+
+			"(`%s` shows the record)", d.cliCommand("inspect", key))
 	case field == "(record)":
-		return fmt.Sprintf("`playerdata repair --force --driver %s %s` moves a wrong key aside or, for a missing record, "+
-			"starts it over from Defaults keeping its history and inbox (then `playerdata restore` can bring a "+
-			"kept version back)", driver, key)
+		return fmt.Sprintf("`%s` moves a wrong key aside or, for a missing record, starts it over from Defaults "+
+			"keeping its history and inbox (then `playerdata restore` can bring a kept version back)",
+			d.cliCommand("repair", key, "--force"))
 	}
-	return fmt.Sprintf("`playerdata repair --driver %s %s` repairs it (`--dry-run` shows what it would do)", driver, key)
+	return fmt.Sprintf("`%s` repairs it (`--dry-run` shows what it would do)", repair)
+}
+
+// cliCommand is `playerdata <verb>` on key of this driver, with the flags
+// this Node and driver set apart from the CLI's defaults (see repairHint)
+// and extra before the key.
+func (d *Driver[T]) cliCommand(verb, key string, extra ...string) string {
+	n := d.node
+	pc := n.presence.Config()
+	f := clihint.Flags{Namespace: n.ns}
+	if k := n.cfg.PresenceKey; k != presence.DefaultKeyName {
+		f.PresenceKey = k
+	}
+	nonDefault := func(got, def time.Duration) time.Duration {
+		if got == def {
+			return 0
+		}
+		return got
+	}
+	f.PresenceTTL, f.Beat = nonDefault(pc.TTL, presence.DefaultTTL), nonDefault(pc.Beat, presence.DefaultBeat)
+	f.LockTTL, f.LockSkew = nonDefault(d.cfg.LockTTL, DefaultLockTTL), nonDefault(d.cfg.LockSkew, DefaultLockSkew)
+	return clihint.Command(verb, d.cfg.Name, key, f, extra...)
 }

@@ -209,12 +209,12 @@ func (p *Profile[T]) noteBroken(res record.SaveResult) {
 	if res.HistoryUnusable && !w.warnedHistory {
 		w.warnedHistory = true
 		d.log.Error("the history key is not a hash: saves go on, but keep no version; "+
-			repairHint(d.cfg.Name, p.key, "history"), "key", p.key)
+			d.repairHint(p.key, "history"), "key", p.key)
 	}
 	if res.InboxUnusable && !w.warnedInbox {
 		w.warnedInbox = true
 		d.log.Error("the inbox key is not a stream: the messages it held are gone with it; "+
-			repairHint(d.cfg.Name, p.key, "inbox"), "key", p.key)
+			d.repairHint(p.key, "inbox"), "key", p.key)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/lockrule"
 	"github.com/ckernel/playerdata/presence"
 )
 
@@ -18,13 +19,14 @@ const proofForget = time.Minute
 // not once per key, and every join waiting on one of its locks takes it as
 // soon as the proof stands, including joins that start later.
 //
-// A proof is two stopped reads at least one Beat apart with nothing else in
-// between; it stands until a read finds the holder alive again or presence
-// unknown (a Redis restart). It covers the locks the holder wrote before the
-// proving read was sent: a live server writes only under its presence lease,
-// which ends before its beat expires, so a lock written before a read that
-// found no live beat belongs to a session that fenced itself, and its token
-// is dead whatever the holder does later. A wait knows when a lock it saw
+// What counts as a proof is lockrule.Stop's rule, the one every path that
+// may move a lock follows (the operator's unlock and repair too): two
+// stopped reads at least one Beat apart with nothing else in between,
+// standing until a read finds the holder alive again or presence unknown (a
+// Redis restart), covering the locks the holder wrote before the proving
+// read was sent. The prover adds what a Node needs around it: one read in
+// flight per holder, shared by every wait, and a channel closed when a
+// proof stands. A wait knows when a lock it saw
 // was last written on its own clock (when it saw it, less the lock's age,
 // both differences on one clock each), so no two machines' clocks are ever
 // compared; the steal then names that lock's token (Attempt.StealToken), so
@@ -38,10 +40,8 @@ type prover struct {
 
 // holderState is what the Node knows of one holder's presence.
 type holderState struct {
-	// firstStopped is the local time of the first of consecutive stopped
-	// reads (zero: none); provenSent is when the latest read that proved it
-	// stopped was sent (zero: not proven).
-	firstStopped, provenSent time.Time
+	// stop is the proof, folded from every reading (lockrule's rule).
+	stop lockrule.Stop
 	// expiresAt is when its presence can first read stopped (local time,
 	// from an alive read or a Redis restart's grace); zero: unknown.
 	expiresAt time.Time
@@ -78,13 +78,10 @@ func (pv *prover) proof(job string) (sent time.Time, ok bool, expiresAt, provesA
 	pv.mu.Lock()
 	defer pv.mu.Unlock()
 	s := pv.stateLocked(job)
-	if !s.provenOpen {
-		return s.provenSent, true, time.Time{}, time.Time{}, nil
+	if sent, ok := s.stop.Proven(); ok {
+		return sent, true, time.Time{}, time.Time{}, nil
 	}
-	if !s.firstStopped.IsZero() {
-		provesAt = s.firstStopped.Add(pv.h.cfg.Beat)
-	}
-	return time.Time{}, false, s.expiresAt, provesAt, s.proven
+	return time.Time{}, false, s.expiresAt, s.stop.ProvesAt(pv.h.cfg.Beat), s.proven
 }
 
 // read reads job's presence, or waits for a read of it already in flight,
@@ -109,11 +106,13 @@ func (pv *prover) read(ctx context.Context, job, key string, since time.Time) (p
 		}
 		pv.mu.Lock()
 		defer pv.mu.Unlock()
-		return s.last, s.provenSent, !s.provenOpen, nil
+		sent, ok := s.stop.Proven()
+		return s.last, sent, ok, nil
 	}
 	if !s.lastRead.IsZero() && s.lastSent.After(since) {
 		defer pv.mu.Unlock()
-		return s.last, s.provenSent, !s.provenOpen, nil
+		sent, ok := s.stop.Proven()
+		return s.last, sent, ok, nil
 	}
 	done := make(chan struct{})
 	s.reading = done
@@ -133,7 +132,8 @@ func (pv *prover) read(ctx context.Context, job, key string, since time.Time) (p
 		return presence.Reading{}, time.Time{}, false, err
 	}
 	pv.foldLocked(s, job, key, r, sent, now)
-	return r, s.provenSent, !s.provenOpen, nil
+	proven, ok := s.stop.Proven()
+	return r, proven, ok, nil
 }
 
 // foldLocked records reading r of job, sent at sent and answered at now.
@@ -143,8 +143,8 @@ func (pv *prover) foldLocked(s *holderState, job, key string, r presence.Reading
 	s.last, s.lastSent, s.lastRead = r, sent, now
 	h.log.Debug("handoff: presence read", "key", key, "holder", job, "presence", r.Status.String(),
 		"expires_in", r.ExpiresIn)
+	newly := s.stop.Fold(r, sent, now, h.cfg.Beat)
 	if r.Status != presence.Stopped {
-		s.firstStopped, s.provenSent = time.Time{}, time.Time{}
 		if !s.provenOpen { // the proof is broken: the holder beats again, or Redis restarted
 			s.proven, s.provenOpen = make(chan struct{}), true
 		}
@@ -155,20 +155,12 @@ func (pv *prover) foldLocked(s *holderState, job, key string, r presence.Reading
 		return
 	}
 	s.expiresAt = time.Time{}
-	if s.firstStopped.IsZero() {
-		s.firstStopped = now
-	}
-	if !s.provenOpen {
-		s.provenSent = sent // every later stopped read proves it again, for locks written since
-		return
-	}
-	if now.Sub(s.firstStopped) >= h.cfg.Beat {
+	if newly {
 		close(s.proven)
 		s.provenOpen = false
-		s.provenSent = sent
 		h.provenStopped.Add(1)
 		h.log.Info(fmt.Sprintf("handoff: server %s stopped beating presence", job), "key", key,
-			"holder", job, "silent_for", now.Sub(s.firstStopped))
+			"holder", job, "silent_for", now.Sub(s.stop.SilentSince()))
 	}
 }
 

@@ -137,7 +137,10 @@ type inspectReport struct {
 	// something odd about it (bytes after the value, not a map).
 	DataNote string `json:"data_note,omitempty"`
 	// Corrupt says why a load of the record fails (ErrCorruptRecord).
-	Corrupt     *corruptReport `json:"corrupt,omitempty"`
+	Corrupt *corruptReport `json:"corrupt,omitempty"`
+	// Broken are the fields and keys that are not what the library writes,
+	// as stored (Epoch, Ver and the lock's numbers read 0 where broken).
+	Broken      []brokenField  `json:"broken,omitempty"`
 	LastRelease *releaseReport `json:"last_release,omitempty"`
 	Trade       *tradeReport   `json:"trade,omitempty"`
 	// Inbox is the messages sent to the profile that wait to be applied
@@ -218,7 +221,7 @@ type versionReport struct {
 // and metadata are read apart, for checkBlobs).
 var inspectFields = []string{record.FieldLockJob, record.FieldLockToken, record.FieldLockAt, record.FieldLockPresence,
 	record.FieldEpoch, record.FieldVer, record.FieldAt, record.FieldReleased, record.FieldReleasedVer,
-	record.FieldTrade, record.FieldFormat, record.FieldSchema, record.FieldSchemaMin}
+	record.FieldTrade, record.FieldFormat, record.FieldSchema, record.FieldSchemaMin, record.FieldHistAt, record.FieldInboxSeq}
 
 // inspectRecord reads the record of driver/key and what it points to (the
 // holder's presence, the kept versions, the trade journal).
@@ -233,18 +236,24 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 	size, hm, blobs, msgs, clock := snap.size, snap.hm, snap.blobs, snap.msgs, snap.clock
 	rep.now = clock.Val()
 	rep.Inbox = msgs.report(rep.now)
-	if size.Val() == 0 {
-		rep.Inbox.explain("", false, "")
-		rep.Verdict = "no record: the key was never loaded (or was wiped); a join creates it"
-		return rep, nil
-	}
-	rep.Exists = true
 	v := make(map[string]string, len(inspectFields))
 	for i, f := range inspectFields {
 		if s, ok := hm.Val()[i].(string); ok {
 			v[f] = s
 		}
 	}
+	if rep.Broken, err = readBroken(ctx, r, rk, v); err != nil {
+		return nil, err
+	}
+	if size.Val() == 0 {
+		rep.Inbox.explain("", false, "")
+		rep.Verdict = "no record: the key was never loaded (or was wiped); a join creates it"
+		if bv := brokenVerdict(rep, rep.Broken); bv != "" {
+			rep.Verdict = "no record, but " + bv
+		}
+		return rep, nil
+	}
+	rep.Exists = true
 	num := func(f string) int64 { n, _ := strconv.ParseInt(v[f], 10, 64); return n }
 	at := func(f string) time.Time {
 		if n := num(f); n > 0 {
@@ -445,6 +454,9 @@ func checkBlobs(rep *inspectReport, vals []any, withData bool) {
 func verdict(r *inspectReport) string {
 	l := r.Lock
 	var s string
+	if bv := brokenVerdict(r, r.Broken); bv != "" {
+		return bv
+	}
 	if c := r.Corrupt; c != nil {
 		s = fmt.Sprintf("the record is corrupt: %s. Every load of it fails with ErrCorruptRecord and leaves it as it is "+
 			"(restore a kept version with playerdata restore --at TIME, or Driver.RestoreAt; or wipe it)", c)

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ckernel/playerdata/internal/record"
 )
 
 // printInspect prints a report for people.
@@ -27,8 +29,16 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 		return fmt.Sprintf("%s (%s ago)", t.Local().Format("2006-01-02 15:04:05.000"), human(r.now.Sub(t).Round(time.Millisecond)))
 	}
 	printLockRows(st, r.Lock, row)
-	row("epoch", strconv.FormatInt(r.Epoch, 10))
-	ver := strconv.FormatInt(r.Ver, 10)
+	for _, b := range r.Broken {
+		shown := b.Field + " = " + strconv.Quote(b.Value)
+		switch b.Field {
+		case "(record)", "inbox", "history", "tries", "dead":
+			shown = b.Field
+		}
+		row("broken", st.red(shown)+": repair: "+b.Repair)
+	}
+	row("epoch", r.brokenOr(record.FieldEpoch, strconv.FormatInt(r.Epoch, 10)))
+	ver := r.brokenOr(record.FieldVer, strconv.FormatInt(r.Ver, 10))
 	if r.WrittenAt != nil {
 		ver += ", written " + when(*r.WrittenAt)
 	}
@@ -76,6 +86,17 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 		}
 		fmt.Fprintf(w, "%s\n  %s\n", st.bold("data"), b.String())
 	}
+}
+
+// brokenOr is shown, the field's stored value marked broken when it is,
+// else shown.
+func (r *inspectReport) brokenOr(field, shown string) string {
+	for _, b := range r.Broken {
+		if b.Field == field {
+			return strconv.Quote(b.Value) + " (broken: not what the library writes)"
+		}
+	}
+	return shown
 }
 
 // tradeLine is the trade row of a record: the pending trade, or none.

@@ -186,7 +186,8 @@ func testInspectCorrupt(t *testing.T, e testEnv) {
 	}{
 		{"data cut short, lock free", []any{record.FieldData, cut, record.FieldLockToken, ""},
 			[]string{"the record is corrupt: its data does not decode as msgpack at byte", "ErrCorruptRecord"}, len(good) - 4, "data"},
-		{"data cut short, lock held", []any{record.FieldData, cut, record.FieldLockToken, "tok-0123456789", record.FieldLockJob, "server-q", record.FieldLockPresence, "1"},
+		{"data cut short, lock held", []any{record.FieldData, cut, record.FieldLockToken, "tok-0123456789", record.FieldLockJob, "server-q",
+			record.FieldLockPresence, "1", record.FieldLockAt, time.Now().UnixMilli()},
 			[]string{"the record is corrupt", "its lock is held by server-q"}, len(good) - 4, "data"},
 		{"metadata", []any{record.FieldData, good, record.FieldMeta, []byte{0xc1}, record.FieldLockToken, ""},
 			[]string{"its meta does not decode as msgpack at byte 0"}, 0, "meta"},

@@ -106,11 +106,20 @@ type holderPresence struct {
 	// beat proves nothing yet: from the shard's run mark and INFO.
 	Why     string `json:"why,omitempty"`
 	reading presence.Reading
+	// noHash: the holder's shard of the presence hash does not exist (a
+	// reader pointed elsewhere than the servers).
+	noHash bool
 }
 
 // readHolder reads job's presence as the servers read it.
 func (r *reader) readHolder(ctx context.Context, job string) holderPresence {
-	rd := r.pres.Read(ctx, job)
+	return r.holderOf(ctx, job, r.pres.Read(ctx, job))
+}
+
+// holderOf is job's presence as read in rd, with, when it is unknown
+// without an error, why a missing beat proves nothing yet (the shard's run
+// mark and INFO, read now).
+func (r *reader) holderOf(ctx context.Context, job string, rd presence.Reading) holderPresence {
 	h := holderPresence{Status: rd.Status.String(), reading: rd}
 	if rd.Status == presence.Alive || (rd.Status == presence.Unknown && rd.Err == nil) {
 		e := ms(rd.ExpiresIn)
@@ -119,7 +128,8 @@ func (r *reader) readHolder(ctx context.Context, job string) holderPresence {
 	if rd.Err != nil {
 		h.Error = rd.Err.Error()
 	} else if rd.Status == presence.Unknown {
-		h.Why = r.readRunEvidence(ctx, r.pres.KeyOf(job)).why(r.ttl)
+		ev := r.readRunEvidence(ctx, r.pres.KeyOf(job))
+		h.Why, h.noHash = ev.why(r.ttl), ev.ReadError == "" && !ev.Exists
 	}
 	return h
 }

@@ -5,6 +5,7 @@ package main
 // outside the library (send and restore act through datadriver).
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,32 +18,39 @@ import (
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/labenv"
-	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/lockrule"
 )
 
 const unlockUsage = `Usage: playerdata unlock [flags] KEY
 
-Frees the lock on profile KEY, only when its holder reads stopped or unknown
-in presence (read as the servers read it), so that the next join on any
-server takes the record at once. Stopped: no live beat for a full
-PresenceTTL. Unknown: a missing beat proves nothing yet, because Redis
-restarted or failed over, or the presence hash was first beaten into, less
-than one PresenceTTL ago (the output says which, from the hash's run mark
-and INFO). Otherwise it refuses and
-says why:
-  - the holder reads alive: it would lose a live session;
-  - the lock has no presence flag: its holder does not beat presence, so a
-    missing beat proves nothing (such a lock changes hands by release, or by
-    age after LockTTL+LockSkew);
-  - the presence read failed, or the holder's presence hash does not exist
-    (check --namespace, --presence-key and --presence-shards).
+Frees the lock on profile KEY only when the library's lock rule
+(internal/lockrule, the one every server follows) says it may change hands,
+so that the next join on any server takes the record at once:
+  - its holder is proven stopped: two presence reads at least one Beat
+    apart (--beat) both find no live beat, nothing else between, the last
+    sent after the lock was written. Proving it takes about one Beat (3 s
+    at the defaults); the output says how long it took;
+  - the lock carries no presence flag (its holder does not protect it by
+    presence) and is older than LockTTL+LockSkew (--lock-ttl, --lock-skew)
+    on the Redis clock;
+  - the lock names no holder (a broken lock.job) and no live server can
+    hold its token: every server in the presence hash is proven stopped
+    (or, without the presence flag, by age).
+Otherwise it refuses, says why, and when trying again may help:
+  - the holder reads alive: freeing it would make a second owner;
+  - the holder reads unknown: a missing beat proves nothing yet, because
+    Redis restarted or failed over (its data may be older than the beats),
+    the presence hash was first beaten into, or its clock stepped, less
+    than one PresenceTTL ago (the output says which, from the hash's run
+    mark and INFO), or the read failed; unknown never counts as stopped;
+  - the lock has no presence flag and is younger than LockTTL+LockSkew.
 
-The unlock is one fenced script call: the release a server makes, without
-data, under the lock token just read. If the lock changed hands meanwhile,
-nothing changes and unlock says so. The data, the kept versions and a
-pending trade are left as they are (the next load settles or aborts the
-trade).
+The unlock is one fenced script call (free.lua) that frees exactly the lock
+judged, or nothing: if the lock changed hands meanwhile, or (for the age
+rule) was written again, nothing changes and unlock says so. The data, the
+kept versions and a pending trade are left as they are (the next load
+settles or aborts the trade). --dry-run judges the same way, proof included,
+and changes nothing.
 
 Flags:
   --driver NAME        the driver's Config.Name; without it KEY is looked up
@@ -50,6 +58,9 @@ Flags:
                        under exactly one, by a scan that went through
   --dry-run            say what would be done, change nothing
   --limit N            the lookup without --driver examines about N keys at most (default 100000)
+  --beat D             the servers' Beat: the span of a proof (default 3s)
+  --lock-ttl D         the servers' LockTTL (default 3m0s)
+  --lock-skew D        the servers' LockSkew (default 1m0s)
   --redis URL          Redis, Redis Cluster (any node) or Sentinel (?master_name=M); default
                        $REDIS_URL, else redis://127.0.0.1:6379
   --namespace NS       the servers' NodeConfig.Namespace (default none)
@@ -90,6 +101,15 @@ type unlockReport struct {
 	Presence    *holderPresence `json:"holder_presence,omitempty"`
 	DryRun      bool            `json:"dry_run,omitempty"`
 	Outcome     string          `json:"outcome"`
+	// Answer is the lock rule's answer (lockrule.Answer: stopped, alive,
+	// unknown, ...); RetryInMS when asking again may give another (0: no
+	// time known).
+	Answer    string  `json:"answer,omitempty"`
+	RetryInMS float64 `json:"retry_in_ms,omitempty"`
+	// ProofReads and ProofMS are the presence reads the judgment made and
+	// how long it took (a stop is proven by two reads a Beat apart).
+	ProofReads int     `json:"proof_reads,omitempty"`
+	ProofMS    float64 `json:"proof_ms,omitempty"`
 	// Reason says why, in one sentence (a refusal's is the error too).
 	Reason string `json:"reason"`
 	// NowHeldBy names who holds the lock after a changed-hands outcome.
@@ -104,11 +124,13 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cmd := newCommand("unlock", unlockUsage)
 	var (
 		f      readFlags
+		rf     ruleFlags
 		driver string
 		dryRun bool
 		limit  int
 	)
 	f.add(cmd)
+	rf.add(cmd)
 	cmd.fs.StringVar(&driver, "driver", "", "")
 	cmd.fs.BoolVar(&dryRun, "dry-run", false, "")
 	cmd.fs.IntVar(&limit, "limit", defaultScanLimit, "")
@@ -123,6 +145,9 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return cmd.mistake("one KEY only, got %d", len(pos))
 	case limit < 1:
 		return cmd.mistake("--limit %d: want a number of keys, at least 1", limit)
+	}
+	if err := rf.check(cmd, f.presenceTTL); err != nil {
+		return err
 	}
 	key := pos[0]
 	r, err := f.openProfile(ctx, cmd, driver, key)
@@ -139,7 +164,7 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if driver == "" {
 		rep = &unlockReport{Namespace: r.ns, PresenceKey: r.presKey, Key: key, DryRun: dryRun,
 			Outcome: unlockNoRecord, Reason: "there is no record of the key under any driver: nothing to do"}
-	} else if rep, err = unlock(ctx, r, driver, key, dryRun); err != nil {
+	} else if rep, err = unlock(ctx, r, driver, key, rf.rules(), dryRun); err != nil {
 		return fmt.Errorf("unlock %s: %w", key, err)
 	}
 	if rep.Outcome == unlockNoRecord {
@@ -207,98 +232,68 @@ func findDriver(ctx context.Context, r *reader, key string, limit int) (string, 
 	return "", nil
 }
 
-// unlock reads the lock of driver/key and its holder's presence, and frees
-// the lock when the holder reads stopped or unknown (unless dryRun): a bare
-// release under the token just read, so a lock that changed hands meanwhile
-// is left alone. The error is for a failed call only; a refusal is an
-// outcome.
-func unlock(ctx context.Context, r *reader, driver, key string, dryRun bool) (*unlockReport, error) {
+// unlock runs the library's unlock (lockrule.Unlock) on driver/key: it
+// reads the lock, has the lock rule judge it (proving a stop when it must),
+// and frees it on a yes, in one fenced call that frees exactly the lock
+// judged. The error is for a failed call only; a refusal is an outcome.
+func unlock(ctx context.Context, r *reader, driver, key string, rules lockrule.Rules, dryRun bool) (*unlockReport, error) {
 	rk := datadriver.RecordKey(r.ns, driver, key)
 	rep := &unlockReport{Namespace: r.ns, PresenceKey: r.presKey, Driver: driver, Key: key, RecordKey: rk, DryRun: dryRun}
-	l, now, err := r.readLock(ctx, rk)
+	env, err := r.env(ctx, rk, rules)
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case l.Err != nil:
-		return nil, fmt.Errorf("read the record: %w", l.Err)
-	case !l.Exists:
-		rep.Outcome, rep.Reason = unlockNoRecord, "there is no record of the key: nothing to do"
-		return rep, nil
-	case !l.Held():
-		rep.Outcome, rep.Reason = unlockAlreadyFree, "the lock is free: nothing to do"
-		return rep, nil
-	}
-	rep.Holder, rep.TokenPrefix, rep.Flag, rep.Trade = l.Job, prefix8(l.Token), l.Presence, l.Trade
-	if !l.At.IsZero() {
-		rep.AgeMS = ms(now.Sub(l.At))
-	}
-	if reason := refusal(ctx, r, l, rep); reason != "" {
-		rep.Outcome, rep.Reason = unlockRefused, reason
-		return rep, nil
-	}
-	if dryRun {
-		rep.Outcome = unlockWouldFree
-		rep.Reason = fmt.Sprintf("unlock would release the lock of %s (token %s…) in one fenced call; nothing was changed",
-			l.Job, rep.TokenPrefix)
-		return rep, nil
-	}
-	res, err := record.Save(ctx, r.rdb, rk, record.SaveArgs{Mode: record.ModeRelease, Token: l.Token})
+	res, err := lockrule.Unlock(ctx, env, rk, dryRun)
 	if err != nil {
-		return nil, fmt.Errorf("release (it may or may not have landed; run unlock again to see): %w", err)
+		return nil, err
 	}
-	switch {
-	case res.Outcome == record.Written && res.How == record.HowReleased:
-		rep.Outcome = unlockFreed
-		rep.Reason = fmt.Sprintf("the lock of %s (token %s…) is released; the next join on any server takes the record at once",
-			l.Job, rep.TokenPrefix)
-	case res.Outcome == record.Written:
+	l, v := res.Read.Lock, res.Verdict
+	rep.Holder, rep.TokenPrefix, rep.Flag, rep.Trade = cmp.Or(l.Job, noHolder), prefix8(l.Token), l.Flag == lockrule.FlagOn, res.Read.Trade
+	if l.Held && !l.AtBroken {
+		rep.AgeMS = ms(l.Age)
+	}
+	if v.Answer != 0 {
+		rep.Answer, rep.RetryInMS, rep.ProofReads, rep.ProofMS = v.Answer.String(), ms(v.RetryIn), v.Reads, ms(v.Took)
+	}
+	if v.Reads > 0 && l.Job != "" {
+		h := r.holderOf(ctx, l.Job, v.Reading)
+		rep.Presence = &h
+	}
+	switch res.Outcome {
+	case lockrule.UnlockNoRecord:
+		rep.Outcome, rep.Reason = unlockNoRecord, "there is no record of the key: nothing to do"
+	case lockrule.UnlockAlreadyFree:
+		rep.Outcome, rep.Reason = unlockAlreadyFree, "the lock is free: nothing to do"
+	case lockrule.UnlockReleased:
 		rep.Outcome, rep.Reason = unlockReleasedMeanwhile, l.Job+" released the lock itself meanwhile: nothing to do"
-	case res.Outcome == record.LockLost && res.Holder.Token == "":
-		rep.Outcome, rep.Reason = unlockAlreadyFree, "the lock was freed meanwhile (another release): nothing to do"
-	case res.Outcome == record.LockLost:
-		rep.Outcome, rep.NowHeldBy = unlockChanged, res.Holder.Job
-		rep.Reason = fmt.Sprintf("the lock changed hands meanwhile: %s holds it now (token %s…); nothing was changed",
-			res.Holder.Job, prefix8(res.Holder.Token))
-	default:
-		return nil, fmt.Errorf("release: unexpected answer %+v", res)
+	case lockrule.UnlockRefused:
+		rep.Outcome, rep.Reason = unlockRefused, lockrule.Explain(v)
+		switch h := rep.Presence; {
+		case h != nil && h.noHash:
+			rep.Reason = fmt.Sprintf("there is no presence hash %s: nothing is known of %s's presence, and an unknown "+
+				"reading never counts as stopped (are --namespace, --presence-key and --presence-shards the servers' own?)",
+				r.pres.KeyOf(l.Job), l.Job)
+		case h != nil && h.Why != "":
+			rep.Reason += " (" + h.Why + ")"
+		}
+	case lockrule.UnlockWouldFree:
+		rep.Outcome = unlockWouldFree
+		rep.Reason = fmt.Sprintf("unlock would release the lock of %s (token %s…) in one fenced call: %s; nothing was changed",
+			rep.Holder, rep.TokenPrefix, v.Why)
+	case lockrule.UnlockFreed:
+		rep.Outcome = unlockFreed
+		rep.Reason = fmt.Sprintf("the lock of %s (token %s…) is released (%s); the next join on any server takes the "+
+			"record at once", rep.Holder, rep.TokenPrefix, v.Why)
+	case lockrule.UnlockChanged:
+		rep.Outcome, rep.NowHeldBy = unlockChanged, res.NowHeldBy
+		rep.Reason = fmt.Sprintf("the lock changed hands meanwhile: %s holds it now; nothing was changed",
+			cmp.Or(res.NowHeldBy, noHolder))
 	}
 	return rep, nil
 }
 
-// refusal reads the holder's presence into rep and returns why unlock must
-// not free l, or "" when it may: the holder reads stopped, or unknown
-// because Redis restarted or failed over less than one PresenceTTL ago (the
-// presence hash exists, but its run is new).
-func refusal(ctx context.Context, r *reader, l recordLock, rep *unlockReport) string {
-	if !l.Presence {
-		return fmt.Sprintf("the lock has no presence flag: %s does not beat presence for it (handoff off, or an older "+
-			"build), so its presence proves nothing; the lock changes hands when %s releases it, or by age once "+
-			"older than LockTTL+LockSkew (240 s by default; it is %s old)", l.Job, l.Job, human(msDuration(rep.AgeMS)))
-	}
-	// The holder's own shard must exist: a missing one reads unknown, and
-	// says only that this reader looks in the wrong place (a wrong
-	// --namespace, --presence-key or --presence-shards).
-	shard := r.pres.KeyOf(l.Job)
-	n, err := r.rdb.Exists(ctx, shard).Result()
-	if err != nil {
-		return fmt.Sprintf("the presence hash %s could not be read (%v): nothing is known of %s's presence", shard, err, l.Job)
-	}
-	if n == 0 {
-		return fmt.Sprintf("there is no presence hash %s: nothing is known of %s's presence "+
-			"(are --namespace, --presence-key and --presence-shards the servers' own?)", shard, l.Job)
-	}
-	h := r.readHolder(ctx, l.Job)
-	rep.Presence = &h
-	switch rd := h.reading; {
-	case rd.Status == presence.Alive:
-		return fmt.Sprintf("%s is alive (its beat expires in %s): it would lose a live session; ask it to release, or wait",
-			l.Job, human(rd.ExpiresIn))
-	case rd.Err != nil:
-		return fmt.Sprintf("%s's presence could not be read (%v): it may be alive", l.Job, rd.Err)
-	}
-	return ""
-}
+// noHolder stands for the holder of a lock whose lock.job is empty.
+const noHolder = "(no holder named)"
 
 // printUnlock prints a report for people.
 func printUnlock(w io.Writer, st style, r *unlockReport) {
@@ -310,6 +305,10 @@ func printUnlock(w io.Writer, st style, r *unlockReport) {
 	}
 	if r.Presence != nil {
 		row("holder", r.Holder+" is "+r.Presence.String())
+	}
+	if r.ProofReads > 0 {
+		row("proof", fmt.Sprintf("%d presence %s in %s (a stop is proven by two reads at least one Beat apart)",
+			r.ProofReads, plural(r.ProofReads, "read", "reads"), human(msDuration(r.ProofMS))))
 	}
 	if r.Trade != "" {
 		row("trade", r.Trade+" pending: left on the record for the next load to settle or abort")

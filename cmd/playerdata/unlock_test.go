@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/lockrule"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
@@ -30,7 +33,7 @@ func testUnlockRefusesALiveHolder(t *testing.T, e testEnv) {
 		if r.err == nil || exitStatus(r.err) != exitFailed {
 			t.Fatalf("unlock (dry run %v) of a live holder's lock = %v, want a refusal with status 1", dry, r.err)
 		}
-		for _, want := range []string{"refused", "server-a is alive (its beat expires in", "it would lose a live session; ask it to release, or wait"} {
+		for _, want := range []string{"refused", "server-a is alive (its beat expires in", "freeing its lock would make a second owner"} {
 			if !strings.Contains(r.err.Error(), want) {
 				t.Errorf("refusal %q has no %q", r.err, want)
 			}
@@ -61,25 +64,27 @@ func testUnlockFreesACrashedHoldersLock(t *testing.T, e testEnv) {
 	held := e.lockOf(t, rk)
 
 	// Without --driver the key is looked up; --dry-run changes nothing.
-	r := runArgs(t, 10*time.Second, e.args("unlock", "--presence-ttl", fastTTL.String(), "--dry-run", "--json", "user:7")...)
+	r := runArgs(t, 10*time.Second, e.args("unlock", "--presence-ttl", fastTTL.String(), "--beat", fastBeat.String(), "--dry-run", "--json", "user:7")...)
 	if r.err != nil {
 		t.Fatalf("unlock --dry-run: %v\n%s", r.err, r.stderr)
 	}
 	var rep unlockReport
 	decodeJSON(t, r.stdout, &rep)
-	if rep.Outcome != unlockWouldFree || rep.Driver != "PlayerData" || rep.Holder != "server-a" || rep.Presence == nil || rep.Presence.Status != "stopped" {
-		t.Fatalf("dry run: %+v", rep)
+	if rep.Outcome != unlockWouldFree || rep.Driver != "PlayerData" || rep.Holder != "server-a" || rep.Presence == nil ||
+		rep.Presence.Status != "stopped" || rep.Answer != "stopped" || rep.ProofReads < 2 || rep.ProofMS < ms(fastBeat) {
+		t.Fatalf("dry run: %+v; want a proof of two reads at least a beat apart", rep)
 	}
 	if l := e.lockOf(t, rk); l.Token != held.Token {
 		t.Fatalf("--dry-run changed the lock: %+v", l)
 	}
 
-	r = runArgs(t, 10*time.Second, e.args("unlock", "--presence-ttl", fastTTL.String(), "--driver", "PlayerData", "user:7")...)
+	r = runArgs(t, 10*time.Second, e.args("unlock", "--presence-ttl", fastTTL.String(), "--beat", fastBeat.String(), "--driver", "PlayerData", "user:7")...)
 	if r.err != nil {
 		t.Fatalf("unlock: %v\n%s", r.err, r.stderr)
 	}
 	out := strings.Join(strings.Fields(r.stdout), " ") // unwrapped
 	for _, want := range []string{"server-a is stopped", "freed: the lock of server-a (token " + held.Token[:8] + "…) is released",
+		"server-a is proven stopped: 2 presence reads at least one Beat (50ms) apart", "proof 2 presence reads in",
 		"the next join on any server takes the record at once"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("unlock output has no %q:\n%s", want, r.stdout)
@@ -117,27 +122,58 @@ func testUnlockFreesACrashedHoldersLock(t *testing.T, e testEnv) {
 	}
 }
 
+// A holder whose presence reads unknown (as after a restart or failover:
+// the hash's run mark names another Redis run) is never freed: unlock
+// refuses, says why from what it read, and when to try again; once a live
+// server has marked the new run for one PresenceTTL, the crashed holder
+// reads stopped and unlock frees its lock.
 func testUnlockOfAnUnknownHolder(t *testing.T, e testEnv) {
 	a := e.startServer(t, "server-a", serverOpts{fast: true})
 	a.hold(t, "user:8", 5)
 	a.crash()
-	// As after a failover to a replica of another Redis run: the hash names
-	// another run, so a missing beat proves nothing yet.
 	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Stopped)
 	if err := e.rdb.HSet(context.Background(), presence.KeyFor(e.ns), "\x00run", "0000").Err(); err != nil {
 		t.Fatal(err)
 	}
-	r := runArgs(t, 10*time.Second, e.args("unlock", "--presence-ttl", fastTTL.String(), "--driver", "PlayerData", "user:8")...)
-	if r.err != nil {
-		t.Fatalf("unlock: %v", r.err)
+	rk := e.rk("PlayerData", "user:8")
+	held := e.lockOf(t, rk)
+	args := e.args("unlock", "--presence-ttl", fastTTL.String(), "--beat", fastBeat.String(), "--driver", "PlayerData", "user:8")
+	for _, dry := range []bool{true, false} {
+		r := runArgs(t, 10*time.Second, append(args, "--dry-run="+strconv.FormatBool(dry))...)
+		if exitStatus(r.err) != exitFailed {
+			t.Fatalf("unlock (dry run %v) of an unknown holder = %v, want a refusal (status 1)\n%s", dry, r.err, r.stdout)
+		}
+		// The reason is what was read: the hash's run mark names another run
+		// than INFO's run_id.
+		msg := strings.Join(strings.Fields(r.err.Error()), " ")
+		for _, want := range []string{"server-a's presence is unknown: a missing beat proves nothing for",
+			"an unknown reading never counts as stopped", "names Redis process 0000…, but this Redis is", "(try again in"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("refusal %q has no %q", msg, want)
+			}
+		}
+		if l := e.lockOf(t, rk); l.Token != held.Token {
+			t.Fatalf("the lock of an unknown holder changed: %+v", l)
+		}
 	}
-	// The reason is what was read: the hash's run mark names another run
-	// than INFO's run_id.
-	if !strings.Contains(r.stdout, "server-a is unknown (a missing beat proves nothing for") ||
-		!strings.Contains(r.stdout, "names Redis process 0000…, but this Redis is") || !strings.Contains(r.stdout, "freed") {
-		t.Fatalf("unlock output:\n%s", r.stdout)
+	// A live server marks the new run; one PresenceTTL later a missing beat
+	// proves a stop again.
+	e.startServer(t, "server-c", serverOpts{fast: true})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := runArgs(t, 10*time.Second, args...)
+		if r.err == nil {
+			if !strings.Contains(r.stdout, "freed") {
+				t.Fatalf("unlock output:\n%s", r.stdout)
+			}
+			break
+		}
+		if time.Now().After(deadline) || !strings.Contains(r.err.Error(), "unknown") {
+			t.Fatalf("unlock after the new run was marked = %v", r.err)
+		}
+		time.Sleep(fastBeat)
 	}
-	if l := e.lockOf(t, e.rk("PlayerData", "user:8")); l.Held() {
+	if l := e.lockOf(t, rk); l.Held() {
 		t.Fatalf("lock still held: %+v", l)
 	}
 }
@@ -149,7 +185,7 @@ func testUnlockRefusals(t *testing.T, e testEnv) {
 	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Stopped)
 	// A lock whose holder does not beat presence (handoff off).
 	e.putRecord(t, e.rk("PlayerData", "user:10"), record.FieldLockJob, "server-old", record.FieldLockToken, "tok-old-0123",
-		record.FieldLockPresence, "0", record.FieldEpoch, 1, record.FieldVer, 0)
+		record.FieldLockPresence, "0", record.FieldLockAt, time.Now().UnixMilli(), record.FieldEpoch, 1, record.FieldVer, 0)
 	// A presence "hash" that is not a hash: every read fails.
 	if err := e.rdb.Set(context.Background(), e.ns+":Broken", "x", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -159,14 +195,14 @@ func testUnlockRefusals(t *testing.T, e testEnv) {
 		flags     []string
 		want      string
 	}{
-		{"no presence flag", "user:10", nil, "the lock has no presence flag: server-old does not beat presence for it"},
+		{"no presence flag", "user:10", nil, "the lock carries no presence flag: its holder does not protect it by presence"},
 		{"no presence hash", "user:9", []string{"--presence-key", "Elsewhere"}, "there is no presence hash " + e.ns + ":Elsewhere"},
 		{"failed presence read", "user:9", []string{"--presence-key", "Broken"}, "server-a's presence could not be read"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rk := e.rk("PlayerData", tc.key)
 			before := e.lockOf(t, rk)
-			args := append(e.args("unlock", "--presence-ttl", fastTTL.String(), "--driver", "PlayerData", tc.key), tc.flags...)
+			args := append(e.args("unlock", "--presence-ttl", fastTTL.String(), "--beat", fastBeat.String(), "--driver", "PlayerData", tc.key), tc.flags...)
 			r := runArgs(t, 10*time.Second, args...)
 			if r.err == nil || exitStatus(r.err) != exitFailed || !strings.Contains(r.err.Error(), tc.want) {
 				t.Fatalf("unlock = %v (status %d), want a refusal with status 1 saying %q", r.err, exitStatus(r.err), tc.want)
@@ -234,8 +270,14 @@ func testUnlockWhenTheLockMovesMeanwhile(t *testing.T, e testEnv) {
 			}
 			defer r.Close()
 			var moveErr error
-			r.rdb.AddHook(&raceHook{key: rk, do: func(ctx context.Context) { moveErr = tc.move(ctx, rk, held) }})
-			rep, err := unlock(ctx, r, "PlayerData", tc.key, false)
+			hook := &raceHook{key: rk, do: func(ctx context.Context) { moveErr = tc.move(ctx, rk, held) }}
+			node, err := r.nodeOf(ctx, rk) // the verb writes through the record's node (a Cluster's master of its slot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			node.(redis.UniversalClient).AddHook(hook)
+			rules := lockrule.Rules{MaxAge: datadriver.DefaultLockTTL + datadriver.DefaultLockSkew, Skew: datadriver.DefaultLockSkew, Beat: fastBeat}
+			rep, err := unlock(ctx, r, "PlayerData", tc.key, rules, false)
 			if err != nil || moveErr != nil {
 				t.Fatalf("unlock: %v (move: %v)", err, moveErr)
 			}

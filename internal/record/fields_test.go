@@ -313,9 +313,11 @@ func TestReleaseRetriedAfterAnotherAcquired(t *testing.T) {
 }
 
 // Every broken field an acquire refuses is put right by Repair (with force
-// where a lock is involved), after which the record loads; nothing stored
-// is deleted (keys of the wrong type are renamed aside), the epoch does not
-// go back, and a dry run changes nothing.
+// for a missing record), after which the record loads, or, for a broken
+// lock, is mended in place with its holder and token kept (the acquire then
+// meets that lock); nothing stored is deleted (keys of the wrong type are
+// renamed aside), the epoch does not go back, and a dry run changes
+// nothing.
 func TestRepairMakesARefusedRecordLoad(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	rdb := r.Client(t)
@@ -331,14 +333,16 @@ func TestRepairMakesARefusedRecordLoad(t *testing.T) {
 		// find (a ver above every kept version, the messages waiting).
 		minVer   int64
 		messages int
+		// held: the repair keeps a lock, which the acquire after it meets.
+		held bool
 	}{
 		{name: "ver not an integer", fields: map[string]string{"ver": "x1", "epoch": "3", "data": "d"}},
 		{name: "epoch a string", fields: map[string]string{"ver": "1", "epoch": "three", "data": "d"}},
 		{name: "inbox.seq a float", fields: map[string]string{"ver": "1", "epoch": "1", "inbox.seq": "1.5"}},
 		{name: "lock.at far ahead", fields: map[string]string{"ver": "1", "epoch": "1", "lock.token": "t",
-			"lock.job": "tool", "lock.at": future}, force: true},
-		{name: "a lock without a holder", fields: map[string]string{"ver": "1", "epoch": "1", "lock.token": "t",
-			"lock.at": "1"}, force: true},
+			"lock.job": "tool", "lock.at": future}, held: true},
+		{name: "lock.at not an integer", fields: map[string]string{"ver": "1", "epoch": "1", "lock.token": "t",
+			"lock.job": "tool", "lock.at": "abc", "lock.presence": "1"}, held: true},
 		{name: "inbox of the wrong type", fields: map[string]string{"ver": "1", "epoch": "1", "inbox.seq": "2"},
 			other: func(key string) { rdb.Set(ctx, record.InboxKey(key), "x", 0) }, aside: ":inbox"},
 		{name: "history of the wrong type", fields: map[string]string{"ver": "1", "epoch": "1", "hist.at": "5"},
@@ -389,6 +393,13 @@ func TestRepairMakesARefusedRecordLoad(t *testing.T) {
 				}
 			}
 			got, err := record.Acquire(ctx, rdb, key, acquireArgs("server-a", "tok"))
+			if tc.held {
+				if err != nil || got.Outcome != record.Locked || got.Lock.Token != tc.fields["lock.token"] ||
+					got.Lock.Job != tc.fields["lock.job"] {
+					t.Fatalf("acquire after the repair = %+v, %v; want the lock kept by its holder", got, err)
+				}
+				return
+			}
 			if err != nil || got.Outcome != record.Acquired {
 				t.Fatalf("acquire after the repair = %+v, %v", got, err)
 			}
@@ -407,11 +418,33 @@ func TestRepairMakesARefusedRecordLoad(t *testing.T) {
 			}
 		})
 	}
-	// Without force, a broken lock and a schema are left to a human.
+	// A lock that names no holder, a presence flag nobody judged and a
+	// schema are left, forced or not: no repair frees a lock.
 	key := record.Key(r.Namespace, "PlayerData", "repair:left")
-	rdb.HSet(ctx, key, "ver", "1", "epoch", "1", "lock.token", "t", "lock.job", "tool", "lock.at", future, "schema", "v2")
-	res, err := record.Repair(ctx, rdb, key, record.RepairArgs{Skew: time.Minute})
-	if err != nil || len(res.Left) != 2 || len(res.Changed) != 0 {
-		t.Fatalf("repair without force = %+v, %v; want lock.at and schema left", res, err)
+	rdb.HSet(ctx, key, "ver", "1", "epoch", "1", "lock.token", "t", "lock.job", "", "lock.at", "5", "lock.presence", "x",
+		"schema", "v2")
+	for _, force := range []bool{false, true} {
+		res, err := record.Repair(ctx, rdb, key, record.RepairArgs{Skew: time.Minute, Force: force})
+		if err != nil || len(res.Left) != 3 || len(res.Changed) != 0 {
+			t.Fatalf("repair (force %v) = %+v, %v; want lock.presence, lock.job and schema left", force, res, err)
+		}
+	}
+	if tok := rdb.HGet(ctx, key, "lock.token").Val(); tok != "t" {
+		t.Fatalf("lock.token %q after the repairs, want the lock kept", tok)
+	}
+	// A broken presence flag under the token the caller judged is set to 1,
+	// and the holder keeps its lock.
+	key = record.Key(r.Namespace, "PlayerData", "repair:flag")
+	rdb.HSet(ctx, key, "ver", "1", "epoch", "1", "lock.token", "t", "lock.job", "a", "lock.at", "5", "lock.presence", "x")
+	if res, err := record.Repair(ctx, rdb, key, record.RepairArgs{Skew: time.Minute, FlagToken: "other"}); err != nil ||
+		len(res.Left) != 1 || res.Left[0].Field != "lock.presence" {
+		t.Fatalf("repair under another token = %+v, %v; want lock.presence left", res, err)
+	}
+	if res, err := record.Repair(ctx, rdb, key, record.RepairArgs{Skew: time.Minute, FlagToken: "t"}); err != nil ||
+		len(res.Left) != 0 || len(res.Changed) != 1 {
+		t.Fatalf("repair under the lock's token = %+v, %v; want lock.presence set", res, err)
+	}
+	if f := rdb.HMGet(ctx, key, "lock.presence", "lock.token", "lock.job").Val(); f[0] != "1" || f[1] != "t" || f[2] != "a" {
+		t.Fatalf("lock after the repair %v, want presence 1 under the same token and holder", f)
 	}
 }

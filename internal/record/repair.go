@@ -12,13 +12,18 @@ import (
 type RepairArgs struct {
 	// DryRun only says what would change.
 	DryRun bool
-	// Force also frees a broken lock (it may be another tool's that a
-	// process still uses) and starts over a record that is missing while
-	// keys beside it remain: a human decided.
+	// Force also starts over a record that is missing while keys beside it
+	// remain: a human decided. No lock changes hands in a repair, forced or
+	// not (a lock that names no holder is freed by Free, once
+	// internal/lockrule judged that no live server can hold its token).
 	Force bool
 	// Skew is LockSkew: a lock without the presence flag stamped further
 	// ahead of the Redis clock is broken.
 	Skew time.Duration
+	// FlagToken is the lock token whose broken lock.presence may be set to
+	// 1, the lock kept (internal/lockrule judged it: the holder's presence
+	// was read); "" for none.
+	FlagToken string
 	// Aside is the suffix a key of the wrong type is renamed aside with.
 	// default: ":corrupt:<unix ms>"
 	Aside string
@@ -35,13 +40,15 @@ type RepairResult struct {
 // (repair.lua). Nothing stored is deleted: a key of the wrong type is
 // renamed aside; a broken integer is replaced by a value that keeps the
 // record's promises (the epoch never goes back); fmt and schema fields are
-// left to a human.
+// left to a human. A broken lock is mended in place, never freed: its stamp
+// is set to the Redis time and, when a.FlagToken names it, its presence flag
+// to 1, the holder keeping its token.
 func Repair(ctx context.Context, rdb redis.Scripter, key string, a RepairArgs) (RepairResult, error) {
 	if a.Aside == "" {
 		a.Aside = fmt.Sprintf(":corrupt:%d", time.Now().UnixMilli())
 	}
 	v, err := repairScript.Run(ctx, rdb, []string{key, InboxKey(key), HistoryKey(key), TriesKey(key), DeadKey(key)},
-		flag(!a.DryRun), flag(a.Force), a.Aside, Format, a.Skew.Milliseconds()).Result()
+		flag(!a.DryRun), flag(a.Force), a.Aside, Format, a.Skew.Milliseconds(), a.FlagToken).Result()
 	if err != nil {
 		return RepairResult{}, err
 	}

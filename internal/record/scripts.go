@@ -16,6 +16,7 @@ const (
 	ScriptSend     = "send"
 	ScriptReplay   = "replay"
 	ScriptRepair   = "repair"
+	ScriptFree     = "free"
 )
 
 var (
@@ -35,6 +36,8 @@ var (
 	replaySrc string
 	//go:embed lua/repair.lua
 	repairSrc string
+	//go:embed lua/free.lua
+	freeSrc string
 )
 
 // The scripts are immutable values shared by every client.
@@ -47,9 +50,11 @@ var (
 	sendScript     = rscript.New(ScriptSend, sendSrc)
 	replayScript   = rscript.New(ScriptReplay, replaySrc)
 	repairScript   = rscript.New(ScriptRepair, repairSrc)
+	freeScript     = rscript.New(ScriptFree, freeSrc)
 )
 
 // Scripts lists the record's scripts (for an rscript.Catalog).
 func Scripts() []*rscript.Script {
-	return []*rscript.Script{acquireScript, saveScript, prepareScript, versionsScript, wipeScript, sendScript, replayScript, repairScript}
+	return []*rscript.Script{acquireScript, saveScript, prepareScript, versionsScript, wipeScript, sendScript, replayScript, repairScript,
+		freeScript}
 }

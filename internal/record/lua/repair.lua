@@ -5,13 +5,16 @@
 -- KEYS[2]  its inbox (a stream), KEYS[3] its history (a hash), KEYS[4] its refusal counts
 --          (a hash), KEYS[5] its dead letters (a stream): the keys beside it
 -- ARGV[1]  '1' to change things, '0' to only say what would change (a dry run)
--- ARGV[2]  '1' (force, a human decided) to also free a broken lock, and to start a record
---          that is missing while keys beside it remain over (its next join gets Defaults,
---          its history and inbox stay), else '0'
+-- ARGV[2]  '1' (force, a human decided) to start a record that is missing while keys
+--          beside it remain over (its next join gets Defaults, its history and inbox
+--          stay), else '0'
 -- ARGV[3]  the suffix a key of the wrong type is renamed aside with (':corrupt:<ms>')
 -- ARGV[4]  the record format this build writes
 -- ARGV[5]  LockSkew in ms: a lock without the presence flag stamped further ahead of the
 --          Redis clock is broken
+-- ARGV[6]  the lock token whose broken lock.presence may be set to '1' ('' for none): the
+--          caller read the holder's presence (alive, or a missing beat that proves nothing
+--          yet, or stopped) and judged the flag safe (internal/lockrule)
 --
 -- What it does, field by field:
 --   (record) missing, or never acquired (a Send made it again with inbox.seq alone), while its
@@ -27,8 +30,15 @@
 --   inbox.seq not an integer: the number of messages in the inbox and the dead letters (it
 --           only tells a holder to pull, and only needs to grow);
 --   at, hist.at, released.ver not an integer: removed (the next write sets them);
---   lock.token, lock.job, lock.at, lock.presence broken: the lock is freed, with force only
---           (it may be another tool's lock a process still uses);
+--   lock.at  not an integer, or (without the presence flag) ahead of the Redis clock by
+--           more than ARGV[5]: set to the Redis time in ms, the lock kept with its holder
+--           and token (a later stamp only ever delays a takeover by age; the holder's next
+--           save stamps it again);
+--   lock.presence neither '1' nor '0': set to '1', the lock kept, when the lock still
+--           carries the token ARGV[6] names; else left;
+--   lock.job empty under a token: left (the lock names no holder; whether any live server
+--           can hold its token is the caller's to judge, and free.lua frees it). No lock
+--           changes hands here: repair never frees one;
 --   fmt, schema, schema.min broken: left alone (only the build that wrote the data knows
 --           them): answered as left.
 --
@@ -135,20 +145,22 @@ for i, name in pairs({[4] = 'at', [5] = 'hist.at', [6] = 'released.ver'}) do
 end
 local token = f[7]
 if token and token ~= '' then
-  local broken = (not f[8] or f[8] == '') and 'lock.job' or nil
-  broken = broken or ((f[10] and f[10] ~= '1' and f[10] ~= '0') and 'lock.presence' or nil)
-  broken = broken or ((not isint(f[9])) and 'lock.at' or nil)
-  if not broken and tonumber(f[9]) > tonumber(nowMS) + tonumber(ARGV[5]) and f[10] ~= '1' then
-    broken = 'lock.at'
-  end
-  if broken and force then
-    change(broken, 'the lock is freed')
-    set[#set + 1], set[#set + 2] = 'lock.token', ''
-    set[#set + 1], set[#set + 2] = 'lock.job', ''
+  if not isint(f[9]) or (tonumber(f[9]) > tonumber(nowMS) + tonumber(ARGV[5]) and f[10] ~= '1') then
+    change('lock.at', 'set to ' .. nowMS .. ' (the Redis time in ms; the holder keeps its lock and token, and its '
+      .. 'next save stamps it again)')
     set[#set + 1], set[#set + 2] = 'lock.at', nowMS
-    del[#del + 1] = 'lock.presence'
-  elseif broken then
-    leave(broken, 'the lock may be another tool\'s that a process still uses: --force frees it')
+  end
+  if f[10] and f[10] ~= '1' and f[10] ~= '0' then
+    if ARGV[6] ~= '' and ARGV[6] == token then
+      change('lock.presence', 'set to 1 (the holder keeps its lock and token; the lock moves only once its holder '
+        .. 'releases it or is proven stopped)')
+      set[#set + 1], set[#set + 2] = 'lock.presence', '1'
+    else
+      leave('lock.presence', 'neither 1 nor 0, and its holder\'s presence was not judged')
+    end
+  end
+  if not f[8] or f[8] == '' then
+    leave('lock.job', 'a lock that names no holder')
   end
 end
 for i, name in pairs({[11] = 'fmt', [12] = 'schema', [13] = 'schema.min'}) do

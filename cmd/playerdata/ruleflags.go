@@ -1,0 +1,52 @@
+package main
+
+// The servers' settings the lock rule reads by (internal/lockrule), for the
+// verbs that may move a lock: unlock and repair.
+
+import (
+	"context"
+	"time"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/lockrule"
+	"github.com/ckernel/playerdata/presence"
+)
+
+// ruleFlags are --beat, --lock-ttl and --lock-skew.
+type ruleFlags struct {
+	beat, lockTTL, lockSkew time.Duration
+}
+
+// add adds the flags to c.
+func (f *ruleFlags) add(c *command) {
+	c.fs.DurationVar(&f.beat, "beat", presence.DefaultBeat, "")
+	c.fs.DurationVar(&f.lockTTL, "lock-ttl", datadriver.DefaultLockTTL, "")
+	c.fs.DurationVar(&f.lockSkew, "lock-skew", datadriver.DefaultLockSkew, "")
+}
+
+// check refuses values no deployment can have, as usage mistakes; ttl is
+// --presence-ttl.
+func (f *ruleFlags) check(c *command, ttl time.Duration) error {
+	switch {
+	case f.beat <= 0 || f.beat >= ttl:
+		return c.mistake("--beat %v: want the servers' Beat, positive and under --presence-ttl %v", f.beat, ttl)
+	case f.lockTTL <= 0 || f.lockSkew <= 0:
+		return c.mistake("--lock-ttl %v, --lock-skew %v: want the servers' LockTTL and LockSkew, positive", f.lockTTL, f.lockSkew)
+	}
+	return nil
+}
+
+// rules are the lock rule's settings.
+func (f *ruleFlags) rules() lockrule.Rules {
+	return lockrule.Rules{MaxAge: f.lockTTL + f.lockSkew, Skew: f.lockSkew, Beat: f.beat}
+}
+
+// env is where a verb on the record rk acts: the record's node, the reader's
+// presence, and the rules.
+func (r *reader) env(ctx context.Context, rk string, rules lockrule.Rules) (lockrule.Env, error) {
+	node, err := r.nodeOf(ctx, rk)
+	if err != nil {
+		return lockrule.Env{}, err
+	}
+	return lockrule.Env{Records: node, Presence: r.pres, Rules: rules}, nil
+}

@@ -1,0 +1,137 @@
+package lockrule
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+
+	"github.com/ckernel/playerdata/presence"
+)
+
+// fakePresence answers scripted readings, one per Read of each job (the
+// last repeats), and records when each was asked.
+type fakePresence struct {
+	mu      sync.Mutex
+	reads   map[string][]presence.Reading
+	list    []presence.Entry
+	listErr error
+	shards  int
+	asked   map[string][]time.Time
+}
+
+func (f *fakePresence) Read(_ context.Context, job string) presence.Reading {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.asked == nil {
+		f.asked = map[string][]time.Time{}
+	}
+	f.asked[job] = append(f.asked[job], time.Now())
+	rs := f.reads[job]
+	if len(rs) == 0 {
+		rs = f.reads["*"]
+	}
+	if len(rs) == 0 {
+		return presence.Reading{Status: presence.Unknown, Err: errors.New("no reading scripted")}
+	}
+	r := rs[0]
+	if len(rs) > 1 {
+		if _, own := f.reads[job]; own {
+			f.reads[job] = rs[1:]
+		} else {
+			f.reads["*"] = rs[1:]
+		}
+	}
+	return r
+}
+
+func (f *fakePresence) List(context.Context) ([]presence.Entry, error) { return f.list, f.listErr }
+
+func (f *fakePresence) Config() presence.Config { return presence.Config{Shards: max(f.shards, 1)} }
+
+var (
+	stopped = presence.Reading{Status: presence.Stopped}
+	alive   = presence.Reading{Status: presence.Alive, ExpiresIn: 2 * time.Second}
+	grace   = presence.Reading{Status: presence.Unknown, ExpiresIn: 7 * time.Second}
+	failed  = presence.Reading{Status: presence.Unknown, Err: errors.New("connection refused")}
+)
+
+// Judge's answers, each from the readings it was given: a stop needs two
+// stopped reads a beat apart; alive and unknown (a restart's grace, a failed
+// read) are noes at once, however old the lock; a lock without the flag goes
+// by age; a broken flag counts as the flag; a lock that names no holder is
+// freed only once every server and every shard's missing beat is proven
+// stopped.
+func TestJudge(t *testing.T) {
+	const beat = 30 * time.Millisecond
+	rules := Rules{MaxAge: 4 * time.Minute, Skew: time.Minute, Beat: beat}
+	now := time.Now()
+	held := func(job, flag string, age time.Duration) Lock {
+		return Parse(Fields{Job: job, Token: "tok", Presence: flag,
+			At: itoa(now.Add(-age).UnixMilli())}, now, rules.Skew)
+	}
+	for _, tc := range []struct {
+		name    string
+		lock    Lock
+		p       *fakePresence
+		want    Answer
+		reads   int
+		retryIn time.Duration
+	}{
+		{"free", Parse(Fields{}, now, time.Minute), &fakePresence{}, Free, 0, 0},
+		{"alive, however old", held("a", "1", time.Hour), &fakePresence{reads: map[string][]presence.Reading{"a": {alive}}}, Alive, 1, 0},
+		{"unknown after a restart", held("a", "1", time.Hour), &fakePresence{reads: map[string][]presence.Reading{"a": {grace}}}, Unknown, 1, 7 * time.Second},
+		{"a failed read", held("a", "1", time.Hour), &fakePresence{reads: map[string][]presence.Reading{"a": {failed}}}, Unknown, 1, 0},
+		{"stopped twice a beat apart", held("a", "1", time.Second), &fakePresence{reads: map[string][]presence.Reading{"a": {stopped, stopped}}}, Stopped, 2, 0},
+		{"stopped, then unknown", held("a", "1", time.Second), &fakePresence{reads: map[string][]presence.Reading{"a": {stopped, grace}}}, Unknown, 2, 7 * time.Second},
+		{"stopped, then alive", held("a", "1", time.Second), &fakePresence{reads: map[string][]presence.Reading{"a": {stopped, alive}}}, Alive, 2, 0},
+		{"a broken flag counts as the flag", held("a", "x", time.Hour), &fakePresence{reads: map[string][]presence.Reading{"a": {alive}}}, Alive, 1, 0},
+		{"no flag, young", held("a", "0", time.Minute), &fakePresence{}, Young, 0, 3*time.Minute + time.Millisecond},
+		{"no flag, aged", held("a", "0", 5*time.Minute), &fakePresence{}, Aged, 0, 0},
+		{"no flag, its stamp broken", Parse(Fields{Job: "a", Token: "t", At: "abc"}, now, time.Minute), &fakePresence{}, Young, 0, 0},
+		{"no holder, a live server", held("", "1", time.Hour), &fakePresence{list: []presence.Entry{
+			{JobID: "b", Status: presence.Alive}, {JobID: "c", Status: presence.Stopped}}}, LiveServers, 0, 0},
+		{"no holder, a server unknown", held("", "1", time.Hour), &fakePresence{list: []presence.Entry{
+			{JobID: "b", Status: presence.Unknown}}}, LiveServers, 0, 0},
+		{"no holder, every server stopped", held("", "1", time.Hour), &fakePresence{list: []presence.Entry{
+			{JobID: "c", Status: presence.Stopped}}, reads: map[string][]presence.Reading{"*": {stopped}}}, NoLiveHolder, 4, 0},
+		{"no holder, shards in a restart's grace", held("", "x", time.Hour), &fakePresence{
+			reads: map[string][]presence.Reading{"*": {grace}}}, Unknown, 1, 7 * time.Second},
+		{"no holder, the list fails", held("", "1", time.Hour), &fakePresence{listErr: errors.New("down")}, Unknown, 0, 0},
+		{"no holder, no flag, aged", held("", "0", 5*time.Minute), &fakePresence{}, NoLiveHolder, 0, 0},
+		{"no holder, no flag, young", held("", "0", time.Minute), &fakePresence{}, LiveServers, 0, 3*time.Minute + time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := Judge(context.Background(), tc.p, clock.New(), tc.lock, rules, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Answer != tc.want || v.Reads != tc.reads || v.RetryIn.Round(100*time.Millisecond) != tc.retryIn.Round(100*time.Millisecond) || v.Why == "" {
+				t.Fatalf("verdict %+v; want %v after %d reads, retry in %v, with a reason", v, tc.want, tc.reads, tc.retryIn)
+			}
+			if v.Answer.May() != (tc.want == Free || tc.want == Stopped || tc.want == Aged || tc.want == NoLiveHolder) {
+				t.Fatalf("%v.May() = %v", v.Answer, v.Answer.May())
+			}
+			for job, at := range tc.p.asked {
+				for i := 1; i < len(at) && v.Answer == Stopped; i++ {
+					if gap := at[i].Sub(at[i-1]); gap < beat {
+						t.Errorf("reads of %s %v apart, under a beat (%v)", job, gap, beat)
+					}
+				}
+			}
+		})
+	}
+	// A cancelled context ends a proof, and says so.
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &fakePresence{reads: map[string][]presence.Reading{"a": {stopped}}}
+	time.AfterFunc(beat/3, cancel)
+	if _, err := Judge(ctx, p, clock.New(), held("a", "1", time.Second), rules, now); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Judge under a cancelled context = %v, want context.Canceled", err)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
