@@ -16,6 +16,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ckernel/playerdata/internal/sameredis"
 	"github.com/ckernel/playerdata/internal/telemetry"
 	"github.com/ckernel/playerdata/lockhandoff"
 	"github.com/ckernel/playerdata/messaging"
@@ -56,9 +57,13 @@ type Node struct {
 
 	wg sync.WaitGroup // background writes of the Node (trade settle marks)
 
-	// closePresenceRedis closes the presence client the Node made (nil:
-	// none).
+	// prdb is the presence client; closePresenceRedis closes it when the
+	// Node made it (nil: none).
+	prdb               redis.UniversalClient
 	closePresenceRedis func() error
+	// dataset keeps the proof that prdb and rdb reach one dataset
+	// (dataset.go).
+	dataset *sameredis.Guard
 	// memory is what the Node knows of Redis's eviction policy
 	// (eviction.go); watchers are its goroutines that outlive Close's
 	// release work (the memory watch), stopped by cancel.
@@ -91,9 +96,11 @@ type driverHandle interface {
 
 // NewNode creates a Node: it pings Redis and NATS (ErrRedisUnavailable,
 // ErrBusDown), refuses a Redis that may evict records (ErrEvictionPolicy),
-// and claims the JobID in presence (ErrJobIDInUse while another process
-// beats it; an earlier run's beat is waited for, at most one PresenceTTL).
-// ctx bounds the start-up only.
+// proves that the presence client and the Redis client reach one dataset
+// (ErrInvalidConfig naming both when they do not: see dataset.go), and
+// claims the JobID in presence through that proof (ErrJobIDInUse while
+// another process beats it; an earlier run's beat is waited for, at most one
+// PresenceTTL). ctx bounds the start-up only.
 func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	if cfg, err = cfg.withDefaults(); err != nil {
 		return nil, err
@@ -120,6 +127,9 @@ func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	}
 	n.log = cfg.Logger.With("job", n.jobID)
 	defer func() {
+		if err != nil && n.dataset != nil {
+			n.dataset.Close()
+		}
 		if err != nil && n.closePresenceRedis != nil {
 			_ = n.closePresenceRedis()
 		}
@@ -128,7 +138,7 @@ func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 		return nil, err
 	}
 	n.startTelemetry()
-	for _, check := range []func(context.Context) error{n.ping, n.pingNATS, n.checkEviction, n.claim} {
+	for _, check := range []func(context.Context) error{n.ping, n.pingNATS, n.checkEviction, n.checkDataset, n.claim} {
 		if err := check(ctx); err != nil {
 			return nil, err
 		}

@@ -89,6 +89,7 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	n.unregBus()
 	n.unregRedis()
+	n.dataset.Close()
 	if n.closePresenceRedis != nil {
 		_ = n.closePresenceRedis()
 	}

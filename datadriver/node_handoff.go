@@ -29,6 +29,7 @@ func (n *Node) startHandoff() error {
 		key = n.ns + ":" + name
 	}
 	prdb, own := presenceClient(cfg)
+	n.prdb = prdb
 	if own {
 		n.closePresenceRedis = prdb.Close
 	} else if cfg.PresenceRedis == nil {

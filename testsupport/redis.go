@@ -65,6 +65,8 @@ type Redis struct {
 	dir     string // KindRedisServer: working directory, holds the log (and the AOF)
 	logPath string // KindRedisServer: the servers' stdout and stderr
 	aof     bool   // KindRedisServer: AOF on, fsync on every write (StartOwnRedisAOF)
+	// snapshots counts the RDB snapshots kept aside (Snapshot).
+	snapshots int
 
 	mu       sync.Mutex
 	proc     *redisProc // KindRedisServer: the running server; nil when stopped
