@@ -569,6 +569,12 @@ func clusterMessages(t *testing.T, sc *clusterScope) {
 			t.Fatalf("Load after the repair = %v (epoch %d), want epoch 4", err, p.Epoch())
 		}
 		_ = p.Release(ctx)
+		// The operator's free of a lock that names no holder (once no live
+		// server can hold its token), fenced by that token.
+		sc.admin.HSet(ctx, rk, "lock.token", "tok-x", "lock.job", "", "lock.at", "1")
+		if res, err := record.Free(ctx, c.rdb, rk, record.FreeArgs{Token: "tok-x"}); err != nil || res.Outcome != record.Freed {
+			t.Fatalf("free = %+v, %v", res, err)
+		}
 	})
 }
 

@@ -28,9 +28,10 @@ func (d *Driver[T]) repairHint(key, field string) string {
 	repair := d.cliCommand("repair", key)
 	switch {
 	case field == record.FieldLockJob:
-		return fmt.Sprintf("the lock names no holder; `%s` frees it once no live server can hold its token (every "+
-			"server in presence proven stopped, or by age without the presence flag), and says which servers may "+
-			"hold it otherwise (the holder's own release clears it)", d.cliCommand("repair", key, "--force"))
+		return fmt.Sprintf("the lock names no holder; `%s` frees it once no live server can hold its token (with "+
+			"$NATS_URL or --nats it asks the live servers, and the holder releases it; the rest must be proven "+
+			"stopped), and says which servers may hold it otherwise (the holder's own release clears it)",
+			d.cliCommand("repair", key, "--force"))
 	case strings.HasPrefix(field, "lock."):
 		return fmt.Sprintf("`%s` mends it in place: the holder keeps its lock and token", repair)
 	case field == "fmt", field == "schema", field == "schema.min":

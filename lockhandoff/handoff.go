@@ -74,6 +74,8 @@ type Handoff struct {
 	mu      sync.Mutex
 	drivers map[string]Handlers
 	waits   map[waitKey]map[*Wait]struct{}
+	// asks are the AskAlls in progress, by key (ask.go).
+	asks map[waitKey]map[*asking]struct{}
 	// asked holds the requests whose reply waits for a release, so that a
 	// repeated request waits once (at most maxPendingReplies).
 	asked map[askKey]struct{}

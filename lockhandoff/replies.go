@@ -120,6 +120,9 @@ func (h *Handoff) onReply(m messaging.Message) {
 		w.notify()
 	}
 	waiting := len(ws)
+	if h.answeredLocked(m) {
+		waiting++
+	}
 	_, known := h.drivers[m.Driver]
 	h.mu.Unlock()
 	if waiting == 0 {

@@ -273,7 +273,7 @@ func (s *sim) fault(alive []*server) {
 		s.c.Bus.Disconnect(srv.s.JobID)
 	case 18:
 		s.pause(srv, now.Add(dur))
-	case 19, 20, 21:
+	case 19, 20, 21, 22:
 		s.tamper(tamperKind(k - 19))
 	default:
 		s.forgeRequest(srv)
@@ -281,8 +281,8 @@ func (s *sim) fault(alive []*server) {
 }
 
 // drawFault draws the kind of a fault from the seed: 0 to 9 the classic
-// faults, 10 to 18 those that hang (Config.Hangs), 19 to 21 the tampers
-// (Config.Tampers). A seed with Hangs on and Tampers off draws what it drew
+// faults, 10 to 18 those that hang (Config.Hangs), 19 to 22 the tampers
+// and the operator's unlock (Config.Tampers). A seed with Hangs on and Tampers off draws what it drew
 // before the tampers existed; so does one with both off.
 func (s *sim) drawFault() int {
 	kinds := 10

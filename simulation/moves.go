@@ -19,6 +19,7 @@ import (
 func (s *sim) step() {
 	s.endFaults(false)
 	s.repairDue(false)
+	s.unlockDue()
 	alive := s.aliveServers()
 	if s.rng.Float64() < s.cfg.Faults {
 		s.fault(alive)

@@ -6,15 +6,19 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/lockrule"
 	"github.com/ckernel/playerdata/internal/record"
 )
 
 // The operator (Config.Tampers): a few seconds to a minute after a tamper
-// broke a record, the operator runs `playerdata repair` on it (what
-// record.Repair runs), and `repair --force` where a human may decide.
+// broke a record, the operator runs `playerdata repair --force` on it (what
+// lockrule.Repair runs: a human decided), whoever holds the record and
+// whatever state it is in. The library's rule decides what may be done: a
+// broken lock is mended in place, the holder keeping its token; a lock
+// that names no holder is freed only once every live server answered that
+// it holds no lock under its token and the rest are proven stopped;
+// otherwise the operator is told what would make it safe, and comes back
+// at the next step.
 
 // repairDue has the operator repair the damages whose time has come (all
 // of them when all is true, at the end of the run).
@@ -23,66 +27,50 @@ func (s *sim) repairDue(all bool) {
 	for _, pl := range s.players {
 		d := s.standing(recordKey(pl.key))
 		if d != nil && (all || !now.Before(d.repairAt)) {
-			s.repairRecord(d, all)
+			s.repairRecord(d)
 		}
 	}
 }
 
-// repairRecord is the operator's repair of d's record: `playerdata repair`,
-// then, for what it leaves, `repair --force` where a human may decide: a
-// missing record is started over; a broken lock is freed once no process
-// uses it (its holder crashed; with all, at the end of the run, when every
-// player left). While a live server holds a broken lock the operator waits
-// (its next write heals it).
-func (s *sim) repairRecord(d *damage, all bool) {
-	ctx := context.Background()
+// repairRecord is the operator's `playerdata repair --force` of d's record.
+func (s *sim) repairRecord(d *damage) {
 	rk := recordKey(d.pl.key)
-	args := record.RepairArgs{Skew: datadriver.DefaultLockSkew}
-	res, err := record.Repair(ctx, s.checkRedis, rk, args)
+	res, err := lockrule.Repair(s.ctx, s.operatorEnv(d.pl.key), rk, lockrule.RepairOptions{Force: true})
 	if err != nil {
-		s.fail("repair %s: %v", d.pl.key, err)
+		if s.ctx.Err() == nil {
+			s.fail("repair --force %s: %v", d.pl.key, err)
+		}
+		return
+	}
+	for _, f := range res.Left {
+		if !strings.HasPrefix(f.Field, "lock.") {
+			s.fail("repair --force %s left %s (%s): no tamper breaks it", d.pl.key, f.Field, f.Why)
+			return
+		}
+		if !d.waited {
+			s.logf("REPAIR %s: %s left (%s): the operator comes back", d.pl.key, f.Field, f.Why)
+			d.waited = true
+		}
 		return
 	}
 	forced := false
-	if len(res.Left) > 0 {
-		if why := s.mayForce(rk, res.Left, all); why != "" {
-			if !d.waited {
-				s.logf("REPAIR %s: %s left (%s): the operator waits", d.pl.key, res.Left[0].Field, why)
-				d.waited = true
+	for _, c := range res.Changed {
+		switch c.Field {
+		case "(record)":
+			forced = forced || strings.HasPrefix(c.Why, "started over")
+		case record.FieldLockJob:
+			if res.Freed {
+				forced = true
+				l := res.Read.Lock
+				s.checkFreed(rk, l.Job, l.Token, res.Lock.Answer)
 			}
-			return
+		case record.FieldLockAt:
+			s.mu.Lock()
+			s.lockAt[rk] = time.Now() // stamped: the lock looks written now
+			s.mu.Unlock()
 		}
-		args.Force, forced = true, true
-		more, err := record.Repair(ctx, s.checkRedis, rk, args)
-		if err != nil || len(more.Left) > 0 {
-			s.fail("repair --force %s: %v, left %v", d.pl.key, err, more.Left)
-			return
-		}
-		res.Changed = append(res.Changed, more.Changed...)
 	}
 	s.repaired(d, res.Changed, forced)
-}
-
-// mayForce says why the operator may not force the repair of what left
-// names ("" when it may).
-func (s *sim) mayForce(rk string, left []record.CorruptField, all bool) string {
-	for _, f := range left {
-		switch {
-		case f.Field == "(record)":
-		case strings.HasPrefix(f.Field, "lock."):
-			job, err := s.checkRedis.HGet(context.Background(), rk, record.FieldLockJob).Result()
-			if err != nil && err != redis.Nil {
-				return err.Error()
-			}
-			if srv := s.c.Server(job); !all && srv != nil && !srv.Crashed() {
-				return "its holder " + job + " lives"
-			}
-		default:
-			s.fail("repair %s left %s (%s): no tamper breaks it", rk, f.Field, f.Why)
-			return "a field for a human"
-		}
-	}
-	return ""
 }
 
 // repaired ends d once the repair landed, and brings the bookkeeping to

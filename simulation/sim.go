@@ -294,6 +294,8 @@ type sim struct {
 
 	// Invariant 11: what the tampers did (tamper.go).
 	tampers tamperState
+	// op is the operator's presence reader and Handoff (operator.go).
+	op *operator
 }
 
 func newSim(tb testing.TB, cfg Config) *sim {

@@ -31,6 +31,7 @@ const (
 	tamperCorrupt  tamperKind = iota // a field broken, or the inbox or history replaced
 	tamperDelete                     // a record deleted
 	tamperOwners                     // the presence owners hash evicted
+	tamperUnlock                     // the operator's unlock of a record, whoever holds it (operator.go)
 	numTamperKinds                   // how many there are
 )
 
@@ -62,6 +63,7 @@ type tamperState struct {
 	fullBeat  map[string]beatMark              // job -> its last full beat that was written
 	reclaim   map[string]time.Time             // job -> an eviction of the owners hash it has to re-claim its entry after
 	touched   map[*player]bool                 // players whose record a tamper damaged or deleted
+	unlockAt  map[*player]time.Time            // the operator's next unlock of a player's record (operator.go)
 	gemsShift int64                            // gems the deletions took, less the Defaults' gems each record starts over with
 }
 
@@ -82,6 +84,7 @@ func newTamperState() tamperState {
 		fullBeat:  make(map[string]beatMark),
 		reclaim:   make(map[string]time.Time),
 		touched:   make(map[*player]bool),
+		unlockAt:  make(map[*player]time.Time),
 	}
 }
 
@@ -92,7 +95,11 @@ type Tampers struct {
 	HeldDeleted    int           // of them, while a server held their lock
 	OwnersEvicted  int           // evictions of the presence owners hash
 	Repairs        int           // operator repairs that changed something
-	Forced         int           // of them, with --force (a broken lock freed, a missing record started over)
+	Forced         int           // of them, with --force (a lock naming no holder freed, a missing record started over)
+	Unlocks        int           // operator unlocks (of records held or not, by servers live, paused, cut or crashed)
+	UnlocksFreed   int           // of them, that freed a lock (the lock rule said yes)
+	UnlocksAlive   int           // of them, refused: the holder read alive
+	UnlocksUnknown int           // of them, refused: the holder's presence read unknown (or not yet proven stopped)
 	JoinsRefused   int           // joins answered ErrCorruptRecord
 	SlowestRefusal time.Duration // the longest a join took to be refused, from the damage or its start
 	WritesRefused  int           // writes answered corrupt: nothing written
@@ -105,10 +112,11 @@ type Tampers struct {
 
 // String is the per-run summary line's part on the tampers.
 func (t Tampers) String() string {
-	return fmt.Sprintf("tampers: %d corrupted, %d deleted (%d held), %d owners evictions, %d repairs (%d forced); "+
-		"%d joins refused (slowest %s), %d writes refused, %d found gone, %d kicked corrupt, %d kicked gone, "+
-		"%d updates exempted, %d owner entries re-claimed",
-		t.Corrupted, t.Deleted, t.HeldDeleted, t.OwnersEvicted, t.Repairs, t.Forced, t.JoinsRefused, t.SlowestRefusal,
+	return fmt.Sprintf("tampers: %d corrupted, %d deleted (%d held), %d owners evictions, %d repairs (%d forced), "+
+		"%d unlocks (%d freed, %d refused alive, %d unknown); %d joins refused (slowest %s), %d writes refused, %d found gone, %d kicked corrupt, "+
+		"%d kicked gone, %d updates exempted, %d owner entries re-claimed",
+		t.Corrupted, t.Deleted, t.HeldDeleted, t.OwnersEvicted, t.Repairs, t.Forced, t.Unlocks, t.UnlocksFreed, t.UnlocksAlive, t.UnlocksUnknown,
+		t.JoinsRefused, t.SlowestRefusal,
 		t.WritesRefused, t.WritesGone, t.KickedCorrupt, t.KickedGone, t.Exempted, t.Reclaimed)
 }
 
@@ -119,8 +127,10 @@ func (s *sim) tamper(k tamperKind) {
 		s.corrupt()
 	case tamperDelete:
 		s.deleteRecord()
-	default:
+	case tamperOwners:
 		s.evictOwners()
+	default:
+		s.operatorUnlock()
 	}
 }
 
@@ -133,7 +143,7 @@ type breakage struct {
 }
 
 // numBreakages is how many breakages there are.
-const numBreakages = 7
+const numBreakages = 9
 
 // breakageOf is the i-th breakage.
 func breakageOf(i int) breakage {
@@ -152,6 +162,10 @@ func breakageOf(i int) breakage {
 			func(now time.Time) string { return strconv.FormatInt(now.Add(time.Hour).UnixMilli(), 10) }, true}
 	case 5:
 		return breakage{"inbox", "the inbox replaced by a string", fixed("oops"), false}
+	case 6:
+		return breakage{record.FieldLockPresence, "lock.presence set to x", fixed("x"), false}
+	case 7:
+		return breakage{record.FieldLockJob, "lock.job emptied", fixed(""), false}
 	}
 	return breakage{"history", "the history replaced by a string", fixed("oops"), false}
 }
@@ -225,6 +239,10 @@ func (s *sim) corrupt() {
 		// presence flag stamped ahead is not broken: only a proof that its
 		// holder stopped moves it.
 		d.allows = token != "" && (!b.ahead || presenceFlag != "1")
+	case record.FieldLockPresence, record.FieldLockJob:
+		// Refused by an acquire while held; its holder writes on (no write
+		// checks them) until its release, which clears the lock.
+		d.allows = token != ""
 	case "inbox":
 		d.refuses, d.allows = seq != "" && seq != "0", true // a send refuses it, a load reads it when inbox.seq > 0
 	default:

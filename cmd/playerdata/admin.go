@@ -14,14 +14,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/messaging"
-	"github.com/ckernel/playerdata/presence"
 )
 
 // adminFlags are the flags of send and restore beyond the reader flags.
@@ -116,7 +114,7 @@ func openAdmin(ctx context.Context, r *reader, rf *readFlags, af *adminFlags, sp
 		Logger:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		PresenceKey: rf.presenceKey, PresenceShards: r.layout.Shards, SubjectPrefix: af.subjectPrefix,
 		// The servers' ratio of beat to TTL (3 s to 10 s by default).
-		PresenceTTL: ttl, Beat: time.Duration(float64(ttl) * float64(presence.DefaultBeat) / float64(presence.DefaultTTL)),
+		PresenceTTL: ttl, Beat: defaultBeatOf(ttl),
 	}
 	if a.nc != nil {
 		cfg.RequestKey = key // it signs what goes over NATS

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/lockrule"
@@ -38,9 +39,12 @@ while its holder may live (the library's lock rule, internal/lockrule):
     releases it or is proven stopped); left when the read fails;
   - lock.job empty (a lock that names no holder): freed with --force only,
     and only once no live server can hold its token: every server in the
-    presence hash proven stopped (two reads a Beat apart: about one Beat),
-    or, without the presence flag, by age past LockTTL+LockSkew; otherwise
-    left, saying which servers may hold it (its holder's release clears it);
+    presence hash either answered over NATS (--nats) that it holds no lock
+    under that token (the holder releases it first, a save and a release,
+    then answers), or is proven stopped (two reads a Beat apart: about one
+    Beat); without the presence flag, by age past LockTTL+LockSkew.
+    Otherwise it is left, naming the servers that may hold it (its holder's
+    own release clears it);
   - a record missing while its inbox or history remains (deleted or
     evicted): started over with --force (its next join gets Defaults; its
     history stays, so restore can bring a kept version back);
@@ -54,8 +58,16 @@ Flags:
   --driver NAME        the driver's Config.Name, e.g. PlayerData (required)
   --force              also free a lock that names no holder once no live server
                        can hold it, and start a missing record over
-  --dry-run            say what would change, change nothing
-  --beat D             the servers' Beat: the span of a proof (default 3s)
+  --dry-run            say what would change, change nothing (servers are still asked over
+                       --nats: a holder asked releases the lock, which changes nothing stored
+                       but the lock)
+  --nats URL           NATS, to ask the live servers about a lock that names no holder
+                       (default $NATS_URL; none when unset)
+  --wait D             how long the servers asked have to answer (default 10s)
+  --subject-prefix NAME the servers' NodeConfig.SubjectPrefix (default CKHandoff)
+  --request-key-file F a file holding the servers' NodeConfig.RequestKey, byte for byte
+  --beat D             the servers' Beat: the span of a proof (default 3/10 of
+                       --presence-ttl, the defaults' ratio: 3s)
   --lock-ttl D         the servers' LockTTL (default 3m0s)
   --lock-skew D        the servers' LockSkew (default 1m0s)
   --redis URL          Redis, Redis Cluster (any node) or Sentinel (?master_name=M); default
@@ -100,11 +112,15 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var (
 		f             readFlags
 		rf            ruleFlags
+		af            adminFlags
 		driver        string
 		force, dryRun bool
+		wait          time.Duration
 	)
 	f.add(cmd)
 	rf.add(cmd)
+	af.add(cmd)
+	cmd.fs.DurationVar(&wait, "wait", 10*time.Second, "")
 	cmd.fs.StringVar(&driver, "driver", "", "")
 	cmd.fs.BoolVar(&force, "force", false, "")
 	cmd.fs.BoolVar(&dryRun, "dry-run", false, "")
@@ -121,6 +137,12 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := rf.check(cmd, f.presenceTTL); err != nil {
 		return err
 	}
+	if err := af.check(cmd); err != nil {
+		return err
+	}
+	if wait <= 0 {
+		return cmd.mistake("--wait %v: want a positive duration", wait)
+	}
 	key := pos[0]
 	r, err := f.openProfile(ctx, cmd, driver, key)
 	if err != nil {
@@ -128,9 +150,17 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer r.Close()
 	rk := datadriver.RecordKey(r.ns, driver, key)
-	env, err := r.env(ctx, rk, rf.rules())
+	env, err := r.env(ctx, rk, rf.rules(f.presenceTTL))
 	if err != nil {
 		return err
+	}
+	if url := af.natsServer(); url != "" && force {
+		a, err := openAsker(ctx, r, &af, "repair", url, stderr)
+		if err != nil {
+			return err
+		}
+		defer a.close()
+		env.Ask = a.ask(driver, key, wait)
 	}
 	res, err := lockrule.Repair(ctx, env, rk, lockrule.RepairOptions{DryRun: dryRun, Force: force})
 	if err != nil {

@@ -17,9 +17,10 @@ type ruleFlags struct {
 	beat, lockTTL, lockSkew time.Duration
 }
 
-// add adds the flags to c.
+// add adds the flags to c. --beat defaults to 0: the servers' default
+// ratio of Beat to PresenceTTL (3 s to 10 s), of --presence-ttl.
 func (f *ruleFlags) add(c *command) {
-	c.fs.DurationVar(&f.beat, "beat", presence.DefaultBeat, "")
+	c.fs.DurationVar(&f.beat, "beat", 0, "")
 	c.fs.DurationVar(&f.lockTTL, "lock-ttl", datadriver.DefaultLockTTL, "")
 	c.fs.DurationVar(&f.lockSkew, "lock-skew", datadriver.DefaultLockSkew, "")
 }
@@ -28,7 +29,7 @@ func (f *ruleFlags) add(c *command) {
 // --presence-ttl.
 func (f *ruleFlags) check(c *command, ttl time.Duration) error {
 	switch {
-	case f.beat <= 0 || f.beat >= ttl:
+	case f.beat < 0 || f.beat >= ttl:
 		return c.mistake("--beat %v: want the servers' Beat, positive and under --presence-ttl %v", f.beat, ttl)
 	case f.lockTTL <= 0 || f.lockSkew <= 0:
 		return c.mistake("--lock-ttl %v, --lock-skew %v: want the servers' LockTTL and LockSkew, positive", f.lockTTL, f.lockSkew)
@@ -36,9 +37,19 @@ func (f *ruleFlags) check(c *command, ttl time.Duration) error {
 	return nil
 }
 
-// rules are the lock rule's settings.
-func (f *ruleFlags) rules() lockrule.Rules {
-	return lockrule.Rules{MaxAge: f.lockTTL + f.lockSkew, Skew: f.lockSkew, Beat: f.beat}
+// rules are the lock rule's settings, for servers of PresenceTTL ttl.
+func (f *ruleFlags) rules(ttl time.Duration) lockrule.Rules {
+	beat := f.beat
+	if beat == 0 {
+		beat = defaultBeatOf(ttl)
+	}
+	return lockrule.Rules{MaxAge: f.lockTTL + f.lockSkew, Skew: f.lockSkew, Beat: beat}
+}
+
+// defaultBeatOf is the Beat of servers of PresenceTTL ttl that keep the
+// defaults' ratio (3 s to 10 s).
+func defaultBeatOf(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl) * float64(presence.DefaultBeat) / float64(presence.DefaultTTL))
 }
 
 // env is where a verb on the record rk acts: the record's node, the reader's

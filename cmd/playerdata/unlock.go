@@ -58,7 +58,8 @@ Flags:
                        under exactly one, by a scan that went through
   --dry-run            say what would be done, change nothing
   --limit N            the lookup without --driver examines about N keys at most (default 100000)
-  --beat D             the servers' Beat: the span of a proof (default 3s)
+  --beat D             the servers' Beat: the span of a proof (default 3/10 of
+                       --presence-ttl, the defaults' ratio: 3s)
   --lock-ttl D         the servers' LockTTL (default 3m0s)
   --lock-skew D        the servers' LockSkew (default 1m0s)
   --redis URL          Redis, Redis Cluster (any node) or Sentinel (?master_name=M); default
@@ -164,7 +165,7 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if driver == "" {
 		rep = &unlockReport{Namespace: r.ns, PresenceKey: r.presKey, Key: key, DryRun: dryRun,
 			Outcome: unlockNoRecord, Reason: "there is no record of the key under any driver: nothing to do"}
-	} else if rep, err = unlock(ctx, r, driver, key, rf.rules(), dryRun); err != nil {
+	} else if rep, err = unlock(ctx, r, driver, key, rf.rules(f.presenceTTL), dryRun); err != nil {
 		return fmt.Errorf("unlock %s: %w", key, err)
 	}
 	if rep.Outcome == unlockNoRecord {

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/benbjohnson/clock"
-
 	"github.com/ckernel/playerdata/presence"
 )
 
@@ -26,16 +24,19 @@ import (
 //   - Aged: without the presence flag, older than MaxAge on the Redis clock;
 //   - NoLiveHolder: a lock that names no holder, once no live server can
 //     hold its token: without the presence flag by age as any such lock;
-//     otherwise every server in the presence hash, and a JobID that never
-//     beats in every shard (which reads stopped only once a missing beat
-//     proves a stop there: never within one TTL of a Redis restart or
-//     failover), proven stopped.
+//     otherwise every server in the presence hash either answered, asked
+//     over the bus (env.Ask), that it holds no lock under that token, or is
+//     proven stopped, and so is a JobID that never beats in every shard
+//     (which reads stopped only once a missing beat proves a stop there:
+//     never within one TTL of a Redis restart or failover, when a live
+//     server's beat may be missing from the hash).
 //
 // An unknown reading is never a stop. A holder that reads alive or unknown
 // ends the judgment at once; a holder that reads stopped is read again one
 // Beat later, so a yes for a stop takes about one Beat. Judge returns
 // ctx.Err() when ctx ends first.
-func Judge(ctx context.Context, p Presence, clk clock.Clock, l Lock, r Rules, readAt time.Time) (Verdict, error) {
+func Judge(ctx context.Context, env Env, l Lock, readAt time.Time) (Verdict, error) {
+	clk, r := env.clock(), env.Rules
 	start := clk.Now()
 	var (
 		v   Verdict
@@ -45,11 +46,11 @@ func Judge(ctx context.Context, p Presence, clk clock.Clock, l Lock, r Rules, re
 	case !l.Held:
 		v = Verdict{Answer: Free, Why: "the lock is free"}
 	case l.Job == "":
-		v, err = judgeUnnamed(ctx, p, clk, l, r, readAt.Add(-l.Age))
+		v, err = judgeUnnamed(ctx, env, l, readAt.Add(-l.Age))
 	case l.Flag == FlagOff:
 		v = judgeAge(l, r)
 	default:
-		v, err = judgeHolder(ctx, p, clk, l, r, readAt.Add(-l.Age))
+		v, err = judgeHolder(ctx, env, l, readAt.Add(-l.Age))
 	}
 	v.Took = clk.Since(start)
 	return v, err
@@ -73,8 +74,8 @@ func judgeAge(l Lock, r Rules) Verdict {
 }
 
 // judgeHolder proves the holder l names stopped, or says why not.
-func judgeHolder(ctx context.Context, p Presence, clk clock.Clock, l Lock, r Rules, writtenBy time.Time) (Verdict, error) {
-	all, proofs, err := prove(ctx, p, clk, []string{l.Job}, r.Beat, writtenBy)
+func judgeHolder(ctx context.Context, env Env, l Lock, writtenBy time.Time) (Verdict, error) {
+	all, proofs, err := prove(ctx, env.Presence, env.clock(), []string{l.Job}, env.Rules.Beat, writtenBy)
 	if err != nil {
 		return Verdict{}, err
 	}
@@ -84,7 +85,7 @@ func judgeHolder(ctx context.Context, p Presence, clk clock.Clock, l Lock, r Rul
 	switch {
 	case all:
 		v.Answer, v.Why = Stopped, fmt.Sprintf("%s is proven stopped: %d presence reads at least one Beat (%s) apart "+
-			"found no live beat, the last sent after the lock was written", l.Job, pf.reads, r.Beat)
+			"found no live beat, the last sent after the lock was written", l.Job, pf.reads, env.Rules.Beat)
 	case rd.Status == presence.Alive:
 		v.Answer, v.Why = Alive, fmt.Sprintf("%s is alive (its beat expires in %s): freeing its lock would make a "+
 			"second owner while it plays on; it moves when %s releases it (a join elsewhere asks it to)",
@@ -105,7 +106,8 @@ func judgeHolder(ctx context.Context, p Presence, clk clock.Clock, l Lock, r Rul
 }
 
 // judgeUnnamed judges a lock that names no holder (a broken lock.job).
-func judgeUnnamed(ctx context.Context, p Presence, clk clock.Clock, l Lock, r Rules, writtenBy time.Time) (Verdict, error) {
+func judgeUnnamed(ctx context.Context, env Env, l Lock, writtenBy time.Time) (Verdict, error) {
+	p, r := env.Presence, env.Rules
 	if l.Flag == FlagOff && !l.AtBroken {
 		v := judgeAge(l, r)
 		if v.Answer == Aged {
@@ -124,32 +126,53 @@ func judgeUnnamed(ctx context.Context, p Presence, clk clock.Clock, l Lock, r Ru
 		return Verdict{Answer: Unknown, Why: fmt.Sprintf("the lock names no holder, and the presence hash could not "+
 			"be listed (%v): any server may hold it", err)}, nil
 	}
-	var live, jobs []string
+	var live, stopped []string
 	for _, e := range entries {
-		jobs = append(jobs, e.JobID)
-		if e.Status != presence.Stopped {
-			live = append(live, e.JobID+" ("+e.Status.String()+")")
+		if e.Status == presence.Stopped {
+			stopped = append(stopped, e.JobID)
+		} else {
+			live = append(live, e.JobID)
 		}
 	}
-	if len(live) > 0 {
-		return Verdict{Answer: LiveServers, Servers: live, Why: fmt.Sprintf("the lock names no holder and %d %s may "+
-			"hold its token (%s): freeing it could make a second owner; it is freed when its holder releases the "+
-			"profile (the player leaves, or the server drains), or once those servers stopped",
-			len(live), plural(len(live), "server", "servers"), strings.Join(live, ", "))}, nil
+	var answered []string
+	if len(live) > 0 && env.Ask != nil {
+		answered = env.Ask(ctx, l.Token, slices.Clone(live))
+		if err := ctx.Err(); err != nil {
+			return Verdict{}, err
+		}
+		live = slices.DeleteFunc(live, func(j string) bool { return slices.Contains(answered, j) })
 	}
-	all, proofs, err := prove(ctx, p, clk, append(jobs, silentJobs(p.Config().Shards)...), r.Beat, writtenBy)
+	if len(live) > 0 {
+		how := "give --nats to ask them whether they hold it"
+		if env.Ask != nil {
+			how = "they did not answer a release request naming its token"
+		}
+		return Verdict{Answer: LiveServers, Servers: live, Why: fmt.Sprintf("the lock names no holder and %d %s "+
+			"whose presence is alive or unknown may hold its token (%s; %s): freeing it could make a second owner; "+
+			"its holder's release clears it", len(live), plural(len(live), "server", "servers"),
+			strings.Join(live, ", "), how)}, nil
+	}
+	return proveNoHolder(ctx, env, stopped, answered, writtenBy)
+}
+
+// proveNoHolder proves every server not answered stopped, and every
+// shard's missing beat a proof of a stop.
+func proveNoHolder(ctx context.Context, env Env, stopped, answered []string, writtenBy time.Time) (Verdict, error) {
+	all, proofs, err := prove(ctx, env.Presence, env.clock(), append(stopped, silentJobs(env.Presence.Config().Shards)...),
+		env.Rules.Beat, writtenBy)
 	if err != nil {
 		return Verdict{}, err
 	}
-	v := Verdict{Servers: jobs}
+	v := Verdict{Servers: append(stopped, answered...)}
 	for _, pf := range proofs {
 		v.Reads += pf.reads
 	}
 	if all {
 		v.Answer = NoLiveHolder
-		v.Why = fmt.Sprintf("the lock names no holder, and no live server can hold its token: every server in the "+
-			"presence hash (%d) and every shard's missing beat are proven stopped (reads at least one Beat, %s, apart)",
-			len(jobs), r.Beat)
+		v.Why = fmt.Sprintf("the lock names no holder, and no live server can hold its token: %d %s answered that "+
+			"they hold no lock under it, and every other server in the presence hash (%d) and every shard's missing "+
+			"beat are proven stopped (reads at least one Beat, %s, apart)", len(answered),
+			plural(len(answered), "server", "servers"), len(stopped), env.Rules.Beat)
 		return v, nil
 	}
 	i := slices.IndexFunc(proofs, func(pf *proof) bool { return pf.last.Status != presence.Stopped })

@@ -3,6 +3,7 @@ package lockrule
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -106,7 +107,7 @@ func TestJudge(t *testing.T) {
 		{"no holder, no flag, young", held("", "0", time.Minute), &fakePresence{}, LiveServers, 0, 3*time.Minute + time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v, err := Judge(context.Background(), tc.p, clock.New(), tc.lock, rules, now)
+			v, err := Judge(context.Background(), Env{Presence: tc.p, Clock: clock.New(), Rules: rules}, tc.lock, now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,9 +130,47 @@ func TestJudge(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &fakePresence{reads: map[string][]presence.Reading{"a": {stopped}}}
 	time.AfterFunc(beat/3, cancel)
-	if _, err := Judge(ctx, p, clock.New(), held("a", "1", time.Second), rules, now); !errors.Is(err, context.Canceled) {
+	if _, err := Judge(ctx, Env{Presence: p, Rules: rules}, held("a", "1", time.Second), now); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Judge under a cancelled context = %v, want context.Canceled", err)
 	}
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// A lock that names no holder is freed while servers live only once each
+// of them answered, asked over the bus, that it holds no lock under its
+// token; a server that does not answer keeps it.
+func TestJudgeAsksTheLiveServers(t *testing.T) {
+	rules := Rules{MaxAge: 4 * time.Minute, Skew: time.Minute, Beat: 20 * time.Millisecond}
+	now := time.Now()
+	l := Parse(Fields{Token: "tok", Presence: "1", At: strconv.FormatInt(now.UnixMilli(), 10)}, now, rules.Skew)
+	p := &fakePresence{list: []presence.Entry{{JobID: "b", Status: presence.Alive}, {JobID: "c", Status: presence.Unknown},
+		{JobID: "d", Status: presence.Stopped}}, reads: map[string][]presence.Reading{"*": {stopped}}}
+	for _, tc := range []struct {
+		name     string
+		answered []string
+		want     Answer
+		servers  []string
+	}{
+		{"every live server answered", []string{"b", "c"}, NoLiveHolder, []string{"d", "b", "c"}},
+		{"one did not", []string{"b"}, LiveServers, []string{"c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var asked []string
+			ask := func(_ context.Context, token string, jobs []string) []string {
+				if token != "tok" {
+					t.Errorf("asked about token %q", token)
+				}
+				asked = jobs
+				return tc.answered
+			}
+			v, err := Judge(context.Background(), Env{Presence: p, Rules: rules, Ask: ask}, l, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Answer != tc.want || !slices.Equal(v.Servers, tc.servers) || !slices.Equal(asked, []string{"b", "c"}) {
+				t.Fatalf("verdict %+v after asking %v; want %v naming %v", v, asked, tc.want, tc.servers)
+			}
+		})
+	}
+}

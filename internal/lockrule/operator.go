@@ -28,7 +28,16 @@ type Env struct {
 	// Clock times the proofs. default: clock.New()
 	Clock clock.Clock
 	Rules Rules
+	// Ask, when set, asks servers over the bus to release the lock under
+	// token if they hold it, and answers those that answered (a server that
+	// answered holds no lock under it: lockhandoff.Handoff.AskAll). It is
+	// how a lock that names no holder is freed while servers live.
+	Ask AskFunc
 }
+
+// AskFunc asks jobs to release the lock under token and returns those that
+// answered, bounded by its own deadline or ctx.
+type AskFunc func(ctx context.Context, token string, jobs []string) []string
 
 func (e Env) clock() clock.Clock {
 	if e.Clock == nil {
@@ -133,7 +142,7 @@ func Unlock(ctx context.Context, env Env, rk string, dryRun bool) (UnlockResult,
 		res.Outcome = UnlockAlreadyFree
 		return res, nil
 	}
-	if res.Verdict, err = Judge(ctx, env.Presence, env.clock(), rd.Lock, env.Rules, rd.At); err != nil {
+	if res.Verdict, err = Judge(ctx, env, rd.Lock, rd.At); err != nil {
 		return res, err
 	}
 	switch {

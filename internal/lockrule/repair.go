@@ -29,7 +29,11 @@ type RepairOptions struct {
 // each a field and a sentence.
 type RepairResult struct {
 	// Exists: the record key existed when read.
-	Exists        bool
+	Exists bool
+	// Read is the lock as read before the repair.
+	Read Read
+	// Freed: the repair freed the lock read (one that named no holder).
+	Freed         bool
 	Changed, Left []record.CorruptField
 	// Lock is the verdict on a lock that names no holder (nil when the lock
 	// named one, or was free).
@@ -71,7 +75,7 @@ func Repair(ctx context.Context, env Env, rk string, o RepairOptions) (RepairRes
 	if err != nil {
 		return RepairResult{}, fmt.Errorf("repair %s (it may or may not have landed; read it again to see): %w", rk, err)
 	}
-	out := RepairResult{Exists: rd.Exists, Changed: res.Changed}
+	out := RepairResult{Exists: rd.Exists, Read: rd, Changed: res.Changed}
 	for _, f := range res.Left {
 		switch f.Field {
 		case record.FieldLockPresence:
@@ -90,7 +94,7 @@ func Repair(ctx context.Context, env Env, rk string, o RepairOptions) (RepairRes
 // repairUnnamed judges a lock that names no holder and frees it, with
 // force, on a yes.
 func repairUnnamed(ctx context.Context, env Env, rk string, rd Read, o RepairOptions, out RepairResult) (RepairResult, error) {
-	v, err := Judge(ctx, env.Presence, env.clock(), rd.Lock, env.Rules, rd.At)
+	v, err := Judge(ctx, env, rd.Lock, rd.At)
 	if err != nil {
 		return out, err
 	}
@@ -113,6 +117,7 @@ func repairUnnamed(ctx context.Context, env Env, rk string, rd Read, o RepairOpt
 	}
 	switch u.Outcome {
 	case UnlockFreed:
+		out.Freed = true
 		out.Changed = append(out.Changed, field("the lock is freed: "+v.Why))
 	case UnlockAlreadyFree, UnlockReleased:
 		out.Changed = append(out.Changed, field("the lock was freed meanwhile (a release): nothing to do"))
