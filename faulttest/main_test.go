@@ -11,9 +11,13 @@ import (
 	"testing"
 )
 
-// binEnv names the gameserver binary the tests start. TestMain builds it
-// into a temporary directory unless the variable is already set.
-const binEnv = "PLAYERDATA_GAMESERVER"
+// binEnv names the gameserver binary the tests start, cliEnv the
+// playerdata program an operator runs. TestMain builds them into a
+// temporary directory unless the variables are already set.
+const (
+	binEnv = "PLAYERDATA_GAMESERVER"
+	cliEnv = "PLAYERDATA_CLI"
+)
 
 // defaultParallel is how many scenarios run at once unless -test.parallel
 // says otherwise: they spend most of their time waiting on timers (presence
@@ -27,7 +31,7 @@ func TestMain(m *testing.M) {
 	if !explicit {
 		_ = flag.Set("test.parallel", defaultParallel)
 	}
-	if os.Getenv(binEnv) != "" {
+	if os.Getenv(binEnv) != "" && os.Getenv(cliEnv) != "" {
 		os.Exit(m.Run())
 	}
 	dir, err := os.MkdirTemp("", "playerdata-gameserver-")
@@ -35,17 +39,24 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "faulttest:", err)
 		os.Exit(1)
 	}
-	bin := filepath.Join(dir, "gameserver")
 	// Without -race even when the tests run with it: the gameserver is the
 	// system under test, and its timings should be a real server's.
-	build := exec.Command("go", "build", "-o", bin, "./gameserver")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "faulttest: build the gameserver:", err)
-		_ = os.RemoveAll(dir)
-		os.Exit(1)
+	for _, b := range []struct{ env, name, pkg string }{
+		{binEnv, "gameserver", "./gameserver"}, {cliEnv, "playerdata", "../cmd/playerdata"},
+	} {
+		if os.Getenv(b.env) != "" {
+			continue
+		}
+		bin := filepath.Join(dir, b.name)
+		build := exec.Command("go", "build", "-o", bin, b.pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "faulttest: build %s: %v\n", b.name, err)
+			_ = os.RemoveAll(dir)
+			os.Exit(1)
+		}
+		_ = os.Setenv(b.env, bin)
 	}
-	_ = os.Setenv(binEnv, bin)
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)

@@ -58,7 +58,10 @@ func openAsker(ctx context.Context, r *reader, af *adminFlags, command, url stri
 			Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		if err == nil {
 			h.Start()
-			if err = nc.FlushWithContext(ctx); err == nil {
+			fctx, cancel := context.WithTimeout(ctx, dialTimeout) // the subscription is in place before a request
+			err = nc.FlushWithContext(fctx)
+			cancel()
+			if err == nil {
 				return &asker{nc: nc, h: h}, nil
 			}
 			_ = h.Close(ctx)

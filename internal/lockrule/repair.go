@@ -100,6 +100,15 @@ func repairUnnamed(ctx context.Context, env Env, rk string, rd Read, o RepairOpt
 	}
 	out.Lock = &v
 	field := func(why string) record.CorruptField { return record.CorruptField{Field: record.FieldLockJob, Why: why} }
+	if !v.Answer.May() && env.Ask != nil {
+		// A holder asked releases the lock before it answers: whatever the
+		// verdict on the rest, the lock read may be gone.
+		if now, err := ReadLock(ctx, env, rk); err == nil && now.Lock.Token != rd.Lock.Token {
+			out.Changed = append(out.Changed, field("the lock was released meanwhile (its holder, asked, let it go): "+
+				"nothing to free"))
+			return out, nil
+		}
+	}
 	switch {
 	case !v.Answer.May():
 		out.Left = append(out.Left, field("a lock that names no holder, left: "+v.Why+retryText(v)))
