@@ -45,6 +45,11 @@ const (
 	// server's join asked for the key, or Node.Close): its call is written
 	// by OnRelease with the data it saves (V), its return when Done closes.
 	KindLibRelease = "librelease"
+	// KindFree: an operator's verb that freed the key's lock (`playerdata
+	// unlock`, `playerdata repair --force`), run by the robustness suite
+	// against live sessions: it ends whatever session owns the key, so
+	// that session's later Update is illegal. Its Sess is the operator.
+	KindFree = "free"
 )
 
 // The outcomes of an operation (HistLine.Out on a return line).

@@ -60,6 +60,10 @@ func faultInfra(t *testing.T, p plan) *infra {
 		s := testsupport.StartSentinel(t, testsupport.SentinelConfig{Replicas: 2})
 		in := loopbackInfra(t, "")
 		in.sentinel, in.sentinels, in.master, in.minReplicas = s, strings.Join(s.Addrs, ","), s.MasterName, 1
+		in.operatorRedis = "redis://" + s.Addrs[0] + "?master_name=" + s.MasterName
+		for _, a := range s.Addrs[1:] {
+			in.operatorRedis += "&addr=" + a
+		}
 		return in
 	case faultKill, faultPause:
 		return loopbackInfra(t, testsupport.StartOwnRedis(t).Addr)

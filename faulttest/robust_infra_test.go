@@ -34,7 +34,10 @@ type infra struct {
 	master      string
 	minReplicas int
 	command     func(job, bin string, args ...string) *exec.Cmd
-	cut, heal   func(t *testing.T, job, service string, dir testsupport.Direction)
+	// operatorRedis is the Redis URL the operator's verbs use, from outside
+	// every cut.
+	operatorRedis string
+	cut, heal     func(t *testing.T, job, service string, dir testsupport.Direction)
 	// variant says how the network runs ("loopback", "network namespaces",
 	// "proxy"), and why, for the log.
 	variant string
@@ -55,10 +58,11 @@ func plainCommand(_, bin string, args ...string) *exec.Cmd {
 func loopbackInfra(t *testing.T, addr string) *infra {
 	nats := testsupport.StartNATSCluster(t, 1)
 	return &infra{
-		redisAddr: func(string) string { return addr },
-		natsURL:   func(string) string { return nats.URLs[0] },
-		command:   plainCommand,
-		variant:   "loopback",
+		redisAddr:     func(string) string { return addr },
+		natsURL:       func(string) string { return nats.URLs[0] },
+		command:       plainCommand,
+		variant:       "loopback",
+		operatorRedis: "redis://" + addr,
 	}
 }
 
@@ -102,9 +106,10 @@ func labInfra(t *testing.T, jobs []string) *infra {
 		command: func(job, bin string, args ...string) *exec.Cmd {
 			return nss[job].Command(bin, args...)
 		},
-		cut:     func(t *testing.T, job, svc string, d testsupport.Direction) { nss[job].Cut(t, ips[svc], d) },
-		heal:    func(t *testing.T, job, svc string, d testsupport.Direction) { nss[job].Heal(t, ips[svc], d) },
-		variant: "network namespaces",
+		cut:           func(t *testing.T, job, svc string, d testsupport.Direction) { nss[job].Cut(t, ips[svc], d) },
+		heal:          func(t *testing.T, job, svc string, d testsupport.Direction) { nss[job].Heal(t, ips[svc], d) },
+		variant:       "network namespaces",
+		operatorRedis: "redis://" + rns.IP + ":6379",
 	}
 }
 
@@ -164,11 +169,12 @@ func proxyInfra(t *testing.T, jobs []string) *infra {
 		return pxs[job+"/"+svc]
 	}
 	return &infra{
-		redisAddr: func(job string) string { return px(job, toRedis).Addr },
-		natsURL:   func(job string) string { return "nats://" + px(job, toNATS).Addr },
-		command:   plainCommand,
-		cut:       func(_ *testing.T, job, svc string, _ testsupport.Direction) { px(job, svc).Blackhole() },
-		heal:      func(_ *testing.T, job, svc string, _ testsupport.Direction) { px(job, svc).Heal() },
-		variant:   "proxy",
+		redisAddr:     func(job string) string { return px(job, toRedis).Addr },
+		natsURL:       func(job string) string { return "nats://" + px(job, toNATS).Addr },
+		command:       plainCommand,
+		cut:           func(_ *testing.T, job, svc string, _ testsupport.Direction) { px(job, svc).Blackhole() },
+		heal:          func(_ *testing.T, job, svc string, _ testsupport.Direction) { px(job, svc).Heal() },
+		variant:       "proxy",
+		operatorRedis: "redis://" + r.Addr,
 	}
 }

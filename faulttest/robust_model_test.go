@@ -22,6 +22,9 @@ import (
 //     change the library kept although the Update that made it failed;
 //   - save(s, v) and release(s, v) write v only while s owns the key and v
 //     is its data; a release clears the owner;
+//   - free (an operator's unlock or repair --force that freed the lock)
+//     ends the owner, whoever it is: the stored value stays, and a later
+//     Update by the session that owned the key is illegal;
 //   - an operation of unknown outcome may take effect at any point after
 //     its call, or never (its return is at infinity).
 //
@@ -75,6 +78,8 @@ func stepReg(state, input, output any) (bool, any) {
 		}
 		st.Mem = in.V
 		return true, st
+	case KindFree:
+		return true, regState{Stored: st.Stored}
 	case KindSave, KindRelease, KindLibRelease:
 		if !owns || in.V != st.Mem {
 			// A write of unknown outcome by a session that does not own the
@@ -135,6 +140,8 @@ func describeOp(input, output any) string {
 		return fmt.Sprintf("%s(%s) → %v", verb, in.Sess, output.(opOut).V)
 	case KindUpdate:
 		return fmt.Sprintf("update(%s) %v → %v", in.Sess, in.From, in.V)
+	case KindFree:
+		return "free(" + in.Sess + ")" + q
 	}
 	return fmt.Sprintf("%s(%s, %v)%s", in.Kind, in.Sess, in.V, q)
 }

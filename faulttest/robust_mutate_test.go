@@ -17,11 +17,12 @@ type mutation struct {
 	apply func(ops []porcupine.Operation) ([]porcupine.Operation, bool)
 }
 
-// mutations are the three the suite asks of the checker.
+// mutations are the four the suite asks of the checker.
 var mutations = []mutation{
 	{"an Update of the old owner moved after the new owner's acquire", moveUpdateAfterAcquire},
 	{"an acquire returning an older value", staleAcquire},
 	{"an acknowledged save missing (with the release that wrote the same data)", dropAckedSave},
+	{"an Update moved after the operator freed its session's lock", moveUpdateAfterFree},
 }
 
 func inOf(op porcupine.Operation) opIn { return op.Input.(opIn) }
@@ -117,6 +118,30 @@ func dropAckedSave(ops []porcupine.Operation) ([]porcupine.Operation, bool) {
 			}
 			out = append(out, op)
 		}
+		return out, true
+	}
+	return nil, false
+}
+
+// moveUpdateAfterFree takes a free the operator's verb made (it returned,
+// with effect) and moves the last accepted Update before it to just after
+// it: a session playing on after its lock was freed.
+func moveUpdateAfterFree(ops []porcupine.Operation) ([]porcupine.Operation, bool) {
+	for _, f := range ops {
+		if inOf(f).Kind != KindFree || !returned(f) {
+			continue
+		}
+		u := -1
+		for i, op := range ops {
+			if in := inOf(op); in.Kind == KindUpdate && returned(op) && op.Return < f.Call && (u < 0 || op.Return > ops[u].Return) {
+				u = i
+			}
+		}
+		if u < 0 {
+			continue
+		}
+		out := slices.Clone(ops)
+		out[u].Call, out[u].Return = f.Return+1, f.Return+2
 		return out, true
 	}
 	return nil, false

@@ -59,9 +59,11 @@ type runResult struct {
 	ops, unknown, dropped int
 	endedAdoptions        []string
 	failedUpdatesKept     []string
-	rate                  float64 // operations with an effect per second before the fault
-	handoffs              int     // library releases that landed before the fault
-	takeovers             int     // keys taken from a session that had not released them
+	rate                  float64        // operations with an effect per second before the fault
+	handoffs              int            // library releases that landed before the fault
+	verbs, freed          int            // the operator's verbs, and of them those that freed a lock
+	answers               map[string]int // the operator's outcomes, by verb
+	takeovers             int            // keys taken from a session that had not released them
 	verdict               verdict
 }
 
@@ -86,10 +88,12 @@ func runRobustness(t *testing.T, p plan) runResult {
 	for _, j := range robustJobs {
 		r.servers[j] = r.start(j, 1)
 	}
+	op := r.startOperator()
 	time.Sleep(p.warmup)
 	faultAt := MonoNow()
 	applyFault(r)
 	time.Sleep(p.recover)
+	verbs, freed, answers := op.halt()
 	for _, s := range r.servers {
 		s.stop(t)
 	}
@@ -98,7 +102,8 @@ func runRobustness(t *testing.T, p plan) runResult {
 		t.Fatalf("read histories: %v", err)
 	}
 	res := runResult{ops: h.ops(), unknown: h.unknown, dropped: h.dropped, handoffs: h.landedLibReleases(started, faultAt),
-		endedAdoptions: h.endedAdoptions, takeovers: h.takeovers(), failedUpdatesKept: h.failedUpdatesKept()}
+		endedAdoptions: h.endedAdoptions, takeovers: h.takeovers(), failedUpdatesKept: h.failedUpdatesKept(),
+		verbs: verbs, freed: freed, answers: answers}
 	window := time.Duration(faultAt - started - int64(time.Second))
 	res.rate = float64(h.okBetween(started+int64(time.Second), faultAt)) / window.Seconds()
 	res.verdict = check(h, p.limit)
@@ -117,8 +122,9 @@ func (r *robustRun) report(h history, res runResult) {
 	for _, e := range h.endedAdoptions {
 		findings = append(findings, "FINDING under "+r.p.fault+": a Join adopted a retained profile that had ended already: "+e)
 	}
-	t.Logf("ROBUST | %s | %s | %d ops checked (%d of unknown outcome, %d failed left out) | %.0f ops/s before the fault, %d handoffs, %d takeovers | %s | %v |",
-		r.p.fault, r.in.variant, res.ops, res.unknown, res.dropped, res.rate, res.handoffs, res.takeovers, v.result, v.took.Round(time.Millisecond))
+	t.Logf("ROBUST | %s | %s | %d ops checked (%d of unknown outcome, %d failed left out) | %.0f ops/s before the fault, %d handoffs, %d takeovers | operator: %d verbs, %d freed a lock %v | %s | %v |",
+		r.p.fault, r.in.variant, res.ops, res.unknown, res.dropped, res.rate, res.handoffs, res.takeovers, res.verbs,
+		res.freed, res.answers, v.result, v.took.Round(time.Millisecond))
 	for _, f := range findings {
 		t.Log(f)
 	}
