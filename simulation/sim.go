@@ -27,11 +27,14 @@
 //   - tampers (Config.Tampers, tamper.go): what other tools and Redis do to
 //     the keys behind the library's back: a field of a record broken (ver,
 //     epoch, inbox.seq or lock.at not an integer, lock.at an hour ahead of
-//     the Redis clock) or its inbox or history replaced by a key of the
-//     wrong type, repaired by the operator a few seconds to a minute later
-//     (record.Repair, what `playerdata repair` runs; --force where a human
-//     may decide: repair.go); a record deleted, held or not, alone or with
-//     its inbox and history; the presence owners hash evicted.
+//     the Redis clock, lock.presence neither 1 nor 0, lock.job emptied) or
+//     its inbox or history replaced by a key of the wrong type, repaired a
+//     few seconds to a minute later by the operator's `playerdata repair
+//     --force` (lockrule.Repair: repair.go) whoever holds the record; a
+//     record deleted, held or not, alone or with its inbox and history; the
+//     presence owners hash evicted; and the operator's `playerdata unlock`
+//     (lockrule.Unlock: operator.go) of records held by live, paused,
+//     cut-off or crashed servers.
 //
 // It runs inside a testing/synctest bubble on a testsupport.Cluster, so
 // hours of game time take seconds. A pause there pauses everything the
@@ -139,10 +142,10 @@ type Config struct {
 	// Tampers adds what other tools and Redis itself do to the keys behind
 	// the library's back, outside its fault model (tamper.go): a field of a
 	// record broken or its inbox or history replaced by a key of the wrong
-	// type (the operator repairs it later, as `playerdata repair` does), a
-	// record deleted (a stray DEL, an eviction), the presence owners hash
-	// evicted. Off, a seed draws what it drew before the tampers existed, as
-	// the regression seeds were found with.
+	// type (the operator repairs it later, as `playerdata repair --force`
+	// does), a record deleted (a stray DEL, an eviction), the presence owners
+	// hash evicted, and the operator's unlocks. Off, a seed draws what it drew
+	// before the tampers existed, as the regression seeds were found with.
 	Tampers bool
 }
 
