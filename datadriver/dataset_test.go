@@ -109,17 +109,8 @@ func TestPresenceClientMovingToAnotherServerFences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lastOK atomic.Int64 // monotonic ns since start of the last accepted Update
 	t0 := time.Now()
-	go func() {
-		for {
-			if p.Update(func(d *player) { d.Coins++ }) != nil {
-				return
-			}
-			lastOK.Store(int64(time.Since(t0)))
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
+	lastOK := playOn(p, t0)
 
 	target.Store(r2.Addr)
 	killClients(t, r1, "presence-a")
@@ -157,6 +148,19 @@ func TestPresenceClientMovingToAnotherServerFences(t *testing.T) {
 	if err := again.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// playOn makes p's player earn a coin every 5 ms until an Update is
+// refused, and returns the time (since t0) of the last one accepted.
+func playOn(p *datadriver.Profile[player], t0 time.Time) *atomic.Int64 {
+	var last atomic.Int64
+	go func() {
+		for p.Update(func(d *player) { d.Coins++ }) == nil {
+			last.Store(int64(time.Since(t0)))
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	return &last
 }
 
 // newPlayers is the player driver with a join wait long enough for a

@@ -46,23 +46,31 @@ func acquires(ops []porcupine.Operation) []int {
 // holds.
 func moveUpdateAfterAcquire(ops []porcupine.Operation) ([]porcupine.Operation, bool) {
 	for _, a := range acquires(ops) {
-		acq := ops[a]
-		u := -1
-		for i, op := range ops {
-			in := inOf(op)
-			if in.Kind == KindUpdate && in.Sess != inOf(acq).Sess && returned(op) && op.Return < acq.Call &&
-				(u < 0 || op.Return > ops[u].Return) {
-				u = i
-			}
+		if out, ok := moveLastUpdate(ops, ops[a], inOf(ops[a]).Sess); ok {
+			return out, true
 		}
-		if u < 0 {
-			continue
-		}
-		out := slices.Clone(ops)
-		out[u].Call, out[u].Return = acq.Return+1, acq.Return+2
-		return out, true
 	}
 	return nil, false
+}
+
+// moveLastUpdate moves the last accepted Update that returned before op
+// began (of another session than not: "" for any) to just after op
+// returned.
+func moveLastUpdate(ops []porcupine.Operation, op porcupine.Operation, not string) ([]porcupine.Operation, bool) {
+	u := -1
+	for i, o := range ops {
+		in := inOf(o)
+		if in.Kind == KindUpdate && (not == "" || in.Sess != not) && returned(o) && o.Return < op.Call &&
+			(u < 0 || o.Return > ops[u].Return) {
+			u = i
+		}
+	}
+	if u < 0 {
+		return nil, false
+	}
+	out := slices.Clone(ops)
+	out[u].Call, out[u].Return = op.Return+1, op.Return+2
+	return out, true
 }
 
 // staleAcquire makes an acquire return a value written before the one it
@@ -131,18 +139,9 @@ func moveUpdateAfterFree(ops []porcupine.Operation) ([]porcupine.Operation, bool
 		if inOf(f).Kind != KindFree || !returned(f) {
 			continue
 		}
-		u := -1
-		for i, op := range ops {
-			if in := inOf(op); in.Kind == KindUpdate && returned(op) && op.Return < f.Call && (u < 0 || op.Return > ops[u].Return) {
-				u = i
-			}
+		if out, ok := moveLastUpdate(ops, f, ""); ok {
+			return out, true
 		}
-		if u < 0 {
-			continue
-		}
-		out := slices.Clone(ops)
-		out[u].Call, out[u].Return = f.Return+1, f.Return+2
-		return out, true
 	}
 	return nil, false
 }

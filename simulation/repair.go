@@ -42,12 +42,12 @@ func (s *sim) repairRecord(d *damage) {
 		}
 		return
 	}
-	for _, f := range res.Left {
-		if !strings.HasPrefix(f.Field, "lock.") {
+	if len(res.Left) > 0 {
+		f := res.Left[0]
+		switch {
+		case !strings.HasPrefix(f.Field, "lock."):
 			s.fail("repair --force %s left %s (%s): no tamper breaks it", d.pl.key, f.Field, f.Why)
-			return
-		}
-		if !d.waited {
+		case !d.waited:
 			s.logf("REPAIR %s: %s left (%s): the operator comes back", d.pl.key, f.Field, f.Why)
 			d.waited = true
 		}

@@ -157,3 +157,32 @@ func (h *CrashHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		return err
 	}
 }
+
+// BeforeScriptHook is a go-redis hook that runs Do once, just before the
+// first script call (EVAL or EVALSHA) whose KEYS[1] is Key: what another
+// process does between a caller's read and its write.
+type BeforeScriptHook struct {
+	Key  string
+	Do   func(ctx context.Context)
+	once sync.Once
+}
+
+var _ redis.Hook = (*BeforeScriptHook)(nil)
+
+// DialHook lets every dial through.
+func (h *BeforeScriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessPipelineHook lets every pipeline through.
+func (h *BeforeScriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// ProcessHook runs Do before the first script call on Key.
+func (h *BeforeScriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if k, ok := ScriptKey(cmd, 1); ok && k == h.Key {
+			h.once.Do(func() { h.Do(ctx) })
+		}
+		return next(ctx, cmd)
+	}
+}

@@ -40,11 +40,11 @@ Usage:
   playerdata inspect  --driver NAME [--data] [reader flags] KEY
   playerdata presence [reader flags]
   playerdata locks    --job ID [--driver NAME] [--limit N] [reader flags]
-  playerdata unlock   [--driver NAME] [--dry-run] [reader flags] KEY
+  playerdata unlock   [--driver NAME] [--dry-run] [lock rule flags] [reader flags] KEY
   playerdata send     --driver NAME [--nats URL] [--idempotency-key K] [--max-inbox N] [--allow-new] [reader flags] KEY BODY_JSON
   playerdata restore  --driver NAME --at TIME [--dry-run] [--nats URL] [--wait D] [reader flags] KEY
   playerdata replay   --driver NAME [--dry-run] [reader flags] KEY (ID... | --all)
-  playerdata repair   --driver NAME [--force] [--dry-run] [--redis URL] [--namespace NS] [--json] KEY
+  playerdata repair   --driver NAME [--force] [--dry-run] [--nats URL] [--wait D] [lock rule flags] [reader flags] KEY
   playerdata version  [--json]
   playerdata bench    [flags of playerdata-bench]
   playerdata help     [COMMAND]
@@ -52,9 +52,10 @@ Usage:
 Redis: one Redis, Redis Cluster (the plain URL of any node) or Sentinel
 (redis://sentinel:26379?master_name=NAME, or a Sentinel's plain URL).
 
-Reader flags (inspect, presence, locks, unlock, send, restore, replay):
+Reader flags (inspect, presence, locks, unlock, send, restore, replay, repair):
   --redis URL  --namespace NS  --presence-key NAME  --presence-shards N
   --presence-ttl D  --json
+Lock rule flags (unlock, repair): the servers' --beat D  --lock-ttl D  --lock-skew D
 
 Commands:
   demo      play the four ways a player reaches server B while server A holds
@@ -67,9 +68,10 @@ Commands:
   presence  list every server in the presence hash: last beat, alive/stopped
   locks     list the locks one server holds: key, driver, lock age,
             presence flag, epoch (a bounded SCAN of the records)
-  unlock    free one lock, only when its holder reads stopped or unknown in
-            presence: one fenced release that changes nothing if the lock
-            changed hands meanwhile
+  unlock    free one lock, only when the library's lock rule says it may
+            change hands (its holder proven stopped: about one Beat; by age
+            without the presence flag): one fenced call that changes nothing
+            if the lock changed hands meanwhile; an unknown holder is refused
   send      send a message to a profile (a gift, a grant): BODY_JSON encoded
             with msgpack into its inbox; the server holding it applies it at
             once when told over --nats, else at its next autosave or pull
@@ -79,8 +81,9 @@ Commands:
   replay    move dead-lettered messages of a profile back to its inbox, in
             one script call (once what made OnMessage refuse them is mended)
   repair    put right what another tool broke in a record (a field that is
-            not an integer, a broken lock with --force, a key of the wrong
-            type, renamed aside): one script call, nothing deleted
+            not an integer, a broken lock mended in place with its holder
+            kept, a key of the wrong type renamed aside; with --force a lock
+            naming no holder once no live server holds it): nothing deleted
   version   print the module version, VCS revision and Go version
   bench     run playerdata-bench, the lab's measurements (a command of its
             own, so that this one links no plotting nor baselines)

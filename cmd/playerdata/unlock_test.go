@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -214,27 +213,6 @@ func testUnlockRefusals(t *testing.T, e testEnv) {
 	}
 }
 
-// raceHook runs do once, just before the first script call on key: what
-// another process does between unlock's read and its release.
-type raceHook struct {
-	key  string
-	do   func(ctx context.Context)
-	once sync.Once
-}
-
-func (h *raceHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *raceHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (h *raceHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if k, ok := testsupport.ScriptKey(cmd, 1); ok && k == h.key {
-			h.once.Do(func() { h.do(ctx) })
-		}
-		return next(ctx, cmd)
-	}
-}
-
 func testUnlockWhenTheLockMovesMeanwhile(t *testing.T, e testEnv) {
 	a := e.startServer(t, "server-a", serverOpts{fast: true})
 	for _, k := range []string{"user:1", "user:2"} {
@@ -270,7 +248,7 @@ func testUnlockWhenTheLockMovesMeanwhile(t *testing.T, e testEnv) {
 			}
 			defer r.Close()
 			var moveErr error
-			hook := &raceHook{key: rk, do: func(ctx context.Context) { moveErr = tc.move(ctx, rk, held) }}
+			hook := &testsupport.BeforeScriptHook{Key: rk, Do: func(ctx context.Context) { moveErr = tc.move(ctx, rk, held) }}
 			node, err := r.nodeOf(ctx, rk) // the verb writes through the record's node (a Cluster's master of its slot)
 			if err != nil {
 				t.Fatal(err)

@@ -5,11 +5,8 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/internal/lockrule"
 	"github.com/ckernel/playerdata/internal/record"
@@ -41,26 +38,6 @@ func (r readings) List(context.Context) ([]presence.Entry, error) {
 }
 
 func (r readings) Config() presence.Config { return presence.Config{Shards: 1} }
-
-// beforeScript runs do once, just before the first script call on key.
-type beforeScript struct {
-	key  string
-	do   func(ctx context.Context)
-	once sync.Once
-}
-
-func (h *beforeScript) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *beforeScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (h *beforeScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if k, ok := testsupport.ScriptKey(cmd, 1); ok && k == h.key {
-			h.once.Do(func() { h.do(ctx) })
-		}
-		return next(ctx, cmd)
-	}
-}
 
 var (
 	stopped = presence.Reading{Status: presence.Stopped}
@@ -113,7 +90,7 @@ func TestUnlock(t *testing.T) {
 			client := rdb
 			if tc.race != nil {
 				client = r.Client(t)
-				client.AddHook(&beforeScript{key: rk, do: func(ctx context.Context) { tc.race(ctx, rk) }})
+				client.AddHook(&testsupport.BeforeScriptHook{Key: rk, Do: func(ctx context.Context) { tc.race(ctx, rk) }})
 			}
 			env := lockrule.Env{Records: client, Presence: readings{map[string]presence.Reading{"a": tc.pres}}, Rules: rules}
 			res, err := lockrule.Unlock(ctx, env, rk, tc.dry)

@@ -418,8 +418,15 @@ func TestRepairMakesARefusedRecordLoad(t *testing.T) {
 			}
 		})
 	}
-	// A lock that names no holder, a presence flag nobody judged and a
-	// schema are left, forced or not: no repair frees a lock.
+}
+
+// A lock that names no holder, a presence flag nobody judged and a schema
+// are left, forced or not: no repair frees a lock. A broken presence flag
+// under the token the caller judged is set to 1, the lock kept.
+func TestRepairNeverFreesALock(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := context.Background()
 	key := record.Key(r.Namespace, "PlayerData", "repair:left")
 	rdb.HSet(ctx, key, "ver", "1", "epoch", "1", "lock.token", "t", "lock.job", "", "lock.at", "5", "lock.presence", "x",
 		"schema", "v2")
@@ -432,8 +439,6 @@ func TestRepairMakesARefusedRecordLoad(t *testing.T) {
 	if tok := rdb.HGet(ctx, key, "lock.token").Val(); tok != "t" {
 		t.Fatalf("lock.token %q after the repairs, want the lock kept", tok)
 	}
-	// A broken presence flag under the token the caller judged is set to 1,
-	// and the holder keeps its lock.
 	key = record.Key(r.Namespace, "PlayerData", "repair:flag")
 	rdb.HSet(ctx, key, "ver", "1", "epoch", "1", "lock.token", "t", "lock.job", "a", "lock.at", "5", "lock.presence", "x")
 	if res, err := record.Repair(ctx, rdb, key, record.RepairArgs{Skew: time.Minute, FlagToken: "other"}); err != nil ||
