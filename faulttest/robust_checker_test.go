@@ -10,7 +10,9 @@ import (
 )
 
 // fixtureDir holds histories recorded from a real run (three servers,
-// SIGSTOP of one), trimmed to two keys and the first seconds.
+// SIGSTOP of one), trimmed to two keys and the first seconds, and an
+// operator's free of each key after its last operation (operator.jsonl,
+// written by hand: the recorded run had no operator).
 const fixtureDir = "testdata/robust"
 
 // TestModelRules: each rule of the model on its own.
@@ -39,6 +41,8 @@ func TestModelRules(t *testing.T) {
 		{"release clears the owner", regState{Owner: "a.1", Stored: v1, Mem: v2}, opIn{Kind: KindRelease, Sess: "a.1", V: v2}, opOut{}, true, regState{Stored: v2}},
 		{"library release writes the owner's data", regState{Owner: "a.1", Stored: v1, Mem: v2}, opIn{Kind: KindLibRelease, Sess: "a.1", V: v2}, opOut{}, true, regState{Stored: v2}},
 		{"release of data the owner does not have", regState{Owner: "a.1", Stored: v1, Mem: v1}, opIn{Kind: KindRelease, Sess: "a.1", V: v2}, opOut{}, false, regState{}},
+		{"an operator's free ends the owner", regState{Owner: "a.1", Stored: v1, Mem: v2}, opIn{Kind: KindFree, Sess: "operator"}, opOut{}, true, regState{Stored: v1}},
+		{"update by the owner of a freed lock", regState{Stored: v1}, opIn{Kind: KindUpdate, Sess: "a.1", From: v1, V: v2}, opOut{}, false, regState{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			legal, next := stepReg(tc.state, tc.in, tc.out)
