@@ -39,7 +39,7 @@ func (d *Driver[T]) repairHint(key, field string) string {
 			"(`%s` shows the record)", d.cliCommand("inspect", key))
 	case field == "(record)":
 		return fmt.Sprintf("`%s` moves a wrong key aside or, for a missing record, starts it over from Defaults "+
-			"keeping its history and inbox (then `playerdata restore` can bring a kept version back)",
+			"keeping its history and inbox (then the CLI's restore verb can bring a kept version back)",
 			d.cliCommand("repair", key, "--force"))
 	}
 	return fmt.Sprintf("`%s` repairs it (`--dry-run` shows what it would do)", repair)

@@ -19,10 +19,11 @@ import (
 // keys behind the library's back, outside its fault model, each through a
 // plain Redis client: a field of a record broken, or its inbox or history
 // replaced by a key of the wrong type, which the operator repairs a few
-// seconds to a minute later with record.Repair (what `playerdata repair`
-// runs); a record deleted (a stray DEL, an eviction), alone or with its
-// inbox and history; the presence owners hash evicted. What the library
-// must do then (DESIGN.md's invariant 12) is checked in tampercheck.go.
+// seconds to a minute later with lockrule.Repair (what `playerdata repair
+// --force` runs: repair.go); a record deleted (a stray DEL, an eviction),
+// alone or with its inbox and history; the presence owners hash evicted;
+// the operator's unlocks (operator.go). What the library must do then
+// (DESIGN.md's invariant 12) is checked in tampercheck.go.
 
 // tamperKind is a kind of tamper the fault draw picks.
 type tamperKind int

@@ -61,7 +61,7 @@ func judgeAge(l Lock, r Rules) Verdict {
 	switch {
 	case l.AtBroken:
 		return Verdict{Answer: Young, Why: "the lock carries no presence flag and its stamp (lock.at) cannot be read, " +
-			"so its age is unknown: `playerdata repair` stamps it with the Redis time, and it moves by age " +
+			"so its age is unknown: a repair (the CLI's repair verb) stamps it with the Redis time, and it moves by age " +
 			fmt.Sprintf("%s after that", r.MaxAge)}
 	case l.Age > r.MaxAge:
 		return Verdict{Answer: Aged, Why: fmt.Sprintf("the lock carries no presence flag and is %s old on the Redis "+

@@ -137,7 +137,7 @@ func Unlock(ctx context.Context, env Env, rk string, dryRun bool) (UnlockResult,
 		res.Outcome = UnlockNoRecord
 		return res, nil
 	case rd.NotHash:
-		return res, fmt.Errorf("the record key %s is not a hash (another tool wrote it): `playerdata repair` renames it aside", rk)
+		return res, fmt.Errorf("the record key %s is not a hash (another tool wrote it): a repair (the CLI's repair verb) renames it aside", rk)
 	case !rd.Lock.Held:
 		res.Outcome = UnlockAlreadyFree
 		return res, nil
