@@ -46,7 +46,7 @@ func BenchmarkRetriedGiftDelivery(b *testing.B) {
 	}
 	var lose atomic.Bool
 	s.faults.SetAfter(func(_ context.Context, cmd redis.Cmder, err error) error {
-		if isScript(cmd, record.ScriptSend) && lose.CompareAndSwap(true, false) {
+		if err == nil && isScript(cmd, record.ScriptSend) && lose.CompareAndSwap(true, false) {
 			return testsupport.ErrInjected // the message is stored; its answer is lost
 		}
 		return err

@@ -150,7 +150,7 @@ func (s *sim) deliverRest() {
 		// mended (a fussy gift applies at odd seconds), and then they apply
 		// like any other.
 		for _, pl := range s.players {
-			rep, err := record.ReplayDeadLetters(ctx, s.checkRedis, recordKey(pl.key), nil)
+			rep, err := record.Replay(ctx, s.checkRedis, recordKey(pl.key), nil)
 			if err != nil {
 				s.fail("deliver: replay: %v", err)
 				return
