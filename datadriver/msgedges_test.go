@@ -35,6 +35,40 @@ func fussyDriver(tb testing.TB, s *server, refuse *atomic.Bool, cfg func(*datadr
 	})
 }
 
+// fussyPair is a pair of servers whose drivers (cfg adjusts their Config)
+// refuse every gift while the flag it returns is set, as it is at first.
+func fussyPair(t *testing.T, cfg func(*datadriver.Config[wallet])) (*pair, *atomic.Bool, *datadriver.Driver[wallet],
+	*datadriver.Driver[wallet]) {
+	t.Helper()
+	pr := newPair(t)
+	refuse := new(atomic.Bool)
+	refuse.Store(true)
+	return pr, refuse, fussyDriver(t, pr.a, refuse, cfg), fussyDriver(t, pr.b, refuse, cfg)
+}
+
+// savedWallet saves p and returns its data.
+func savedWallet(t *testing.T, ctx context.Context, p *datadriver.Profile[wallet]) wallet {
+	t.Helper()
+	if err := p.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return walletOf(p)
+}
+
+// rejoinedWallet releases p and joins its key again on d: the data the
+// next session loads.
+func rejoinedWallet(t *testing.T, ctx context.Context, p *datadriver.Profile[wallet], d *datadriver.Driver[wallet]) wallet {
+	t.Helper()
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	q, err := d.Join(ctx, p.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return walletOf(q)
+}
+
 // sendKeyed sends gift{coins} to user:1 from d under idempotency key k.
 func sendKeyed(ctx context.Context, d *datadriver.Driver[wallet], k string, coins int) (string, datadriver.SendReceipt, error) {
 	var rc datadriver.SendReceipt
@@ -72,10 +106,7 @@ func TestIdempotencyKeyReusedWithAnotherBody(t *testing.T) {
 	if err != nil || id != first || !rc.Duplicate || rc.Waiting {
 		t.Fatalf("the same send again = %q, %+v, %v; want a duplicate of %s, applied", id, rc, err, first)
 	}
-	if err := p.Save(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if w := walletOf(p); w.Coins != 500 || w.Received != 1 {
+	if w := savedWallet(t, ctx, p); w.Coins != 500 || w.Received != 1 {
 		t.Fatalf("data %+v, want the first gift alone", w)
 	}
 }
@@ -117,10 +148,7 @@ func TestIdempotencyKeysBoundNeverForgetsInsideTheWindow(t *testing.T) {
 	if err != nil || id != first || !rc.Duplicate {
 		t.Fatalf("a retry of the first send after 14 newer ones = %q, %+v, %v; want a duplicate of %s", id, rc, err, first)
 	}
-	if err := p.Save(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if w := walletOf(p); w.Received != 10 || w.Coins != 10 {
+	if w := savedWallet(t, ctx, p); w.Received != 10 || w.Coins != 10 {
 		t.Fatalf("data %+v, want the 10 stored gifts once each", w)
 	}
 }
@@ -131,14 +159,10 @@ func TestIdempotencyKeysBoundNeverForgetsInsideTheWindow(t *testing.T) {
 // retries are duplicates; once the handler is mended a replay applies each
 // exactly once.
 func TestDeadLetteredKeysSurviveTheBound(t *testing.T) {
-	pr := newPair(t)
 	ctx := ctxT(t)
-	var refuse atomic.Bool
-	refuse.Store(true)
-	cfg := func(c *datadriver.Config[wallet]) {
+	pr, refuse, da, db := fussyPair(t, func(c *datadriver.Config[wallet]) {
 		c.MaxIdempotencyKeys, c.MaxMessageAttempts, c.Autosave = 4, 2, 50*time.Millisecond
-	}
-	da, db := fussyDriver(t, pr.a, &refuse, cfg), fussyDriver(t, pr.b, &refuse, cfg)
+	})
 	p, err := da.Join(ctx, "user:1")
 	if err != nil {
 		t.Fatal(err)
@@ -183,14 +207,7 @@ func TestDeadLetteredKeysSurviveTheBound(t *testing.T) {
 			t.Fatalf("a retry of %s after the replay = %+v, %v; want a duplicate", k, rc, err)
 		}
 	}
-	if err := p.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	q, err := da.Join(ctx, "user:1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w := walletOf(q); w.Received != 4 || w.Coins != 4 {
+	if w := rejoinedWallet(t, ctx, p, da); w.Received != 4 || w.Coins != 4 {
 		t.Fatalf("after the replay and a rejoin: %+v, want each of the 4 gifts exactly once", w)
 	}
 }

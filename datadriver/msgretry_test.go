@@ -8,7 +8,6 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -26,12 +25,10 @@ import (
 // MaxMessageAttempts refusals it is a dead letter, and the holder's WARN
 // names it, its refusals and the reason.
 func TestRefusedMessageIsRetriedUntilDeadLettered(t *testing.T) {
-	pr := newPair(t)
 	ctx := ctxT(t)
-	var refuse atomic.Bool
-	refuse.Store(true)
-	cfg := func(c *datadriver.Config[wallet]) { c.MaxMessageAttempts, c.Autosave = 3, 50*time.Millisecond }
-	da, db := fussyDriver(t, pr.a, &refuse, cfg), fussyDriver(t, pr.b, &refuse, cfg)
+	pr, _, da, db := fussyPair(t, func(c *datadriver.Config[wallet]) {
+		c.MaxMessageAttempts, c.Autosave = 3, 50*time.Millisecond
+	})
 	if _, err := da.Join(ctx, "user:1"); err != nil {
 		t.Fatal(err)
 	}
@@ -64,12 +61,10 @@ func TestRefusedMessageIsRetriedUntilDeadLettered(t *testing.T) {
 // accepts it again, without another message or a save asked for; an
 // operator's replay of a waiting message starts its refusals over.
 func TestRefusedMessageAppliesOnceMended(t *testing.T) {
-	pr := newPair(t)
 	ctx := ctxT(t)
-	var refuse atomic.Bool
-	refuse.Store(true)
-	cfg := func(c *datadriver.Config[wallet]) { c.MaxMessageAttempts, c.Autosave = 4, 50*time.Millisecond }
-	da, db := fussyDriver(t, pr.a, &refuse, cfg), fussyDriver(t, pr.b, &refuse, cfg)
+	pr, refuse, da, db := fussyPair(t, func(c *datadriver.Config[wallet]) {
+		c.MaxMessageAttempts, c.Autosave = 4, 50*time.Millisecond
+	})
 	p, err := da.Join(ctx, "user:1")
 	if err != nil {
 		t.Fatal(err)

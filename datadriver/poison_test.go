@@ -91,14 +91,7 @@ func TestPoisonMessagesAreDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the replayed message applied", func() bool { return walletOf(p).Coins == 16 })
-	if err := p.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	q, err := d.Join(ctx, "user:1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w := walletOf(q); w.Coins != 16 || w.Received != 4 {
+	if w := rejoinedWallet(t, ctx, p, d); w.Coins != 16 || w.Received != 4 {
 		t.Errorf("after a rejoin: %+v, want every message exactly once", w)
 	}
 }

@@ -39,12 +39,7 @@ func (m Message) At() time.Time {
 
 // messages reads a flat {id, body, id, body, ...} answer.
 func messages(v any) []Message {
-	arr, _ := v.([]any)
-	var out []Message
-	for i := 0; i+1 < len(arr); i += 2 {
-		out = append(out, Message{ID: str(arr[i]), Body: blob(arr[i+1])})
-	}
-	return out
+	return pairsOf(v, func(id, body any) Message { return Message{ID: str(id), Body: blob(body)} })
 }
 
 // SendOutcome is what a send did.

@@ -462,10 +462,5 @@ func ParseSave(v any) (SaveResult, error) {
 
 // triesOf reads a flat {id, n, ...} answer (nil: none).
 func triesOf(v any) []Tries {
-	arr, _ := v.([]any)
-	var out []Tries
-	for i := 0; i+1 < len(arr); i += 2 {
-		out = append(out, Tries{ID: str(arr[i]), N: num(arr[i+1])})
-	}
-	return out
+	return pairsOf(v, func(id, n any) Tries { return Tries{ID: str(id), N: num(n)} })
 }
