@@ -58,12 +58,40 @@ func TestRefusedMessageIsRetriedUntilDeadLettered(t *testing.T) {
 }
 
 // Row 6, mended: a refused message applies on its own once OnMessage
-// accepts it again, without another message or a save asked for; an
-// operator's replay of a waiting message starts its refusals over.
+// accepts it again, without another message or a save asked for.
 func TestRefusedMessageAppliesOnceMended(t *testing.T) {
 	ctx := ctxT(t)
 	pr, refuse, da, db := fussyPair(t, func(c *datadriver.Config[wallet]) {
-		c.MaxMessageAttempts, c.Autosave = 4, 50*time.Millisecond
+		c.MaxMessageAttempts, c.Autosave = 100, 50*time.Millisecond
+	})
+	p, err := da.Join(ctx, "user:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := db.Send(ctx, "user:1", gift{Coins: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rk := datadriver.RecordKey(pr.r.Namespace, "PlayerData", "user:1")
+	admin := pr.r.Client(t)
+	eventually(t, 10*time.Second, "the message refused, then tried again", func() bool {
+		n, _ := admin.HGet(ctx, record.TriesKey(rk), id).Int()
+		return n >= 2
+	})
+	refuse.Store(false)
+	received(t, p, 1, "A")
+	eventually(t, 5*time.Second, "the applied message saved", func() bool { return inboxLen(t, pr.r, "user:1") == 0 })
+}
+
+// The operator's replay of a message waiting in the inbox drops its
+// refusal count (its next refusal counts as the first, so it is not
+// dead-lettered at once) and has the holder pull at its next save, which
+// applies it once OnMessage is mended. The holder's own retry is an hour
+// away here: only the replay brings the message back.
+func TestReplayOfAWaitingMessageStartsItsRefusalsOver(t *testing.T) {
+	ctx := ctxT(t)
+	pr, refuse, da, db := fussyPair(t, func(c *datadriver.Config[wallet]) {
+		c.MaxMessageAttempts, c.Autosave = 2, time.Hour
 	})
 	p, err := da.Join(ctx, "user:1")
 	if err != nil {
@@ -76,19 +104,28 @@ func TestRefusedMessageAppliesOnceMended(t *testing.T) {
 	rk := datadriver.RecordKey(pr.r.Namespace, "PlayerData", "user:1")
 	admin := pr.r.Client(t)
 	tries := func() int { n, _ := admin.HGet(ctx, record.TriesKey(rk), id).Int(); return n }
-	eventually(t, 10*time.Second, "two refusals", func() bool { return tries() >= 2 })
-	if rep, err := record.Replay(ctx, admin, rk, []string{id}); err != nil || rep.Retried != 1 {
+	eventually(t, 5*time.Second, "the refusal counted", func() bool { return tries() == 1 })
+	if rep, err := record.Replay(ctx, admin, rk, []string{id}); err != nil || rep.Retried != 1 || rep.Moved != 0 {
 		t.Fatalf("replay of the waiting message = %+v, %v", rep, err)
 	}
-	if n := tries(); n > 1 {
-		t.Errorf("%d refusals counted right after the replay, want them started over", n)
+	if n := tries(); n != 0 {
+		t.Fatalf("%d refusals counted after the replay, want them dropped", n)
+	}
+	if err := p.Save(ctx); err != nil { // learns the inbox changed: pulls, and is refused again
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the refusal after the replay counted", func() bool { return tries() == 1 })
+	if d, _ := record.ReadDeadLetters(ctx, admin, rk, 10); len(d) != 0 {
+		t.Fatalf("dead letters %+v after 1 + 1 refusals with MaxMessageAttempts 2: the replay did not start them over", d)
 	}
 	refuse.Store(false)
-	received(t, p, 1, "A")
-	eventually(t, 5*time.Second, "the applied message saved", func() bool { return inboxLen(t, pr.r, "user:1") == 0 })
-	if d, _ := record.ReadDeadLetters(ctx, admin, rk, 10); len(d) != 0 {
-		t.Errorf("dead letters %+v, want none: the replay started the refusals over", d)
+	if _, err := record.Replay(ctx, admin, rk, nil); err != nil {
+		t.Fatal(err)
 	}
+	if err := p.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	received(t, p, 1, "A")
 }
 
 // virtualPair is two Nodes on one miniredis and the in-process bus, inside

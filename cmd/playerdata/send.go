@@ -147,10 +147,9 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return cmd.mistake("--max-inbox %d: want the servers' MaxInbox, at least 1", maxInbox)
 	case maxBytes < 1:
 		return cmd.mistake("--max-message-bytes %d: want the servers' MaxMessageBytes, at least 1", maxBytes)
-	case window <= 0:
-		return cmd.mistake("--idempotency-window %s: want the servers' IdempotencyWindow, above 0", window)
-	case maxKeys < 1:
-		return cmd.mistake("--max-idempotency-keys %d: want the servers' MaxIdempotencyKeys, at least 1", maxKeys)
+	case window <= 0 || maxKeys < 1:
+		return cmd.mistake("--idempotency-window %s, --max-idempotency-keys %d: want the servers' IdempotencyWindow and "+
+			"MaxIdempotencyKeys, above 0", window, maxKeys)
 	}
 	if err := f.check(cmd); err != nil {
 		return err
