@@ -543,7 +543,7 @@ func clusterMessages(t *testing.T, sc *clusterScope) {
 		})
 		refuse.Store(false)
 		// An operator's tool replays it, through a cluster client as the CLI does.
-		if rep, err := record.ReplayDeadLetters(ctx, c.rdb, rk, nil); err != nil || rep.Moved != 1 || rep.Holder.Job != "server-c" {
+		if rep, err := record.Replay(ctx, c.rdb, rk, nil); err != nil || rep.Moved != 1 || rep.Holder.Job != "server-c" {
 			t.Fatalf("replay = %+v, %v", rep, err)
 		}
 		if err := p.Save(ctx); err != nil {

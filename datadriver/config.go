@@ -141,15 +141,19 @@ type Config[T any] struct {
 	History      int
 	HistoryEvery time.Duration
 	// OnMessage applies a message (Driver.Send) to a copy of the data, kept
-	// when it returns nil: applied exactly once. After MaxMessageAttempts
-	// refusals a message is a dead letter. [nil; DefaultMaxMessageAttempts]
+	// when it returns nil: applied exactly once. A refused message is tried
+	// again at autosave ticks (after 1, 2, 4, then every 8 Autosave
+	// periods); after MaxMessageAttempts refusals it is a dead letter.
+	// [nil; DefaultMaxMessageAttempts]
 	OnMessage          func(d *T, m Message) error
 	MaxMessageAttempts int
 	// MaxInbox bounds the messages waiting, MaxMessageBytes one body.
 	// [DefaultMaxInbox, DefaultMaxMessageBytes]
 	MaxInbox, MaxMessageBytes int
-	// IdempotencyWindow: how long a Send's IdempotencyKey is remembered;
-	// MaxIdempotencyKeys: how many. [a day, DefaultMaxIdempotencyKeys]
+	// IdempotencyWindow: how long a Send's IdempotencyKey is remembered
+	// (and always while its message waits or is a dead letter);
+	// MaxIdempotencyKeys: how many, beyond which a new keyed Send is refused
+	// (ErrTooManyIdempotencyKeys). [a day, DefaultMaxIdempotencyKeys]
 	IdempotencyWindow  time.Duration
 	MaxIdempotencyKeys int
 	MaxDataBytes       int // bound of one encoded profile (ErrTooLarge) [DefaultMaxDataBytes]

@@ -50,6 +50,17 @@ var (
 	ErrTradeOutcomeUnknown = errors.New("trade outcome unknown")
 )
 
+// Errors of Send with an IdempotencyKey; nothing is stored with either.
+var (
+	// ErrIdempotencyConflict: the key names a message of the profile sent
+	// with another body.
+	ErrIdempotencyConflict = errors.New("idempotency key names another message")
+	// ErrTooManyIdempotencyKeys: the profile remembers MaxIdempotencyKeys
+	// keys, none forgettable yet (each inside its IdempotencyWindow, or with
+	// its message waiting or dead-lettered).
+	ErrTooManyIdempotencyKeys = errors.New("profile remembers too many idempotency keys")
+)
+
 // JobIDInUseError names the process that holds a JobID. It matches
 // ErrJobIDInUse with errors.Is.
 type JobIDInUseError struct {

@@ -40,14 +40,40 @@ type SendOption func(*sendOptions)
 
 type sendOptions struct {
 	idempotencyKey string
+	receipt        *SendReceipt
 }
 
-// IdempotencyKey makes a Send safe to retry: a Send to the same profile with
-// the same key within Config.IdempotencyWindow (and while the first message
-// waits or is a dead letter) stores nothing and answers the first id. Use
-// the id of what the message pays for (an order, a grant).
+// IdempotencyKey makes a Send safe to retry: the key names the message
+// within its profile. A Send to the same profile with the same key and the
+// same body, within Config.IdempotencyWindow of the first (and however late
+// while the first message waits or is a dead letter), stores nothing and
+// answers the first id; with another body it fails with
+// ErrIdempotencyConflict. Use the id of what the message pays for (an
+// order, a grant).
 func IdempotencyKey(k string) SendOption {
 	return func(o *sendOptions) { o.idempotencyKey = k }
+}
+
+// SendReceipt is what a Send did, filled in for a caller that asks with
+// Receipt.
+type SendReceipt struct {
+	// Duplicate: an earlier Send with the same IdempotencyKey stored the
+	// message; this one stored nothing new.
+	Duplicate bool
+	// Waiting: the message waits in the inbox (always so for a message just
+	// stored); DeadLettered: a duplicate's message lies in the dead letters.
+	// Both false: a duplicate's message was applied and saved.
+	Waiting, DeadLettered bool
+	// Holder is the JobID of the server that held the profile when the
+	// message was stored or found ("": none); Notified says it was told to
+	// pull its inbox (over the bus, fire and forget, or on this Node).
+	Holder   string
+	Notified bool
+}
+
+// Receipt has a Send fill r with what it did, when it answers an id.
+func Receipt(r *SendReceipt) SendOption {
+	return func(o *sendOptions) { o.receipt = r }
 }
 
 // maxIdempotencyKeyBytes bounds an idempotency key.
@@ -55,10 +81,13 @@ const maxIdempotencyKeyBytes = 256
 
 // Send stores a message (body, msgpack-encoded) for key's profile in one
 // script, online anywhere or not: the holder, told over the bus, applies it
-// at once; else the next load does. It answers the message id, ErrInboxFull
-// or ErrTooLarge (nothing stored), ErrCorruptRecord, or with MinReplicas
-// ErrNotReplicated (stored). A Send that failed without an answer may have
-// stored the message: retry it with the same IdempotencyKey.
+// at once; else the next load does. It answers the message id,
+// ErrInboxFull, ErrTooLarge, ErrIdempotencyConflict or
+// ErrTooManyIdempotencyKeys (nothing stored), ErrCorruptRecord, or with
+// MinReplicas ErrNotReplicated (stored). A Send that failed without an
+// answer may have stored the message: retry it with the same
+// IdempotencyKey. A duplicate whose message still waits tells the holder
+// again, as the first Send did.
 func (d *Driver[T]) Send(ctx context.Context, key string, body any, opts ...SendOption) (string, error) {
 	var o sendOptions
 	for _, opt := range opts {
@@ -81,27 +110,24 @@ func (d *Driver[T]) Send(ctx context.Context, key string, body any, opts ...Send
 	args := record.SendArgs{MaxInbox: d.cfg.MaxInbox, IdempotencyKey: o.idempotencyKey,
 		IdempotencyWindow: d.cfg.IdempotencyWindow, IdempotencyKeys: d.cfg.MaxIdempotencyKeys}
 	res, acked, err := d.node.send(ctx, d.recordKey(key), b, args)
-	switch {
-	case err != nil:
-		d.tel.MessageSent(ctx, telemetry.SendFailed)
-		return "", fmt.Errorf("send %q: %w", key, err)
-	case res.Outcome == record.InboxFull:
-		d.tel.MessageSent(ctx, telemetry.SendInboxFull)
-		return "", fmt.Errorf("send %q: %w (%d messages wait)", key, ErrInboxFull, res.Count)
-	case res.Outcome == record.SendCorrupt:
-		d.tel.MessageSent(ctx, telemetry.SendFailed)
-		return "", fmt.Errorf("send: %w", d.corruptField(key, res.Corrupt))
-	case res.Outcome == record.Duplicate:
-		d.log.Debug("message already sent under this idempotency key", "key", key, "id", res.ID)
-		return res.ID, nil
+	if err = d.sendRefused(ctx, key, o, res, err); err != nil {
+		return "", err
 	}
-	d.tel.MessageSent(ctx, telemetry.SendOK)
-	if res.Holder.Token != "" {
-		if res.Holder.Job == d.node.jobID {
-			d.onNotify(key)
-		} else {
-			d.node.handoff.Notify(ctx, d.cfg.Name, key, res.Holder.Job)
-		}
+	dup := res.Outcome == record.Duplicate
+	if dup {
+		d.tel.MessageSent(ctx, telemetry.SendDuplicate)
+	} else {
+		d.tel.MessageSent(ctx, telemetry.SendOK)
+	}
+	notified := res.State == record.MessageWaiting && d.tellHolder(ctx, key, res.Holder)
+	if o.receipt != nil {
+		*o.receipt = SendReceipt{Duplicate: dup, Waiting: res.State == record.MessageWaiting,
+			DeadLettered: res.State == record.MessageDead, Holder: res.Holder.Job, Notified: notified}
+	}
+	if dup {
+		d.log.Debug("message already sent under this idempotency key", "key", key, "id", res.ID,
+			"state", string(res.State), "holder", res.Holder.Job)
+		return res.ID, nil
 	}
 	d.log.Debug("message sent", "key", key, "id", res.ID, "holder", res.Holder.Job)
 	if want := d.node.cfg.MinReplicas; want > 0 && acked < int64(want) {
@@ -109,6 +135,46 @@ func (d *Driver[T]) Send(ctx context.Context, key string, body any, opts ...Send
 			ErrNotReplicated, acked, want, d.node.cfg.ReplicaTimeout)
 	}
 	return res.ID, nil
+}
+
+// sendRefused is the error of a send.lua call that failed or stored
+// nothing (nil when it stored the message or found it stored), counted.
+func (d *Driver[T]) sendRefused(ctx context.Context, key string, o sendOptions, res record.SendResult, err error) error {
+	switch {
+	case err != nil:
+		d.tel.MessageSent(ctx, telemetry.SendFailed)
+		return fmt.Errorf("send %q: %w", key, err)
+	case res.Outcome == record.InboxFull:
+		d.tel.MessageSent(ctx, telemetry.SendInboxFull)
+		return fmt.Errorf("send %q: %w (%d messages wait)", key, ErrInboxFull, res.Count)
+	case res.Outcome == record.SendCorrupt:
+		d.tel.MessageSent(ctx, telemetry.SendFailed)
+		return fmt.Errorf("send: %w", d.corruptField(key, res.Corrupt))
+	case res.Outcome == record.IdempotencyConflict:
+		d.tel.MessageSent(ctx, telemetry.SendKeyConflict)
+		return fmt.Errorf("send %q: %w: idempotency key %q names message %s, sent with another body; nothing stored",
+			key, ErrIdempotencyConflict, o.idempotencyKey, res.ID)
+	case res.Outcome == record.TooManyKeys:
+		d.tel.MessageSent(ctx, telemetry.SendKeysFull)
+		return fmt.Errorf("send %q: %w: it remembers %d (MaxIdempotencyKeys), each inside its IdempotencyWindow (%s) "+
+			"or with its message waiting or dead-lettered; nothing stored: retry once older keys pass their window",
+			key, ErrTooManyIdempotencyKeys, res.Count, d.cfg.IdempotencyWindow)
+	}
+	return nil
+}
+
+// tellHolder tells holder, the session holding key's lock, that a message
+// waits in the inbox, and reports whether anyone was told: this Node's
+// profile at once, another server over the bus (fire and forget).
+func (d *Driver[T]) tellHolder(ctx context.Context, key string, holder record.Lock) bool {
+	switch {
+	case holder.Token == "":
+		return false
+	case holder.Job == d.node.jobID:
+		d.onNotify(key)
+		return true
+	}
+	return d.node.handoff.Notify(ctx, d.cfg.Name, key, holder.Job)
 }
 
 // onNotify is the driver's notify handler: a message for key is in its
@@ -160,11 +226,12 @@ func (p *Profile[T]) messagesPending() bool {
 // pullInbox reads the inbox after the message id after ("": all of it) a
 // page at a time (each read bounded in bytes) and applies what it holds; each page's applications and refusals are
 // written at once, so a message leaves the inbox within a round trip of
-// its notification. On the owner.
-func (p *Profile[T]) pullInbox(after string) {
+// its notification. It reports whether it read and wrote every page. On the
+// owner.
+func (p *Profile[T]) pullInbox(after string) bool {
 	d := p.d
 	if p.phaseNow() != phaseLive || d.cfg.OnMessage == nil {
-		return
+		return false
 	}
 	// A pull reads every message its first page's counter includes: its own
 	// writes, whose answers carry the counter, ask for another pull only
@@ -182,7 +249,7 @@ func (p *Profile[T]) pullInbox(after string) {
 				d.log.Warn("pulling the inbox failed; the next save or notification tries again", "key", p.key, "err", err)
 			}
 			p.w.seenSeq = prev
-			return
+			return false
 		}
 		if first {
 			p.w.inboxSeq = max(p.w.inboxSeq, seq)
@@ -190,16 +257,16 @@ func (p *Profile[T]) pullInbox(after string) {
 		}
 		if _, waiting := p.applyMessages(msgs); waiting {
 			p.w.seenSeq = prev // the save that learns the trade's outcome pulls again
-			return
+			return false
 		}
 		if p.messagesPending() {
 			if err := p.write(p.ctx, record.ModeSave, telemetry.WriteAutosave); err != nil {
 				p.w.seenSeq = prev // the next write carries them, and pulls again
-				return
+				return false
 			}
 		}
 		if len(msgs) < d.inboxPage() {
-			return
+			return true
 		}
 		after = msgs[len(msgs)-1].ID
 	}
@@ -208,7 +275,8 @@ func (p *Profile[T]) pullInbox(after string) {
 // applyMessages applies the messages the profile has not applied yet, in
 // order, each on a copy of the data: a message whose OnMessage fails or
 // panics changes nothing, stays in the inbox, and its refusal is counted by
-// the next write (after MaxMessageAttempts refusals it is dead-lettered).
+// the next write (after MaxMessageAttempts refusals it is dead-lettered;
+// before, it is tried again: msgretry.go).
 // Like Update it waits for a running trade, applies nothing to a profile
 // that is not live (or whose lease has passed), and nothing while a trade's
 // outcome is unknown (waiting: the trade's image, if it committed, replaces
@@ -253,7 +321,7 @@ func (p *Profile[T]) applyMessages(msgs []record.Message) (n int, waiting bool) 
 		d.log.Debug("messages applied", "key", p.key, "count", n)
 	}
 	if refused > 0 {
-		p.noteRefused(refused)
+		d.log.Debug("OnMessage refused messages; they stay in the inbox", "key", p.key, "count", refused)
 	}
 	return n, false
 }
@@ -281,21 +349,6 @@ func (p *Profile[T]) applyOne(rm record.Message) error {
 
 // maxRefusalBytes bounds the refusal text kept with a message.
 const maxRefusalBytes = 200
-
-// noteRefused logs refusals, at most once a minute per profile at warning
-// level (a message refused forever must not flood the log). dataMu held.
-func (p *Profile[T]) noteRefused(n int) {
-	d := p.d
-	now := d.node.clock.Now()
-	if now.Sub(p.refusalLogged) < time.Minute {
-		d.log.Debug("OnMessage refused messages; they stay in the inbox", "key", p.key, "count", n)
-		return
-	}
-	p.refusalLogged = now
-	d.log.Warn("OnMessage refused messages; they stay in the inbox and are tried again, and one refused "+
-		"MaxMessageAttempts times moves to the dead letters", "key", p.key, "count", n,
-		"max_attempts", d.cfg.MaxMessageAttempts)
-}
 
 // truncate cuts s to at most n bytes.
 func truncate(s string, n int) string {

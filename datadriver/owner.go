@@ -76,6 +76,7 @@ func (p *Profile[T]) own() {
 		case <-p.pullC:
 			p.pullInbox("")
 		case <-autosave.C:
+			p.retryRefused()
 			autosave.Reset(p.autosave())
 		case <-refresh.C:
 			p.refresh()

@@ -73,26 +73,25 @@ func TestPoisonMessagesAreDeadLettered(t *testing.T) {
 	if w := walletOf(p); w.Coins != 3 || w.Received != 3 {
 		t.Fatalf("data %+v, want the three gifts only", w)
 	}
-	if n := strings.Count(s.logs.String(), "level=WARN msg=\"OnMessage refused messages"); n != 1 {
+	logs := s.logs.String()
+	if n := strings.Count(logs, "level=WARN msg=\"OnMessage refused a message; it stays in the inbox"); n != 1 {
 		t.Errorf("%d warnings about the refusals within a minute, want 1", n)
+	}
+	if n := strings.Count(logs, "level=WARN msg=\"OnMessage refused a message MaxMessageAttempts times: it moved to the dead "+
+		"letters"); n != 1 || !strings.Contains(logs, "id="+dead[0].MessageID+" attempts=3 err=\"unlucky number\"") {
+		t.Errorf("%d warnings about the dead letter, want 1 naming %s, its 3 attempts and the refusal:\n%s", n,
+			dead[0].MessageID, logs)
 	}
 
 	refuse.Store(false) // what made OnMessage refuse it was mended
-	if rep, err := record.ReplayDeadLetters(ctx, r.Client(t), rk, nil); err != nil || rep.Moved != 1 {
+	if rep, err := record.Replay(ctx, r.Client(t), rk, nil); err != nil || rep.Moved != 1 {
 		t.Fatalf("replay = %+v, %v", rep, err)
 	}
 	if err := p.Save(ctx); err != nil { // the save learns a message waits, and pulls
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the replayed message applied", func() bool { return walletOf(p).Coins == 16 })
-	if err := p.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	q, err := d.Join(ctx, "user:1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w := walletOf(q); w.Coins != 16 || w.Received != 4 {
+	if w := rejoinedWallet(t, ctx, p, d); w.Coins != 16 || w.Received != 4 {
 		t.Errorf("after a rejoin: %+v, want every message exactly once", w)
 	}
 }

@@ -33,10 +33,8 @@ type Profile[T any] struct {
 	// refused the refusals no landed save has counted yet.
 	applied []string
 	refused []record.Refusal
-	// refusalLogged is when a refusal was last logged at warning level.
-	refusalLogged time.Time
-	uids          []string
-	meta          map[string]string
+	uids    []string
+	meta    map[string]string
 	// metaGen counts changes of uids and meta; metaSaved is the count the
 	// last landed save wrote.
 	metaGen, metaSaved uint64
@@ -109,6 +107,8 @@ type writer struct {
 	lastWrite, refreshRetry time.Time
 	// warned says which broken keys were logged already (history, inbox).
 	warnedHistory, warnedInbox bool
+	// retry is when refused messages are tried again (msgretry.go).
+	retry inboxRetry
 }
 
 // Key is the profile's key.

@@ -197,9 +197,8 @@ func (p *Profile[T]) landed(req record.SaveArgs, snap snapshot, res writeRes, tr
 	}
 	if res.DeadLettered > 0 {
 		d.tel.MessagesDeadLettered(p.ctx, res.DeadLettered)
-		d.log.Warn("messages refused too often moved to the dead letters (playerdata inspect shows them, "+
-			"playerdata replay puts them back)", "key", p.key, "count", res.DeadLettered)
 	}
+	p.noteTries(snap.refused, res.Tries)
 }
 
 // noteBroken logs, once per profile, a history or inbox key another tool

@@ -251,13 +251,14 @@ func (h *Handoff) onMessage(m messaging.Message) {
 }
 
 // Notify tells server to, fire and forget, that a message for key of driver
-// is in its inbox (to holds the key). Nothing is sent without a bus, or to
-// this server itself.
-func (h *Handoff) Notify(ctx context.Context, driver, key, to string) {
+// is in its inbox (to holds the key), and reports whether the notification
+// was queued for the bus. Nothing is sent without a bus, or to this server
+// itself.
+func (h *Handoff) Notify(ctx context.Context, driver, key, to string) bool {
 	if to == h.cfg.JobID {
-		return
+		return false
 	}
-	h.publish(ctx, to, messaging.Message{Type: messaging.TypeNotify, Driver: driver, Key: key}, &h.notifiesSent)
+	return h.publish(ctx, to, messaging.Message{Type: messaging.TypeNotify, Driver: driver, Key: key}, &h.notifiesSent)
 }
 
 // request asks holder to release key of driver, naming the lock token seen.

@@ -36,15 +36,15 @@ type outgoing struct {
 // publish queues m for server to, under a producer span child of ctx's,
 // whose trace context m carries. The first publish starts the workers;
 // after Close nothing is queued. A full queue drops m and counts it in
-// Stats.PublishDropped.
-func (h *Handoff) publish(ctx context.Context, to string, m messaging.Message, counter *atomic.Uint64) {
+// Stats.PublishDropped. It reports whether m was queued.
+func (h *Handoff) publish(ctx context.Context, to string, m messaging.Message, counter *atomic.Uint64) bool {
 	if h.cfg.Bus == nil {
-		return
+		return false
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return
+		return false
 	}
 	m.Sender = h.cfg.JobID
 	sctx := h.trace.publishStart(ctx, to, &m)
@@ -58,6 +58,7 @@ func (h *Handoff) publish(ctx context.Context, to string, m messaging.Message, c
 	select {
 	case h.outbox <- outgoing{to: to, m: m, ctx: sctx, counter: counter}:
 		h.queueFull = false
+		return true
 	default:
 		h.trace.publishDone(sctx, to, m, errQueueFull)
 		h.publishDropped.Add(1)
@@ -68,6 +69,7 @@ func (h *Handoff) publish(ctx context.Context, to string, m messaging.Message, c
 		h.log.Log(ctx, level, "handoff: publish queue full; messages are dropped until the bus takes them again",
 			"to", to, "type", string(m.Type), "queue", publishQueueLen)
 	}
+	return false
 }
 
 // publishLoop sends queued messages until Close closes the queue. After

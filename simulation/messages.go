@@ -31,6 +31,12 @@ const (
 	// sendTimeout bounds a Send (the context the game passes): a Send that
 	// hangs ends then, stored or not.
 	sendTimeout = 5 * time.Second
+	// maxIdempotencyKeys is the drivers' MaxIdempotencyKeys: small, so that
+	// keyed sends meet the bound (ErrTooManyIdempotencyKeys).
+	maxIdempotencyKeys = 3
+	// idempotencyWindow is the drivers' IdempotencyWindow: short, so that
+	// keys are forgotten within a run, and reused after it.
+	idempotencyWindow = 4 * time.Minute
 )
 
 // Messages counts the messages of a run and what became of them.
@@ -41,16 +47,29 @@ type Messages struct {
 	TooLarge int // refused with ErrTooLarge
 	Failed   int // failed otherwise: stored or not
 	Landed   int // of the failed, those the simulation saw stored
-	Refusals int // refusals by OnMessage (a fussy message at an even second: it stays in the inbox)
+	Refusals int // refusals by OnMessage (a fussy message at an even second, a stubborn one: it stays in the inbox)
 	Replayed int // dead letters (refused MaxMessageAttempts times) replayed at the end
 	Applied  int // in their player's record exactly once at the end
+	Keys     Keys
+}
+
+// Keys counts the sends with an idempotency key (msgkeys.go).
+type Keys struct {
+	Keyed      int // Send calls with a key, retries included
+	Retries    int // Send calls that retried a keyed message
+	Duplicates int // answered the first id: the message was stored already
+	Conflicts  int // refused with ErrIdempotencyConflict: the key names another message
+	Bound      int // refused with ErrTooManyIdempotencyKeys
+	DeadDups   int // duplicates whose message lay in the dead letters
 }
 
 // String is the per-run summary line's part on messages.
 func (m Messages) String() string {
 	return fmt.Sprintf("messages: %d sent, %d acknowledged, %d refused (%d inbox full, %d too large), "+
-		"%d failed (%d of them stored), %d applied exactly once, %d refusals by OnMessage, %d dead letters replayed",
-		m.Sent, m.Acked, m.Full+m.TooLarge, m.Full, m.TooLarge, m.Failed, m.Landed, m.Applied, m.Refusals, m.Replayed)
+		"%d failed (%d of them stored), %d applied exactly once, %d refusals by OnMessage, %d dead letters replayed; "+
+		"%d keyed sends (%d retries): %d duplicates (%d of dead letters), %d key conflicts, %d at the key bound",
+		m.Sent, m.Acked, m.Full+m.TooLarge, m.Full, m.TooLarge, m.Failed, m.Landed, m.Applied, m.Refusals, m.Replayed,
+		m.Keys.Keyed, m.Keys.Retries, m.Keys.Duplicates, m.Keys.DeadDups, m.Keys.Conflicts, m.Keys.Bound)
 }
 
 // gift is the body of a message the simulation sends.
@@ -60,7 +79,10 @@ type gift struct {
 	K      int    // the message's number for that player (from 1): its bit in Wallet.Got
 	Amount int64  // added to Wallet.Gifts
 	Fussy  bool   `msgpack:",omitempty"` // OnMessage refuses it at even seconds
-	Pad    []byte `msgpack:",omitempty"` // makes it too large
+	// Stubborn: OnMessage refuses it until the end of the run, when what
+	// refused it is mended (it becomes a dead letter meanwhile).
+	Stubborn bool   `msgpack:",omitempty"`
+	Pad      []byte `msgpack:",omitempty"` // makes it too large
 }
 
 // msgState is what a message's Send answered.
@@ -72,10 +94,13 @@ const (
 	msgFull                     // ErrInboxFull: not stored
 	msgTooLarge                 // ErrTooLarge: not stored
 	msgFailed                   // another error: stored or not
+	msgConflict                 // ErrIdempotencyConflict: not stored
+	msgKeyBound                 // ErrTooManyIdempotencyKeys: not stored
 )
 
 func (st msgState) String() string {
-	if name, ok := enum.Name(st, "sending", "acknowledged", "refused (inbox full)", "refused (too large)", "failed"); ok {
+	if name, ok := enum.Name(st, "sending", "acknowledged", "refused (inbox full)", "refused (too large)", "failed",
+		"refused (key conflict)", "refused (key bound)"); ok {
 		return name
 	}
 	return fmt.Sprintf("msgState(%d)", int(st))
@@ -90,12 +115,25 @@ type sentMsg struct {
 	amount int64
 	fussy  bool
 	big    bool
-	state  msgState
+	// stubborn: OnMessage refuses it until the run's end.
+	stubborn bool
+	// key is its idempotency key ("": none); retries are the Sends that
+	// repeat it after the first (keyed messages only: msgkeys.go).
+	key     string
+	retries []retry
+	// state is what its Sends answered, the best of them (msgkeys.go:
+	// merge): acknowledged by any, else failed by any (stored or not), else
+	// the last refusal.
+	state msgState
 	// What the simulation saw send.lua do with it, whatever Send answered:
-	// store it (under id), or refuse it (inbox full).
+	// store it (under id), or refuse it (inbox full, its key naming another
+	// message, the key bound).
 	landed bool
 	full   bool
 	id     string
+	// answered are the refusals its send.lua calls answered (a key
+	// conflict, the key bound).
+	answered map[msgState]bool
 	// lost: a tamper destroyed the message with the inbox it waited in, or
 	// with the data that had applied it: it may be in its player's final
 	// record (once), or not at all.
@@ -103,15 +141,21 @@ type sentMsg struct {
 }
 
 func (m *sentMsg) body() gift {
-	g := gift{N: m.n, To: m.to.key, K: m.k, Amount: m.amount, Fussy: m.fussy}
+	g := gift{N: m.n, To: m.to.key, K: m.k, Amount: m.amount, Fussy: m.fussy, Stubborn: m.stubborn}
 	if m.big {
 		g.Pad = make([]byte, maxMessageBytes)
 	}
 	return g
 }
 
-// refused reports whether Send said the message was not stored.
-func (m *sentMsg) refused() bool { return m.state == msgFull || m.state == msgTooLarge }
+// refused reports whether its Sends said the message was not stored.
+func (m *sentMsg) refused() bool {
+	return m.state == msgFull || m.state == msgTooLarge || m.state == msgConflict || m.state == msgKeyBound
+}
+
+// neverStored reports whether the message was never stored: its Sends
+// said so, or the script refused it (inbox full), and no script stored it.
+func (m *sentMsg) neverStored() bool { return !m.landed && (m.refused() || m.full) }
 
 // sendMove is the send move: a server whose game runs sends one message, or
 // a burst, to one player, online or not. Everything is drawn here, on the
@@ -127,6 +171,7 @@ func (s *sim) sendMove(targets []*server) {
 	for i := range burst {
 		burst[i] = &sentMsg{to: pl, from: srv.s.JobID, amount: 1 + s.rng.Int64N(5),
 			fussy: s.rng.Float64() < 0.1, big: s.rng.Float64() < 0.03}
+		s.drawKey(burst[i]) // from a stream of its own: the draws above are as they were
 	}
 	s.mu.Lock()
 	for _, m := range burst {
@@ -141,35 +186,57 @@ func (s *sim) sendMove(targets []*server) {
 		// One after the other, each with what it sets off (the holder's
 		// pull), as the moves start: the goroutines of two sends at one
 		// instant would interleave as the scheduler has them.
-		s.spawn(func() { s.send(srv, m) })
+		s.spawn(func() { s.sendAndRetry(srv, m) })
 	}
 }
 
-// send sends m from srv, as the game does, and keeps the ledger.
+// send sends m from srv, as the game does (with m's idempotency key), and
+// keeps the ledger.
 func (s *sim) send(srv *server, m *sentMsg) {
 	s.mu.Lock()
 	s.result.Messages.Sent++
+	if m.key != "" {
+		s.result.Messages.Keys.Keyed++
+	}
 	s.mu.Unlock()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(s.ctx, sendTimeout)
-	id, err := srv.d.Send(ctx, m.to.key, m.body())
+	var rc datadriver.SendReceipt
+	opts := []datadriver.SendOption{datadriver.Receipt(&rc)}
+	if m.key != "" {
+		opts = append(opts, datadriver.IdempotencyKey(m.key))
+	}
+	id, err := srv.d.Send(ctx, m.to.key, m.body(), opts...)
 	cancel()
 	s.mu.Lock()
+	got := msgFailed
 	switch {
 	case err == nil:
-		m.state = msgAcked
+		got = msgAcked
 		s.result.Messages.Acked++
+		if rc.Duplicate {
+			s.result.Messages.Keys.Duplicates++
+		}
+		if rc.DeadLettered {
+			s.result.Messages.Keys.DeadDups++
+		}
 	case errors.Is(err, datadriver.ErrInboxFull):
-		m.state = msgFull
+		got = msgFull
 		s.result.Messages.Full++
 	case errors.Is(err, datadriver.ErrTooLarge):
-		m.state = msgTooLarge
+		got = msgTooLarge
 		s.result.Messages.TooLarge++
+	case errors.Is(err, datadriver.ErrIdempotencyConflict):
+		got = msgConflict
+		s.result.Messages.Keys.Conflicts++
+	case errors.Is(err, datadriver.ErrTooManyIdempotencyKeys):
+		got = msgKeyBound
+		s.result.Messages.Keys.Bound++
 	default:
-		m.state = msgFailed
 		s.result.Messages.Failed++
 	}
-	landed, full, seen := m.landed, m.full, m.id
+	m.state = merge(m.state, got)
+	landed, full, seen, answered := m.landed, m.full, m.id, m.answered[got]
 	s.mu.Unlock()
 	what, fussy := id, ""
 	if err != nil {
@@ -184,18 +251,24 @@ func (s *sim) send(srv *server, m *sentMsg) {
 	switch {
 	case err == nil && (!landed || id != seen):
 		s.fail("messages: the Send of #%d answered id %s, but the simulation saw the script store %q", m.n, id, seen)
-	case m.state == msgFull && !full:
+	case got == msgFull && !full:
 		s.fail("messages: the Send of #%d answered %v, but the simulation never saw the inbox full", m.n, err)
-	case m.state == msgTooLarge && (landed || full):
+	case got == msgTooLarge && (landed || full):
 		s.fail("messages: the Send of #%d answered %v, but its script ran", m.n, err)
-	case m.state == msgFailed && !strings.Contains(err.Error(), "injected") && !errors.Is(err, context.DeadlineExceeded) &&
+	case (got == msgConflict || got == msgKeyBound) && !answered:
+		s.fail("messages: the Send of #%d answered %v, but the simulation never saw its script say so", m.n, err)
+	case got == msgFailed && !strings.Contains(err.Error(), "injected") && !errors.Is(err, context.DeadlineExceeded) &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, testsupport.ErrInjected) && !s.sendRefused(m, start, err):
 		s.fail("send of #%d from %s: unexpected error %v", m.n, srv.s.JobID, err)
 	}
 }
 
-// errFussy is OnMessage's refusal of a fussy message.
-var errFussy = errors.New("a fussy gift is refused at even seconds")
+// errFussy and errStubborn are OnMessage's refusals of a fussy and a
+// stubborn message.
+var (
+	errFussy    = errors.New("a fussy gift is refused at even seconds")
+	errStubborn = errors.New("a stubborn gift is refused until the end")
+)
 
 // onMessage is the game's OnMessage on srv: it adds the gift to the data and
 // sets its bit. A fussy gift is refused at even seconds of virtual
@@ -207,10 +280,17 @@ func (s *sim) onMessage(srv *server, w *Wallet, m datadriver.Message) error {
 		s.fail("invariant 10: %s cannot read message %s: %v", srv.s.JobID, m.ID, err)
 		return err
 	}
-	if g.Fussy && time.Now().Unix()%2 == 0 {
+	s.mu.Lock()
+	mended := s.mended
+	s.mu.Unlock()
+	if (g.Fussy && time.Now().Unix()%2 == 0) || (g.Stubborn && !mended) {
 		s.mu.Lock()
 		s.result.Messages.Refusals++
 		s.mu.Unlock()
+		if g.Stubborn {
+			s.logf("%s refuses #%d for %s (stubborn, until the end)", srv.s.JobID, g.N, g.To)
+			return errStubborn
+		}
 		s.logf("%s refuses #%d for %s (fussy, at an even second)", srv.s.JobID, g.N, g.To)
 		return errFussy
 	}
@@ -224,7 +304,9 @@ func (s *sim) onMessage(srv *server, w *Wallet, m datadriver.Message) error {
 }
 
 // observeSend records what a send.lua call of job did: it stored a message
-// (under an id) or found the inbox full.
+// (under an id), found it stored (a duplicate), or refused it (inbox full,
+// its key naming another message, the key bound); and checks that a key
+// names one message (msgkeys.go: observeKey).
 func (s *sim) observeSend(job, key string, args []string, val any) {
 	if len(args) == 0 {
 		s.fail("send call of %s without arguments", job)
@@ -235,36 +317,24 @@ func (s *sim) observeSend(job, key string, args []string, val any) {
 		s.fail("send call of %s unreadable: %v", job, err)
 		return
 	}
-	arr, _ := val.([]any)
-	tag, id := "", ""
-	if len(arr) > 1 {
-		tag, _ = arr[0].(string)
-		id, _ = arr[1].(string)
+	res, err := record.ParseSend(val)
+	if err != nil {
+		s.fail("send call of %s for #%d answered %v: %v", job, g.N, val, err)
+		return
 	}
 	s.mu.Lock()
 	m := s.msgs[g.N]
-	if m != nil {
-		switch tag {
-		case "OK":
-			m.landed, m.id = true, id
-			s.msgIDs[key+"\x00"+id] = g.N
-		case "FULL":
-			m.full = true
-		}
-	}
 	s.mu.Unlock()
 	switch {
 	case m == nil:
 		s.fail("send call of %s for a message #%d the simulation never sent", job, g.N)
+		return
 	case recordKey(m.to.key) != key:
 		s.fail("the send of #%d to %s went to record %s", g.N, m.to.key, key)
-	case tag == "CORRUPT":
-		why := ""
-		if len(arr) > 2 {
-			why, _ = arr[2].(string)
-		}
-		s.corruptAnswer(job, key, "a send", record.CorruptField{Field: id, Why: why})
-	case tag != "OK" && tag != "FULL":
-		s.fail("send call of %s for #%d answered %v", job, g.N, val)
+		return
+	case res.Outcome == record.SendCorrupt:
+		s.corruptAnswer(job, key, "a send", res.Corrupt)
+		return
 	}
+	s.observeKey(job, key, m, res)
 }

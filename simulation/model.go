@@ -82,6 +82,9 @@ func (s *sim) startServer() *server {
 		OnMessage:       func(w *Wallet, m datadriver.Message) error { return s.onMessage(srv, w, m) },
 		MaxInbox:        maxInbox,
 		MaxMessageBytes: maxMessageBytes,
+		// Small and short, so that runs meet the bound and forget keys.
+		MaxIdempotencyKeys: maxIdempotencyKeys,
+		IdempotencyWindow:  idempotencyWindow,
 	})
 	if err != nil {
 		s.tb.Fatalf("simulation: driver: %v", err)

@@ -35,7 +35,7 @@ func (s *sim) checkMsgs(where string, pl *player, w Wallet, inbox []uint64) {
 		m := pl.sent[k-1]
 		applied = append(applied, fmt.Sprintf("#%d", m.n))
 		switch {
-		case m.refused() || m.full:
+		case m.neverStored():
 			problem = fmt.Sprintf("message #%d, whose Send was %s", m.n, m.state)
 		case slices.Contains(inbox, m.n):
 			problem = fmt.Sprintf("message #%d, which its inbox %v still holds", m.n, inbox)
@@ -60,7 +60,7 @@ func (s *sim) checkMsgs(where string, pl *player, w Wallet, inbox []uint64) {
 				problem = fmt.Sprintf("message #%d, which was never sent", n)
 			case m.to != pl:
 				problem = fmt.Sprintf("message #%d, sent to %s", n, m.to.key)
-			case m.refused() || m.full:
+			case m.neverStored():
 				problem = fmt.Sprintf("message #%d, whose Send was %s", n, m.state)
 			}
 			if problem != "" {
@@ -143,6 +143,9 @@ func (s *sim) checkWritten(job, rk string, a record.SaveArgs, ver int64) {
 // second later while a fussy gift keeps one waiting.
 func (s *sim) deliverRest() {
 	ctx := context.Background()
+	s.mu.Lock()
+	s.mended = true // what refused the stubborn messages is mended: the replays below apply them
+	s.mu.Unlock()
 	servers := s.activeServers(s.aliveServers())
 	for range 4 {
 		// Messages OnMessage refused MaxMessageAttempts times are dead
@@ -150,7 +153,7 @@ func (s *sim) deliverRest() {
 		// mended (a fussy gift applies at odd seconds), and then they apply
 		// like any other.
 		for _, pl := range s.players {
-			rep, err := record.ReplayDeadLetters(ctx, s.checkRedis, recordKey(pl.key), nil)
+			rep, err := record.Replay(ctx, s.checkRedis, recordKey(pl.key), nil)
 			if err != nil {
 				s.fail("deliver: replay: %v", err)
 				return
@@ -237,7 +240,7 @@ func (s *sim) checkDelivered() {
 			switch {
 			case m.state == msgSending:
 				problems = append(problems, fmt.Sprintf("the Send of #%d to %s never returned", m.n, pl.key))
-			case in && m.refused(), !in && !m.lost && (m.state == msgAcked || m.landed):
+			case in && m.neverStored(), !in && !m.lost && (m.state == msgAcked || m.landed):
 				stored, not := "", "not "
 				if m.landed {
 					stored = ", seen stored"

@@ -82,7 +82,14 @@
 //     have joined once more (the load applies them), every inbox is empty
 //     and every message whose Send was acknowledged, or that the simulation
 //     saw stored, is in its player's record (once: a bit per message, the
-//     gifts its sum), every other one at most once, and one refused never;
+//     gifts its sum), every other one at most once, and one refused never.
+//     Half the messages carry an idempotency key and some are sent again
+//     (msgkeys.go): a key names one message of its player (a message is
+//     stored at most once; a key is never stored for another message inside
+//     its window, nor while its message waits or lies dead; a duplicate
+//     answers the key's own message, a conflict names it; the bound on keys
+//     refuses only at the bound), and stubborn messages, refused until the
+//     end, are retried by their holder until they are dead letters;
 //  11. no state of a record wedges a key (DESIGN.md's invariant 12; see
 //     tampercheck.go): while a tamper's damage stands, every script that
 //     meets it refuses it (CORRUPT, nothing written; no script answers
@@ -294,6 +301,13 @@ type sim struct {
 	lastMsg  uint64            // the last number handed out
 	msgIDs   map[string]uint64 // key+"\x00"+inbox id -> number
 	byRecord map[string]*player
+	// The keyed sends (msgkeys.go): their draws, the last key handed out,
+	// the message each key of a record names, and whether what refuses
+	// stubborn messages was mended (the run's end).
+	keyRng    *rand.Rand
+	lastKey   int
+	keyOwners map[string]*keyOwner // record key+"\x00"+idempotency key -> its message
+	mended    bool
 
 	// Invariant 11: what the tampers did (tamper.go).
 	tampers tamperState
@@ -322,6 +336,8 @@ func newSim(tb testing.TB, cfg Config) *sim {
 		msgs:         make(map[uint64]*sentMsg),
 		msgIDs:       make(map[string]uint64),
 		byRecord:     make(map[string]*player),
+		keyRng:       rand.New(rand.NewPCG(cfg.Seed, 0x6a09e667f3bcc909)),
+		keyOwners:    make(map[string]*keyOwner),
 		tampers:      newTamperState(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -7,8 +7,6 @@ package main
 import (
 	"cmp"
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -91,11 +89,10 @@ type adminNode struct {
 // servers read its presence as they read each other's. Warnings of the
 // library go to stderr. The caller closes it.
 func openAdmin(ctx context.Context, r *reader, rf *readFlags, af *adminFlags, spec adminSpec, stderr io.Writer) (*adminNode, error) {
-	var rnd [4]byte
-	if _, err := crand.Read(rnd[:]); err != nil {
+	job, err := adminJob(spec.command)
+	if err != nil {
 		return nil, err
 	}
-	job := "playerdata-" + spec.command + "-" + hex.EncodeToString(rnd[:])
 	key, err := af.requestKey()
 	if err != nil {
 		return nil, err

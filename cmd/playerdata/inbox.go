@@ -213,7 +213,9 @@ func (r *inboxReport) explain(holder string, flag bool, status string) {
 	case status == "alive":
 		s = holder + " holds the profile and reads alive: a live holder applies and saves a message in one step, within a " +
 			"round trip of being told of it over NATS, else at its next autosave or inbox pull (its Autosave period); " +
-			"one still here after that was refused by its OnMessage (counted below), or the holder cannot write to Redis"
+			"one still here after that was refused by its OnMessage (counted below: the holder tries it again at its " +
+			"autosaves until Config.MaxMessageAttempts, and playerdata replay has it tried now), or the holder cannot " +
+			"write to Redis"
 	case status == "stopped":
 		s = holder + " holds the lock but reads stopped: nobody applies them until a load takes the lock over; that load applies them"
 	default:

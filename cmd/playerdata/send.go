@@ -13,6 +13,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -43,7 +44,12 @@ record under NAME is refused unless --allow-new (a typo in KEY, --driver or
 --namespace would store a message nobody reads). Put -- before a BODY_JSON
 that begins with '-'. A send that failed without an answer (a timeout, a
 lost connection) may have stored the message: retry it with the same
---idempotency-key, which stores it at most once.
+--idempotency-key, which stores it at most once: a send whose key the
+profile remembers stores nothing and says it was a duplicate (of which
+message, and whether it still waits, was applied or lies in the dead
+letters; one still waiting is announced to its holder again), and one that
+reuses the key with another BODY_JSON is refused (the key names one
+message). The body is compared as stored: the msgpack of BODY_JSON.
 
 Flags:
   --driver NAME         the driver's Config.Name, e.g. PlayerData (required)
@@ -54,6 +60,8 @@ Flags:
   --idempotency-key K   make the send safe to retry: a send with the same K stores nothing
                         new and prints the first message's id (while it waits or lies
                         dead, and for the servers' IdempotencyWindow, 24 h by default)
+  --idempotency-window D   the servers' Config.IdempotencyWindow (default 24h)
+  --max-idempotency-keys N the servers' Config.MaxIdempotencyKeys (default 10000)
   --subject-prefix NAME the servers' NodeConfig.SubjectPrefix (default CKHandoff)
   --request-key-file F  a file holding the servers' NodeConfig.RequestKey, byte for byte
   --redis URL           Redis, Redis Cluster (any node) or Sentinel (?master_name=M); default
@@ -70,8 +78,10 @@ authenticate their messages (NodeConfig.RequestKey) drop its notification
 unless --request-key-file names a file holding their key: without it the
 holder applies the message as without NATS.
 
-Exit status: 0 sent; 1 failed (the inbox is full, the body too large, Redis
-or NATS unreachable: nothing stored); 2 usage (BODY_JSON that is not JSON
+Exit status: 0 sent, or a duplicate; 1 failed (the inbox is full, the body
+too large, the key names another message or the profile remembers
+--max-idempotency-keys keys, Redis or NATS unreachable: nothing stored); 2
+usage (BODY_JSON that is not JSON
 included), no record of KEY without --allow-new, or a namespace or --driver
 that holds nothing (the ones that do are listed).
 `
@@ -84,6 +94,11 @@ type sendReport struct {
 	RecordKey string `json:"record_key"`
 	ID        string `json:"id"`         // the message id
 	BodyBytes int    `json:"body_bytes"` // the msgpack body's size
+	// Duplicate: an earlier send with the same --idempotency-key stored the
+	// message (ID); this one stored nothing. State is where that message is:
+	// "waiting", "applied" or "dead".
+	Duplicate bool   `json:"duplicate"`
+	State     string `json:"state"`
 	// Holder is the server holding the profile's lock just after the send
 	// ("" when none); Notified says a notification was sent to it over
 	// NATS.
@@ -105,6 +120,8 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		maxBytes int
 		allowNew bool
 		idemKey  string
+		window   time.Duration
+		maxKeys  int
 	)
 	f.add(cmd)
 	af.add(cmd)
@@ -113,6 +130,8 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cmd.fs.IntVar(&maxBytes, "max-message-bytes", datadriver.DefaultMaxMessageBytes, "")
 	cmd.fs.BoolVar(&allowNew, "allow-new", false, "")
 	cmd.fs.StringVar(&idemKey, "idempotency-key", "", "")
+	cmd.fs.DurationVar(&window, "idempotency-window", datadriver.DefaultIdempotencyWindow, "")
+	cmd.fs.IntVar(&maxKeys, "max-idempotency-keys", datadriver.DefaultMaxIdempotencyKeys, "")
 	pos, err := cmd.parse(args, stdout)
 	if err != nil {
 		return err
@@ -128,6 +147,9 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return cmd.mistake("--max-inbox %d: want the servers' MaxInbox, at least 1", maxInbox)
 	case maxBytes < 1:
 		return cmd.mistake("--max-message-bytes %d: want the servers' MaxMessageBytes, at least 1", maxBytes)
+	case window <= 0 || maxKeys < 1:
+		return cmd.mistake("--idempotency-window %s, --max-idempotency-keys %d: want the servers' IdempotencyWindow and "+
+			"MaxIdempotencyKeys, above 0", window, maxKeys)
 	}
 	if err := f.check(cmd); err != nil {
 		return err
@@ -163,7 +185,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	rep, err := send(ctx, r, &f, &af, sendSpec{driver: driver, key: key, body: body, maxInbox: maxInbox, maxBytes: maxBytes,
-		idemKey: idemKey}, stderr)
+		idemKey: idemKey, window: window, maxKeys: maxKeys}, stderr)
 	if err != nil {
 		return err
 	}
@@ -176,6 +198,8 @@ type sendSpec struct {
 	body               []byte
 	maxInbox, maxBytes int
 	idemKey            string // "" for none
+	window             time.Duration
+	maxKeys            int
 }
 
 // send sends body through a Driver[msgpack.RawMessage] of a Node of the
@@ -185,11 +209,13 @@ func send(ctx context.Context, r *reader, f *readFlags, af *adminFlags, s sendSp
 	driver, key, body, maxInbox := s.driver, s.key, s.body, s.maxInbox
 	natsURL := af.natsServer()
 	a, err := openAdmin(ctx, r, f, af, adminSpec{command: "send", driver: driver, handoff: natsURL != "", natsURL: natsURL,
-		cfg: datadriver.Config[msgpack.RawMessage]{MaxInbox: maxInbox, MaxMessageBytes: s.maxBytes, Autosave: -1}}, stderr)
+		cfg: datadriver.Config[msgpack.RawMessage]{MaxInbox: maxInbox, MaxMessageBytes: s.maxBytes, Autosave: -1,
+			IdempotencyWindow: s.window, MaxIdempotencyKeys: s.maxKeys}}, stderr)
 	if err != nil {
 		return nil, fmt.Errorf("send %s: %w", key, err)
 	}
-	var opts []datadriver.SendOption
+	var rc datadriver.SendReceipt
+	opts := []datadriver.SendOption{datadriver.Receipt(&rc)}
 	if s.idemKey != "" {
 		opts = append(opts, datadriver.IdempotencyKey(s.idemKey))
 	}
@@ -199,11 +225,18 @@ func send(ctx context.Context, r *reader, f *readFlags, af *adminFlags, s sendSp
 	case errors.Is(err, datadriver.ErrInboxFull):
 		return nil, fmt.Errorf("%w: nothing was stored (--max-inbox %d: messages leave the inbox as the server holding "+
 			"the profile applies and saves them)", err, maxInbox)
+	case errors.Is(err, datadriver.ErrIdempotencyConflict):
+		return nil, fmt.Errorf("%w (--idempotency-key names one message of the profile: give this one a key of its own, "+
+			"or send the first body again to retry it)", err)
+	case errors.Is(err, datadriver.ErrTooManyIdempotencyKeys):
+		return nil, fmt.Errorf("%w (--max-idempotency-keys %d, --idempotency-window %s: the servers' values)", err,
+			s.maxKeys, s.window)
 	case err != nil:
 		return nil, err
 	}
 	rep := &sendReport{Namespace: r.ns, Driver: driver, Key: key, RecordKey: datadriver.RecordKey(r.ns, driver, key),
-		ID: id, BodyBytes: len(body), Notified: a.node.HandoffStats().NotifiesSent > 0 && cerr == nil}
+		ID: id, BodyBytes: len(body), Notified: a.node.HandoffStats().NotifiesSent > 0 && cerr == nil,
+		Duplicate: rc.Duplicate, State: receiptState(rc)}
 	if cerr != nil {
 		fmt.Fprintf(stderr, "playerdata: warning: message %s is stored, but: %v\n", id, oneLine(cerr.Error()))
 	}
@@ -217,26 +250,63 @@ func send(ctx context.Context, r *reader, f *readFlags, af *adminFlags, s sendSp
 	if rep.Inbox, err = r.readInbox(ctx, rep.RecordKey); err != nil {
 		return nil, fmt.Errorf("message %s is stored, but: %w", id, err)
 	}
+	rep.Next = sendNext(rep, natsURL != "")
+	return rep, nil
+}
+
+// receiptState is where a sent message is: "waiting", "applied" or "dead".
+func receiptState(rc datadriver.SendReceipt) string {
+	switch {
+	case rc.Waiting:
+		return "waiting"
+	case rc.DeadLettered:
+		return "dead"
+	}
+	return "applied"
+}
+
+// sendNext says who applies the message, in one sentence; for a duplicate,
+// first that it is one.
+func sendNext(rep *sendReport, withNATS bool) string {
+	if rep.Duplicate {
+		dup := "a duplicate: an earlier send with this --idempotency-key stored message " + rep.ID + "; nothing new was stored"
+		switch rep.State {
+		case "applied":
+			return dup + ". It was applied and saved already: nothing more to do"
+		case "dead":
+			return dup + ". It lies in the dead letters (refused Config.MaxMessageAttempts times): playerdata inspect " +
+				"shows why, playerdata replay puts it back once OnMessage is mended"
+		}
+		return dup + ". It still waits in the inbox; " + deliveryNext(rep, withNATS)
+	}
+	return deliveryNext(rep, withNATS)
+}
+
+// deliveryNext says who applies a waiting message.
+func deliveryNext(rep *sendReport, withNATS bool) string {
 	switch {
 	case rep.Holder == "":
-		rep.Next = "no server holds the profile: the next load applies the message before Join returns"
+		return "no server holds the profile: the next load applies the message before Join returns"
 	case rep.Notified:
-		rep.Next = rep.Holder + " holds the profile and was told over NATS: it applies the message and saves it in one " +
+		return rep.Holder + " holds the profile and was told over NATS: it applies the message and saves it in one " +
 			"step within a round trip; inspect shows it still waiting after that only if it was refused (with the " +
 			"refusal count) or " + rep.Holder + " cannot write to Redis"
-	case natsURL == "":
-		rep.Next = rep.Holder + " holds the profile; without --nats it was not told: it applies the message at its " +
+	case !withNATS:
+		return rep.Holder + " holds the profile; without --nats it was not told: it applies the message at its " +
 			"next autosave or inbox pull (within its Autosave period), or the next load does"
-	default:
-		rep.Next = rep.Holder + " holds the profile, but no notification went out (it took the lock after the send, " +
-			"or NATS failed): it applies the message at its next autosave or inbox pull"
 	}
-	return rep, nil
+	return rep.Holder + " holds the profile, but no notification went out (it took the lock after the send, " +
+		"or NATS failed): it applies the message at its next autosave or inbox pull"
 }
 
 // printSend prints a report for people: the message id first.
 func printSend(w io.Writer, st style, r *sendReport) {
-	fmt.Fprintf(w, "%s %s sent to %s of %s (%d bytes of msgpack)\n", st.bold("message"), r.ID, r.Key, r.Driver, r.BodyBytes)
+	if r.Duplicate {
+		fmt.Fprintf(w, "%s %s already sent to %s of %s under this idempotency key (%s)\n", st.bold("message"), r.ID, r.Key,
+			r.Driver, r.State)
+	} else {
+		fmt.Fprintf(w, "%s %s sent to %s of %s (%d bytes of msgpack)\n", st.bold("message"), r.ID, r.Key, r.Driver, r.BodyBytes)
+	}
 	fmt.Fprintf(w, "  %-10s %s\n", st.bold("inbox"), r.Inbox)
 	fmt.Fprintf(w, "  → %s\n", wrapText(r.Next, 90, "    "))
 }

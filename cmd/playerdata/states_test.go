@@ -248,8 +248,9 @@ func testReplayDeadLetters(t *testing.T, e testEnv) {
 		args []string
 		want string
 	}{
-		{"no id", nil, "name the dead letters to replay by their ids"},
-		{"not a dead letter", []string{"1-0"}, "not a dead letter of the profile: 1-0 (its dead letters: " + first + ", " + second + ")"},
+		{"no id", nil, "name the messages to replay by their ids"},
+		{"not a dead letter", []string{"1-0"}, "neither a dead letter nor a waiting message of the profile: 1-0 (its dead " +
+			"letters: " + first + ", " + second + "; its refused waiting messages: none)"},
 	} {
 		r := runArgs(t, 10*time.Second, e.args("replay", append([]string{"--driver", "PlayerData", "user:5"}, tc.args...)...)...)
 		if exitStatus(r.err) != exitUsage || !strings.Contains(r.err.Error(), tc.want) {
@@ -277,7 +278,8 @@ func testReplayDeadLetters(t *testing.T, e testEnv) {
 	if got := coins(p); got != 1+7+9 {
 		t.Fatalf("coins %d after the replayed grants of 7 and 9, want 17", got)
 	}
-	if rep := replayJSON(t, "--all"); rep.Moved != 0 || rep.Next != "the profile has no dead letter: nothing to replay" {
+	if rep := replayJSON(t, "--all"); rep.Moved != 0 || rep.Next != "the profile has no dead letter and no refused waiting "+
+		"message: nothing to replay" {
 		t.Fatalf("replay of nothing: %+v", rep)
 	}
 }

@@ -41,12 +41,14 @@ var cliSuite = []struct {
 	{"SendToAnIdleProfileIsAppliedByTheNextJoin", testSendToAnIdleProfileIsAppliedByTheNextJoin},
 	{"SendBeyondMaxInboxStoresNothing", testSendBeyondMaxInboxStoresNothing},
 	{"SendRefusesWhatItCannotSend", testSendRefusesWhatItCannotSend},
+	{"SendTwiceWithAnIdempotencyKey", testSendTwiceWithAnIdempotencyKey},
 	{"RestoreDryRunChangesNothing", testRestoreDryRunChangesNothing},
 	{"RestoreBringsBackAnOlderVersion", testRestoreBringsBackAnOlderVersion},
 	{"RestoreOfACorruptRecord", testRestoreOfACorruptRecord},
 	{"RestoreTakesTheLockLikeAnyLoad", testRestoreTakesTheLockLikeAnyLoad},
 	{"RestoreKeepsToTheRecordsSchema", testRestoreKeepsToTheRecordsSchema},
 	{"ReplayDeadLetters", testReplayDeadLetters},
+	{"ReplayOfARefusedWaitingMessage", testReplayOfARefusedWaitingMessage},
 	{"RepairMakesABrokenRecordLoad", testRepairMakesABrokenRecordLoad},
 }
 

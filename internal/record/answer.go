@@ -25,6 +25,17 @@ func tagged(v any) ([]any, string, error) {
 	return arr, tag, nil
 }
 
+// pairsOf reads a flat {a1, b1, a2, b2, ...} answer, one f(a, b) a pair
+// (nil for an answer that is not an array).
+func pairsOf[T any](v any, f func(a, b any) T) []T {
+	arr, _ := v.([]any)
+	var out []T
+	for i := 0; i+1 < len(arr); i += 2 {
+		out = append(out, f(arr[i], arr[i+1]))
+	}
+	return out
+}
+
 // elem is arr[i], or nil past its end.
 func elem(arr []any, i int) any {
 	if i < len(arr) {

@@ -26,7 +26,8 @@ func snapshot(t testing.TB, rdb redis.UniversalClient, key string) map[string]st
 	t.Helper()
 	ctx := context.Background()
 	out := map[string]string{}
-	for _, k := range []string{key, record.InboxKey(key), record.HistoryKey(key), record.TriesKey(key), record.DeadKey(key)} {
+	for _, k := range []string{key, record.InboxKey(key), record.HistoryKey(key), record.TriesKey(key), record.DeadKey(key),
+		record.IdemKey(key), record.IdemAtKey(key)} {
 		ty, err := rdb.Type(ctx, k).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -46,6 +47,11 @@ func snapshot(t testing.TB, rdb redis.UniversalClient, key string) map[string]st
 		case "stream":
 			n, _ := rdb.XLen(ctx, k).Result()
 			out[k+" len"] = strconv.FormatInt(n, 10)
+		case "zset":
+			zs, _ := rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
+			for _, z := range zs {
+				out[k+" "+fmt.Sprint(z.Member)] = strconv.FormatFloat(z.Score, 'f', -1, 64)
+			}
 		}
 	}
 	return out

@@ -2,6 +2,8 @@ package record
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -37,12 +39,7 @@ func (m Message) At() time.Time {
 
 // messages reads a flat {id, body, id, body, ...} answer.
 func messages(v any) []Message {
-	arr, _ := v.([]any)
-	var out []Message
-	for i := 0; i+1 < len(arr); i += 2 {
-		out = append(out, Message{ID: str(arr[i]), Body: blob(arr[i+1])})
-	}
-	return out
+	return pairsOf(v, func(id, body any) Message { return Message{ID: str(id), Body: blob(body)} })
 }
 
 // SendOutcome is what a send did.
@@ -60,18 +57,37 @@ const (
 	// SendCorrupt: a key or field of the record is not what this library
 	// writes (SendResult.Corrupt); nothing was stored.
 	SendCorrupt
+	// IdempotencyConflict: the idempotency key names message SendResult.ID,
+	// whose body is another; nothing was stored.
+	IdempotencyConflict
+	// TooManyKeys: the profile remembers SendResult.Count idempotency keys,
+	// the most allowed, none of them forgettable yet; nothing was stored.
+	TooManyKeys
+)
+
+// MessageState is where a message is, as a duplicate send found it.
+type MessageState string
+
+// The states of a duplicate's message.
+const (
+	MessageWaiting MessageState = "waiting" // in the inbox
+	MessageDead    MessageState = "dead"    // a dead letter
+	MessageApplied MessageState = "applied" // applied and saved: no longer in the inbox
 )
 
 // SendArgs are the arguments of send.lua beside the body.
 type SendArgs struct {
 	// MaxInbox is the most messages the inbox may hold.
 	MaxInbox int
-	// IdempotencyKey, when not empty, makes the send idempotent: a profile
-	// that remembers the key stores nothing and answers the first id.
+	// IdempotencyKey, when not empty, names the message: a profile that
+	// remembers the key stores nothing, and answers the first id when the
+	// body is the same (a digest of it is kept with the key), a conflict
+	// otherwise.
 	IdempotencyKey string
 	// IdempotencyWindow is how long a key is remembered after its send (and
 	// always while its message waits or is dead-lettered); IdempotencyKeys
-	// bounds how many a profile remembers.
+	// bounds how many a profile remembers: at the bound a keyed send is
+	// refused (TooManyKeys).
 	IdempotencyWindow time.Duration
 	IdempotencyKeys   int
 }
@@ -79,19 +95,32 @@ type SendArgs struct {
 // SendResult is send.lua's answer.
 type SendResult struct {
 	Outcome SendOutcome
-	ID      string // Sent and Duplicate: the message id
+	ID      string // Sent, Duplicate and IdempotencyConflict: the message id
+	// State is where a Duplicate's message is.
+	State MessageState
 	// Holder is the session that holds the profile's lock now (Job and
 	// Token; empty when nobody does): the server to notify.
 	Holder  Lock
-	Count   int64        // InboxFull: the inbox size
+	Count   int64        // InboxFull: the inbox size; TooManyKeys: the keys remembered
 	Corrupt CorruptField // SendCorrupt: what is wrong
 }
 
 // SendCall is the send.lua call storing body in the inbox of the record at
 // key, to run on its own or in a pipeline (see ParseSend for its answer).
 func SendCall(key string, body []byte, a SendArgs) rscript.Call {
+	digest := ""
+	if a.IdempotencyKey != "" {
+		digest = BodyDigest(body)
+	}
 	return rscript.Call{Script: sendScript, Keys: []string{key, InboxKey(key), IdemKey(key), IdemAtKey(key)},
-		Args: []any{body, a.MaxInbox, a.IdempotencyKey, a.IdempotencyWindow.Milliseconds(), a.IdempotencyKeys}}
+		Args: []any{body, a.MaxInbox, a.IdempotencyKey, a.IdempotencyWindow.Milliseconds(), a.IdempotencyKeys, digest}}
+}
+
+// BodyDigest is the digest of a message body kept with its idempotency key:
+// the first 128 bits of its SHA-256, in hex.
+func BodyDigest(body []byte) string {
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:16])
 }
 
 // Send stores body in the inbox of the record at key, unless the inbox
@@ -114,11 +143,16 @@ func ParseSend(v any) (SendResult, error) {
 	}
 	switch tag {
 	case "OK", "DUP":
-		res := SendResult{Outcome: Sent, ID: str(elem(arr, 1)), Holder: Lock{Job: str(elem(arr, 2)), Token: str(elem(arr, 3))}}
+		res := SendResult{Outcome: Sent, ID: str(elem(arr, 1)), Holder: Lock{Job: str(elem(arr, 2)), Token: str(elem(arr, 3))},
+			State: MessageWaiting}
 		if tag == "DUP" {
-			res.Outcome = Duplicate
+			res.Outcome, res.State = Duplicate, MessageState(str(elem(arr, 4)))
 		}
 		return res, nil
+	case "CONFLICT":
+		return SendResult{Outcome: IdempotencyConflict, ID: str(elem(arr, 1))}, nil
+	case "KEYS":
+		return SendResult{Outcome: TooManyKeys, Count: num(elem(arr, 1))}, nil
 	case "FULL":
 		return SendResult{Outcome: InboxFull, Count: num(elem(arr, 1))}, nil
 	case "CORRUPT":
@@ -160,26 +194,31 @@ func ReadDeadLetters(ctx context.Context, rdb redis.Cmdable, key string, max int
 	return out, nil
 }
 
-// ReplayResult is what ReplayDeadLetters did.
+// ReplayResult is what Replay did.
 type ReplayResult struct {
-	// Moved counts the messages put back in the inbox.
-	Moved int
+	// Moved counts the dead letters put back in the inbox; Retried the
+	// waiting messages whose refusal count was dropped.
+	Moved, Retried int
 	// Holder is the session that holds the profile's lock (to notify).
 	Holder Lock
 	// Corrupt, when Field is set, says which key is not what this library
-	// writes (nothing was moved).
+	// writes (nothing was changed).
 	Corrupt CorruptField
 }
 
-// ReplayDeadLetters moves the dead letters ids of the record at key (all of
-// them, up to 1000, when ids is empty) back to its inbox, with their bodies
-// and idempotency keys, under new ids: one round trip (replay.lua).
-func ReplayDeadLetters(ctx context.Context, rdb redis.Scripter, key string, ids []string) (ReplayResult, error) {
+// Replay has messages of the record at key tried again, by their ids (all
+// of them when ids is empty: every dead letter, up to 1000, and every
+// waiting message refused at least once): a dead letter moves back to the
+// inbox with its body and idempotency key, under a new id; a message
+// waiting in the inbox stays, its refusal count dropped. Ids that name
+// neither are passed over. One round trip (replay.lua).
+func Replay(ctx context.Context, rdb redis.Scripter, key string, ids []string) (ReplayResult, error) {
 	args := make([]any, len(ids))
 	for i, id := range ids {
 		args[i] = id
 	}
-	v, err := replayScript.Run(ctx, rdb, []string{key, InboxKey(key), DeadKey(key)}, args...).Result()
+	v, err := replayScript.Run(ctx, rdb, []string{key, InboxKey(key), DeadKey(key), TriesKey(key), IdemKey(key),
+		IdemAtKey(key)}, args...).Result()
 	if err != nil {
 		return ReplayResult{}, err
 	}
@@ -190,7 +229,8 @@ func ReplayDeadLetters(ctx context.Context, rdb redis.Scripter, key string, ids 
 	if tag, _ := arr[0].(string); tag == "CORRUPT" {
 		return ReplayResult{Corrupt: CorruptField{Field: str(arr[1]), Why: str(arr[2])}}, nil
 	}
-	return ReplayResult{Moved: int(num(arr[0])), Holder: Lock{Job: str(arr[1]), Token: str(arr[2])}}, nil
+	return ReplayResult{Moved: int(num(arr[0])), Holder: Lock{Job: str(arr[1]), Token: str(arr[2])},
+		Retried: int(num(elem(arr, 3)))}, nil
 }
 
 // ReadInbox returns the oldest messages (at most max) of the inbox of the

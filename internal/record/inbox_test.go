@@ -2,7 +2,6 @@ package record_test
 
 import (
 	"context"
-	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -51,35 +50,6 @@ func TestSendIdempotencyKey(t *testing.T) {
 	}
 }
 
-// A profile remembers a bounded number of keys: the oldest are forgotten
-// first, but never one whose message still waits.
-func TestSendIdempotencyKeysAreBounded(t *testing.T) {
-	r := testsupport.StartRedis(t)
-	rdb := r.Client(t)
-	ctx := context.Background()
-	key := record.Key(r.Namespace, "PlayerData", "user:1")
-	a := sendArgs("")
-	a.IdempotencyKeys, a.MaxInbox = 10, 1000
-	for i := range 40 {
-		a.IdempotencyKey = fmt.Sprintf("order-%d", i)
-		if res, err := record.Send(ctx, rdb, key, []byte("x"), a); err != nil || res.Outcome != record.Sent {
-			t.Fatalf("send %d: %+v, %v", i, res, err)
-		}
-	}
-	// Every message waits: no key may be forgotten yet.
-	if n, _ := rdb.HLen(ctx, record.IdemKey(key)).Result(); n != 40 {
-		t.Errorf("%d keys remembered while their 40 messages wait, want 40", n)
-	}
-	rdb.Del(ctx, record.InboxKey(key)) // as if all were applied
-	for i := 40; i < 60; i++ {
-		a.IdempotencyKey = fmt.Sprintf("order-%d", i)
-		record.Send(ctx, rdb, key, []byte("x"), a)
-	}
-	if n, _ := rdb.HLen(ctx, record.IdemKey(key)).Result(); n > 40 {
-		t.Errorf("%d keys remembered with a bound of 10 once the messages were applied; the oldest must go", n)
-	}
-}
-
 // A message refused MaxAttempts times moves, in the save that counts the
 // last refusal, to the dead letters (with its idempotency key, which stays
 // remembered); a replay puts it back in the inbox.
@@ -124,7 +94,7 @@ func TestRefusedMessagesAreDeadLettered(t *testing.T) {
 	if dup, _ := record.Send(ctx, rdb, key, []byte("poison"), sendArgs("order-9")); dup.Outcome != record.Duplicate {
 		t.Errorf("a retried send of a dead-lettered message = %+v, want Duplicate", dup)
 	}
-	rep, err := record.ReplayDeadLetters(ctx, rdb, key, nil)
+	rep, err := record.Replay(ctx, rdb, key, nil)
 	if err != nil || rep.Moved != 1 || rep.Holder.Job != "server-a" {
 		t.Fatalf("replay = %+v, %v", rep, err)
 	}

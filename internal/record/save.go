@@ -375,6 +375,10 @@ type SaveResult struct {
 	// counts the refused messages this write moved to the dead letters.
 	HistoryUnusable, InboxUnusable bool
 	DeadLettered                   int
+	// Tries, for a write that carried refusals: how many times each refused
+	// message has been refused now, in the order of SaveArgs.Refused (one
+	// refused MaxAttempts times was dead-lettered by this write).
+	Tries []Tries
 
 	// When LockLost: who holds the lock now (Job and Token; empty: nobody).
 	Holder Lock
@@ -383,6 +387,12 @@ type SaveResult struct {
 	// When CorruptRecord: what is wrong, and whether the lock was freed.
 	Corrupt CorruptField
 	Freed   bool
+}
+
+// Tries is how many times a holder's OnMessage has refused message ID.
+type Tries struct {
+	ID string
+	N  int64
 }
 
 // Save runs save.lua on the record at key: one round trip.
@@ -446,5 +456,11 @@ func ParseSave(v any) (SaveResult, error) {
 		HistoryUnusable: num(elem(arr, 6))&1 != 0,
 		InboxUnusable:   num(elem(arr, 6))&2 != 0,
 		DeadLettered:    int(num(elem(arr, 7))),
+		Tries:           triesOf(elem(arr, 8)),
 	}, nil
+}
+
+// triesOf reads a flat {id, n, ...} answer (nil: none).
+func triesOf(v any) []Tries {
+	return pairsOf(v, func(id, n any) Tries { return Tries{ID: str(id), N: num(n)} })
 }

@@ -260,12 +260,19 @@ const (
 	SendInboxFull
 	// SendFailed: any other error.
 	SendFailed
+	// SendDuplicate: an earlier send with the same idempotency key stored
+	// the message; nothing new was stored.
+	SendDuplicate
+	// SendKeyConflict: refused with ErrIdempotencyConflict.
+	SendKeyConflict
+	// SendKeysFull: refused with ErrTooManyIdempotencyKeys.
+	SendKeysFull
 	sendOutcomes
 )
 
 // String is the attribute value.
 func (o SendOutcome) String() string {
-	return label(o, "ok", "inbox_full", "failed")
+	return label(o, "ok", "inbox_full", "failed", "duplicate", "key_conflict", "keys_full")
 }
 
 // DropReason is why a message that reached this server was dropped.

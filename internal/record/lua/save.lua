@@ -79,7 +79,7 @@
 -- Every field the script computes with is checked before anything is written.
 --
 -- Answers {code, ...}:
---   {1|2|3|4, ver, epoch, moved (1|0), histAt, inboxSeq, flags, dead}  accepted. 1: saved. 2: released.
+--   {1|2|3|4, ver, epoch, moved (1|0), histAt, inboxSeq, flags, dead[, tries]}  accepted. 1: saved. 2: released.
 --       3: already released (a retried release found its own release landed). 4: already
 --       settled (settle mode, the record no longer carries the trade). histAt: when this
 --       write kept a version (ms; 0: it kept none); inboxSeq: how many messages were ever
@@ -87,7 +87,9 @@
 --       read from the record and not changed goes back as it was read: converting costs
 --       Redis time). flags: 1 the history key is not a hash (no version was kept), 2 the
 --       inbox key is not a stream (applied messages could not be deleted: they are gone
---       with it). dead: how many refused messages this write moved to the dead letters
+--       with it). dead: how many refused messages this write moved to the dead letters;
+--       tries, only with the 'refused' option: {id1, n1, ...}, how many times each refused
+--       message has been refused now (n >= max: it was dead-lettered)
 --   {5, job|'', token|''}   lost: the lock is not the profile's; nothing written
 --   {6, tradeId}            trade: another trade is pending on the record; nothing written
 --   {7, field, why, freed}  corrupt: a field the write relies on is not what this library
@@ -267,11 +269,14 @@ end
 if tradeID and trade == tradeID then
   redis.call('HDEL', rec, 'trade')
 end
-local dead = 0
+local dead, tries = 0, nil
 if refused0 then
+  tries = {}
   for j = refused0, refused1, 2 do
     local id, err = ARGV[j], ARGV[j + 1]
     local n = redis.call('HINCRBY', KEYS[4], id, 1)
+    tries[#tries + 1] = id
+    tries[#tries + 1] = n
     redis.call('HSET', KEYS[4], id .. ':err', err, id .. ':job', refusedJob)
     if refusedMax > 0 and n >= refusedMax then
       local e = redis.pcall('XRANGE', KEYS[2], id, id)
@@ -326,7 +331,7 @@ if moved == 0 and not uids and histAt == 0 and flags == 0 and dead == 0 then
   else
     redis.call('HSET', rec, 'lock.at', now)
   end
-  return {code, vn, tonumber(epoch), 0, 0, seq, 0, 0}
+  return {code, vn, tonumber(epoch), 0, 0, seq, 0, 0, tries}
 end
 
 -- Any other write: the fields gathered in a table, written by one HSET.
@@ -354,4 +359,4 @@ elseif moved == 1 then
   put('lock.token', tok); put('lock.job', eJob); put('lock.presence', ePresence)
 end
 redis.call(unpack(set))
-return {code, vn, tonumber(epoch), moved, histAt, seq, flags, dead}
+return {code, vn, tonumber(epoch), moved, histAt, seq, flags, dead, tries}
