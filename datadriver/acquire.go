@@ -199,6 +199,7 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		leave:    make(chan struct{}, 1),
 		pullC:    make(chan struct{}, 1),
 		w: writer{ver: a.Ver, lastData: a.Data, schema: a.Schema, schemaMin: a.SchemaMin, corrupt: corrupt,
+			stored: record.KeptMeta{At: a.At, Schema: a.Schema, SchemaMin: a.SchemaMin},
 			histAt: a.HistAt, redisNow: a.Now, loadedAt: sentAt, lastWrite: sentAt, inboxSeq: a.InboxSeq},
 	}
 	p.epoch.Store(a.Epoch)

@@ -27,6 +27,11 @@ const (
 	DefaultHistory            = 24                // with HistoryEvery, a day of play
 	MaxHistory                = 1000              // the most versions History may keep
 	DefaultHistoryEvery       = time.Hour         // a day back in History versions; an hour-old mistake undone
+	// DefaultHistoryBytesPerData is HistoryBytes's default as a multiple of
+	// MaxDataBytes: the default day of versions of a profile takes about one
+	// compressed copy and its deltas, a fraction of this, and a big profile
+	// kept in many versions stays within this multiple of its size.
+	DefaultHistoryBytesPerData = 8
 	DefaultMaxInbox           = 1000              // messages are gifts and grants, not a queue
 	DefaultMaxMessageBytes    = 64 << 10          // a message is a gift or a grant, not a profile
 	DefaultMaxMessageAttempts = 5                 // rides out a passing failure; a message that never applies stops costing pulls
@@ -140,6 +145,11 @@ type Config[T any] struct {
 	// HistoryEvery: what RestoreAt can reach. [DefaultHistory, DefaultHistoryEvery]
 	History      int
 	HistoryEvery time.Duration
+	// HistoryBytes bounds the Redis bytes of one profile's kept versions
+	// (compressed copies and deltas, as stored): the oldest go first beyond
+	// it, as beyond History; the newest is kept whatever its size.
+	// [DefaultHistoryBytesPerData × MaxDataBytes: 32 MiB]
+	HistoryBytes int
 	// OnMessage applies a message (Driver.Send) to a copy of the data, kept
 	// when it returns nil: applied exactly once. After MaxMessageAttempts
 	// refusals a message is a dead letter. [nil; DefaultMaxMessageAttempts]
@@ -179,8 +189,9 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 			return c, fmt.Errorf("%w: %s is negative (%s)", ErrInvalidConfig, d.name, d.v)
 		}
 	}
-	if c.MaxDataBytes < 0 {
-		return c, fmt.Errorf("%w: MaxDataBytes is negative (%d)", ErrInvalidConfig, c.MaxDataBytes)
+	if c.MaxDataBytes < 0 || c.HistoryBytes < 0 {
+		return c, fmt.Errorf("%w: MaxDataBytes and HistoryBytes must not be negative (%d, %d)", ErrInvalidConfig,
+			c.MaxDataBytes, c.HistoryBytes)
 	}
 	if c.LockWait == 0 {
 		c.LockWait = DefaultLockWait
@@ -230,6 +241,9 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 	}
 	if c.MaxDataBytes == 0 {
 		c.MaxDataBytes = DefaultMaxDataBytes
+	}
+	if c.HistoryBytes == 0 {
+		c.HistoryBytes = DefaultHistoryBytesPerData * c.MaxDataBytes
 	}
 	return c, nil
 }

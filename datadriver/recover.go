@@ -65,7 +65,7 @@ func (d *Driver[T]) recoverTrade(ctx context.Context, key, token string, a *reco
 		return fmt.Errorf("recover trade %s of %q: settle: %w", id, key, err)
 	}
 	if res.How != record.HowAlreadySettled {
-		a.Data, a.Ver, a.Schema, a.SchemaMin = img, res.Ver, part.Schema, part.SchemaMin
+		a.Data, a.Ver, a.Schema, a.SchemaMin, a.At = img, res.Ver, part.Schema, part.SchemaMin, res.At
 	}
 	a.Trade = ""
 	d.node.markSettled(j, id, []int{i})

@@ -192,6 +192,7 @@ func (p *Profile[T]) settled(res writeRes, img []byte) {
 	}
 	p.w.ver, p.w.lastData = res.Ver, img
 	p.w.schema, p.w.schemaMin = p.imageSchema()
+	p.w.stored = record.KeptMeta{At: res.At, Schema: p.w.schema, SchemaMin: p.w.schemaMin}
 	p.w.lastWrite = res.sentAt
 	p.epoch.Store(res.Epoch)
 	p.d.mu.Lock()

@@ -169,6 +169,7 @@ func (p *Profile[T]) landed(req record.SaveArgs, snap snapshot, res writeRes, tr
 	w.ver, w.lastData = res.Ver, snap.data // snap.data is the stored data when the write sent none
 	if req.Data != nil {
 		w.schema, w.schemaMin = req.Schema, req.SchemaMin
+		w.stored = record.KeptMeta{At: res.At, Schema: req.Schema, SchemaMin: req.SchemaMin}
 		w.keepNext = false
 	}
 	if res.HistAt.After(w.histAt) {
@@ -210,6 +211,11 @@ func (p *Profile[T]) noteBroken(res record.SaveResult) {
 		w.warnedHistory = true
 		d.log.Error("the history key is not a hash: saves go on, but keep no version; "+
 			repairHint(d.cfg.Name, p.key, "history"), "key", p.key)
+	}
+	if res.VersionSkipped && !w.warnedVersion {
+		w.warnedVersion = true
+		d.log.Warn("a version was due but not kept: the record's time or schema is not what this server loaded "+
+			"(changed by another tool?); the next write keeps one", "key", p.key)
 	}
 	if res.InboxUnusable && !w.warnedInbox {
 		w.warnedInbox = true

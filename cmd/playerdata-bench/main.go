@@ -46,6 +46,13 @@ baselines, rounds interleaved, after a warm-up:
                   Go heap per resident profile
   messages        Driver.Send → OnMessage on the holder: p50, p99
 
+With --big-history it measures only the big-profile history: a profile near
+the default MaxDataBytes (4 MiB), a version kept by every save, 5 % of the
+values changed by each; save p50/p99 with 10, 100 and 1,000 kept versions,
+another client's worst PING meanwhile, the slowest single Redis command
+(SLOWLOG), and ReadVersion of the oldest version (latency, bytes allocated).
+It takes minutes (--quick: 10 and 100 versions).
+
 Without --redis / --nats it starts an embedded Redis (miniredis) and NATS in
 the process, and says loudly that such figures are not representative: give
 a real Redis and NATS of your own (not one under other load). It works under
@@ -59,6 +66,7 @@ Flags:
   --quick            a shorter run: ends within a minute
   --json             print one JSON object instead of the text
   --report DIR       also write charts (SVG), result.json and index.html into DIR
+  --big-history      measure only the big-profile history (minutes)
 
 Exit status: 0 measured, 1 a measurement failed or a server cannot be
 reached, 2 usage.
@@ -100,7 +108,7 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 // flags are the command's flags.
 type flags struct {
 	redisURL, natsURL, prefix string
-	quick, json               bool
+	quick, json, bigHistory   bool
 	report                    string
 }
 
@@ -115,6 +123,7 @@ func parse(args []string, stdout io.Writer) (flags, error) {
 	fs.BoolVar(&f.quick, "quick", false, "")
 	fs.BoolVar(&f.json, "json", false, "")
 	fs.StringVar(&f.report, "report", "", "")
+	fs.BoolVar(&f.bigHistory, "big-history", false, "")
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -124,6 +133,9 @@ func parse(args []string, stdout io.Writer) (flags, error) {
 		return f, usagef("%v", err)
 	case fs.NArg() > 0:
 		return f, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if f.bigHistory && f.report != "" {
+		return f, usagef("--report draws the other measurements: not with --big-history")
 	}
 	if err := messaging.ValidJobID(f.prefix); err != nil {
 		return f, usagef("--namespace %q: %v", f.prefix, err)
@@ -159,6 +171,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if f.quick {
 		cfg = bench.QuickConfig()
 	}
+	cfg.BigHistory = f.bigHistory
 	res, err := bench.Run(ctx, bench.Env{
 		RedisOptions: env.RedisOptions, NATSURL: env.NATSURL, Namespace: env.Namespace,
 		EmbeddedRedis: env.Embedded, EmbeddedNATS: env.EmbeddedNATS, Progress: stderr,

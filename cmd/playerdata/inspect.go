@@ -328,17 +328,17 @@ func readVersions(ctx context.Context, rdb redis.UniversalClient, rk string) ([]
 	if err != nil {
 		return nil, fmt.Errorf("versions: %w", err)
 	}
-	h, err := record.ReadHistory(ctx, rdb, rk)
-	if err != nil {
-		return nil, fmt.Errorf("history: %w", err)
-	}
 	dec, err := newDecoder()
 	if err != nil {
 		return nil, err
 	}
 	defer dec.Close()
+	checked, err := res.History.Check(ctx, rdb, rk, dec)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
 	health := map[int64]record.Health{}
-	for _, hv := range h.Check(dec) {
+	for _, hv := range checked {
 		health[hv.Ver] = hv
 	}
 	out := []versionReport{}

@@ -190,12 +190,12 @@ func testInspectNamesDamagedVersions(t *testing.T, e testEnv) {
 	h := newHistory(t, e, "", false) // ver 3 current; 2 kept whole, 1 a delta against it
 	ctx := context.Background()
 	hk := record.HistoryKey(h.rk)
-	raw, err := e.rdb.HGet(ctx, hk, "f2.1").Bytes() // f2 is its metadata, f2.1 the first chunk of its data
+	raw, err := e.rdb.HGet(ctx, hk, "k2").Bytes() // its header, then its data compressed
 	if err != nil {
-		t.Fatalf("ver 2 is not kept whole: %v", err)
+		t.Fatalf("ver 2 is not kept: %v", err)
 	}
-	raw[len(raw)-2] ^= 0x40
-	if err := e.rdb.HSet(ctx, hk, "f2.1", raw).Err(); err != nil {
+	raw[len(raw)-2] ^= 0x40 // in its data
+	if err := e.rdb.HSet(ctx, hk, "k2", raw).Err(); err != nil {
 		t.Fatal(err)
 	}
 	rep := h.inspectVersions(t)
@@ -230,10 +230,11 @@ func testInspectAndRestoreWholeTextVersions(t *testing.T, e testEnv) {
 	h := newHistory(t, e, "", false) // ver 3 current; 2 and 1 kept
 	ctx := context.Background()
 	hk := record.HistoryKey(h.rk)
-	hist, err := record.ReadHistory(ctx, e.rdb, h.rk)
+	res, err := record.Versions(ctx, e.rdb, h.rk)
 	if err != nil {
 		t.Fatal(err)
 	}
+	hist := res.History
 	dec, err := newDecoder()
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +247,7 @@ func testInspectAndRestoreWholeTextVersions(t *testing.T, e testEnv) {
 	defer enc.Close()
 	var fields []any
 	for _, v := range hist.Versions {
-		data, err := hist.Data(v.Ver, dec)
+		data, err := hist.Read(ctx, e.rdb, h.rk, v.Ver, dec)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -104,6 +104,11 @@ type Config struct {
 	// ones).
 	// default: 2000
 	Messages int
+	// BigHistory runs only the big-profile history (BigHistory): a profile
+	// near the default MaxDataBytes kept in up to 1,000 versions, which
+	// takes minutes.
+	// default: false (the other measurements)
+	BigHistory bool
 }
 
 // QuickConfig is a run that ends within a minute on a small machine: fewer
@@ -211,6 +216,8 @@ type Result struct {
 	Memory        Memory                            `json:"memory"`
 	Messages      Messages                          `json:"messages"`
 	Flood         Flood                             `json:"flood"`
+	// BigHistory is the big-profile history, measured alone (Config.BigHistory).
+	BigHistory *BigHistory `json:"big_history,omitempty"`
 	// Notes say what a figure does not show (a server without INFO cpu,
 	// embedded servers).
 	Notes []string `json:"notes,omitempty"`
@@ -305,6 +312,13 @@ func Run(ctx context.Context, env Env, cfg Config) (*Result, error) {
 		{"memory", r.runMemory},
 		{"messages", r.runMessages},
 		{"flood", r.runFlood},
+	}
+	if cfg.BigHistory {
+		steps = steps[:0]
+		steps = append(steps, struct {
+			name string
+			run  func(context.Context) error
+		}{"big-profile history", r.runBigHistory})
 	}
 	for i, s := range steps {
 		r.progress("[%d/%d] %s", i+1, len(steps), s.name)

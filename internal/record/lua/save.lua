@@ -30,20 +30,22 @@
 --                           record is marked with another trade every write is refused,
 --                           but a bare release (no data), which gives the lock back and
 --                           leaves the mark for the next loader
---   'keep', n, every, oldVer, always, seen, nk, nr, nd, nk + nr name/value pairs, nd names
+--   'keep', n, every, oldVer, always, seen, at, schema, schemaMin, nk, nr, nd, nk + nr name/value
+--                           pairs, nd names
 --                           history: keep n versions (0: none); the first data write at
 --                           least `every` ms after the last kept version keeps the data
 --                           it replaces (sent when the caller reckons a version is due),
---                           if it is version oldVer (the stored ver); always = '1' keeps
---                           it whatever the interval (the data before a restore). The
---                           version is kept whole: f<oldVer> = the record's
---                           "<at>,<schema>,<schema.min>", and the nk pairs (its data,
---                           compressed and cut by the caller: f<oldVer>.1 ...). When the
---                           record's hist.at is `seen` (the history is as the caller
---                           read it), the nr pairs (the previous newest rewritten as a
---                           delta) are written too and the nd fields (the trimmed
---                           versions', the rewritten one's) deleted; otherwise the script
---                           trims the oldest beyond n itself and rewrites nothing
+--                           if it is version oldVer (the stored ver) and the record's at,
+--                           schema and schema.min are the at, schema and schemaMin the
+--                           caller wrote in its header (else flag 4: not kept); always =
+--                           '1' keeps it whatever the interval (the data before a
+--                           restore). The nk pairs are the kept version, whole, as the
+--                           caller cut it (k<oldVer>, ...). When the record's hist.at is
+--                           `seen` (the history is as the caller listed it), the nd fields
+--                           (the trimmed versions', the rewritten one's) are deleted and
+--                           the nr pairs (the previous newest, rewritten) written;
+--                           otherwise the script trims the oldest beyond n itself (by
+--                           count: HKEYS of the history) and rewrites nothing
 --   'earlier', job, presence, n, token1 .. tokenN
 --                           earlier tokens of the same profile (set after an adoption
 --                           whose save has not landed), and the job id and presence flag
@@ -79,7 +81,7 @@
 -- Every field the script computes with is checked before anything is written.
 --
 -- Answers {code, ...}:
---   {1|2|3|4, ver, epoch, moved (1|0), histAt, inboxSeq, flags, dead}  accepted. 1: saved. 2: released.
+--   {1|2|3|4, ver, epoch, moved (1|0), histAt, inboxSeq, flags, dead, at}  accepted. 1: saved. 2: released.
 --       3: already released (a retried release found its own release landed). 4: already
 --       settled (settle mode, the record no longer carries the trade). histAt: when this
 --       write kept a version (ms; 0: it kept none); inboxSeq: how many messages were ever
@@ -87,7 +89,9 @@
 --       read from the record and not changed goes back as it was read: converting costs
 --       Redis time). flags: 1 the history key is not a hash (no version was kept), 2 the
 --       inbox key is not a stream (applied messages could not be deleted: they are gone
---       with it). dead: how many refused messages this write moved to the dead letters
+--       with it), 4 the version was due but not kept (the record's at or schema is not what
+--       the caller's header says). dead: how many refused messages this write moved to the
+--       dead letters. at: the data's write time this write stamped (ms; 0: it wrote no data)
 --   {5, job|'', token|''}   lost: the lock is not the profile's; nothing written
 --   {6, tradeId}            trade: another trade is pending on the record; nothing written
 --   {7, field, why, freed}  corrupt: a field the write relies on is not what this library
@@ -138,7 +142,7 @@ if ARGV[i] == 'trade' then
 end
 if ARGV[i] == 'keep' then
   keep = i + 1
-  i = i + 9 + 2 * (tonumber(ARGV[i + 6]) + tonumber(ARGV[i + 7])) + tonumber(ARGV[i + 8])
+  i = i + 12 + 2 * (tonumber(ARGV[i + 9]) + tonumber(ARGV[i + 10])) + tonumber(ARGV[i + 11])
 end
 if ARGV[i] == 'earlier' then
   eJob, ePresence = ARGV[i + 1], ARGV[i + 2]
@@ -202,12 +206,12 @@ if trade and trade ~= '' and trade ~= tradeID and (hasData or mode ~= 'release')
 end
 
 -- Keep version v (the data this write replaces) in hist, as the caller planned it when
--- the history is as it read it, else trimming the oldest beyond ARGV[keep] itself. old
--- holds the record's at, schema, schema.min and hist.at.
+-- the history is as it listed it, else trimming the oldest beyond ARGV[keep] itself. old
+-- holds the record's hist.at.
 local function keepVersion(hist, v, old, keep)
-  local nk, nr, nd = tonumber(ARGV[keep + 5]), tonumber(ARGV[keep + 6]), tonumber(ARGV[keep + 7])
-  local set0 = keep + 8
-  local set1 = set0 + 2 * nk - 1 -- the kept version's chunks: set0 .. set1
+  local nk, nr, nd = tonumber(ARGV[keep + 8]), tonumber(ARGV[keep + 9]), tonumber(ARGV[keep + 10])
+  local set0 = keep + 11
+  local set1 = set0 + 2 * nk - 1 -- the kept version's fields: set0 .. set1
   local del = {}
   if ARGV[keep + 4] ~= '' and ARGV[keep + 4] == old[4] then
     set1 = set1 + 2 * nr -- and the rewritten version's
@@ -217,7 +221,7 @@ local function keepVersion(hist, v, old, keep)
   else
     local fields, vers = {}, {} -- each version's fields; the versions
     for _, name in ipairs(redis.call('HKEYS', hist)) do
-      local n = tonumber(string.match(name, '^[dtfv](%d+)'))
+      local n = tonumber(string.match(name, '^[dtfvk](%d+)'))
       if n then
         if not fields[n] then
           fields[n] = {}
@@ -241,9 +245,7 @@ local function keepVersion(hist, v, old, keep)
   for j = 1, #del, 1000 do
     redis.call('HDEL', hist, unpack(del, j, math.min(j + 999, #del)))
   end
-  local meta = (old[1] or '0') .. ',' .. (old[2] or '0') .. ',' .. (old[3] or '0')
-  redis.call('HSET', hist, 'f' .. v, meta, unpack(ARGV, set0, math.min(set1, set0 + 1999)))
-  for j = set0 + 2000, set1, 2000 do
+  for j = set0, set1, 2000 do
     redis.call('HSET', hist, unpack(ARGV, j, math.min(set1, j + 1999)))
   end
 end
@@ -260,8 +262,12 @@ if keep and hasData and tonumber(ARGV[keep]) > 0 and tonumber(ARGV[keep + 2]) ==
   local old = redis.call('HMGET', rec, 'at', 'schema', 'schema.min', 'hist.at')
   local nowMS = t[1] * 1000 + math.floor(t[2] / 1000)
   if ARGV[keep + 3] == '1' or nowMS - (tonumber(old[4]) or 0) >= tonumber(ARGV[keep + 1]) then
-    keepVersion(KEYS[3], tonumber(ver), old, keep)
-    histAt = nowMS
+    if (old[1] or '') == ARGV[keep + 5] and (old[2] or '0') == ARGV[keep + 6] and (old[3] or '0') == ARGV[keep + 7] then
+      keepVersion(KEYS[3], tonumber(ver), old, keep)
+      histAt = nowMS
+    else
+      flags = flags + 4
+    end
   end
 end
 if tradeID and trade == tradeID then
@@ -326,7 +332,7 @@ if moved == 0 and not uids and histAt == 0 and flags == 0 and dead == 0 then
   else
     redis.call('HSET', rec, 'lock.at', now)
   end
-  return {code, vn, tonumber(epoch), 0, 0, seq, 0, 0}
+  return {code, vn, tonumber(epoch), 0, 0, seq, 0, 0, hasData and now or 0}
 end
 
 -- Any other write: the fields gathered in a table, written by one HSET.
@@ -354,4 +360,4 @@ elseif moved == 1 then
   put('lock.token', tok); put('lock.job', eJob); put('lock.presence', ePresence)
 end
 redis.call(unpack(set))
-return {code, vn, tonumber(epoch), moved, histAt, seq, flags, dead}
+return {code, vn, tonumber(epoch), moved, histAt, seq, flags, dead, hasData and now or 0}
