@@ -24,7 +24,6 @@ import (
 // ErrBadDelta is wrapped by the error of a delta that does not apply.
 var ErrBadDelta = errors.New("record: the delta does not apply")
 
-
 // deltaMinMatch is the shortest copy worth an operation.
 const deltaMinMatch = 4
 
