@@ -175,6 +175,9 @@ func (p *Profile[T]) landed(req record.SaveArgs, snap snapshot, res writeRes, tr
 	if res.HistAt.After(w.histAt) {
 		w.histAt = res.HistAt
 	}
+	if pl := req.KeepPlan; pl != nil && res.Planned {
+		d.tel.HistoryKept(p.ctx, pl.Bytes, pl.TrimmedCount, pl.TrimmedBytes)
+	}
 	w.lastWrite = res.sentAt
 	if trade != "" {
 		p.clearPending(trade)

@@ -145,7 +145,10 @@ type inspectReport struct {
 	// never loaded).
 	Inbox    *inboxReport    `json:"inbox"`
 	Versions []versionReport `json:"versions"`
-	Verdict  string          `json:"verdict"`
+	// HistoryBytes is what the kept versions take in the history hash (a
+	// driver's HistoryBytes bounds it).
+	HistoryBytes int    `json:"history_bytes"`
+	Verdict      string `json:"verdict"`
 
 	now time.Time // Redis TIME when read
 }
@@ -208,6 +211,9 @@ type versionReport struct {
 	// text metadata), Bytes what it takes in the history hash.
 	Stored string `json:"stored,omitempty"`
 	Bytes  int    `json:"bytes,omitempty"`
+	// Legacy: stored in an earlier build's layout, whose time and schema
+	// carry no checksum (validated, not proven).
+	Legacy bool `json:"legacy,omitempty"`
 	// Unreadable says why it cannot be read or restored; Needs is then the
 	// damaged version it depends on (itself when it is damaged).
 	Unreadable string `json:"unreadable,omitempty"`
@@ -280,11 +286,11 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 	if w := at(record.FieldAt); !w.IsZero() {
 		rep.WrittenAt = &w
 	}
-	versions, err := readVersions(ctx, rdb, rk)
+	versions, histBytes, err := readVersions(ctx, rdb, rk)
 	if err != nil {
 		return nil, err
 	}
-	rep.Versions = versions
+	rep.Versions, rep.HistoryBytes = versions, histBytes
 	rep.Trade = readTrade(ctx, rdb, ns, v[record.FieldTrade])
 	rep.Verdict = verdict(rep)
 	return rep, nil
@@ -322,20 +328,21 @@ func (r *reader) readSnapshot(ctx context.Context, rk string) (*recordSnapshot, 
 
 // readVersions lists the record's versions, newest first: the current data
 // and the kept ones, as record.Versions reads them, each kept one read
-// (every chain of deltas decoded) to say whether it can be restored.
-func readVersions(ctx context.Context, rdb redis.UniversalClient, rk string) ([]versionReport, error) {
+// (every chain of deltas decoded) to say whether it can be restored; and
+// the bytes the kept ones take.
+func readVersions(ctx context.Context, rdb redis.UniversalClient, rk string) ([]versionReport, int, error) {
 	res, err := record.Versions(ctx, rdb, rk)
 	if err != nil {
-		return nil, fmt.Errorf("versions: %w", err)
+		return nil, 0, fmt.Errorf("versions: %w", err)
 	}
 	dec, err := newDecoder()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer dec.Close()
 	checked, err := res.History.Check(ctx, rdb, rk, dec)
 	if err != nil {
-		return nil, fmt.Errorf("history: %w", err)
+		return nil, 0, fmt.Errorf("history: %w", err)
 	}
 	health := map[int64]record.Health{}
 	for _, hv := range checked {
@@ -349,7 +356,7 @@ func readVersions(ctx context.Context, rdb redis.UniversalClient, rk string) ([]
 		if k.Ver >= res.Ver {
 			continue
 		}
-		v := versionReport{Ver: k.Ver, At: k.At, Stored: k.Form.String()}
+		v := versionReport{Ver: k.Ver, At: k.At, Stored: k.Form.String(), Legacy: k.Legacy}
 		if hv, ok := health[k.Ver]; ok {
 			v.Bytes = hv.Bytes
 			if hv.Err != nil {
@@ -359,7 +366,7 @@ func readVersions(ctx context.Context, rdb redis.UniversalClient, rk string) ([]
 		out = append(out, v)
 	}
 	slices.SortFunc(out, func(a, b versionReport) int { return cmp.Compare(b.Ver, a.Ver) })
-	return out, nil
+	return out, res.History.Bytes(), nil
 }
 
 // newDecoder is a decompressor of kept versions.

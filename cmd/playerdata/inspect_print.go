@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ckernel/playerdata/datadriver"
 )
 
 // printInspect prints a report for people.
@@ -56,8 +58,14 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 			label = "versions"
 		}
 		s := fmt.Sprintf("ver %d (current), %s", v.Ver, when(v.At))
-		if !v.Current {
+		switch {
+		case !v.Current && v.At.IsZero():
+			s = fmt.Sprintf("ver %d, time unknown", v.Ver)
+		case !v.Current:
 			s = fmt.Sprintf("ver %d, %s, %s, %d bytes", v.Ver, when(v.At), v.Stored, v.Bytes)
+			if v.Legacy {
+				s += " (an earlier build's layout: its time and schema unchecked)"
+			}
 		}
 		if v.Unreadable != "" {
 			s += ", " + st.red("unreadable: "+v.Unreadable)
@@ -66,6 +74,11 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 	}
 	if why := unreadableVersions(r.Versions); why != "" {
 		row("", "→ "+st.red(wrapText(why, 84, "               ")))
+	}
+	if n := keptCount(r.Versions); n > 0 {
+		row("history", fmt.Sprintf("%d bytes in %d kept %s (a driver's HistoryBytes bounds them, oldest trimmed first: "+
+			"by default %d × MaxDataBytes, 32 MiB)", r.HistoryBytes, n, plural(n, "version", "versions"),
+			datadriver.DefaultHistoryBytesPerData))
 	}
 	fmt.Fprintf(w, "  → %s\n", wrapText(r.Verdict, 90, "    "))
 	if r.Data != nil {
@@ -222,4 +235,15 @@ func unreadableVersions(vs []versionReport) string {
 	}
 	return strings.Join(parts, "; ") + ". A restore to a time they cover fails and changes nothing; the other " +
 		"versions read and restore"
+}
+
+// keptCount is how many of vs are kept versions (not the current data).
+func keptCount(vs []versionReport) int {
+	n := 0
+	for _, v := range vs {
+		if !v.Current {
+			n++
+		}
+	}
+	return n
 }

@@ -221,6 +221,24 @@ func testInspectNamesDamagedVersions(t *testing.T, e testEnv) {
 	if !maps.Equal(e.fields(t, h.rk), rec) || !maps.Equal(e.fields(t, hk), hist) {
 		t.Fatal("the failed restore changed the record or its history")
 	}
+
+	// A damaged header (a byte of ver 2's time): listed at no time, named
+	// as damaged, never at another time.
+	raw[len(raw)-2] ^= 0x40
+	raw[3] ^= 0x01
+	if err := e.rdb.HSet(ctx, hk, "k2", raw).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rep = h.inspectVersions(t)
+	if two := rep.Versions[1]; !two.At.IsZero() || !strings.Contains(two.Unreadable, "header does not match its checksum") ||
+		two.Needs != 2 || rep.HistoryBytes == 0 {
+		t.Errorf("ver 2 with a damaged header: %+v (history %d bytes), want no time, its header named", two, rep.HistoryBytes)
+	}
+	r = runArgs(t, 10*time.Second, e.args("inspect", "--driver", "PlayerData", h.key)...)
+	if out := strings.Join(strings.Fields(r.stdout), " "); !strings.Contains(out, "ver 2, time unknown") ||
+		!strings.Contains(out, "bytes in 2 kept versions") {
+		t.Errorf("inspect does not name the version whose time is unknown, or the history's bytes:\n%s", r.stdout)
+	}
 }
 
 // Versions stored whole with text metadata (d<ver>, t<ver>, as builds

@@ -340,8 +340,10 @@ func (k *keeper) fill(ctx context.Context, rec *keptRecord, whole bool) error {
 }
 
 // write writes rec's profile, changed, keeping the data it replaces when
-// keep (with a plan made from a read of the history when plan, as the
-// driver does), and returns the time this side spent on the history.
+// keep (with a plan made from a listing of the history when plan, as the
+// driver does), and returns the time this side spent on the history (not
+// the listing's round trip): compress the version, decode the previous
+// newest and make its delta.
 func (k *keeper) write(ctx context.Context, rec *keptRecord, keep, plan bool) (time.Duration, error) {
 	if rec.data != nil {
 		rec.profile.change(0.05, k.rng)
@@ -354,17 +356,22 @@ func (k *keeper) write(ctx context.Context, rec *keptRecord, keep, plan bool) (t
 		HistoryEvery: time.Hour}
 	var spent time.Duration
 	if keep && rec.data != nil {
-		start := time.Now()
-		a.KeepMeta = record.KeptMeta{At: rec.at}
-		a.Keep, a.KeepVer, a.KeepAlways = record.NewKeptWhole(rec.ver, a.KeepMeta, rec.data, k.enc), rec.ver, true
-		spent += time.Since(start)
+		h := &record.History{}
 		if plan {
-			var t time.Duration
-			if a.KeepPlan, t, err = k.plan(ctx, rec, a.Keep); err != nil {
+			if *h, err = record.ListForKeep(ctx, k.rdb, rec.key); err != nil {
 				return 0, err
 			}
-			spent += t
 		}
+		start := time.Now()
+		a.KeepMeta = record.KeptMeta{At: rec.at}
+		a.Keep = record.NewKeptWhole(rec.ver, h.Newest(rec.ver), a.KeepMeta, rec.data, k.enc)
+		a.KeepVer, a.KeepAlways = rec.ver, true
+		if plan {
+			p := h.Plan(record.KeepSpec{Ver: rec.ver, Data: rec.data, Value: a.Keep, Count: datadriver.DefaultHistory,
+				Budget: datadriver.DefaultHistoryBytesPerData * datadriver.DefaultMaxDataBytes, MaxChain: record.HistChain}, k.dec)
+			a.KeepPlan = &p
+		}
+		spent += time.Since(start)
 	}
 	res, err := record.Save(ctx, k.rdb, rec.key, a)
 	if err == nil && (res.Outcome != record.Written || res.VersionSkipped) {
@@ -375,20 +382,6 @@ func (k *keeper) write(ctx context.Context, rec *keptRecord, keep, plan bool) (t
 	}
 	rec.ver, rec.data, rec.at = res.Ver, data, res.At
 	return spent, nil
-}
-
-// plan lists rec's history as the driver does and plans the write that
-// keeps rec.data (value); the time is this side's alone (the plan: decode
-// the previous newest version and make its delta), not the listing's.
-func (k *keeper) plan(ctx context.Context, rec *keptRecord, value record.KeptValue) (*record.HistoryPlan, time.Duration, error) {
-	h, err := record.ListForKeep(ctx, k.rdb, rec.key)
-	if err != nil {
-		return nil, 0, err
-	}
-	start := time.Now()
-	plan := h.Plan(record.KeepSpec{Ver: rec.ver, Data: rec.data, Value: value, Count: datadriver.DefaultHistory,
-		Budget: datadriver.DefaultHistoryBytesPerData * datadriver.DefaultMaxDataBytes, MaxChain: record.HistChain}, k.dec)
-	return &plan, time.Since(start), nil
 }
 
 // writeText prints the history figures.

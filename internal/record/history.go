@@ -202,7 +202,27 @@ func parseListing(fields []listedField) History {
 	}
 	slices.SortFunc(h.Versions, func(a, b Stored) int { return cmp.Compare(a.Ver, b.Ver) })
 	h.resolveLegacy()
+	h.findMissing()
 	return h
+}
+
+// findMissing lists, as versions that do not read, those that a kept
+// version names as kept just before it and that are gone from between two
+// kept ones: a tool deleted every field of theirs. (Trims take the oldest:
+// a version older than every kept one is not missed.)
+func (h *History) findMissing() {
+	var gone []Stored
+	for i := 1; i < len(h.Versions); i++ {
+		s := &h.Versions[i]
+		if p := s.head.prev; s.layout == histKept && s.Err == nil && p > h.Versions[i-1].Ver {
+			gone = append(gone, Stored{Kept: Kept{Ver: p,
+				Err: fmt.Errorf("every field of it is gone, while version %d says it was kept just before it", s.Ver)}})
+		}
+	}
+	if len(gone) > 0 {
+		h.Versions = append(h.Versions, gone...)
+		slices.SortFunc(h.Versions, func(a, b Stored) int { return cmp.Compare(a.Ver, b.Ver) })
+	}
 }
 
 // storedOf is the version ver whose fields the listing grouped by letter:

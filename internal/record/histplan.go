@@ -34,7 +34,7 @@ type HistoryPlan struct {
 type KeepSpec struct {
 	Ver   int64
 	Data  []byte
-	Value KeptValue // Data whole (NewKeptWhole)
+	Value KeptValue // Data whole (NewKeptWhole, its prev History.Newest)
 	// Count and Budget bound the kept versions, the new one included: how
 	// many (History) and their bytes (HistoryBytes; the new one is kept
 	// whatever its size). MaxChain is the most deltas a read may apply
@@ -91,9 +91,10 @@ func (h *History) Plan(k KeepSpec, dec *zstd.Decoder) HistoryPlan {
 		return plan
 	}
 	meta := KeptMeta{At: p.At, Schema: p.Schema, SchemaMin: p.SchemaMin}
+	prev := p.head.prev // an earlier layout's: not known
 	value := KeptValue{}
 	if h.height(vs, p.Ver)+1 <= k.MaxChain {
-		value = keptDeltaOf(p.Ver, meta, pd, k.Ver, k.Data)
+		value = keptDeltaOf(p.Ver, prev, meta, pd, k.Ver, k.Data)
 	}
 	if value.Len() == 0 || value.Len() >= p.Bytes {
 		if !p.Legacy {
@@ -103,7 +104,7 @@ func (h *History) Plan(k KeepSpec, dec *zstd.Decoder) HistoryPlan {
 		if p.layout == histTextData {
 			body = body[1:] // decoded: it has its tag
 		}
-		value = keptWholeOf(p.Ver, meta, pd, body)
+		value = keptWholeOf(p.Ver, prev, meta, pd, body)
 	}
 	plan.RewriteVer, plan.Rewrite = p.Ver, value
 	plan.Drop = append(append(plan.Drop, p.fields...), p.extra...)
@@ -132,4 +133,15 @@ func (h *History) height(vs []int, ver int64) int {
 		most = max(most, n)
 	}
 	return most
+}
+
+// Newest is the newest kept version older than ver (0: none): the prev of
+// a version ver kept now.
+func (h History) Newest(ver int64) int64 {
+	for i := len(h.Versions) - 1; i >= 0; i-- {
+		if v := h.Versions[i].Ver; v < ver {
+			return v
+		}
+	}
+	return 0
 }

@@ -20,6 +20,8 @@ import (
 //	byte      form: keptWhole (the body is the data compressed with zstd) or
 //	          keptDelta (the body is copy/insert operations, delta.go)
 //	uvarint   base: the version a delta applies to (0 for a whole one)
+//	uvarint   prev: the version kept before this one (0: none, or unknown),
+//	          so that a version deleted from between two others is missed
 //	uvarint   dataLen: the data's length
 //	uint32    dataSum: CRC-32C of the data (little-endian, as every uint32 here)
 //	uvarint   bodyLen
@@ -44,7 +46,7 @@ const (
 )
 
 // keptMaxHead bounds a header: every field at its longest.
-const keptMaxHead = 2 + 3*binary.MaxVarintLen64 + 1 + 3*binary.MaxVarintLen64 + 8
+const keptMaxHead = 2 + 3*binary.MaxVarintLen64 + 1 + 4*binary.MaxVarintLen64 + 8
 
 // ErrLayoutTooNew is wrapped by the error of a kept version that a newer
 // build wrote in a layout this one does not know: it is refused, never
@@ -65,6 +67,7 @@ type keptHead struct {
 	KeptMeta
 	form    byte
 	base    int64
+	prev    int64
 	dataLen int
 	dataSum uint32
 	bodyLen int
@@ -80,6 +83,7 @@ func appendHead(dst []byte, ver int64, h keptHead) []byte {
 	dst = binary.AppendUvarint(dst, uint64(max(h.SchemaMin, 0)))
 	dst = append(dst, h.form)
 	dst = binary.AppendUvarint(dst, uint64(max(h.base, 0)))
+	dst = binary.AppendUvarint(dst, uint64(max(h.prev, 0)))
 	dst = binary.AppendUvarint(dst, uint64(h.dataLen))
 	dst = binary.LittleEndian.AppendUint32(dst, h.dataSum)
 	dst = binary.AppendUvarint(dst, uint64(h.bodyLen))
@@ -115,6 +119,7 @@ func parseHead(ver int64, b []byte) (keptHead, error) {
 	h.Schema, h.SchemaMin = int(r.uvarint(1<<31)), int(r.uvarint(1<<31))
 	h.form = r.byte()
 	h.base = int64(r.uvarint(1 << 62))
+	h.prev = int64(r.uvarint(1 << 62))
 	h.dataLen = int(r.uvarint(MaxKeptBytes))
 	h.dataSum = r.uint32()
 	h.bodyLen = int(r.uvarint(1 << 40))
@@ -125,6 +130,8 @@ func parseHead(ver int64, b []byte) (keptHead, error) {
 		return h, fmt.Errorf("its form %d is not one this build writes", h.form)
 	case h.form == keptDelta && h.base <= ver, h.form == keptWhole && h.base != 0:
 		return h, fmt.Errorf("its base version %d is not a newer one", h.base)
+	case h.prev >= ver:
+		return h, fmt.Errorf("its previous version %d is not an older one", h.prev)
 	case h.SchemaMin > h.Schema:
 		return h, fmt.Errorf("its min-reader schema %d is above its schema %d", h.SchemaMin, h.Schema)
 	}
@@ -178,23 +185,25 @@ type KeptValue struct {
 // Len is the value's length.
 func (v KeptValue) Len() int { return len(v.Head) + len(v.Body) }
 
-// NewKeptWhole is version ver kept whole: data compressed with enc.
-func NewKeptWhole(ver int64, meta KeptMeta, data []byte, enc *zstd.Encoder) KeptValue {
-	return keptWholeOf(ver, meta, data, enc.EncodeAll(data, make([]byte, 0, len(data)/2+64)))
+// NewKeptWhole is version ver kept whole: data compressed with enc. prev
+// is the version kept before it (0: none, or not known).
+func NewKeptWhole(ver, prev int64, meta KeptMeta, data []byte, enc *zstd.Encoder) KeptValue {
+	return keptWholeOf(ver, prev, meta, data, enc.EncodeAll(data, make([]byte, 0, len(data)/2+64)))
 }
 
 // keptWholeOf is version ver kept whole, body being data compressed.
-func keptWholeOf(ver int64, meta KeptMeta, data, body []byte) KeptValue {
-	h := keptHead{KeptMeta: meta, form: keptWhole, dataLen: len(data), dataSum: crc32.Checksum(data, crcTable), bodyLen: len(body)}
+func keptWholeOf(ver, prev int64, meta KeptMeta, data, body []byte) KeptValue {
+	h := keptHead{KeptMeta: meta, form: keptWhole, prev: prev, dataLen: len(data), dataSum: crc32.Checksum(data, crcTable),
+		bodyLen: len(body)}
 	return joinKept(appendHead(nil, ver, h), body)
 }
 
 // keptDeltaOf is version ver (data) kept as a delta against version base
 // (baseData).
-func keptDeltaOf(ver int64, meta KeptMeta, data []byte, base int64, baseData []byte) KeptValue {
+func keptDeltaOf(ver, prev int64, meta KeptMeta, data []byte, base int64, baseData []byte) KeptValue {
 	ops := appendOps(nil, baseData, data)
-	h := keptHead{KeptMeta: meta, form: keptDelta, base: base, dataLen: len(data), dataSum: crc32.Checksum(data, crcTable),
-		bodyLen: len(ops)}
+	h := keptHead{KeptMeta: meta, form: keptDelta, base: base, prev: prev, dataLen: len(data),
+		dataSum: crc32.Checksum(data, crcTable), bodyLen: len(ops)}
 	return joinKept(appendHead(nil, ver, h), ops)
 }
 

@@ -401,6 +401,9 @@ type SaveResult struct {
 	// VersionSkipped: a version was due but not kept, the record's time or
 	// schema not being what the write's Keep header says (KeepMeta).
 	VersionSkipped bool
+	// Planned: the version was kept as SaveArgs.KeepPlan says (the history
+	// was as listed); else the script trimmed by count by itself.
+	Planned bool
 	// At is the write time this write stamped on the data it wrote (zero:
 	// it wrote none).
 	At time.Time
@@ -475,6 +478,7 @@ func ParseSave(v any) (SaveResult, error) {
 		HistoryUnusable: num(elem(arr, 6))&1 != 0,
 		InboxUnusable:   num(elem(arr, 6))&2 != 0,
 		VersionSkipped:  num(elem(arr, 6))&4 != 0,
+		Planned:         num(elem(arr, 6))&8 != 0,
 		DeadLettered:    int(num(elem(arr, 7))),
 		At:              msTime(elem(arr, 8)),
 	}, nil

@@ -90,7 +90,8 @@
 --       Redis time). flags: 1 the history key is not a hash (no version was kept), 2 the
 --       inbox key is not a stream (applied messages could not be deleted: they are gone
 --       with it), 4 the version was due but not kept (the record's at or schema is not what
---       the caller's header says). dead: how many refused messages this write moved to the
+--       the caller's header says), 8 the version was kept as the caller planned (its trims and
+--       rewrite; else the script trimmed by count). dead: how many refused messages this write moved to the
 --       dead letters. at: the data's write time this write stamped (ms; 0: it wrote no data)
 --   {5, job|'', token|''}   lost: the lock is not the profile's; nothing written
 --   {6, tradeId}            trade: another trade is pending on the record; nothing written
@@ -213,7 +214,8 @@ local function keepVersion(hist, v, old, keep)
   local set0 = keep + 11
   local set1 = set0 + 2 * nk - 1 -- the kept version's fields: set0 .. set1
   local del = {}
-  if ARGV[keep + 4] ~= '' and ARGV[keep + 4] == old[4] then
+  local planned = ARGV[keep + 4] ~= '' and ARGV[keep + 4] == old[4]
+  if planned then
     set1 = set1 + 2 * nr -- and the rewritten version's
     for j = set1 + 1, set1 + nd do
       del[#del + 1] = ARGV[j]
@@ -248,6 +250,7 @@ local function keepVersion(hist, v, old, keep)
   for j = set0, set1, 2000 do
     redis.call('HSET', hist, unpack(ARGV, j, math.min(set1, j + 1999)))
   end
+  return planned
 end
 
 -- A version kept in the history (rare: at most once an interval, and before a restore).
@@ -263,7 +266,9 @@ if keep and hasData and tonumber(ARGV[keep]) > 0 and tonumber(ARGV[keep + 2]) ==
   local nowMS = t[1] * 1000 + math.floor(t[2] / 1000)
   if ARGV[keep + 3] == '1' or nowMS - (tonumber(old[4]) or 0) >= tonumber(ARGV[keep + 1]) then
     if (old[1] or '') == ARGV[keep + 5] and (old[2] or '0') == ARGV[keep + 6] and (old[3] or '0') == ARGV[keep + 7] then
-      keepVersion(KEYS[3], tonumber(ver), old, keep)
+      if keepVersion(KEYS[3], tonumber(ver), old, keep) then
+        flags = flags + 8
+      end
       histAt = nowMS
     else
       flags = flags + 4
