@@ -119,7 +119,9 @@ func TestHistoryAttackEveryByte(t *testing.T) {
 	}
 	slices.Sort(names)
 	edits := 0
-	defer func() { t.Logf("%d edits of %d fields, each followed by Versions and %d ReadVersions", edits, len(names), len(a.vs)-1) }()
+	defer func() {
+		t.Logf("%d edits of %d fields, each followed by Versions and %d ReadVersions", edits, len(names), len(a.vs)-1)
+	}()
 	set := func(name, value string) {
 		if err := c.HSet(ctx, a.hk, name, value).Err(); err != nil {
 			t.Fatal(err)
