@@ -100,8 +100,8 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 func (d *Driver[T]) refused(key string, res *record.AcquireResult) error {
 	switch res.Outcome {
 	case record.FormatTooNew:
-		return &CorruptRecordError{Key: key,
-			Err: fmt.Errorf("record format %s is newer than this build's %d", res.Format, record.Format)}
+		return fmt.Errorf("load %q: %w: record format %s is newer than this build's %d", key, ErrSchemaTooNew, res.Format,
+			record.Format)
 	case record.SchemaTooNew:
 		return fmt.Errorf("load %q: %w: the record may only be read at schema version %d or later, "+
 			"and this driver's is %d (len(Migrations))", key, ErrSchemaTooNew, res.SchemaMin, d.codec.Version())
@@ -178,13 +178,15 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		corrupt bool
 	)
 	if derr == nil {
-		if data, unknown, derr = d.codec.Decode(a.Data, a.Schema); derr != nil {
-			derr = decodeErr(key, derr)
-			var cerr *CorruptRecordError
-			if restoring && errors.As(derr, &cerr) {
-				d.log.Warn("loaded a corrupt record for a restore", "key", key, "err", derr)
-				derr, corrupt = nil, true
+		if derr = checkStored(key, a.Stored()); derr == nil {
+			if data, unknown, derr = d.codec.Decode(a.Data, a.Schema); derr != nil {
+				derr = decodeErr(key, derr)
 			}
+		}
+		var cerr *CorruptRecordError
+		if restoring && errors.As(derr, &cerr) {
+			d.log.Warn("loaded a corrupt record for a restore", "key", key, "err", derr)
+			derr, corrupt = nil, true
 		}
 	}
 	p := &Profile[T]{
@@ -199,7 +201,7 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		leave:    make(chan struct{}, 1),
 		pullC:    make(chan struct{}, 1),
 		w: writer{ver: a.Ver, lastData: a.Data, schema: a.Schema, schemaMin: a.SchemaMin, corrupt: corrupt,
-			stored: record.KeptMeta{At: a.At, Schema: a.Schema, SchemaMin: a.SchemaMin},
+			stored: record.KeptMeta{At: a.At, Schema: a.Schema, SchemaMin: a.SchemaMin}, uids: a.UserIDs, meta: a.Meta,
 			histAt: a.HistAt, redisNow: a.Now, loadedAt: sentAt, lastWrite: sentAt, inboxSeq: a.InboxSeq},
 	}
 	p.epoch.Store(a.Epoch)

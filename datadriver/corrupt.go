@@ -30,3 +30,14 @@ func repairHint(driver, key, field string) string {
 	}
 	return fmt.Sprintf("`playerdata repair --driver %s %s` repairs it (`--dry-run` shows what it would do)", driver, key)
 }
+
+// checkStored checks a record's data against its checksum: nil, or a
+// *CorruptRecordError naming the damaged field.
+func checkStored(key string, r record.StoredRecord) error {
+	cf := r.Check()
+	if cf == nil {
+		return nil
+	}
+	return &CorruptRecordError{Key: key, Path: cf.Field, Err: fmt.Errorf("%s; nothing was written: restore a kept "+
+		"version (Driver.RestoreAt, playerdata restore) or wipe the record", cf.Why)}
+}

@@ -93,6 +93,9 @@ type writer struct {
 	// min-reader, as loaded or as the last landed write stamped them: what
 	// a version kept of it says.
 	stored record.KeptMeta
+	// uids and meta are the user ids and metadata as stored (encoded): the
+	// record's checksum covers them with the data.
+	uids, meta []byte
 	// histAt is when the record last kept a version (Redis clock); redisNow
 	// is the Redis time the load saw, at local time loadedAt: together they
 	// tell when the next version is due. keepNext: the next data write keeps

@@ -165,7 +165,7 @@ func (p *Profile[T]) imageOf(c any) ([]byte, error) {
 
 func (p *Profile[T]) settleCall(id, token string, img []byte, schema, schemaMin int) rscript.Call {
 	return p.d.writeCall(p.key, record.SaveArgs{Mode: record.ModeSettle, Token: token, Trade: id, Data: img,
-		Schema: schema, SchemaMin: schemaMin})
+		Schema: schema, SchemaMin: schemaMin, Sum: record.RecordSum(img, schema, schemaMin, p.w.uids, p.w.meta)})
 }
 
 func (p *Profile[T]) settleResult(res record.SaveResult, err error, sentAt time.Time) (writeRes, error) {

@@ -57,7 +57,11 @@ func (d *Driver[T]) versions(ctx context.Context, key string) ([]version, *recor
 	}
 	var out []version
 	if res.HasData {
-		out = append(out, version{Version: Version{Ver: res.Ver, At: res.At, Current: true}})
+		v := version{Version: Version{Ver: res.Ver, At: res.At, Current: true}}
+		if cf := res.Current; cf != nil {
+			v.At, v.Err = time.Time{}, &CorruptRecordError{Key: key, Path: cf.Field, Err: errors.New(cf.Why)}
+		}
+		out = append(out, v)
 	}
 	for _, k := range res.Kept {
 		if k.Ver >= res.Ver {
@@ -152,17 +156,27 @@ func (d *Driver[T]) ReadVersion(ctx context.Context, key string, t time.Time) (T
 	if err != nil {
 		return zero, fmt.Errorf("read version: %w", err)
 	}
+	if v.Err != nil {
+		return zero, v.Err
+	}
 	if !v.Current {
 		data, _, err := d.readVersion(ctx, key, h, v)
 		return data, err
 	}
-	f, err := d.node.rdb.HMGet(ctx, d.recordKey(key), record.FieldData, record.FieldSchema).Result()
+	f, err := d.node.rdb.HMGet(ctx, d.recordKey(key), record.FieldData, record.FieldSchema, record.FieldSchemaMin,
+		record.FieldUserIDs, record.FieldMeta, record.FieldVer, record.FieldAt, record.FieldFormat, record.FieldSum).Result()
 	if err != nil {
 		return zero, fmt.Errorf("read version %q: %w", key, err)
 	}
+	stored := record.StoredRecord{Data: []byte(fieldString(f[0])), Schema: fieldString(f[1]), SchemaMin: fieldString(f[2]),
+		UserIDs: []byte(fieldString(f[3])), Meta: []byte(fieldString(f[4])), Ver: fieldString(f[5]), At: fieldString(f[6]),
+		Format: fieldString(f[7]), Sum: fieldString(f[8])}
+	if err := checkStored(key, stored); err != nil {
+		return zero, err
+	}
 	schema := 0
-	_, _ = fmt.Sscan(fieldString(f[1]), &schema)
-	data, _, err := d.codec.Decode([]byte(fieldString(f[0])), schema)
+	_, _ = fmt.Sscan(stored.Schema, &schema)
+	data, _, err := d.codec.Decode(stored.Data, schema)
 	if err != nil {
 		return zero, decodeErr(key, err)
 	}

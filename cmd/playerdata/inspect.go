@@ -224,7 +224,7 @@ type versionReport struct {
 // and metadata are read apart, for checkBlobs).
 var inspectFields = []string{record.FieldLockJob, record.FieldLockToken, record.FieldLockAt, record.FieldLockPresence,
 	record.FieldEpoch, record.FieldVer, record.FieldAt, record.FieldReleased, record.FieldReleasedVer,
-	record.FieldTrade, record.FieldFormat, record.FieldSchema, record.FieldSchemaMin}
+	record.FieldTrade, record.FieldFormat, record.FieldSchema, record.FieldSchemaMin, record.FieldSum}
 
 // inspectRecord reads the record of driver/key and what it points to (the
 // holder's presence, the kept versions, the trade journal).
@@ -261,6 +261,7 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 	rep.Epoch, rep.Ver, rep.Format = num(record.FieldEpoch), num(record.FieldVer), v[record.FieldFormat]
 	rep.Schema, rep.SchemaMin = num(record.FieldSchema), num(record.FieldSchemaMin)
 	checkBlobs(rep, blobs.Val(), withData)
+	checkSum(rep, v, blobs.Val())
 
 	lock := &lockReport{Held: v[record.FieldLockToken] != "", Holder: v[record.FieldLockJob],
 		TokenPrefix: prefix8(v[record.FieldLockToken]), At: at(record.FieldLockAt), PresenceFlag: v[record.FieldLockPresence] == "1"}
@@ -445,6 +446,22 @@ func checkBlobs(rep *inspectReport, vals []any, withData bool) {
 			notes = append(notes, "the data is not a map: a profile whose type is a struct does not load from it")
 		}
 		rep.DataNote = strings.Join(notes, "; ")
+	}
+}
+
+// checkSum checks the record against its checksum, as a load does, and
+// names the damaged field in rep.Corrupt (unless a field is named already).
+// v are the record's fields read, blobs the data, user ids and metadata.
+func checkSum(rep *inspectReport, v map[string]string, blobs []any) {
+	if rep.Corrupt != nil {
+		return
+	}
+	blob := func(i int) []byte { s, _ := blobs[i].(string); return []byte(s) }
+	cf := record.StoredRecord{Format: v[record.FieldFormat], Sum: v[record.FieldSum], Ver: v[record.FieldVer],
+		At: v[record.FieldAt], Schema: v[record.FieldSchema], SchemaMin: v[record.FieldSchemaMin], Data: blob(0),
+		UserIDs: blob(1), Meta: blob(2)}.Check()
+	if cf != nil {
+		rep.Corrupt = &corruptReport{Field: cf.Field, Reason: cf.Why}
 	}
 }
 

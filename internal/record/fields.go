@@ -43,6 +43,8 @@ const (
 	FieldHistAt = "hist.at"
 	// FieldInboxSeq counts the messages ever sent to the profile.
 	FieldInboxSeq = "inbox.seq"
+	// FieldSum is the record's checksum (sum.go): "<ver>,<at>,<crc>".
+	FieldSum = "sum"
 )
 
 // The entry fields of the inbox stream (send.lua writes them) and of the
@@ -70,9 +72,11 @@ const (
 	TriesJobSuffix = ":job"
 )
 
-// Format is the record layout this build writes and reads. A record with a
-// higher format is refused, never overwritten.
-const Format = 1
+// Format is the record layout this build writes and reads: 2, a checksum
+// (FieldSum) beside the data; it reads 1 (none) and rewrites it as 2 with
+// its next write. A record with a higher format is refused, never
+// overwritten, and builds before 2 refuse a record of format 2.
+const Format = 2
 
 // Key is the Redis hash of one profile: "<namespace>:{<driver>:<key>}"
 // ("{<driver>:<key>}" without a namespace).

@@ -46,6 +46,10 @@ type SaveArgs struct {
 	// Schema and SchemaMin are written with Data: the schema version it was
 	// encoded at and the lowest that may read it.
 	Schema, SchemaMin int
+	// Sum is the record's checksum after this write (RecordSum of the data,
+	// schema, min-reader, user ids and metadata it will hold), required
+	// with Data or Meta.
+	Sum string
 	// Meta is the new user ids and metadata; nil keeps the stored ones.
 	Meta *Meta
 	// History is how many versions the record's history keeps; HistoryEvery
@@ -87,7 +91,7 @@ type Refusal struct {
 	ID, Err string
 }
 
-// The names of save.lua's options (ARGV[6..]).
+// The names of save.lua's options (ARGV[7..]).
 const (
 	saveOptMeta    = "meta"
 	saveOptTrade   = "trade"
@@ -99,7 +103,7 @@ const (
 
 // saveFixedArgs is how many arguments every save.lua call has; the options
 // follow.
-const saveFixedArgs = 5
+const saveFixedArgs = 6
 
 // argv is ARGV of save.lua: mode, token, schema, min schema and data, then
 // only the options the call uses.
@@ -124,7 +128,7 @@ func (a SaveArgs) argv() []any {
 		n += 1 + len(a.Applied)
 	}
 	argv := make([]any, saveFixedArgs, n)
-	argv[0], argv[1] = a.Mode.arg(), a.Token
+	argv[0], argv[1], argv[5] = a.Mode.arg(), a.Token, a.Sum
 	if a.Data != nil {
 		argv[2], argv[3], argv[4] = a.Schema, a.SchemaMin, a.Data
 	} else {
@@ -241,7 +245,7 @@ func ParseSaveArgs(argv []string) (SaveArgs, error) {
 	if len(argv) < saveFixedArgs {
 		return SaveArgs{}, fmt.Errorf("record: %s call with %d arguments, want %d or more", ScriptSave, len(argv), saveFixedArgs)
 	}
-	a := SaveArgs{Mode: WriteMode(arg(argv, 1)), Token: arg(argv, 2)}
+	a := SaveArgs{Mode: WriteMode(arg(argv, 1)), Token: arg(argv, 2), Sum: arg(argv, 6)}
 	if arg(argv, 3) != "" {
 		a.Schema, _ = strconv.Atoi(arg(argv, 3))
 		a.SchemaMin, _ = strconv.Atoi(arg(argv, 4))

@@ -15,6 +15,9 @@ type VersionsResult struct {
 	Ver     int64
 	At      time.Time // when the current data was written
 	HasData bool
+	// Current says why the current version's ver or time disagrees with the
+	// record's checksum (nil: they agree, or the record has none).
+	Current *CorruptField
 	// Kept are the kept versions, oldest first (History.Kept()).
 	Kept []Kept
 	// History is the listing, for a read of the versions' data or the plan
@@ -42,10 +45,13 @@ func listVersions(ctx context.Context, rdb redis.Cmdable, key string, withNewest
 		return VersionsResult{}, err
 	}
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 6 {
+	if !ok || len(arr) != 7 {
 		return VersionsResult{}, fmt.Errorf("%w: versions answered %T", ErrUnexpectedAnswer, v)
 	}
 	res := VersionsResult{Ver: num(arr[0]), At: msTime(arr[1]), HasData: str(arr[2]) == "1"}
+	if sum := str(arr[6]); sum != "" {
+		_, res.Current = StoredRecord{Sum: sum, Ver: str(arr[0]), At: str(arr[1])}.copies()
+	}
 	flat, _ := arr[4].([]any)
 	listed := make([]listedField, 0, len(flat)/3)
 	for i := 0; i+2 < len(flat); i += 3 {

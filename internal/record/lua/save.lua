@@ -24,7 +24,12 @@
 --          stored data stays)
 -- ARGV[4]  the lowest schema version that may read the new data ('' without data)
 -- ARGV[5]  the new data (opaque; '' without data)
--- ARGV[6..] options, each a name then its values, in this order, each only when used:
+-- ARGV[6]  the record's checksum after this write (record/sum.go: 8 hex digits of the CRC
+--          of its data, schema, schema.min, user ids and metadata, as the caller computed
+--          it), given with new data or new user ids and metadata, else '': written as the
+--          field sum, "<ver>,<at>,<crc>" with this write's ver and the data's at, and the
+--          record's format with it (fmt 2: builds that do not check a sum refuse it)
+-- ARGV[7..] options, each a name then its values, in this order, each only when used:
 --   'meta', uids, meta      new user ids and metadata (opaque)
 --   'trade', id             the trade this write settles (its mark is cleared). While the
 --                           record is marked with another trade every write is refused,
@@ -75,7 +80,7 @@
 -- Three Redis calls in the common case: TIME, HMGET, HSET (plus XDEL for applied
 -- messages, HDEL of trade on a settle, and the history writes when a version is kept).
 -- Cost: a call's Redis time grows with every argument, field and number turned into a
--- string, so the common call carries 5 arguments and reads 5 fields; what only the rare
+-- string, so the common call carries 6 arguments and reads 5 fields; what only the rare
 -- cases need (the release state, the history time) is read only by them.
 --
 -- Every field the script computes with is checked before anything is written.
@@ -134,7 +139,7 @@ end
 
 -- The options (none in the common call).
 local uids, meta, tradeID, keep, earlier0, earlier1, eJob, ePresence, applied
-local i = 6
+local i = 7
 if ARGV[i] == 'meta' then
   uids, meta, i = ARGV[i + 1], ARGV[i + 2], i + 3
 end
@@ -328,10 +333,11 @@ if moved == 0 and not uids and histAt == 0 and flags == 0 and dead == 0 then
   -- of them costs more than the HSET).
   if hasData and code == 2 then
     redis.call('HSET', rec, 'data', ARGV[5], 'ver', ver, 'at', now, 'schema', ARGV[3], 'schema.min', ARGV[4],
+      'sum', ver .. ',' .. now .. ',' .. ARGV[6], 'fmt', '2',
       'lock.at', now, 'released', tok, 'released.ver', ver, 'lock.token', '', 'lock.job', '')
   elseif hasData then
     redis.call('HSET', rec, 'data', ARGV[5], 'ver', ver, 'at', now, 'schema', ARGV[3], 'schema.min', ARGV[4],
-      'lock.at', now)
+      'sum', ver .. ',' .. now .. ',' .. ARGV[6], 'fmt', '2', 'lock.at', now)
   elseif code == 2 then
     redis.call('HSET', rec, 'lock.at', now, 'released', tok, 'released.ver', ver, 'lock.token', '', 'lock.job', '')
   else
@@ -348,12 +354,16 @@ local function put(k, v)
 end
 if hasData then
   put('data', ARGV[5]); put('ver', ver); put('at', now); put('schema', ARGV[3]); put('schema.min', ARGV[4])
+  put('sum', ver .. ',' .. now .. ',' .. ARGV[6]); put('fmt', '2')
 end
 if histAt > 0 then
   put('hist.at', now)
 end
 if uids then
   put('uids', uids); put('meta', meta)
+  if not hasData and ARGV[6] ~= '' then
+    put('sum', ver .. ',' .. (redis.call('HGET', rec, 'at') or '') .. ',' .. ARGV[6]); put('fmt', '2')
+  end
 end
 if moved == 1 then
   epoch = (tonumber(epoch) or 0) + 1

@@ -6,18 +6,19 @@
 --          version a write that keeps a new one rewrites as a delta), else '0'
 --
 -- Answers: {ver|false, at|false, hasData ('1'|'0'), histAt|false, {name1, head1, size1, ...},
---           {name1, value1, ...}}
+--           {name1, value1, ...}, sum|false}
 -- the current version, its write time (ms, Redis TIME), whether it has data and when the
 -- record last kept a version; then every field of the history, each with its value when it
 -- holds a version's metadata (k<ver>, f<ver>, t<ver>, and v<ver> when at most 2048 bytes
 -- long; else false) and, for the fields of the earlier layouts (f, v, d, t), its length
 -- (HSTRLEN; -1 for the k fields, whose header says it); then, with ARGV[1] = '1', the
--- fields of the newest version with their values.
+-- fields of the newest version with their values; then the record's checksum (its ver and
+-- at copies check the current version's).
 --
 -- Cost: one HKEYS, and for each version one HSTRLEN and one HGET of at most 2048 bytes (a
 -- k version's first field is at most 64): what the listing reads grows with the versions
 -- kept, never with their data. The newest version's values are one version's bytes.
-local f = redis.call('HMGET', KEYS[1], 'ver', 'at', 'hist.at')
+local f = redis.call('HMGET', KEYS[1], 'ver', 'at', 'hist.at', 'sum')
 local fields = {}
 local newest, newestFields = -1, {}
 for _, name in ipairs(redis.call('HKEYS', KEYS[2])) do
@@ -58,4 +59,4 @@ if ARGV[1] == '1' and #newestFields > 0 then
   end
 end
 return {f[1] or false, f[2] or false, redis.call('HSTRLEN', KEYS[1], 'data') > 0 and '1' or '0', f[3] or false,
-  fields, values}
+  fields, values, f[4] or false}
