@@ -183,6 +183,9 @@ func printMessages(w io.Writer, st style, in *inboxReport, row func(label, value
 			s += st.yellow(fmt.Sprintf(", refused %d %s, last by %s: %s", m.Refusals, plural(int(m.Refusals), "time", "times"),
 				m.RefusedBy, strconv.Quote(m.LastError)))
 		}
+		if m.Damaged != "" {
+			s += ", " + st.red("damaged: "+m.Damaged+" (no server applies it)")
+		}
 		row("", "  "+s)
 	}
 	if more := in.Count - int64(len(in.Messages)); more > 0 {
@@ -198,6 +201,9 @@ func printMessages(w io.Writer, st style, in *inboxReport, row func(label, value
 			d.Attempts, d.RefusedBy, strconv.Quote(d.LastError))
 		if d.IdemKey != "" {
 			s += ", idempotency key " + strconv.Quote(d.IdemKey)
+		}
+		if d.Damaged != "" {
+			s += ", " + st.red("damaged: "+d.Damaged)
 		}
 		row("", "  "+s)
 	}

@@ -45,6 +45,11 @@ type BigHistory struct {
 	// allocates per read (runtime.MemStats TotalAlloc).
 	ReadOldest           Latency `json:"read_oldest"`
 	ReadOldestAllocBytes float64 `json:"read_oldest_alloc_bytes"`
+	// DefaultBudgetKeeps is how many of the most versions kept the default
+	// HistoryBytes (DefaultHistoryBytesPerData × MaxDataBytes) would keep:
+	// the levels lift it to keep them all.
+	DefaultBudgetKeeps int `json:"default_budget_keeps"`
+	DefaultBudgetBytes int `json:"default_budget_bytes"`
 }
 
 // BigLevel is one record of the big-profile history: its saves' latency
@@ -111,7 +116,7 @@ func (r *runner) runBigHistory(ctx context.Context) error {
 	var last *datadriver.Driver[gameProfile]
 	for _, n := range levels {
 		drv, err := datadriver.NewDriver(node, datadriver.Config[gameProfile]{Name: "Big" + strconv.Itoa(n),
-			History: n, HistoryEvery: time.Millisecond})
+			History: n, HistoryEvery: time.Millisecond, HistoryBytes: 1 << 40}) // the count alone bounds them
 		if err != nil {
 			return err
 		}
@@ -127,6 +132,10 @@ func (r *runner) runBigHistory(ctx context.Context) error {
 		return err
 	}
 	b.DataBytes = base.size
+	b.DefaultBudgetBytes = datadriver.DefaultHistoryBytesPerData * datadriver.DefaultMaxDataBytes
+	if b.DefaultBudgetKeeps, err = budgetKeeps(ctx, r.admin, record.Key(ns, last.Name(), "big"), b.DefaultBudgetBytes); err != nil {
+		return err
+	}
 	b.WorstPingMS, b.Pings = pinger.worst(time.Time{}, time.Now())
 	b.SlowestCallMS, b.SlowestCall = r.slowestSince(ctx, lastSlow)
 	return nil
@@ -190,6 +199,23 @@ func (r *runner) bigLevel(ctx context.Context, drv *datadriver.Driver[gameProfil
 		}
 	}
 	return l, nil
+}
+
+// budgetKeeps is how many of the record rk's kept versions, newest first,
+// fit in budget bytes (the newest always).
+func budgetKeeps(ctx context.Context, rdb *redis.Client, rk string, budget int) (int, error) {
+	res, err := record.Versions(ctx, rdb, rk)
+	if err != nil {
+		return 0, err
+	}
+	n, total := 0, 0
+	for i := len(res.Kept) - 1; i >= 0; i-- {
+		if total += res.Kept[i].Bytes; n > 0 && total > budget {
+			break
+		}
+		n++
+	}
+	return n, nil
 }
 
 // readOldestAlloc times Driver.ReadVersion of key's oldest kept version,
@@ -380,4 +406,8 @@ func (b *BigHistory) writeText(ew *errWriter) {
 	}
 	ew.printf("  ReadVersion of the oldest kept version: p50 %.1f ms, max %.1f ms, %.1f MiB allocated per read\n",
 		b.ReadOldest.P50MS, b.ReadOldest.MaxMS, b.ReadOldestAllocBytes/(1<<20))
+	if b.DefaultBudgetBytes > 0 {
+		ew.printf("  (the levels lift HistoryBytes; its default, %d MiB, keeps the newest %d of them)\n",
+			b.DefaultBudgetBytes>>20, b.DefaultBudgetKeeps)
+	}
 }

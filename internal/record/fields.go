@@ -55,6 +55,9 @@ const (
 	// key (absent: none). A dead letter keeps both.
 	EntryBody    = "b"
 	EntryIdemKey = "k"
+	// EntrySumField is the entry's checksum (EntrySum), carried with the
+	// message into the dead letters and back.
+	EntrySumField = "c"
 	// DeadID is the id a dead letter had in the inbox, DeadTries how often
 	// it was refused, DeadErr the last refusal's error and DeadJob the
 	// server that refused it.
@@ -62,6 +65,9 @@ const (
 	DeadTries = "n"
 	DeadErr   = "err"
 	DeadJob   = "job"
+	// DeadSum is "<sum>,<n>": the checksum of DeadID, DeadErr and DeadJob
+	// (RefusalSum), and a copy of DeadTries.
+	DeadSum = "d"
 )
 
 // The fields of the refusal-count hash (TriesKey), for an inbox message id:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,4 +176,68 @@ func TestSendToARecordDeletedBesideItsInbox(t *testing.T) {
 	if err != nil || got.Outcome != record.Acquired || len(got.Messages) != 1 || string(got.Messages[0].Body) != "first" {
 		t.Fatalf("acquire after the repair = %+v, %v; want the record started over with the message that waited", got, err)
 	}
+}
+
+// The attack of issue 32 on an idempotency entry (the key's message id, in
+// the idem hash): every byte flipped, the id cut at every byte, extended,
+// the entry deleted from one of its two keys. A retried send with the key
+// is refused (SendCorrupt, nothing stored), or answered as a duplicate and
+// stores nothing: never a second message. An id of the form a send writes
+// that names no waiting message cannot be told from the id of one already
+// applied: it is answered as is (the send is deduplicated all the same).
+func TestIdempotencyEntryEveryByte(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := context.Background()
+	key := record.Key(r.Namespace, "PlayerData", "user:idem")
+	args := record.SendArgs{MaxInbox: 100, IdempotencyKey: "shop-1", IdempotencyWindow: time.Hour, IdempotencyKeys: 100}
+	first, err := record.Send(ctx, rdb, key, []byte("gift"), args)
+	if err != nil || first.Outcome != record.Sent {
+		t.Fatalf("send: %+v, %v", first, err)
+	}
+	idem := record.IdemKey(key)
+	check := func(what string) {
+		t.Helper()
+		n := rdb.XLen(ctx, record.InboxKey(key)).Val()
+		res, err := record.Send(ctx, rdb, key, []byte("gift"), args)
+		switch {
+		case err != nil:
+			t.Fatalf("%s: send = %v", what, err)
+		case res.Outcome == record.SendCorrupt:
+		case res.Outcome != record.Duplicate:
+			t.Fatalf("%s: the retried send was %+v, want refused or a duplicate", what, res)
+		case res.ID != first.ID && (!validID(res.ID) || len(rdb.XRange(ctx, record.InboxKey(key), res.ID, res.ID).Val()) > 0):
+			t.Fatalf("%s: answered %q, want refused or the first send's %q", what, res.ID, first.ID)
+		}
+		if m := rdb.XLen(ctx, record.InboxKey(key)).Val(); m != n {
+			t.Fatalf("%s: the retried send stored a message (%d → %d)", what, n, m)
+		}
+	}
+	orig := first.ID
+	for i := range len(orig) {
+		for _, mask := range []byte{0x01, 0xff} {
+			b := []byte(orig)
+			b[i] ^= mask
+			rdb.HSet(ctx, idem, "shop-1", string(b))
+			check("byte " + strconv.Itoa(i) + " flipped")
+		}
+		rdb.HSet(ctx, idem, "shop-1", orig[:i])
+		check("cut at byte " + strconv.Itoa(i))
+	}
+	rdb.HSet(ctx, idem, "shop-1", orig+"0")
+	check("extended")
+	rdb.HDel(ctx, idem, "shop-1")
+	if res, err := record.Send(ctx, rdb, key, []byte("gift"), args); err != nil || res.Outcome != record.SendCorrupt {
+		t.Fatalf("the key deleted from the hash (its time kept): send = %+v, %v, want refused", res, err)
+	}
+	rdb.HSet(ctx, idem, "shop-1", orig)
+	check("as written")
+}
+
+// validID reports whether id has the form of a stream id.
+func validID(id string) bool {
+	ms, seq, ok := strings.Cut(id, "-")
+	_, err1 := strconv.ParseUint(ms, 10, 64)
+	_, err2 := strconv.ParseUint(seq, 10, 64)
+	return ok && err1 == nil && err2 == nil
 }

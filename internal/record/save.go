@@ -122,7 +122,7 @@ func (a SaveArgs) argv() []any {
 		n += 4 + len(a.Earlier)
 	}
 	if len(a.Refused) > 0 {
-		n += 4 + 2*len(a.Refused)
+		n += 4 + 3*len(a.Refused)
 	}
 	if len(a.Applied) > 0 {
 		n += 1 + len(a.Applied)
@@ -152,7 +152,7 @@ func (a SaveArgs) argv() []any {
 	if len(a.Refused) > 0 {
 		argv = append(argv, saveOptRefused, a.MaxAttempts, a.Job, len(a.Refused))
 		for _, r := range a.Refused {
-			argv = append(argv, r.ID, r.Err)
+			argv = append(argv, r.ID, r.Err, RefusalSum(r.ID, r.Err, a.Job))
 		}
 	}
 	if len(a.Applied) > 0 {
@@ -286,15 +286,15 @@ func ParseSaveArgs(argv []string) (SaveArgs, error) {
 	}
 	if arg(argv, i) == saveOptRefused {
 		n, err := strconv.Atoi(arg(argv, i+3))
-		if err != nil || n < 0 || i+3+2*n > len(argv) {
+		if err != nil || n < 0 || i+3+3*n > len(argv) {
 			return SaveArgs{}, bad(saveOptRefused)
 		}
 		a.MaxAttempts, _ = strconv.Atoi(arg(argv, i+1))
 		a.Job = arg(argv, i+2)
 		for j := 0; j < n; j++ {
-			a.Refused = append(a.Refused, Refusal{ID: arg(argv, i+4+2*j), Err: arg(argv, i+5+2*j)})
+			a.Refused = append(a.Refused, Refusal{ID: arg(argv, i+4+3*j), Err: arg(argv, i+5+3*j)})
 		}
-		i += 4 + 2*n
+		i += 4 + 3*n
 	}
 	if arg(argv, i) == saveOptApplied {
 		a.Applied = append([]string(nil), argv[i:]...)

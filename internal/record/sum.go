@@ -1,11 +1,11 @@
 package record
 
 import (
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"strconv"
 	"strings"
+
+	"github.com/ckernel/playerdata/internal/checksum"
 )
 
 // A record of format 2 carries its checksum in the field sum:
@@ -21,13 +21,7 @@ import (
 // RecordSum is the checksum of what a record holds beside its lock: its
 // data, schema, min-reader, user ids and metadata, each length-prefixed.
 func RecordSum(data []byte, schema, schemaMin int, uids, meta []byte) string {
-	var n [binary.MaxVarintLen64]byte
-	c := uint32(0)
-	for _, b := range [][]byte{data, []byte(strconv.Itoa(schema)), []byte(strconv.Itoa(schemaMin)), uids, meta} {
-		c = crc32.Update(c, crcTable, n[:binary.PutUvarint(n[:], uint64(len(b)))])
-		c = crc32.Update(c, crcTable, b)
-	}
-	return fmt.Sprintf("%08x", c)
+	return checksum.Of(data, []byte(strconv.Itoa(schema)), []byte(strconv.Itoa(schemaMin)), uids, meta)
 }
 
 // SumField is the sum field save.lua writes for a record at ver, written
@@ -78,7 +72,7 @@ func (r StoredRecord) Check() *CorruptField {
 // the field that disagrees.
 func (r StoredRecord) copies() ([]string, *CorruptField) {
 	parts := strings.Split(r.Sum, ",")
-	if len(parts) != 3 || len(parts[2]) != 8 || strings.Trim(parts[2], "0123456789abcdef") != "" {
+	if len(parts) != 3 || !checksum.Valid(parts[2]) {
 		return nil, &CorruptField{Field: FieldSum, Why: fmt.Sprintf("the record's checksum (sum) %q is not <ver>,<at>,<crc>", r.Sum)}
 	}
 	if parts[0] != r.Ver {

@@ -6,7 +6,7 @@
 -- KEYS[3]  its dead letters, a stream <record>:dead
 -- ARGV[1..] dead-letter ids to move, or none: every dead letter (at most 1000 per call)
 --
--- Each message goes back with its body and idempotency key, under a new inbox id, and
+-- Each message goes back with its body, idempotency key and checksum, under a new inbox id, and
 -- inbox.seq counts it, so its holder (if any) pulls it; its refusal count starts over (it
 -- was dropped when the message was dead-lettered).
 -- MaxInbox does not apply: the operator chose to put these back.
@@ -38,7 +38,7 @@ local moved = 0
 for _, e in ipairs(entries) do
   local add = {'XADD', inbox, '*'}
   for i = 1, #e[2], 2 do
-    if e[2][i] == 'b' or e[2][i] == 'k' then
+    if e[2][i] == 'b' or e[2][i] == 'k' or e[2][i] == 'c' then
       add[#add + 1] = e[2][i]
       add[#add + 1] = e[2][i + 1]
     end

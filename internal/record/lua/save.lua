@@ -68,10 +68,13 @@
 --                           already-released too once another session came after it;
 --                           a save under the very token that was released is late and
 --                           refused (lost).
---   'refused', max, job, n, id1, err1 .. idN, errN
+--   'refused', max, job, n, id1, err1, sum1 .. idN, errN, sumN
 --                           inbox messages the holder's OnMessage refused: each refusal is
 --                           counted, and a message refused max times moves to the dead
---                           letters (0: never)
+--                           letters (0: never), with the message's fields (its checksum c
+--                           among them) and the refusal's checksum (sumI, of idI, errI and
+--                           job: record.RefusalSum) with a copy of its count as its field d
+--                           ("<sumI>,<n>")
 --   'applied', id1, id2 ..  (to the end) ids of inbox messages the new data has applied:
 --                           deleted from the inbox by this same write, so a message is
 --                           applied exactly once
@@ -158,7 +161,7 @@ end
 local refused0, refused1, refusedMax, refusedJob
 if ARGV[i] == 'refused' then
   refusedMax, refusedJob = tonumber(ARGV[i + 1]), ARGV[i + 2]
-  refused0, refused1 = i + 4, i + 3 + 2 * tonumber(ARGV[i + 3])
+  refused0, refused1 = i + 4, i + 3 + 3 * tonumber(ARGV[i + 3])
   i = refused1 + 1
 end
 if ARGV[i] == 'applied' then
@@ -285,17 +288,18 @@ if tradeID and trade == tradeID then
 end
 local dead = 0
 if refused0 then
-  for j = refused0, refused1, 2 do
+  for j = refused0, refused1, 3 do
     local id, err = ARGV[j], ARGV[j + 1]
     local n = redis.call('HINCRBY', KEYS[4], id, 1)
     redis.call('HSET', KEYS[4], id .. ':err', err, id .. ':job', refusedJob)
     if refusedMax > 0 and n >= refusedMax then
       local e = redis.pcall('XRANGE', KEYS[2], id, id)
       if not e.err and #e == 1 then
-        local letter = {'XADD', KEYS[5], '*', 'id', id, 'n', n, 'err', err, 'job', refusedJob}
+        local letter = {'XADD', KEYS[5], '*', 'id', id, 'n', n, 'err', err, 'job', refusedJob, 'd',
+          ARGV[j + 2] .. ',' .. n}
         for k = 1, #e[1][2], 2 do
           local name, value = e[1][2][k], e[1][2][k + 1]
-          if name == 'b' or name == 'k' then
+          if name == 'b' or name == 'k' or name == 'c' then
             letter[#letter + 1] = name
             letter[#letter + 1] = value
           end

@@ -10,6 +10,8 @@
 -- ARGV[3]  the sender's idempotency key, or '' for none
 -- ARGV[4]  how long (ms) an idempotency key is remembered
 -- ARGV[5]  the most idempotency keys remembered for the profile
+-- ARGV[6]  the entry's checksum (CRC-32C of ARGV[3] and ARGV[1]: record.EntrySum), kept as
+--          its field c: whoever reads the message checks it
 --
 -- The message is an inbox entry whose id (Redis stream id: ms on the Redis clock, then a
 -- sequence) names it; inbox.seq in the record counts the messages ever sent, so a holder
@@ -24,7 +26,9 @@
 --          {'DUP', id, holderJob|'', holderToken|''}  an earlier send with this key stored id
 --          {'FULL', count}                            nothing stored
 --          {'CORRUPT', field, why}                    a key or field is not what this library
---                                                     writes; nothing stored
+--                                                     writes (an idempotency key that names no
+--                                                     stream id, or a waiting message sent
+--                                                     under another key); nothing stored
 local rec, inbox, idem, idemAt = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local f = redis.pcall('HMGET', rec, 'lock.job', 'lock.token', 'inbox.seq')
 if f.err then
@@ -49,8 +53,32 @@ if key ~= '' then
   if ty ~= 'hash' and ty ~= 'none' then
     return {'CORRUPT', 'idem', 'the idempotency key hash is a ' .. ty}
   end
+  ty = redis.call('TYPE', idemAt)['ok']
+  if ty ~= 'zset' and ty ~= 'none' then
+    return {'CORRUPT', 'idem.at', 'the idempotency key times are a ' .. ty}
+  end
   local first = redis.call('HGET', idem, key)
+  if (first ~= false) ~= (redis.call('ZSCORE', idemAt, key) ~= false) then
+    return {'CORRUPT', 'idem', 'the idempotency key ' .. string.format('%q', key) .. ' is in one of ' .. idem ..
+      ' and ' .. idemAt .. ' only'}
+  end
   if first then
+    local ms, sq = string.match(first, '^(%d+)%-(%d+)$')
+    if not ms or (#ms > 1 and string.sub(ms, 1, 1) == '0') or (#sq > 1 and string.sub(sq, 1, 1) == '0') then
+      return {'CORRUPT', 'idem', 'the idempotency key names ' .. string.format('%q', first) .. ', not a message id'}
+    end
+    local e = redis.call('XRANGE', inbox, first, first)
+    if #e == 1 then
+      local k = nil
+      for j = 1, #e[1][2], 2 do
+        if e[1][2][j] == 'k' then
+          k = e[1][2][j + 1]
+        end
+      end
+      if k ~= key then
+        return {'CORRUPT', 'idem', 'the idempotency key names message ' .. first .. ', sent under another key'}
+      end
+    end
     return {'DUP', first, f[1] or '', f[2] or ''}
   end
 end
@@ -59,9 +87,9 @@ if n >= tonumber(ARGV[2]) then
 end
 local id
 if key ~= '' then
-  id = redis.call('XADD', inbox, '*', 'b', ARGV[1], 'k', key)
+  id = redis.call('XADD', inbox, '*', 'b', ARGV[1], 'k', key, 'c', ARGV[6])
 else
-  id = redis.call('XADD', inbox, '*', 'b', ARGV[1])
+  id = redis.call('XADD', inbox, '*', 'b', ARGV[1], 'c', ARGV[6])
 end
 redis.call('HINCRBY', rec, 'inbox.seq', 1)
 if key ~= '' then
