@@ -17,9 +17,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -85,6 +87,14 @@ func usagef(format string, a ...any) error {
 func main() {
 	redis.SetLogger(quietLogger{}) // the command reports a failed dial itself, in one line
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if os.Getenv(bench.PingerEnv) == "1" { // the big-profile history's other client (pinger)
+		err := runPinger(ctx, os.Stdout)
+		stop()
+		if err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	var u *usageError
@@ -172,10 +182,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg = bench.QuickConfig()
 	}
 	cfg.BigHistory = f.bigHistory
-	res, err := bench.Run(ctx, bench.Env{
+	benv := bench.Env{
 		RedisOptions: env.RedisOptions, NATSURL: env.NATSURL, Namespace: env.Namespace,
 		EmbeddedRedis: env.Embedded, EmbeddedNATS: env.EmbeddedNATS, Progress: stderr,
-	}, cfg)
+	}
+	if f.redisURL != "" {
+		benv.Pinger = pingerCommand(f.redisURL)
+	}
+	res, err := bench.Run(ctx, benv, cfg)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
@@ -191,4 +205,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return enc.Encode(res)
 	}
 	return res.WriteText(stdout)
+}
+
+// pingerCommand runs this program as the big-profile history's other
+// client, on the Redis at url: a process of its own, whose PINGs measure
+// Redis and not this process's pauses. nil when this program's path is
+// not known (the bench then PINGs from a goroutine).
+func pingerCommand(url string) func(context.Context, time.Duration) *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return func(ctx context.Context, period time.Duration) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, exe)
+		cmd.Env = append(os.Environ(), bench.PingerEnv+"=1", bench.PingerRedisEnv+"="+url,
+			bench.PingerPeriodEnv+"="+period.String())
+		return cmd
+	}
+}
+
+// runPinger is this process as the other client: bench.RunPinger on the
+// Redis its environment names.
+func runPinger(ctx context.Context, w io.Writer) error {
+	opts, err := labenv.RedisOptions(os.Getenv(bench.PingerRedisEnv))
+	if err != nil {
+		return err
+	}
+	period, err := time.ParseDuration(os.Getenv(bench.PingerPeriodEnv))
+	if err != nil {
+		return err
+	}
+	return bench.RunPinger(ctx, opts, period, w)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os/exec"
 	"slices"
 	"time"
 
@@ -43,6 +44,12 @@ type Env struct {
 	// Progress receives one line as each measurement starts.
 	// default: nil (nothing is written)
 	Progress io.Writer
+	// Pinger returns the command of the big-profile history's other
+	// client, a process that PINGs every period and writes RunPinger's
+	// lines (started with ctx: it ends with it); nil, or a nil command: a
+	// goroutine of the bench's own.
+	// default: nil
+	Pinger func(ctx context.Context, period time.Duration) *exec.Cmd
 }
 
 // Config says how much a run measures. The zero value is a full run.

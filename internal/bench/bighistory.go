@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +28,10 @@ type BigHistory struct {
 	DataBytes   int     `json:"data_bytes"`
 	ChangePct   int     `json:"change_pct"`
 	PingEveryMS float64 `json:"ping_every_ms"`
+	// PingProcess: the other client is a process of its own (Env.Pinger);
+	// else a goroutine of the bench's, whose figure includes this process's
+	// own pauses.
+	PingProcess bool `json:"ping_process"`
 	// Levels are the figures per number of kept versions.
 	Levels []BigLevel `json:"levels"`
 	// WorstPingMS is the other client's slowest PING over the whole phase,
@@ -100,12 +103,12 @@ func (r *runner) runBigHistory(ctx context.Context) error {
 		defer cancel()
 		_ = node.Close(cctx)
 	}()
-	b := &BigHistory{ChangePct: bigChangePct, PingEveryMS: ms(bigPingEvery)}
+	b := &BigHistory{ChangePct: bigChangePct, PingEveryMS: ms(bigPingEvery), PingProcess: r.env.Pinger != nil}
 	r.res.BigHistory = b
 	threshold, lastSlow := r.slowlogMark(ctx)
 	b.SlowlogThresholdMS = threshold
 
-	pinger := startPinger(ctx, r.client(1), bigPingEvery)
+	pinger := r.startPinger(ctx)
 	defer pinger.stop()
 	levels, saves, reads := bigLevels, bigSaves, bigReads
 	if r.cfg.Quick {
@@ -299,59 +302,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// pinger PINGs Redis from a client of its own, one at a time, and keeps
-// each answer's latency and start.
-type pinger struct {
-	rdb    *redis.Client
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	at     []time.Time
-	took   []time.Duration
-}
-
-// startPinger starts PINGing every period until stop.
-func startPinger(ctx context.Context, rdb *redis.Client, period time.Duration) *pinger {
-	ctx, cancel := context.WithCancel(ctx)
-	p := &pinger{rdb: rdb, cancel: cancel}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for ctx.Err() == nil {
-			start := time.Now()
-			if err := rdb.Ping(ctx).Err(); err == nil {
-				p.mu.Lock()
-				p.at, p.took = append(p.at, start), append(p.took, time.Since(start))
-				p.mu.Unlock()
-			}
-			_ = sleep(ctx, period)
-		}
-	}()
-	return p
-}
-
-// worst is the slowest PING that started in [from, to], in ms, and how
-// many did.
-func (p *pinger) worst(from, to time.Time) (float64, int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var w time.Duration
-	n := 0
-	for i, at := range p.at {
-		if !at.Before(from) && !at.After(to) {
-			w, n = max(w, p.took[i]), n+1
-		}
-	}
-	return round3(ms(w)), n
-}
-
-// stop ends the PINGs and closes the client.
-func (p *pinger) stop() {
-	p.cancel()
-	p.wg.Wait()
-	_ = p.rdb.Close()
-}
-
 // slowlogMark returns SLOWLOG's threshold (ms) and the id of its newest
 // entry (-1: none), so that slowestSince reads only the phase's.
 func (r *runner) slowlogMark(ctx context.Context) (float64, int64) {
@@ -392,7 +342,11 @@ func (r *runner) slowestSince(ctx context.Context, after int64) (float64, string
 func (b *BigHistory) writeText(ew *errWriter) {
 	ew.printf("\nBig profile history (%d bytes of msgpack, %d %% of the values changed and a version kept per save;\n",
 		b.DataBytes, b.ChangePct)
-	ew.printf("another client PINGs every %.0f ms):\n", b.PingEveryMS)
+	who := "a goroutine of the bench: its figure includes the bench's own pauses"
+	if b.PingProcess {
+		who = "a process of its own"
+	}
+	ew.printf("another client, %s, PINGs every %.0f ms):\n", who, b.PingEveryMS)
 	ew.printf("  %8s  %6s  %-38s  %-16s  %s\n", "versions", "kept", "save p50 / p99 / max (ms)", "worst PING (ms)", "history bytes")
 	for _, l := range b.Levels {
 		ew.printf("  %8d  %6d  %10.1f / %10.1f / %10.1f  %16.1f  %.0f (filled in %.0f s)\n", l.Versions, l.Kept, l.Save.P50MS,

@@ -257,8 +257,11 @@ func decodeKept(dst []byte, ver int64, h keptHead, body, baseData []byte, dec *z
 		return nil, err
 	}
 	if len(data) != h.dataLen || crc32.Checksum(data, crcTable) != h.dataSum {
-		return nil, fmt.Errorf("its data does not match its checksum (damaged, or a delta whose base version %d is not the "+
-			"one it was made against)", h.base)
+		if h.form == keptDelta {
+			return nil, fmt.Errorf("its data does not match its checksum (damaged, or its base version %d is not the "+
+				"one it was made against)", h.base)
+		}
+		return nil, errors.New("its data does not match its checksum (damaged)")
 	}
 	return data, nil
 }
