@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/damage"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/testsupport"
 )
@@ -130,18 +131,10 @@ func TestHistoryAttackEveryByte(t *testing.T) {
 	}
 	for _, name := range names {
 		orig := a.fields[name]
-		for i := range len(orig) {
-			for _, mask := range []byte{0x01, 0xff} {
-				b := []byte(orig)
-				b[i] ^= mask
-				set(name, string(b))
-				a.check(t, name+" byte "+itoa(i)+" flipped")
-			}
-			set(name, orig[:i])
-			a.check(t, name+" cut at byte "+itoa(i))
-		}
-		set(name, orig+"\x00")
-		a.check(t, name+" extended")
+		damage.Every([]byte(orig), func(v []byte, what string) {
+			set(name, string(v))
+			a.check(t, name+" "+what)
+		})
 		if err := c.HDel(ctx, a.hk, name).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -268,22 +261,11 @@ func TestRecordAttackEveryByte(t *testing.T) {
 		}
 	}
 	for _, f := range []string{"data", "schema", "schema.min", "ver", "at", "uids", "meta", "sum"} {
-		v := orig[f]
-		for i := range len(v) {
-			for _, mask := range []byte{0x01, 0xff} {
-				b := []byte(v)
-				b[i] ^= mask
-				c.HSet(ctx, rk, f, string(b))
-				check(f + " byte " + itoa(i) + " flipped")
-				restore()
-			}
-			c.HSet(ctx, rk, f, v[:i])
-			check(f + " cut at byte " + itoa(i))
+		damage.Every([]byte(orig[f]), func(v []byte, what string) {
+			c.HSet(ctx, rk, f, string(v))
+			check(f + " " + what)
 			restore()
-		}
-		c.HSet(ctx, rk, f, v+"0")
-		check(f + " extended")
-		restore()
+		})
 		c.HDel(ctx, rk, f)
 		check(f + " deleted")
 		restore()

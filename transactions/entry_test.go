@@ -1,12 +1,13 @@
 package transactions
 
 import (
-	"bytes"
 	"maps"
 	"reflect"
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/ckernel/playerdata/internal/damage"
 )
 
 // entryFields is a journal entry of two participants as begin.lua writes it
@@ -79,21 +80,11 @@ func TestJournalEntryEveryByte(t *testing.T) {
 			t.Fatalf("%s: the entry as begun is refused: %v", state, err)
 		}
 		for _, name := range slices.Sorted(maps.Keys(m)) {
-			orig := m[name]
-			edited := func(v string, what string) {
+			damage.Every([]byte(m[name]), func(v []byte, what string) {
 				e := maps.Clone(m)
-				e[name] = v
+				e[name] = string(v)
 				checkEntryEdit(t, e, want, string(state)+" "+name+" "+what)
-			}
-			for i := range len(orig) {
-				for _, mask := range []byte{0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80, 0xff} {
-					b := []byte(orig)
-					b[i] ^= mask
-					edited(string(b), "byte "+strconv.Itoa(i)+" flipped")
-				}
-				edited(orig[:i], "cut at byte "+strconv.Itoa(i))
-			}
-			edited(orig+"0", "extended")
+			})
 			e := maps.Clone(m)
 			delete(e, name)
 			checkEntryEdit(t, e, want, string(state)+" "+name+" deleted")
@@ -118,29 +109,7 @@ func FuzzJournalEntry(f *testing.F) {
 	f.Fuzz(func(t *testing.T, field, op uint8, pos uint16, b byte) {
 		name := names[int(field)%len(names)]
 		e := maps.Clone(m)
-		e[name] = string(editOnce([]byte(m[name]), op, int(pos), b))
+		e[name] = string(damage.Once([]byte(m[name]), op, int(pos), b))
 		checkEntryEdit(t, e, want, name+" edited")
 	})
-}
-
-// editOnce is v with one edit at byte pos (modulo its length): op 0 XORs b
-// in, 1 sets it to b, 2 cuts v there, 3 inserts b there.
-func editOnce(v []byte, op uint8, pos int, b byte) []byte {
-	out := bytes.Clone(v)
-	pos %= len(out) + 1
-	switch op % 4 {
-	case 0:
-		if pos < len(out) {
-			out[pos] ^= max(b, 1)
-		}
-	case 1:
-		if pos < len(out) {
-			out[pos] = b
-		}
-	case 2:
-		out = out[:pos]
-	default:
-		out = slices.Insert(out, pos, b)
-	}
-	return out
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/messaging"
 )
 
@@ -359,6 +360,31 @@ func (r *runner) note(s string) {
 		}
 	}
 	r.res.Notes = append(r.res.Notes, s)
+}
+
+// phaseNode starts a measurement's Node under the namespace r.ns(name),
+// with a Redis client of its own (and SaveTimeout, 0: the default); end
+// closes them and deletes the namespace's keys.
+func (r *runner) phaseNode(ctx context.Context, name string, saveTimeout time.Duration) (
+	node *datadriver.Node, rdb *redis.Client, ns string, end func(), err error) {
+	ns = r.ns(name)
+	rdb = r.client(0)
+	cleanup := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if node != nil {
+			_ = node.Close(cctx)
+		}
+		_ = rdb.Close()
+		_ = r.deleteNamespace(cctx, ns)
+	}
+	node, err = datadriver.NewNode(ctx, datadriver.NodeConfig{JobID: "bench-" + randomID(), Redis: rdb, Namespace: ns,
+		Logger: r.log, SaveTimeout: saveTimeout})
+	if err != nil {
+		cleanup()
+		return nil, nil, "", nil, err
+	}
+	return node, rdb, ns, cleanup, nil
 }
 
 // ns is the namespace of one measurement (or round).

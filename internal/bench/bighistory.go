@@ -85,24 +85,11 @@ var bigLevels = []int{10, 100, 1000}
 
 // runBigHistory fills Result.BigHistory.
 func (r *runner) runBigHistory(ctx context.Context) error {
-	ns := r.ns("bighist")
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		_ = r.deleteNamespace(cctx, ns)
-	}()
-	rdb := r.client(0)
-	defer func() { _ = rdb.Close() }()
-	node, err := datadriver.NewNode(ctx, datadriver.NodeConfig{JobID: "bench-" + randomID(), Redis: rdb, Namespace: ns,
-		Logger: r.log, SaveTimeout: time.Minute})
+	node, _, ns, end, err := r.phaseNode(ctx, "bighist", time.Minute)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		_ = node.Close(cctx)
-	}()
+	defer end()
 	b := &BigHistory{ChangePct: bigChangePct, PingEveryMS: ms(bigPingEvery), PingProcess: r.env.Pinger != nil}
 	r.res.BigHistory = b
 	threshold, lastSlow := r.slowlogMark(ctx)

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"maps"
 	"slices"
-	"strconv"
 	"testing"
+
+	"github.com/ckernel/playerdata/internal/damage"
 )
 
 // inboxEntry is an inbox entry's fields as send.lua writes them.
@@ -29,21 +30,11 @@ func deadEntry() map[string]any {
 // deleted; check gets the edited fields and what was done.
 func editEntry(fields map[string]any, check func(map[string]any, string)) {
 	for _, name := range slices.Sorted(maps.Keys(fields)) {
-		orig := fields[name].(string)
-		with := func(v string, what string) {
+		damage.Every([]byte(fields[name].(string)), func(v []byte, what string) {
 			e := maps.Clone(fields)
-			e[name] = v
+			e[name] = string(v)
 			check(e, name+" "+what)
-		}
-		for i := range len(orig) {
-			for _, mask := range []byte{0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80, 0xff} {
-				b := []byte(orig)
-				b[i] ^= mask
-				with(string(b), "byte "+strconv.Itoa(i)+" flipped")
-			}
-			with(orig[:i], "cut at byte "+strconv.Itoa(i))
-		}
-		with(orig+"0", "extended")
+		})
 		e := maps.Clone(fields)
 		delete(e, name)
 		check(e, name+" deleted")
@@ -106,7 +97,7 @@ func fuzzEntry(f *testing.F, fields map[string]any, check func(*testing.T, map[s
 	f.Fuzz(func(t *testing.T, field, op uint8, pos uint16, b byte) {
 		name := names[int(field)%len(names)]
 		e := maps.Clone(fields)
-		e[name] = string(editOnce([]byte(fields[name].(string)), op, int(pos), b))
+		e[name] = string(damage.Once([]byte(fields[name].(string)), op, int(pos), b))
 		check(t, e)
 	})
 }

@@ -103,7 +103,7 @@ func headSum(ver int64, b []byte) uint32 {
 // only its first chunk).
 func parseHead(ver int64, b []byte) (keptHead, error) {
 	var h keptHead
-	if len(b) < 2 || int(b[1]) < 6 || int(b[1]) > len(b) {
+	if len(b) < 2 || int(b[1]) < 6 || int(b[1]) > min(len(b), keptMaxHead) {
 		return h, fmt.Errorf("its header is cut short (%d bytes)", len(b))
 	}
 	n := int(b[1])

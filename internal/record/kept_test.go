@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/ckernel/playerdata/internal/damage"
 )
 
 // keptCase is one kept value and what it must read back as: version ver,
@@ -109,15 +110,8 @@ func TestKeptValueEveryByte(t *testing.T) {
 			if _, data, err := readKept(c.ver, c.value, c.baseData, dec); err != nil || !bytes.Equal(data, c.data) {
 				t.Fatalf("the value as written reads %d bytes, %v", len(data), err)
 			}
-			for i := range c.value {
-				for _, mask := range []byte{0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80, 0xff} {
-					v := bytes.Clone(c.value)
-					v[i] ^= mask
-					checkKept(t, c, v, dec, "byte "+strconv.Itoa(i)+" flipped")
-				}
-				checkKept(t, c, c.value[:i], dec, "cut at byte "+strconv.Itoa(i))
-			}
-			for _, tail := range [][]byte{{0}, {0xff}, c.value[:1], c.value} {
+			damage.Every(c.value, func(v []byte, what string) { checkKept(t, c, v, dec, what) })
+			for _, tail := range [][]byte{{0xff}, c.value[:1], c.value} {
 				checkKept(t, c, append(bytes.Clone(c.value), tail...), dec, "extended")
 			}
 		})
@@ -185,31 +179,6 @@ func FuzzKeptValue(f *testing.F) {
 	_, dec := newKeptCodec(f)
 	f.Fuzz(func(t *testing.T, which, op uint8, pos uint16, b byte) {
 		c := cases[int(which)%len(cases)]
-		checkKept(t, c, editOnce(c.value, op, int(pos), b), dec, "edited")
+		checkKept(t, c, damage.Once(c.value, op, int(pos), b), dec, "edited")
 	})
-}
-
-// editOnce is v with one edit at byte pos (modulo its length): op 0 XORs b
-// in, 1 sets it to b, 2 cuts v there, 3 inserts b there.
-func editOnce(v []byte, op uint8, pos int, b byte) []byte {
-	out := bytes.Clone(v)
-	if len(out) == 0 {
-		return append(out, b)
-	}
-	pos %= len(out) + 1
-	switch op % 4 {
-	case 0:
-		if pos < len(out) {
-			out[pos] ^= max(b, 1)
-		}
-	case 1:
-		if pos < len(out) && out[pos] != b {
-			out[pos] = b
-		}
-	case 2:
-		out = out[:pos]
-	default:
-		out = append(out[:pos], append([]byte{b}, v[pos:]...)...)
-	}
-	return out
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strconv"
 	"testing"
+
+	"github.com/ckernel/playerdata/internal/damage"
 )
 
 // storedCase is a record as this build writes it: format 2, its checksum.
@@ -73,16 +75,9 @@ func TestStoredRecordEveryByte(t *testing.T) {
 		t.Fatalf("the record as written is refused: %+v", cf)
 	}
 	for name, v := range storedFields(&c) {
-		orig := *v
-		for i := range orig {
-			for _, mask := range []byte{0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80, 0xff} {
-				e := bytes.Clone(orig)
-				e[i] ^= mask
-				checkStoredEdit(t, withField(c, name, e), name+" byte "+strconv.Itoa(i)+" flipped")
-			}
-			checkStoredEdit(t, withField(c, name, bytes.Clone(orig[:i])), name+" cut at "+strconv.Itoa(i))
-		}
-		checkStoredEdit(t, withField(c, name, append(bytes.Clone(orig), '0')), name+" extended")
+		damage.Every(*v, func(e []byte, what string) {
+			checkStoredEdit(t, withField(c, name, bytes.Clone(e)), name+" "+what)
+		})
 		checkStoredEdit(t, withField(c, name, nil), name+" deleted")
 	}
 	// A record of format 1 (an earlier build's) has no checksum: unchecked.
@@ -106,6 +101,6 @@ func FuzzStoredRecord(f *testing.F) {
 		c := storedCase()
 		name := names[int(field)%len(names)]
 		v := *storedFields(&c)[name]
-		checkStoredEdit(t, withField(c, name, editOnce(v, op, int(pos), b)), name+" edited")
+		checkStoredEdit(t, withField(c, name, damage.Once(v, op, int(pos), b)), name+" edited")
 	})
 }
