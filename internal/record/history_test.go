@@ -36,6 +36,7 @@ type historian struct {
 	kept     map[int64][]byte // every version's data
 	rebase   bool             // send the plan (false: the script trims by itself and rewrites nothing)
 	budget   int              // the byte budget of the plan (0: none)
+	maxTrim  int              // the plan's MaxTrim (0: record.MaxTrimBytes)
 }
 
 func newHistorian(t testing.TB, r *testsupport.Redis, name string, keep, maxChain int) *historian {
@@ -96,7 +97,7 @@ func (h *historian) plan(value record.KeptValue) record.HistoryPlan {
 		budget = 1 << 40
 	}
 	return hist.Plan(record.KeepSpec{Ver: h.ver, Data: h.data, Value: value, Count: h.keep, Budget: budget,
-		MaxChain: h.maxChain}, h.dec)
+		MaxChain: h.maxChain, MaxTrim: h.maxTrim}, h.dec)
 }
 
 // writeN writes n changes of the last data and returns the last.
@@ -470,4 +471,38 @@ func TestHistoryMissingVersionIsNamed(t *testing.T) {
 	if _, err := hist.Read(ctx, h.rdb, h.key, gone.Ver, h.dec); err == nil {
 		t.Fatal("the deleted version reads")
 	}
+}
+
+// A write trims at most MaxTrim bytes of kept versions (record.MaxTrimBytes,
+// 64 MiB, for the driver), the oldest first: a history far over its bounds
+// (lowered, or grown by an earlier build) shrinks over several writes, none
+// holding Redis long, and every version kept reads at every step.
+func TestHistoryTrimIsBoundedPerWrite(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	rng := rand.New(rand.NewPCG(9, 9))
+	h := newHistorian(t, r, "user:trim", 40, 23)
+	for range 30 {
+		h.write(randomBytes(rng, 3000)) // incompressible: every version whole, about 3 KB
+	}
+	if n := len(h.history().Versions); n != 29 {
+		t.Fatalf("%d kept, want 29", n)
+	}
+	h.keep, h.maxTrim = 2, 64000 // lowered: 27 versions (81 KB) to trim, 64 KB a write
+	var kept []int
+	for range 3 {
+		h.write(randomBytes(rng, 3000))
+		kept = append(kept, len(h.history().Versions))
+	}
+	if !slices.Equal(kept, []int{29 - 21 + 1, 2, 2}) {
+		t.Fatalf("kept %v after each write, want [9 2 2]: at most 64 KB trimmed a write (21 versions)", kept)
+	}
+}
+
+// randomBytes is n random bytes: they neither compress nor diff.
+func randomBytes(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
 }

@@ -4,6 +4,8 @@ package record
 // newest version rewritten.
 
 import (
+	"cmp"
+
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -30,6 +32,12 @@ type HistoryPlan struct {
 	Bytes, Kept                int
 }
 
+// MaxTrimBytes bounds the kept versions one write trims: past it the
+// oldest beyond the bounds wait for the next writes that keep a version,
+// so that no write holds Redis for long freeing a history whose bounds were
+// lowered (or one an earlier build let grow).
+const MaxTrimBytes = 64 << 20
+
 // KeepSpec is the version a write keeps and the bounds of the history.
 type KeepSpec struct {
 	Ver   int64
@@ -38,8 +46,9 @@ type KeepSpec struct {
 	// Count and Budget bound the kept versions, the new one included: how
 	// many (History) and their bytes (HistoryBytes; the new one is kept
 	// whatever its size). MaxChain is the most deltas a read may apply
-	// (HistChain).
-	Count, Budget, MaxChain int
+	// (HistChain). MaxTrim bounds the bytes of versions the write trims
+	// (0: MaxTrimBytes).
+	Count, Budget, MaxChain, MaxTrim int
 }
 
 // Plan plans the write that keeps k in this history. The oldest versions
@@ -74,8 +83,21 @@ func (h *History) Plan(k KeepSpec, dec *zstd.Decoder) HistoryPlan {
 		}
 		plan.Kept, plan.Bytes, keep = plan.Kept+1, plan.Bytes+s.Bytes, j
 	}
-	for _, i := range vs[:keep] {
+	// The oldest go first, at most MaxTrimBytes of them (at least one): the
+	// others stay, over the bounds, for the next writes.
+	trimmed, maxTrim := 0, cmp.Or(k.MaxTrim, MaxTrimBytes)
+	for n, i := range vs[:keep] {
 		s := &h.Versions[i]
+		if n > 0 && trimmed+s.Bytes > maxTrim {
+			plan.Kept += keep - n
+			for _, j := range vs[n:keep] {
+				plan.Bytes += h.Versions[j].Bytes
+			}
+			plan.TrimmedCount, plan.TrimmedBytes = min(plan.TrimmedCount, n), min(plan.TrimmedBytes, n)
+			keep = n
+			break
+		}
+		trimmed += s.Bytes
 		plan.Drop = append(append(plan.Drop, s.fields...), s.extra...)
 	}
 	vs = vs[keep:]

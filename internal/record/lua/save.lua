@@ -50,7 +50,8 @@
 --                           (the trimmed versions', the rewritten one's) are deleted and
 --                           the nr pairs (the previous newest, rewritten) written;
 --                           otherwise the script trims the oldest beyond n itself (by
---                           count: HKEYS of the history) and rewrites nothing
+--                           count: HKEYS of the history; at most 100 per write) and
+--                           rewrites nothing
 --   'earlier', job, presence, n, token1 .. tokenN
 --                           earlier tokens of the same profile (set after an adoption
 --                           whose save has not landed), and the job id and presence flag
@@ -245,7 +246,9 @@ local function keepVersion(hist, v, old, keep)
     end
     table.sort(vers)
     for j, n in ipairs(vers) do
-      if n == v or j <= #vers - tonumber(ARGV[keep]) then -- v's are written again after
+      -- v's are written again after; of the oldest beyond n, at most 100 go per write (a
+      -- lowered History frees the rest over the next writes, none holding Redis long)
+      if n == v or (j <= #vers - tonumber(ARGV[keep]) and j <= 100) then
         for _, name in ipairs(fields[n] or {}) do
           del[#del + 1] = name
         end
