@@ -178,16 +178,7 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		corrupt bool
 	)
 	if derr == nil {
-		if derr = checkStored(key, a.Stored()); derr == nil {
-			if data, unknown, derr = d.codec.Decode(a.Data, a.Schema); derr != nil {
-				derr = decodeErr(key, derr)
-			}
-		}
-		var cerr *CorruptRecordError
-		if restoring && errors.As(derr, &cerr) {
-			d.log.Warn("loaded a corrupt record for a restore", "key", key, "err", derr)
-			derr, corrupt = nil, true
-		}
+		data, unknown, corrupt, derr = d.decodeLoaded(key, a, restoring)
 	}
 	p := &Profile[T]{
 		d:        d,
@@ -232,6 +223,25 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 
 // abandon ends a profile that was never handed out (its owner never ran).
 func (p *Profile[T]) abandon() { p.endWith(causeClosed, ErrClosed) }
+
+// decodeLoaded checks the acquired record against its checksum and decodes
+// its data. A record that does not check or decode answers a
+// *CorruptRecordError (or a *MigrationError), unless restoring, when it is
+// reported corrupt instead (RestoreAt writes a kept version over it).
+func (d *Driver[T]) decodeLoaded(key string, a *record.AcquireResult, restoring bool) (
+	data T, unknown *datacodec.Unknown, corrupt bool, err error) {
+	if err = checkStored(key, a.Stored()); err == nil {
+		if data, unknown, err = d.codec.Decode(a.Data, a.Schema); err != nil {
+			err = decodeErr(key, err)
+		}
+	}
+	var cerr *CorruptRecordError
+	if restoring && errors.As(err, &cerr) {
+		d.log.Warn("loaded a corrupt record for a restore", "key", key, "err", err)
+		return data, unknown, true, nil
+	}
+	return data, unknown, false, err
+}
 
 // acquireOutcome classes an acquire's answer for its span.
 func acquireOutcome(o record.AcquireOutcome) telemetry.AcquireOutcome {
