@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,7 @@ type BigHistory struct {
 	// allocates per read (runtime.MemStats TotalAlloc).
 	ReadOldest           Latency `json:"read_oldest"`
 	ReadOldestAllocBytes float64 `json:"read_oldest_alloc_bytes"`
+	ReadWorstPingMS      float64 `json:"read_worst_ping_ms"` // during the reads
 	// DefaultBudgetKeeps is how many of the most versions kept the default
 	// HistoryBytes (DefaultHistoryBytesPerData × MaxDataBytes) would keep:
 	// the levels lift it to keep them all.
@@ -62,8 +64,12 @@ type BigLevel struct {
 	Versions int     `json:"versions"`
 	Kept     int     `json:"kept"` // as Versions listed them after the timed saves
 	Save     Latency `json:"save"`
-	// WorstPingMS is the other client's slowest PING during the timed saves.
-	WorstPingMS float64 `json:"worst_ping_ms"`
+	// WorstPingMS is the other client's slowest PING during the timed saves,
+	// FillWorstPingMS during the filling, SlowPings how many of all its
+	// PINGs of the level took over 100 ms.
+	WorstPingMS     float64 `json:"worst_ping_ms"`
+	FillWorstPingMS float64 `json:"fill_worst_ping_ms"`
+	SlowPings       int     `json:"slow_pings"`
 	// HistoryBytes is MEMORY USAGE of the history hash after them.
 	HistoryBytes float64 `json:"history_bytes"`
 	// FillS is how long filling the record to Versions took.
@@ -80,8 +86,10 @@ const (
 	bigReads      = 5 // timed ReadVersion calls (quick: 2)
 )
 
-// bigLevels are the kept-version counts measured (quick: the first two).
-var bigLevels = []int{10, 100, 1000}
+// bigLevels are the kept-version counts measured (quick: the first three);
+// 0 is the baseline, a driver that keeps no version: what the save of the
+// data alone costs.
+var bigLevels = []int{0, 10, 100, 1000}
 
 // runBigHistory fills Result.BigHistory.
 func (r *runner) runBigHistory(ctx context.Context) error {
@@ -99,14 +107,14 @@ func (r *runner) runBigHistory(ctx context.Context) error {
 	defer pinger.stop()
 	levels, saves, reads := bigLevels, bigSaves, bigReads
 	if r.cfg.Quick {
-		levels, saves, reads = bigLevels[:2], bigQuickSaves, 2
+		levels, saves, reads = bigLevels[:3], bigQuickSaves, 2
 	}
 	rng := rand.New(rand.NewPCG(41, 41))
 	base := newBigProfile(bigDataBytes, rng)
 	var last *datadriver.Driver[gameProfile]
 	for _, n := range levels {
 		drv, err := datadriver.NewDriver(node, datadriver.Config[gameProfile]{Name: "Big" + strconv.Itoa(n),
-			History: n, HistoryEvery: time.Millisecond, HistoryBytes: 1 << 40}) // the count alone bounds them
+			History: cmp.Or(n, -1), HistoryEvery: time.Millisecond, HistoryBytes: 1 << 40}) // the count alone bounds them
 		if err != nil {
 			return err
 		}
@@ -118,9 +126,11 @@ func (r *runner) runBigHistory(ctx context.Context) error {
 		b.Levels = append(b.Levels, l)
 		last = drv
 	}
+	readStart := time.Now()
 	if b.ReadOldest, b.ReadOldestAllocBytes, err = readOldestAlloc(ctx, last, "big", reads); err != nil {
 		return err
 	}
+	b.ReadWorstPingMS, _ = pinger.worst(readStart, time.Now())
 	b.DataBytes = base.size
 	b.DefaultBudgetBytes = datadriver.DefaultHistoryBytesPerData * datadriver.DefaultMaxDataBytes
 	if b.DefaultBudgetKeeps, err = budgetKeeps(ctx, r.admin, record.Key(ns, last.Name(), "big"), b.DefaultBudgetBytes); err != nil {
@@ -166,6 +176,7 @@ func (r *runner) bigLevel(ctx context.Context, drv *datadriver.Driver[gameProfil
 		}
 	}
 	l.FillS = round1(time.Since(fillStart).Seconds())
+	l.FillWorstPingMS, _ = pinger.worst(fillStart, time.Now())
 	samples := make([]float64, 0, saves)
 	start := time.Now()
 	for i := range saves {
@@ -177,6 +188,7 @@ func (r *runner) bigLevel(ctx context.Context, drv *datadriver.Driver[gameProfil
 	}
 	l.Save = summarize(samples)
 	l.WorstPingMS, _ = pinger.worst(start, time.Now())
+	l.SlowPings = pinger.over(fillStart, time.Now(), 100*time.Millisecond)
 	vs, err := drv.Versions(ctx, "big")
 	if err != nil {
 		return l, err
@@ -334,10 +346,12 @@ func (b *BigHistory) writeText(ew *errWriter) {
 		who = "a process of its own"
 	}
 	ew.printf("another client, %s, PINGs every %.0f ms):\n", who, b.PingEveryMS)
-	ew.printf("  %8s  %6s  %-38s  %-16s  %s\n", "versions", "kept", "save p50 / p99 / max (ms)", "worst PING (ms)", "history bytes")
+	ew.printf("  %8s  %6s  %-38s  %-26s  %s\n", "versions", "kept", "save p50 / p99 / max (ms)",
+		"worst PING: saves / fill (ms)", "history bytes")
 	for _, l := range b.Levels {
-		ew.printf("  %8d  %6d  %10.1f / %10.1f / %10.1f  %16.1f  %.0f (filled in %.0f s)\n", l.Versions, l.Kept, l.Save.P50MS,
-			l.Save.P99MS, l.Save.MaxMS, l.WorstPingMS, l.HistoryBytes, l.FillS)
+		ew.printf("  %8d  %6d  %10.1f / %10.1f / %10.1f  %12.1f / %11.1f  %.0f (filled in %.0f s; %d PINGs over 100 ms)\n",
+			l.Versions, l.Kept, l.Save.P50MS, l.Save.P99MS, l.Save.MaxMS, l.WorstPingMS, l.FillWorstPingMS, l.HistoryBytes,
+			l.FillS, l.SlowPings)
 	}
 	ew.printf("  worst PING over the whole phase (filling included): %.1f ms of %d\n", b.WorstPingMS, b.Pings)
 	if b.SlowestCallMS > 0 {
@@ -345,8 +359,9 @@ func (b *BigHistory) writeText(ew *errWriter) {
 	} else {
 		ew.printf("  slowest single Redis command (SLOWLOG): none over %.0f ms\n", b.SlowlogThresholdMS)
 	}
-	ew.printf("  ReadVersion of the oldest kept version: p50 %.1f ms, max %.1f ms, %.1f MiB allocated per read\n",
-		b.ReadOldest.P50MS, b.ReadOldest.MaxMS, b.ReadOldestAllocBytes/(1<<20))
+	ew.printf("  ReadVersion of the oldest kept version: p50 %.1f ms, max %.1f ms, %.1f MiB allocated per read "+
+		"(worst PING meanwhile %.1f ms)\n", b.ReadOldest.P50MS, b.ReadOldest.MaxMS, b.ReadOldestAllocBytes/(1<<20),
+		b.ReadWorstPingMS)
 	if b.DefaultBudgetBytes > 0 {
 		ew.printf("  (the levels lift HistoryBytes; its default, %d MiB, keeps the newest %d of them)\n",
 			b.DefaultBudgetBytes>>20, b.DefaultBudgetKeeps)

@@ -128,6 +128,19 @@ func (p *pinger) worst(from, to time.Time) (float64, int) {
 	return round3(ms(w)), n
 }
 
+// over is how many PINGs that started in [from, to] took over d.
+func (p *pinger) over(from, to time.Time, d time.Duration) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for i, at := range p.at {
+		if !at.Before(from) && !at.After(to) && p.took[i] > d {
+			n++
+		}
+	}
+	return n
+}
+
 // stop ends the PINGs (the process is killed with its context).
 func (p *pinger) stop() {
 	p.cancel()
