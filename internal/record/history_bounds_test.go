@@ -182,3 +182,28 @@ func randomBytes(rng *rand.Rand, n int) []byte {
 	}
 	return b
 }
+
+// A delta of the previous layout too long for the listing to read its
+// metadata (one field over 2 KiB) is listed all the same, with one HGET of
+// its own, and reads.
+func TestHistoryListsALongPreviousLayoutDelta(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	rng := rand.New(rand.NewPCG(10, 10))
+	h := newHistorian(t, r, "user:longv", 10, 23)
+	ctx := context.Background()
+	old, newer := randomBytes(rng, 5000), randomBytes(rng, 5000) // a delta of one against the other is long
+	meta := record.KeptMeta{At: time.UnixMilli(1765000000123), Schema: 3, SchemaMin: 1}
+	fields := record.AppendLegacyDelta(nil, 1, meta, old, newer)
+	fields = record.AppendLegacyWhole(fields, 2, record.KeptMeta{At: time.UnixMilli(1765000001123)}, newer, h.enc)
+	if err := h.rdb.HSet(ctx, record.HistoryKey(h.key), fields...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	h.kept[1], h.kept[2] = old, newer
+	hist := h.history()
+	if got := forms(hist); got != "dw" {
+		t.Fatalf("forms %q, want dw", got)
+	}
+	if k := hist.Versions[0]; k.Err != nil || !k.At.Equal(meta.At) || k.Schema != 3 || k.SchemaMin != 1 {
+		t.Fatalf("the long delta listed as %+v, want its metadata", k.Kept)
+	}
+}
