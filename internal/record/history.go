@@ -292,7 +292,7 @@ func (s *Stored) parseKept(fs []listedField) {
 	}
 	// The fields the value is cut into, in order; any other of its letter
 	// is a tool's, dropped with it.
-	want := keptFieldCount(h.n, s.Bytes)
+	want := keptFieldCount(s.Bytes)
 	name := histField0(histKept, s.Ver)
 	s.fields = s.fields[:0]
 	for c := range want {

@@ -227,9 +227,9 @@ func keptFields(dst []any, ver int64, v KeptValue) []any {
 	return histChunks(dst, name, 0, v.Head)
 }
 
-// keptFieldCount is how many fields hold a value of length n whose header
-// is head bytes long (see keptFields).
-func keptFieldCount(head, n int) int {
+// keptFieldCount is how many fields hold a value of length n (see
+// keptFields).
+func keptFieldCount(n int) int {
 	if n > HistChunkedMax {
 		return 2
 	}

@@ -45,32 +45,61 @@ func listVersions(ctx context.Context, rdb redis.Cmdable, key string, withNewest
 		return VersionsResult{}, err
 	}
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 7 {
+	if !ok || len(arr) != 8 {
 		return VersionsResult{}, fmt.Errorf("%w: versions answered %T", ErrUnexpectedAnswer, v)
 	}
 	res := VersionsResult{Ver: num(arr[0]), At: msTime(arr[1]), HasData: str(arr[2]) == "1"}
-	if sum := str(arr[6]); sum != "" {
+	if sum := str(arr[7]); sum != "" {
 		_, res.Current = StoredRecord{Sum: sum, Ver: str(arr[0]), At: str(arr[1])}.copies()
 	}
-	flat, _ := arr[4].([]any)
-	listed := make([]listedField, 0, len(flat)/3)
-	for i := 0; i+2 < len(flat); i += 3 {
-		f := listedField{name: str(flat[i]), size: int(num(flat[i+2]))}
-		if s, ok := flat[i+1].(string); ok {
-			f.head = &s
+	flat, _ := arr[5].([]any)
+	newest, _ := arr[6].([]any)
+	var listed []listedField
+	if str(arr[4]) == "all" { // the whole hash, name and value
+		listed, newest = listedOfAll(flat, withNewest)
+	} else {
+		listed = make([]listedField, 0, len(flat)/3)
+		for i := 0; i+2 < len(flat); i += 3 {
+			f := listedField{name: str(flat[i]), size: int(num(flat[i+2]))}
+			if s, ok := flat[i+1].(string); ok {
+				f.head = &s
+			}
+			listed = append(listed, f)
 		}
-		listed = append(listed, f)
 	}
 	res.History = parseListing(listed)
 	res.History.Seen = str(arr[3])
-	if vals, _ := arr[5].([]any); len(vals) > 0 {
-		res.History.takeNewest(vals)
+	if len(newest) > 0 {
+		res.History.takeNewest(newest)
 	}
 	if err := res.History.readUnlisted(ctx, rdb, key); err != nil {
 		return VersionsResult{}, err
 	}
 	res.Kept = res.History.Kept()
 	return res, nil
+}
+
+// listedOfAll lists a whole hash's name/value pairs (flat): every field
+// with its value and length, and, withNewest, the newest version's fields
+// and values.
+func listedOfAll(flat []any, withNewest bool) ([]listedField, []any) {
+	listed := make([]listedField, 0, len(flat)/2)
+	newestVer := int64(-1)
+	for i := 0; i+1 < len(flat); i += 2 {
+		value := str(flat[i+1])
+		f := listedField{name: str(flat[i]), head: &value, size: len(value)}
+		if _, ver, _, ok := histField(f.name); ok {
+			newestVer = max(newestVer, ver)
+		}
+		listed = append(listed, f)
+	}
+	var newest []any
+	for i := 0; withNewest && i+1 < len(flat); i += 2 {
+		if _, ver, _, ok := histField(str(flat[i])); ok && ver == newestVer {
+			newest = append(newest, flat[i], flat[i+1])
+		}
+	}
+	return listed, newest
 }
 
 // takeNewest makes the newest version's values (name, value pairs) its

@@ -5,7 +5,7 @@
 -- ARGV[1]  '1': also answer the values of every field of the newest kept version (the
 --          version a write that keeps a new one rewrites as a delta), else '0'
 --
--- Answers: {ver|false, at|false, hasData ('1'|'0'), histAt|false, {name1, head1, size1, ...},
+-- Answers: {ver|false, at|false, hasData ('1'|'0'), histAt|false, 'fields', {name1, head1, size1, ...},
 --           {name1, value1, ...}, sum|false}
 -- the current version, its write time (ms, Redis TIME), whether it has data and when the
 -- record last kept a version; then every field of the history, each with its value when it
@@ -15,10 +15,20 @@
 -- fields of the newest version with their values; then the record's checksum (its ver and
 -- at copies check the current version's).
 --
--- Cost: one HKEYS, and for each version one HSTRLEN and one HGET of at most 2048 bytes (a
--- k version's first field is at most 64): what the listing reads grows with the versions
--- kept, never with their data. The newest version's values are one version's bytes.
+-- A history kept as a listpack (a small profile's: every value at most
+-- hash-max-listpack-value, 64 bytes by default, and at most hash-max-listpack-entries) is
+-- answered whole, {..., 'all', {name1, value1, ...}, {}, sum}: one HGETALL, smaller than the
+-- calls that would pick from it, and the caller sorts it out.
+--
+-- Cost: otherwise one HKEYS, and for each version one HSTRLEN and one HGET of at most 2048
+-- bytes (a k version's first field is at most 64): what the listing reads grows with the
+-- versions kept, never with their data. The newest version's values are one version's bytes.
 local f = redis.call('HMGET', KEYS[1], 'ver', 'at', 'hist.at', 'sum')
+local hasData = redis.call('HSTRLEN', KEYS[1], 'data') > 0 and '1' or '0'
+local enc = redis.pcall('OBJECT', 'ENCODING', KEYS[2]) -- an error (a Redis without it): field by field
+if enc == 'listpack' or enc == 'ziplist' then
+  return {f[1] or false, f[2] or false, hasData, f[3] or false, 'all', redis.call('HGETALL', KEYS[2]), {}, f[4] or false}
+end
 local fields = {}
 local newest, newestFields = -1, {}
 for _, name in ipairs(redis.call('HKEYS', KEYS[2])) do
@@ -58,5 +68,4 @@ if ARGV[1] == '1' and #newestFields > 0 then
     values[#values + 1] = vals[i]
   end
 end
-return {f[1] or false, f[2] or false, redis.call('HSTRLEN', KEYS[1], 'data') > 0 and '1' or '0', f[3] or false,
-  fields, values, f[4] or false}
+return {f[1] or false, f[2] or false, hasData, f[3] or false, 'fields', fields, values, f[4] or false}
