@@ -100,8 +100,8 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 func (d *Driver[T]) refused(key string, res *record.AcquireResult) error {
 	switch res.Outcome {
 	case record.FormatTooNew:
-		return &CorruptRecordError{Key: key,
-			Err: fmt.Errorf("record format %s is newer than this build's %d", res.Format, record.Format)}
+		return fmt.Errorf("load %q: %w: record format %s is newer than this build's %d", key, ErrSchemaTooNew, res.Format,
+			record.Format)
 	case record.SchemaTooNew:
 		return fmt.Errorf("load %q: %w: the record may only be read at schema version %d or later, "+
 			"and this driver's is %d (len(Migrations))", key, ErrSchemaTooNew, res.SchemaMin, d.codec.Version())
@@ -178,14 +178,7 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		corrupt bool
 	)
 	if derr == nil {
-		if data, unknown, derr = d.codec.Decode(a.Data, a.Schema); derr != nil {
-			derr = decodeErr(key, derr)
-			var cerr *CorruptRecordError
-			if restoring && errors.As(derr, &cerr) {
-				d.log.Warn("loaded a corrupt record for a restore", "key", key, "err", derr)
-				derr, corrupt = nil, true
-			}
-		}
+		data, unknown, corrupt, derr = d.decodeLoaded(key, a, restoring)
 	}
 	p := &Profile[T]{
 		d:        d,
@@ -199,6 +192,7 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		leave:    make(chan struct{}, 1),
 		pullC:    make(chan struct{}, 1),
 		w: writer{ver: a.Ver, lastData: a.Data, schema: a.Schema, schemaMin: a.SchemaMin, corrupt: corrupt,
+			stored: record.KeptMeta{At: a.At, Schema: a.Schema, SchemaMin: a.SchemaMin}, uids: a.UserIDs, meta: a.Meta,
 			histAt: a.HistAt, redisNow: a.Now, loadedAt: sentAt, lastWrite: sentAt, inboxSeq: a.InboxSeq},
 	}
 	p.epoch.Store(a.Epoch)
@@ -229,6 +223,25 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 
 // abandon ends a profile that was never handed out (its owner never ran).
 func (p *Profile[T]) abandon() { p.endWith(causeClosed, ErrClosed) }
+
+// decodeLoaded checks the acquired record against its checksum and decodes
+// its data. A record that does not check or decode answers a
+// *CorruptRecordError (or a *MigrationError), unless restoring, when it is
+// reported corrupt instead (RestoreAt writes a kept version over it).
+func (d *Driver[T]) decodeLoaded(key string, a *record.AcquireResult, restoring bool) (
+	data T, unknown *datacodec.Unknown, corrupt bool, err error) {
+	if err = checkStored(key, a.Stored()); err == nil {
+		if data, unknown, err = d.codec.Decode(a.Data, a.Schema); err != nil {
+			err = decodeErr(key, err)
+		}
+	}
+	var cerr *CorruptRecordError
+	if restoring && errors.As(err, &cerr) {
+		d.log.Warn("loaded a corrupt record for a restore", "key", key, "err", err)
+		return data, unknown, true, nil
+	}
+	return data, unknown, false, err
+}
 
 // acquireOutcome classes an acquire's answer for its span.
 func acquireOutcome(o record.AcquireOutcome) telemetry.AcquireOutcome {

@@ -20,23 +20,28 @@ import (
 // Defaults of Config. They are the reference design's.
 // Defaults of the Config and NodeConfig fields, each with its reason.
 const (
-	DefaultLockWait           = 15 * time.Second  // a holder ends a stale session and saves, or a crashed one is proven stopped (10 to 15 s)
-	DefaultLockTTL            = 180 * time.Second // age after which a lock without the presence flag is stale
-	DefaultLockSkew           = 60 * time.Second  // margin on LockTTL for a failover whose clock differs
-	DefaultAutosave           = 30 * time.Second  // a crash loses at most this much progress
-	DefaultHistory            = 24                // with HistoryEvery, a day of play
-	MaxHistory                = 1000              // the most versions History may keep
-	DefaultHistoryEvery       = time.Hour         // a day back in History versions; an hour-old mistake undone
-	DefaultMaxInbox           = 1000              // messages are gifts and grants, not a queue
-	DefaultMaxMessageBytes    = 64 << 10          // a message is a gift or a grant, not a profile
-	DefaultMaxMessageAttempts = 5                 // rides out a passing failure; a message that never applies stops costing pulls
-	DefaultIdempotencyWindow  = 24 * time.Hour    // a shop retries within minutes, a batch job within a day
-	DefaultMaxIdempotencyKeys = 10 * DefaultMaxInbox
-	DefaultMaxDataBytes       = 4 << 20          // far under Redis's 512 MiB; a profile that large is a bug
-	DefaultSaveTimeout        = 10 * time.Second // one stuck save never holds up the others
-	DefaultReplicaTimeout     = time.Second      // a replica on the same network answers in milliseconds
-	DefaultMaxConcurrentSaves = 16               // autosaves of one Node at once
-	DefaultPingTimeout        = 2 * time.Second  // a healthy Redis answers in a millisecond; say so at once if not
+	DefaultLockWait     = 15 * time.Second  // a holder ends a stale session and saves, or a crashed one is proven stopped (10 to 15 s)
+	DefaultLockTTL      = 180 * time.Second // age after which a lock without the presence flag is stale
+	DefaultLockSkew     = 60 * time.Second  // margin on LockTTL for a failover whose clock differs
+	DefaultAutosave     = 30 * time.Second  // a crash loses at most this much progress
+	DefaultHistory      = 24                // with HistoryEvery, a day of play
+	MaxHistory          = 1000              // the most versions History may keep
+	DefaultHistoryEvery = time.Hour         // a day back in History versions; an hour-old mistake undone
+	// DefaultHistoryBytesPerData is HistoryBytes's default as a multiple of
+	// MaxDataBytes: the default day of versions of a profile takes about one
+	// compressed copy and its deltas, a fraction of this, and a big profile
+	// kept in many versions stays within this multiple of its size.
+	DefaultHistoryBytesPerData = 8
+	DefaultMaxInbox            = 1000           // messages are gifts and grants, not a queue
+	DefaultMaxMessageBytes     = 64 << 10       // a message is a gift or a grant, not a profile
+	DefaultMaxMessageAttempts  = 5              // rides out a passing failure; a message that never applies stops costing pulls
+	DefaultIdempotencyWindow   = 24 * time.Hour // a shop retries within minutes, a batch job within a day
+	DefaultMaxIdempotencyKeys  = 10 * DefaultMaxInbox
+	DefaultMaxDataBytes        = 4 << 20          // far under Redis's 512 MiB; a profile that large is a bug
+	DefaultSaveTimeout         = 10 * time.Second // one stuck save never holds up the others
+	DefaultReplicaTimeout      = time.Second      // a replica on the same network answers in milliseconds
+	DefaultMaxConcurrentSaves  = 16               // autosaves of one Node at once
+	DefaultPingTimeout         = 2 * time.Second  // a healthy Redis answers in a millisecond; say so at once if not
 )
 
 // NodeConfig configures a Node: one per game-server process. Every field
@@ -140,6 +145,11 @@ type Config[T any] struct {
 	// HistoryEvery: what RestoreAt can reach. [DefaultHistory, DefaultHistoryEvery]
 	History      int
 	HistoryEvery time.Duration
+	// HistoryBytes bounds the Redis bytes of one profile's kept versions
+	// (compressed copies and deltas, as stored): the oldest go first beyond
+	// it, as beyond History; the newest is kept whatever its size.
+	// [DefaultHistoryBytesPerData × MaxDataBytes: 32 MiB]
+	HistoryBytes int
 	// OnMessage applies a message (Driver.Send) to a copy of the data, kept
 	// when it returns nil: applied exactly once. A refused message is tried
 	// again at autosave ticks (after 1, 2, 4, then every 8 Autosave
@@ -183,8 +193,9 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 			return c, fmt.Errorf("%w: %s is negative (%s)", ErrInvalidConfig, d.name, d.v)
 		}
 	}
-	if c.MaxDataBytes < 0 {
-		return c, fmt.Errorf("%w: MaxDataBytes is negative (%d)", ErrInvalidConfig, c.MaxDataBytes)
+	if c.MaxDataBytes < 0 || c.HistoryBytes < 0 {
+		return c, fmt.Errorf("%w: MaxDataBytes and HistoryBytes must not be negative (%d, %d)", ErrInvalidConfig,
+			c.MaxDataBytes, c.HistoryBytes)
 	}
 	if c.LockWait == 0 {
 		c.LockWait = DefaultLockWait
@@ -234,6 +245,9 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 	}
 	if c.MaxDataBytes == 0 {
 		c.MaxDataBytes = DefaultMaxDataBytes
+	}
+	if c.HistoryBytes == 0 {
+		c.HistoryBytes = DefaultHistoryBytesPerData * c.MaxDataBytes
 	}
 	return c, nil
 }

@@ -65,3 +65,14 @@ func (d *Driver[T]) cliCommand(verb, key string, extra ...string) string {
 	f.LockTTL, f.LockSkew = nonDefault(d.cfg.LockTTL, DefaultLockTTL), nonDefault(d.cfg.LockSkew, DefaultLockSkew)
 	return clihint.Command(verb, d.cfg.Name, key, f, extra...)
 }
+
+// checkStored checks a record's data against its checksum: nil, or a
+// *CorruptRecordError naming the damaged field.
+func checkStored(key string, r record.StoredRecord) error {
+	cf := r.Check()
+	if cf == nil {
+		return nil
+	}
+	return &CorruptRecordError{Key: key, Path: cf.Field, Err: fmt.Errorf("%s; nothing was written: restore a kept "+
+		"version (Driver.RestoreAt, playerdata restore) or wipe the record", cf.Why)}
+}

@@ -96,6 +96,7 @@ func Example_prometheus() {
 	// # TYPE playerdata_fences_total counter
 	// # TYPE playerdata_handoff_received_total counter
 	// # TYPE playerdata_handoff_sent_total counter
+	// # TYPE playerdata_history_trimmed_total counter
 	// # TYPE playerdata_join_duration_seconds histogram
 	// playerdata_join_duration_seconds_count{playerdata_driver="PlayerData",playerdata_join_outcome="loaded",playerdata_join_path="free"} 1
 	// # TYPE playerdata_lock_losses_total counter

@@ -53,23 +53,36 @@ func (p *Profile[T]) versionDue() bool {
 // keepVersion fills the history arguments of req, a data write that keeps
 // the data it replaces (w.lastData, version w.ver): that data whole, and
 // the plan of what else the write does to the history (record.History.Plan:
-// the trim, and the previous newest version rewritten as a delta), from a
-// read of the history. Runs on the owner.
+// the trim, by count and by bytes, and the previous newest version
+// rewritten as a delta), from a listing of the history (its fields and
+// headers, and the newest version's value: no read of the rest). Runs on
+// the owner.
 func (p *Profile[T]) keepVersion(req *record.SaveArgs) {
 	d, w := p.d, &p.w
-	req.Keep, req.KeepVer, req.KeepAlways = record.AppendWhole(nil, d.zenc, w.lastData), w.ver, w.keepNext
-	if w.histAt.IsZero() {
-		return // the record never kept a version: nothing to trim or rewrite
-	}
-	ctx, cancel := d.node.clock.WithTimeout(p.ctx, historyReadTimeout)
-	defer cancel()
-	h, err := record.ReadHistory(ctx, d.node.rdb, d.recordKey(p.key))
+	req.KeepVer, req.KeepMeta, req.KeepAlways = w.ver, w.stored, w.keepNext
+	h, err := p.listForKeep()
 	if err != nil {
-		d.log.Debug("history not read: the version is kept whole", "key", p.key, "err", err)
-		return
+		d.log.Debug("history not listed: the version is kept whole", "key", p.key, "err", err)
 	}
-	plan := h.Plan(w.ver, w.lastData, d.cfg.History, record.HistChain, d.zdec)
+	req.Keep = record.NewKeptWhole(w.ver, h.Newest(w.ver), w.stored, w.lastData, d.zenc)
+	if err != nil || w.histAt.IsZero() {
+		return // without a listing, the script trims by count and rewrites nothing
+	}
+	plan := h.Plan(record.KeepSpec{Ver: w.ver, Data: w.lastData, Value: req.Keep, Count: d.cfg.History,
+		Budget: d.cfg.HistoryBytes, MaxChain: record.HistChain}, d.zdec)
 	req.KeepPlan = &plan
+}
+
+// listForKeep lists the history for a write that keeps a version, within
+// historyReadTimeout; a record that never kept one has none to list.
+func (p *Profile[T]) listForKeep() (*record.History, error) {
+	if p.w.histAt.IsZero() {
+		return &record.History{}, nil
+	}
+	ctx, cancel := p.d.node.clock.WithTimeout(p.ctx, historyReadTimeout)
+	defer cancel()
+	h, err := record.ListForKeep(ctx, p.d.node.rdb, p.d.recordKey(p.key))
+	return &h, err
 }
 
 // newZstd returns the driver's compressor and decompressor, closed with the

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/redis/go-redis/v9"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/datadriver"
@@ -169,10 +170,7 @@ func TestWholeTextVersionsStayReadable(t *testing.T) {
 	if err != nil || len(vs) != 4 || vs[1].Ver != 3 {
 		t.Fatalf("after the restore: %+v, %v; want the restore (ver 4), the data it replaced (ver 3), 2 and 1", vs, err)
 	}
-	h, err := record.ReadHistory(ctx, c, rk)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := listHistory(t, c, rk)
 	var f []record.Form
 	for _, v := range h.Versions {
 		f = append(f, v.Form)
@@ -269,10 +267,7 @@ func TestEveryDeltaVersionReads(t *testing.T) {
 	if err != nil || len(vs) != datadriver.DefaultHistory+1 {
 		t.Fatalf("versions %+v, %v; want the current one and %d kept", vs, err, datadriver.DefaultHistory)
 	}
-	h, err := record.ReadHistory(ctx, r.Client(t), datadriver.RecordKey(r.Namespace, "PlayerData", "user:5"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := listHistory(t, r.Client(t), datadriver.RecordKey(r.Namespace, "PlayerData", "user:5"))
 	for i, s := range h.Versions {
 		if want := i == len(h.Versions)-1; (s.Form == record.FormWhole) != want {
 			t.Errorf("version %d is stored %s (%d bytes)", s.Ver, s.Form, s.Bytes)
@@ -309,7 +304,7 @@ func TestADamagedVersionCostsItsChain(t *testing.T) {
 	c := r.Client(t)
 	hk := record.HistoryKey(datadriver.RecordKey(r.Namespace, "PlayerData", "user:6"))
 	const damaged = 6
-	field := fmt.Sprintf("v%d", damaged)
+	field := fmt.Sprintf("k%d", damaged)
 	b, err := c.HGet(ctx, hk, field).Bytes()
 	if err != nil {
 		t.Fatalf("%s: %v", field, err)
@@ -335,4 +330,14 @@ func TestADamagedVersionCostsItsChain(t *testing.T) {
 	if after["ver"] != before["ver"] || after["data"] != before["data"] || after["lock.token"] != "" {
 		t.Fatalf("the refused restore changed the record: ver %s → %s, lock %q", before["ver"], after["ver"], after["lock.token"])
 	}
+}
+
+// listHistory lists the history of the record at rk.
+func listHistory(t testing.TB, rdb redis.UniversalClient, rk string) record.History {
+	t.Helper()
+	res, err := record.Versions(context.Background(), rdb, rk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.History
 }

@@ -2,6 +2,7 @@ package datadriver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -327,9 +328,14 @@ func (p *Profile[T]) applyMessages(msgs []record.Message) (n int, waiting bool) 
 }
 
 // applyOne applies one message to a copy of the data; the copy replaces the
-// data when OnMessage accepts it. dataMu held.
+// data when OnMessage accepts it. A message that does not match its
+// checksum is refused (a *CorruptRecordError) without OnMessage seeing it.
+// dataMu held.
 func (p *Profile[T]) applyOne(rm record.Message) error {
 	d := p.d
+	if cf := rm.Check(); cf != nil {
+		return &CorruptRecordError{Key: p.key, Path: cf.Field, Err: errors.New(cf.Why)}
+	}
 	next, err := d.codec.Clone(&p.data)
 	if err != nil {
 		return fmt.Errorf("copy the data: %w", err)

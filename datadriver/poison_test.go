@@ -196,3 +196,71 @@ func TestSendRetriedWithAnIdempotencyKey(t *testing.T) {
 		t.Errorf("%+v: a retried send was applied again", w)
 	}
 }
+
+// A message whose inbox entry does not match its checksum (c) is damaged:
+// no server applies it (OnMessage never sees it), each refuses it naming
+// the entry, and after MaxMessageAttempts it is a dead letter that says it
+// is damaged, and keeps its checksum: replayed, it is still refused. The
+// messages around it apply once.
+func TestDamagedMessageIsNeverApplied(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	s := newServer(t, r, "server-a", fast)
+	var refuse atomic.Bool
+	d := poisonDriver(t, s, &refuse, 2)
+	ctx := ctxT(t)
+	c := r.Client(t)
+	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:2")
+	if _, err := d.Send(ctx, "user:2", gift{Coins: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// A gift of 7 coins whose stored body became one of 70 (its checksum
+	// is the 7's): as a bad disk or a tool would leave it.
+	body7, body70 := msgpackOf(t, gift{Coins: 7}), msgpackOf(t, gift{Coins: 70})
+	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: record.InboxKey(rk), Values: []any{record.EntryBody, body70,
+		record.EntrySumField, record.EntrySum("", body7)}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.HIncrBy(ctx, rk, record.FieldInboxSeq, 1)
+	p, err := d.Join(ctx, "user:2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Send(ctx, "user:2", gift{Coins: 2}); err != nil { // a pull: the damaged one's second refusal
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the gifts applied", func() bool { return walletOf(p).Received == 2 })
+	var dead []record.DeadLetter
+	eventually(t, 5*time.Second, "the damaged message dead-lettered", func() bool {
+		dead, err = record.ReadDeadLetters(ctx, c, rk, 10)
+		return err == nil && len(dead) == 1
+	})
+	if dl := dead[0]; dl.Damaged == nil || !strings.Contains(dl.Err, "does not match its checksum") {
+		t.Errorf("dead letter %+v (damaged %v), want it named damaged, refused for its checksum", dl, dl.Damaged)
+	}
+	if w := walletOf(p); w.Coins != 3 {
+		t.Fatalf("data %+v, want the two gifts only: the damaged one never applied", w)
+	}
+	if rep, err := record.Replay(ctx, c, rk, nil); err != nil || rep.Moved != 1 {
+		t.Fatalf("replay = %+v, %v", rep, err)
+	}
+	if err := p.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the replayed damaged message refused again", func() bool {
+		_ = p.Save(ctx) // a write counts the refusals of the pull before it
+		return c.HLen(ctx, record.TriesKey(rk)).Val() > 0
+	})
+	if w := walletOf(p); w.Coins != 3 {
+		t.Fatalf("data %+v after the replay, want the damaged message still not applied", w)
+	}
+}
+
+// msgpackOf is v's msgpack.
+func msgpackOf(tb testing.TB, v any) []byte {
+	tb.Helper()
+	b, err := msgpackMarshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}

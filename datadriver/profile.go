@@ -83,9 +83,17 @@ type Profile[T any] struct {
 type writer struct {
 	ver      int64  // the record version the last landed write made or loaded
 	lastData []byte // the data of that version: an unchanged profile saves no data
-	// schema and schemaMin are the record's schema version and min-reader,
-	// as loaded or as the last landed write set them.
+	// schema and schemaMin are the schema version and min-reader of the
+	// data in memory: as loaded or as the last landed write set them, or a
+	// restored version's.
 	schema, schemaMin int
+	// stored is the stored data's (lastData's) write time, schema and
+	// min-reader, as loaded or as the last landed write stamped them: what
+	// a version kept of it says.
+	stored record.KeptMeta
+	// uids and meta are the user ids and metadata as stored (encoded): the
+	// record's checksum covers them with the data.
+	uids, meta []byte
 	// histAt is when the record last kept a version (Redis clock); redisNow
 	// is the Redis time the load saw, at local time loadedAt: together they
 	// tell when the next version is due. keepNext: the next data write keeps
@@ -106,7 +114,7 @@ type writer struct {
 	// failed).
 	lastWrite, refreshRetry time.Time
 	// warned says which broken keys were logged already (history, inbox).
-	warnedHistory, warnedInbox bool
+	warnedHistory, warnedInbox, warnedVersion bool
 	// retry is when refused messages are tried again (msgretry.go).
 	retry inboxRetry
 }

@@ -64,8 +64,8 @@ func TestBadInput(t *testing.T) {
 		if err := c.HSet(ctx, r.Namespace+":{PlayerData:future}", "data", "x", "ver", 1, "fmt", 99).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := d.Load(ctx, "future", datadriver.LoadOptions{}); !errors.Is(err, datadriver.ErrCorruptRecord) {
-			t.Fatalf("Load = %v, want ErrCorruptRecord", err)
+		if _, err := d.Load(ctx, "future", datadriver.LoadOptions{}); !errors.Is(err, datadriver.ErrSchemaTooNew) {
+			t.Fatalf("Load = %v, want ErrSchemaTooNew", err)
 		}
 		if rec := recordFields(t, r, "PlayerData", "future"); rec["lock.token"] != "" || rec["epoch"] != "" {
 			t.Fatalf("the acquire touched a record of an unknown format: %v", rec)

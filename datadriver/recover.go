@@ -59,13 +59,14 @@ func (d *Driver[T]) recoverTrade(ctx context.Context, key, token string, a *reco
 	}
 	part := e.Participants[i]
 	img := part.Image
+	sum := record.RecordSum(img, part.Schema, part.SchemaMin, a.UserIDs, a.Meta)
 	res, err := d.write(ctx, key, record.SaveArgs{Mode: record.ModeSettle, Token: token, Trade: id, Data: img,
-		Schema: part.Schema, SchemaMin: part.SchemaMin})
+		Schema: part.Schema, SchemaMin: part.SchemaMin, Sum: sum})
 	if err != nil {
 		return fmt.Errorf("recover trade %s of %q: settle: %w", id, key, err)
 	}
 	if res.How != record.HowAlreadySettled {
-		a.Data, a.Ver, a.Schema, a.SchemaMin = img, res.Ver, part.Schema, part.SchemaMin
+		a.Settled(img, res.Ver, res.At, part.Schema, part.SchemaMin, sum)
 	}
 	a.Trade = ""
 	d.node.markSettled(j, id, []int{i})

@@ -227,12 +227,27 @@ func TestCorruptRecordRepairedByRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Client(t).HSet(ctx, datadriver.RecordKey(r.Namespace, "PlayerData", "hero:3"), "data", raw).Err(); err != nil {
+	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "hero:3")
+	if err := r.Client(t).HSet(ctx, rk, "data", raw).Err(); err != nil {
 		t.Fatal(err)
 	}
-
 	_, err = d.Load(ctx, "hero:3", datadriver.LoadOptions{})
 	var cerr *datadriver.CorruptRecordError
+	if !errors.As(err, &cerr) || cerr.Path != "data" {
+		t.Fatalf("Load of data another tool wrote = %v, want a CorruptRecordError at data (its checksum)", err)
+	}
+	// Written as a record without a checksum (format 1, an earlier build's),
+	// its data is decoded, and the decode names the field.
+	if err := r.Client(t).HSet(ctx, rk, "fmt", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Client(t).HDel(ctx, rk, "sum").Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the lock is given back", func() bool {
+		return recordFields(t, r, "PlayerData", "hero:3")["lock.token"] == ""
+	})
+	_, err = d.Load(ctx, "hero:3", datadriver.LoadOptions{})
 	if !errors.As(err, &cerr) || cerr.Path != `Items["axe"].Count` {
 		t.Fatalf("Load of a corrupt record = %v, want a CorruptRecordError at Items[\"axe\"].Count", err)
 	}

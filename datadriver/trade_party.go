@@ -165,7 +165,7 @@ func (p *Profile[T]) imageOf(c any) ([]byte, error) {
 
 func (p *Profile[T]) settleCall(id, token string, img []byte, schema, schemaMin int) rscript.Call {
 	return p.d.writeCall(p.key, record.SaveArgs{Mode: record.ModeSettle, Token: token, Trade: id, Data: img,
-		Schema: schema, SchemaMin: schemaMin})
+		Schema: schema, SchemaMin: schemaMin, Sum: record.RecordSum(img, schema, schemaMin, p.w.uids, p.w.meta)})
 }
 
 func (p *Profile[T]) settleResult(res record.SaveResult, err error, sentAt time.Time) (writeRes, error) {
@@ -192,6 +192,7 @@ func (p *Profile[T]) settled(res writeRes, img []byte) {
 	}
 	p.w.ver, p.w.lastData = res.Ver, img
 	p.w.schema, p.w.schemaMin = p.imageSchema()
+	p.w.stored = record.KeptMeta{At: res.At, Schema: p.w.schema, SchemaMin: p.w.schemaMin}
 	p.w.lastWrite = res.sentAt
 	p.epoch.Store(res.Epoch)
 	p.d.mu.Lock()

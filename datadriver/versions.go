@@ -18,6 +18,10 @@ type Version struct {
 	Ver     int64     // the record version (grows by one with every data write)
 	At      time.Time // when it was written (Redis clock)
 	Current bool      // the record's current data
+	// Err is set on a kept version whose metadata is damaged: it matches
+	// ErrCorruptRecord (or ErrSchemaTooNew for a newer build's layout), At
+	// is zero, and the version cannot be read or restored.
+	Err error
 }
 
 // version is a Version and the schema version of its data.
@@ -27,10 +31,10 @@ type version struct {
 }
 
 // Versions lists the kept versions of key, newest first: the current data
-// and the versions the history keeps (at most History; see HistoryEvery).
-// A key never saved has none.
+// and the versions the history keeps (at most History and HistoryBytes;
+// see HistoryEvery). A key never saved has none.
 func (d *Driver[T]) Versions(ctx context.Context, key string) ([]Version, error) {
-	vs, err := d.versions(ctx, key)
+	vs, _, err := d.versions(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -42,50 +46,91 @@ func (d *Driver[T]) Versions(ctx context.Context, key string) ([]Version, error)
 }
 
 // versions lists the kept versions of key with their schema versions,
-// newest first.
-func (d *Driver[T]) versions(ctx context.Context, key string) ([]version, error) {
+// newest first, and the history's listing they come from.
+func (d *Driver[T]) versions(ctx context.Context, key string) ([]version, *record.History, error) {
 	if err := ValidKey(key); err != nil {
-		return nil, fmt.Errorf("versions: %w", err)
+		return nil, nil, fmt.Errorf("versions: %w", err)
 	}
 	res, err := record.Versions(ctx, d.node.rdb, d.recordKey(key))
 	if err != nil {
-		return nil, fmt.Errorf("versions %q: %w", key, err)
+		return nil, nil, fmt.Errorf("versions %q: %w", key, err)
 	}
 	var out []version
 	if res.HasData {
-		out = append(out, version{Version: Version{Ver: res.Ver, At: res.At, Current: true}})
+		v := version{Version: Version{Ver: res.Ver, At: res.At, Current: true}}
+		if cf := res.Current; cf != nil {
+			v.At, v.Err = time.Time{}, &CorruptRecordError{Key: key, Path: cf.Field, Err: errors.New(cf.Why)}
+		}
+		out = append(out, v)
 	}
 	for _, k := range res.Kept {
-		if k.Ver < res.Ver {
-			out = append(out, version{Version: Version{Ver: k.Ver, At: k.At}, schema: k.Schema})
+		if k.Ver >= res.Ver {
+			continue
 		}
+		v := version{Version: Version{Ver: k.Ver, At: k.At}, schema: k.Schema}
+		if k.Err != nil {
+			v.At, v.Err = time.Time{}, versionErr(key, k.Ver, k.Err)
+		}
+		out = append(out, v)
 	}
 	slices.SortFunc(out, func(a, b version) int { return cmp.Compare(b.Ver, a.Ver) })
-	return out, nil
+	return out, &res.History, nil
 }
 
-// at returns the newest of vs written at or before t, or ErrNoVersion.
-func versionAt(key string, vs []version, t time.Time) (version, error) {
-	i := slices.IndexFunc(vs, func(v version) bool { return !v.At.After(t) })
-	if i < 0 {
-		return version{}, fmt.Errorf("%q at %s: %w", key, t.Format(time.RFC3339), ErrNoVersion)
+// versionErr is the error of kept version ver of key that does not read:
+// ErrSchemaTooNew for a newer build's layout, else a *CorruptRecordError
+// naming the version.
+func versionErr(key string, ver int64, err error) error {
+	if errors.Is(err, record.ErrLayoutTooNew) {
+		return fmt.Errorf("version %d of %q: %w: %w", ver, key, ErrSchemaTooNew, err)
 	}
-	return vs[i], nil
+	needs := ver
+	var ve *record.VersionError
+	if errors.As(err, &ve) && ve.Needs != 0 {
+		needs = ve.Needs
+	}
+	return &CorruptRecordError{Key: key, Path: fmt.Sprintf("history version %d", needs), Err: err}
+}
+
+// versionAt returns the newest of vs (newest first) written at or before
+// t, or ErrNoVersion. A damaged version that may be that one (it lies
+// between the newest at or before t and the next newer one) is refused
+// with its error: its time is unknown.
+func versionAt(key string, vs []version, t time.Time) (version, error) {
+	var damaged *version
+	for i := range vs {
+		v := &vs[i]
+		switch {
+		case v.Err != nil:
+			if damaged == nil {
+				damaged = v
+			}
+		case v.At.After(t):
+			damaged = nil // a damaged version newer than this one is newer than t
+		case damaged != nil:
+			return version{}, fmt.Errorf("%q at %s: %w", key, t.Format(time.RFC3339), damaged.Err)
+		default:
+			return *v, nil
+		}
+	}
+	if damaged != nil {
+		return version{}, fmt.Errorf("%q at %s: %w", key, t.Format(time.RFC3339), damaged.Err)
+	}
+	return version{}, fmt.Errorf("%q at %s: %w", key, t.Format(time.RFC3339), ErrNoVersion)
 }
 
 // readVersion reads and decodes the data of v (a kept one, not the current
-// one), with what T does not know of it.
-func (d *Driver[T]) readVersion(ctx context.Context, key string, v version) (T, *datacodec.Unknown, error) {
+// one) from the history h listed it, with what T does not know of it.
+func (d *Driver[T]) readVersion(ctx context.Context, key string, h *record.History, v version) (T, *datacodec.Unknown, error) {
 	var zero T
-	h, err := record.ReadHistory(ctx, d.node.rdb, d.recordKey(key))
-	if err != nil {
+	raw, err := h.Read(ctx, d.node.rdb, d.recordKey(key), v.Ver, d.zdec)
+	var ve *record.VersionError
+	switch {
+	case errors.As(err, &ve):
+		return zero, nil, versionErr(key, v.Ver, err)
+	case err != nil:
 		return zero, nil, fmt.Errorf("read version %d of %q: %w", v.Ver, key, err)
-	}
-	raw, err := h.Data(v.Ver, d.zdec)
-	if err != nil {
-		return zero, nil, &CorruptRecordError{Key: key, Err: err}
-	}
-	if raw == nil {
+	case raw == nil:
 		return zero, nil, fmt.Errorf("read version %d of %q: %w (no longer kept)", v.Ver, key, ErrNoVersion)
 	}
 	data, unknown, err := d.codec.Decode(raw, v.schema)
@@ -103,7 +148,7 @@ func (d *Driver[T]) readVersion(ctx context.Context, key string, v version) (T, 
 // than what a live session holds in memory.
 func (d *Driver[T]) ReadVersion(ctx context.Context, key string, t time.Time) (T, error) {
 	var zero T
-	vs, err := d.versions(ctx, key)
+	vs, h, err := d.versions(ctx, key)
 	if err != nil {
 		return zero, err
 	}
@@ -111,17 +156,27 @@ func (d *Driver[T]) ReadVersion(ctx context.Context, key string, t time.Time) (T
 	if err != nil {
 		return zero, fmt.Errorf("read version: %w", err)
 	}
+	if v.Err != nil {
+		return zero, v.Err
+	}
 	if !v.Current {
-		data, _, err := d.readVersion(ctx, key, v)
+		data, _, err := d.readVersion(ctx, key, h, v)
 		return data, err
 	}
-	f, err := d.node.rdb.HMGet(ctx, d.recordKey(key), record.FieldData, record.FieldSchema).Result()
+	f, err := d.node.rdb.HMGet(ctx, d.recordKey(key), record.FieldData, record.FieldSchema, record.FieldSchemaMin,
+		record.FieldUserIDs, record.FieldMeta, record.FieldVer, record.FieldAt, record.FieldFormat, record.FieldSum).Result()
 	if err != nil {
 		return zero, fmt.Errorf("read version %q: %w", key, err)
 	}
+	stored := record.StoredRecord{Data: []byte(fieldString(f[0])), Schema: fieldString(f[1]), SchemaMin: fieldString(f[2]),
+		UserIDs: []byte(fieldString(f[3])), Meta: []byte(fieldString(f[4])), Ver: fieldString(f[5]), At: fieldString(f[6]),
+		Format: fieldString(f[7]), Sum: fieldString(f[8])}
+	if err := checkStored(key, stored); err != nil {
+		return zero, err
+	}
 	schema := 0
-	_, _ = fmt.Sscan(fieldString(f[1]), &schema)
-	data, _, err := d.codec.Decode([]byte(fieldString(f[0])), schema)
+	_, _ = fmt.Sscan(stored.Schema, &schema)
+	data, _, err := d.codec.Decode(stored.Data, schema)
 	if err != nil {
 		return zero, decodeErr(key, err)
 	}
@@ -154,7 +209,7 @@ func (d *Driver[T]) RestoreAt(ctx context.Context, key string, t time.Time, opts
 }
 
 func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) error {
-	vs, err := d.versions(ctx, p.key)
+	vs, h, err := d.versions(ctx, p.key)
 	if err != nil {
 		return err
 	}
@@ -171,7 +226,7 @@ func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) err
 			return nil // the data as of t is the current data
 		})
 	}
-	data, unknown, err := d.readVersion(ctx, p.key, target)
+	data, unknown, err := d.readVersion(ctx, p.key, h, target)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}

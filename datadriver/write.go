@@ -158,8 +158,27 @@ func (p *Profile[T]) buildWrite(mode record.WriteMode, kind telemetry.WriteKind,
 	if snap.uids != nil {
 		req.Meta = &record.Meta{UserIDs: snap.uids, Meta: snap.meta}
 	}
+	req.Sum = p.sumOf(req)
 	req.Applied, req.Refused = snap.applied, snap.refused
 	return req, snap, tooLarge, nil
+}
+
+// sumOf is the record's checksum after req, a write that sends data or
+// user ids and metadata ("" for one that sends neither): of what it
+// writes, and of what it leaves as stored.
+func (p *Profile[T]) sumOf(req record.SaveArgs) string {
+	if req.Data == nil && req.Meta == nil {
+		return ""
+	}
+	w := &p.w
+	data, schema, schemaMin, uids, meta := w.lastData, w.stored.Schema, w.stored.SchemaMin, w.uids, w.meta
+	if req.Data != nil {
+		data, schema, schemaMin = req.Data, req.Schema, req.SchemaMin
+	}
+	if req.Meta != nil {
+		uids, meta = req.Meta.UserIDs, req.Meta.Meta
+	}
+	return record.RecordSum(data, schema, schemaMin, uids, meta)
 }
 
 // landed records a write of the profile that landed.
@@ -169,10 +188,17 @@ func (p *Profile[T]) landed(req record.SaveArgs, snap snapshot, res writeRes, tr
 	w.ver, w.lastData = res.Ver, snap.data // snap.data is the stored data when the write sent none
 	if req.Data != nil {
 		w.schema, w.schemaMin = req.Schema, req.SchemaMin
+		w.stored = record.KeptMeta{At: res.At, Schema: req.Schema, SchemaMin: req.SchemaMin}
 		w.keepNext = false
+	}
+	if req.Meta != nil {
+		w.uids, w.meta = req.Meta.UserIDs, req.Meta.Meta
 	}
 	if res.HistAt.After(w.histAt) {
 		w.histAt = res.HistAt
+	}
+	if pl := req.KeepPlan; pl != nil && res.Planned {
+		d.tel.HistoryKept(p.ctx, pl.Bytes, pl.TrimmedCount, pl.TrimmedBytes)
 	}
 	w.lastWrite = res.sentAt
 	if trade != "" {
@@ -209,6 +235,11 @@ func (p *Profile[T]) noteBroken(res record.SaveResult) {
 		w.warnedHistory = true
 		d.log.Error("the history key is not a hash: saves go on, but keep no version; "+
 			d.repairHint(p.key, "history"), "key", p.key)
+	}
+	if res.VersionSkipped && !w.warnedVersion {
+		w.warnedVersion = true
+		d.log.Warn("a version was due but not kept: the record's time or schema is not what this server loaded "+
+			"(changed by another tool?); the next write keeps one", "key", p.key)
 	}
 	if res.InboxUnusable && !w.warnedInbox {
 		w.warnedInbox = true

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/ckernel/playerdata/internal/checksum"
 	"github.com/ckernel/playerdata/internal/rscript"
 )
 
@@ -118,13 +120,16 @@ func (j *Journal) Key(id string) string {
 // the participants' prepare marks (see Begun for its answer).
 func (j *Journal) BeginCall(id, coordinator string, parts []Participant) (rscript.Call, error) {
 	args := []any{coordinator, len(parts), j.retain.Milliseconds()}
+	sum := [][]byte{[]byte(coordinator), []byte(strconv.Itoa(len(parts)))}
 	for _, p := range parts {
 		desc, err := msgpack.Marshal(&p)
 		if err != nil {
 			return rscript.Call{}, fmt.Errorf("trade %s: encode participant: %w", id, err)
 		}
 		args = append(args, desc, p.Image)
+		sum = append(sum, desc, p.Image)
 	}
+	args = append(args, checksum.Of(sum...))
 	return rscript.Call{Script: beginScript, Keys: []string{j.Key(id)}, Args: args}, nil
 }
 
@@ -249,7 +254,7 @@ func (j *Journal) MarkSettled(ctx context.Context, id string, idx ...int) error 
 }
 
 // Read returns trade id's entry, ErrNotFound when there is none, or
-// ErrCorrupt when it cannot be decoded.
+// ErrCorrupt when it cannot be decoded or does not match its checksum.
 func (j *Journal) Read(ctx context.Context, id string) (*Entry, error) {
 	m, err := j.rdb.HGetAll(ctx, j.Key(id)).Result()
 	if err != nil {
@@ -258,6 +263,14 @@ func (j *Journal) Read(ctx context.Context, id string) (*Entry, error) {
 	if len(m) == 0 {
 		return nil, fmt.Errorf("trade %s: %w", id, ErrNotFound)
 	}
+	return parseEntry(id, m)
+}
+
+// parseEntry reads trade id's entry from its fields, checking every one:
+// the state and the settled marks by their form, the rest by the entry's
+// checksum (c: written by this build's begin; an entry an earlier build
+// began has none and is read unchecked).
+func parseEntry(id string, m map[string]string) (*Entry, error) {
 	e := &Entry{ID: id, State: State(m["state"]), Coordinator: m["coord"]}
 	switch e.State {
 	case Prepared, Committed, Aborted:
@@ -269,7 +282,7 @@ func (j *Journal) Read(ctx context.Context, id string) (*Entry, error) {
 	}
 	n, err := strconv.Atoi(m["n"])
 	if m["n"] == "" && e.State == Aborted {
-		return e, nil // a tombstone
+		return e, nil // a tombstone (an aborted entry's participants matter to nobody)
 	}
 	if err != nil || n < 0 || n > 1000 {
 		return nil, fmt.Errorf("trade %s: %w: participant count %q", id, ErrCorrupt, m["n"])
@@ -286,8 +299,39 @@ func (j *Journal) Read(ctx context.Context, id string) (*Entry, error) {
 		}
 		p.Image = []byte(img)
 		e.Participants = append(e.Participants, p)
-		_, settled := m["s"+strconv.Itoa(i)]
+		mark, settled := m["s"+strconv.Itoa(i)]
+		if settled && mark != "1" {
+			return nil, fmt.Errorf("trade %s: %w: settled mark %d is %q", id, ErrCorrupt, i, mark)
+		}
 		e.Settled = append(e.Settled, settled)
 	}
+	if err := checkEntry(m, n); err != nil {
+		return nil, fmt.Errorf("trade %s: %w: %w", id, ErrCorrupt, err)
+	}
 	return e, nil
+}
+
+// checkEntry checks an entry of n participants against its checksum c
+// ("<crc>,<at>"): the coordinator, the count, every descriptor and image,
+// and the time it copies.
+func checkEntry(m map[string]string, n int) error {
+	c, ok := m["c"]
+	if !ok {
+		return nil // begun by an earlier build
+	}
+	sum, at, found := strings.Cut(c, ",")
+	if !found || !checksum.Valid(sum) {
+		return fmt.Errorf("its checksum %q is not <crc>,<at>", c)
+	}
+	if at != m["at"] {
+		return fmt.Errorf("its time %q disagrees with its checksum, which says %q", m["at"], at)
+	}
+	parts := [][]byte{[]byte(m["coord"]), []byte(m["n"])}
+	for i := range n {
+		parts = append(parts, []byte(m["p"+strconv.Itoa(i)]), []byte(m["img"+strconv.Itoa(i)]))
+	}
+	if checksum.Of(parts...) != sum {
+		return errors.New("its coordinator, participants or images do not match its checksum (c): damaged")
+	}
+	return nil
 }

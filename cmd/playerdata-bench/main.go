@@ -17,9 +17,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -46,6 +48,13 @@ baselines, rounds interleaved, after a warm-up:
                   Go heap per resident profile
   messages        Driver.Send → OnMessage on the holder: p50, p99
 
+With --big-history it measures only the big-profile history: a profile near
+the default MaxDataBytes (4 MiB), a version kept by every save, 5 % of the
+values changed by each; save p50/p99 with 10, 100 and 1,000 kept versions,
+another client's worst PING meanwhile, the slowest single Redis command
+(SLOWLOG), and ReadVersion of the oldest version (latency, bytes allocated).
+It takes minutes (--quick: 10 and 100 versions).
+
 Without --redis / --nats it starts an embedded Redis (miniredis) and NATS in
 the process, and says loudly that such figures are not representative: give
 a real Redis and NATS of your own (not one under other load). It works under
@@ -59,6 +68,7 @@ Flags:
   --quick            a shorter run: ends within a minute
   --json             print one JSON object instead of the text
   --report DIR       also write charts (SVG), result.json and index.html into DIR
+  --big-history      measure only the big-profile history (minutes)
 
 Exit status: 0 measured, 1 a measurement failed or a server cannot be
 reached, 2 usage.
@@ -77,6 +87,14 @@ func usagef(format string, a ...any) error {
 func main() {
 	redis.SetLogger(quietLogger{}) // the command reports a failed dial itself, in one line
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if os.Getenv(bench.PingerEnv) == "1" { // the big-profile history's other client (pinger)
+		err := runPinger(ctx, os.Stdout)
+		stop()
+		if err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	var u *usageError
@@ -100,7 +118,7 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 // flags are the command's flags.
 type flags struct {
 	redisURL, natsURL, prefix string
-	quick, json               bool
+	quick, json, bigHistory   bool
 	report                    string
 }
 
@@ -115,6 +133,7 @@ func parse(args []string, stdout io.Writer) (flags, error) {
 	fs.BoolVar(&f.quick, "quick", false, "")
 	fs.BoolVar(&f.json, "json", false, "")
 	fs.StringVar(&f.report, "report", "", "")
+	fs.BoolVar(&f.bigHistory, "big-history", false, "")
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -124,6 +143,9 @@ func parse(args []string, stdout io.Writer) (flags, error) {
 		return f, usagef("%v", err)
 	case fs.NArg() > 0:
 		return f, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if f.bigHistory && f.report != "" {
+		return f, usagef("--report draws the other measurements: not with --big-history")
 	}
 	if err := messaging.ValidJobID(f.prefix); err != nil {
 		return f, usagef("--namespace %q: %v", f.prefix, err)
@@ -159,10 +181,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if f.quick {
 		cfg = bench.QuickConfig()
 	}
-	res, err := bench.Run(ctx, bench.Env{
+	cfg.BigHistory = f.bigHistory
+	benv := bench.Env{
 		RedisOptions: env.RedisOptions, NATSURL: env.NATSURL, Namespace: env.Namespace,
 		EmbeddedRedis: env.Embedded, EmbeddedNATS: env.EmbeddedNATS, Progress: stderr,
-	}, cfg)
+	}
+	if f.redisURL != "" {
+		benv.Pinger = pingerCommand(f.redisURL)
+	}
+	res, err := bench.Run(ctx, benv, cfg)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
@@ -178,4 +205,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return enc.Encode(res)
 	}
 	return res.WriteText(stdout)
+}
+
+// pingerCommand runs this program as the big-profile history's other
+// client, on the Redis at url: a process of its own, whose PINGs measure
+// Redis and not this process's pauses. nil when this program's path is
+// not known (the bench then PINGs from a goroutine).
+func pingerCommand(url string) func(context.Context, time.Duration) *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return func(ctx context.Context, period time.Duration) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, exe)
+		cmd.Env = append(os.Environ(), bench.PingerEnv+"=1", bench.PingerRedisEnv+"="+url,
+			bench.PingerPeriodEnv+"="+period.String())
+		return cmd
+	}
+}
+
+// runPinger is this process as the other client: bench.RunPinger on the
+// Redis its environment names.
+func runPinger(ctx context.Context, w io.Writer) error {
+	opts, err := labenv.RedisOptions(os.Getenv(bench.PingerRedisEnv))
+	if err != nil {
+		return err
+	}
+	period, err := time.ParseDuration(os.Getenv(bench.PingerPeriodEnv))
+	if err != nil {
+		return err
+	}
+	return bench.RunPinger(ctx, opts, period, w)
 }

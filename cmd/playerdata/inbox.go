@@ -65,6 +65,9 @@ type messageReport struct {
 	Refusals  int64  `json:"refusals"`
 	LastError string `json:"last_error,omitempty"`
 	RefusedBy string `json:"refused_by,omitempty"`
+	// Damaged says what of it does not match its checksum: no server
+	// applies it (each refuses it, until it is dead-lettered).
+	Damaged string `json:"damaged,omitempty"`
 }
 
 // deadReport is one dead-lettered message.
@@ -77,6 +80,8 @@ type deadReport struct {
 	RefusedBy  string     `json:"refused_by,omitempty"`
 	IdemKey    string     `json:"idempotency_key,omitempty"`
 	Bytes      int        `json:"bytes"`
+	// Damaged says what of it does not match its checksums or form.
+	Damaged string `json:"damaged,omitempty"`
 }
 
 // messageReads are the reads of a record's messages, queued on a pipeline
@@ -120,6 +125,9 @@ func (m *messageReads) report(now time.Time) *inboxReport {
 			rep.Refused++
 		}
 		mr.At, mr.AgeMS = idTime(x.ID, now)
+		if cf := record.MessageOf(x.ID, x.Values).Check(); cf != nil {
+			mr.Damaged = cf.Why
+		}
 		rep.Messages = append(rep.Messages, mr)
 	}
 	if len(rep.Messages) > 0 {
@@ -130,6 +138,9 @@ func (m *messageReads) report(now time.Time) *inboxReport {
 			RefusedBy: str(x.Values[record.DeadJob]), IdemKey: str(x.Values[record.EntryIdemKey]), Bytes: len(str(x.Values[record.EntryBody]))}
 		d.Attempts, _ = strconv.ParseInt(str(x.Values[record.DeadTries]), 10, 64)
 		d.At, _ = idTime(x.ID, now)
+		if cf := record.DeadLetterOf(x.ID, x.Values).Damaged; cf != nil {
+			d.Damaged = cf.Why
+		}
 		rep.DeadMessages = append(rep.DeadMessages, d)
 	}
 	return rep

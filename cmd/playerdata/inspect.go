@@ -13,7 +13,6 @@ import (
 	"io"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -148,7 +147,10 @@ type inspectReport struct {
 	// never loaded).
 	Inbox    *inboxReport    `json:"inbox"`
 	Versions []versionReport `json:"versions"`
-	Verdict  string          `json:"verdict"`
+	// HistoryBytes is what the kept versions take in the history hash (a
+	// driver's HistoryBytes bounds it).
+	HistoryBytes int    `json:"history_bytes"`
+	Verdict      string `json:"verdict"`
 
 	now time.Time // Redis TIME when read
 }
@@ -211,6 +213,9 @@ type versionReport struct {
 	// text metadata), Bytes what it takes in the history hash.
 	Stored string `json:"stored,omitempty"`
 	Bytes  int    `json:"bytes,omitempty"`
+	// Legacy: stored in an earlier build's layout, whose time and schema
+	// carry no checksum (validated, not proven).
+	Legacy bool `json:"legacy,omitempty"`
 	// Unreadable says why it cannot be read or restored; Needs is then the
 	// damaged version it depends on (itself when it is damaged).
 	Unreadable string `json:"unreadable,omitempty"`
@@ -221,7 +226,8 @@ type versionReport struct {
 // and metadata are read apart, for checkBlobs).
 var inspectFields = []string{record.FieldLockJob, record.FieldLockToken, record.FieldLockAt, record.FieldLockPresence,
 	record.FieldEpoch, record.FieldVer, record.FieldAt, record.FieldReleased, record.FieldReleasedVer,
-	record.FieldTrade, record.FieldFormat, record.FieldSchema, record.FieldSchemaMin, record.FieldHistAt, record.FieldInboxSeq}
+	record.FieldTrade, record.FieldFormat, record.FieldSchema, record.FieldSchemaMin, record.FieldHistAt, record.FieldInboxSeq,
+	record.FieldSum}
 
 // inspectRecord reads the record of driver/key and what it points to (the
 // holder's presence, the kept versions, the trade journal).
@@ -264,6 +270,7 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 	rep.Epoch, rep.Ver, rep.Format = num(record.FieldEpoch), num(record.FieldVer), v[record.FieldFormat]
 	rep.Schema, rep.SchemaMin = num(record.FieldSchema), num(record.FieldSchemaMin)
 	checkBlobs(rep, blobs.Val(), withData)
+	checkSum(rep, v, blobs.Val())
 
 	lock := &lockReport{Held: v[record.FieldLockToken] != "", Holder: v[record.FieldLockJob],
 		TokenPrefix: prefix8(v[record.FieldLockToken]), At: at(record.FieldLockAt), PresenceFlag: v[record.FieldLockPresence] == "1"}
@@ -289,11 +296,11 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 	if w := at(record.FieldAt); !w.IsZero() {
 		rep.WrittenAt = &w
 	}
-	versions, err := readVersions(ctx, rdb, rk)
+	versions, histBytes, err := readVersions(ctx, rdb, rk)
 	if err != nil {
 		return nil, err
 	}
-	rep.Versions = versions
+	rep.Versions, rep.HistoryBytes = versions, histBytes
 	rep.Trade = readTrade(ctx, rdb, ns, v[record.FieldTrade])
 	rep.Verdict = verdict(rep)
 	return rep, nil
@@ -331,23 +338,24 @@ func (r *reader) readSnapshot(ctx context.Context, rk string) (*recordSnapshot, 
 
 // readVersions lists the record's versions, newest first: the current data
 // and the kept ones, as record.Versions reads them, each kept one read
-// (every chain of deltas decoded) to say whether it can be restored.
-func readVersions(ctx context.Context, rdb redis.UniversalClient, rk string) ([]versionReport, error) {
+// (every chain of deltas decoded) to say whether it can be restored; and
+// the bytes the kept ones take.
+func readVersions(ctx context.Context, rdb redis.UniversalClient, rk string) ([]versionReport, int, error) {
 	res, err := record.Versions(ctx, rdb, rk)
 	if err != nil {
-		return nil, fmt.Errorf("versions: %w", err)
-	}
-	h, err := record.ReadHistory(ctx, rdb, rk)
-	if err != nil {
-		return nil, fmt.Errorf("history: %w", err)
+		return nil, 0, fmt.Errorf("versions: %w", err)
 	}
 	dec, err := newDecoder()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer dec.Close()
+	checked, err := res.History.Check(ctx, rdb, rk, dec)
+	if err != nil {
+		return nil, 0, fmt.Errorf("history: %w", err)
+	}
 	health := map[int64]record.Health{}
-	for _, hv := range h.Check(dec) {
+	for _, hv := range checked {
 		health[hv.Ver] = hv
 	}
 	out := []versionReport{}
@@ -358,7 +366,7 @@ func readVersions(ctx context.Context, rdb redis.UniversalClient, rk string) ([]
 		if k.Ver >= res.Ver {
 			continue
 		}
-		v := versionReport{Ver: k.Ver, At: k.At, Stored: k.Form.String()}
+		v := versionReport{Ver: k.Ver, At: k.At, Stored: k.Form.String(), Legacy: k.Legacy}
 		if hv, ok := health[k.Ver]; ok {
 			v.Bytes = hv.Bytes
 			if hv.Err != nil {
@@ -368,7 +376,7 @@ func readVersions(ctx context.Context, rdb redis.UniversalClient, rk string) ([]
 		out = append(out, v)
 	}
 	slices.SortFunc(out, func(a, b versionReport) int { return cmp.Compare(b.Ver, a.Ver) })
-	return out, nil
+	return out, res.History.Bytes(), nil
 }
 
 // newDecoder is a decompressor of kept versions.
@@ -400,54 +408,6 @@ func readTrade(ctx context.Context, rdb redis.UniversalClient, ns, id string) *t
 		}
 	}
 	return t
-}
-
-// checkBlobs checks that the record's data, user ids and metadata decode as
-// msgpack and its format is one this build reads, as a load would, filling
-// rep's DataBytes, Data (when withData), DataNote and Corrupt. vals are the
-// HMGET answers of data, uids and meta.
-func checkBlobs(rep *inspectReport, vals []any, withData bool) {
-	if f, err := strconv.Atoi(rep.Format); err == nil && f > record.Format {
-		rep.Corrupt = &corruptReport{Field: record.FieldFormat,
-			Reason: fmt.Sprintf("its format %d is newer than this build's %d: servers of this build refuse it", f, record.Format)}
-	}
-	names := []string{record.FieldData, record.FieldUserIDs, record.FieldMeta}
-	for i, name := range names {
-		raw, _ := vals[i].(string)
-		if name == record.FieldData {
-			rep.DataBytes = int64(len(raw))
-		}
-		if raw == "" {
-			continue // absent: a new profile's defaults, or no ids or metadata
-		}
-		js, n, err := msgpackJSON([]byte(raw))
-		var de *dataError
-		if errors.As(err, &de) {
-			if rep.Corrupt == nil {
-				rep.Corrupt = &corruptReport{Field: name, Offset: &de.Offset, Reason: de.Reason}
-			}
-			continue
-		}
-		if name != record.FieldData {
-			continue
-		}
-		if withData {
-			rep.Data = js
-		}
-		if n < len(raw) { // the servers' codec refuses it (datacodec.ErrMalformed)
-			rep.Data = nil
-			if rep.Corrupt == nil {
-				rep.Corrupt = &corruptReport{Field: name, Offset: &n,
-					Reason: fmt.Sprintf("%d bytes follow the value", len(raw)-n)}
-			}
-			continue
-		}
-		var notes []string
-		if len(js) > 0 && js[0] != '{' {
-			notes = append(notes, "the data is not a map: a profile whose type is a struct does not load from it")
-		}
-		rep.DataNote = strings.Join(notes, "; ")
-	}
 }
 
 // verdict says in one sentence what a join of the key would meet.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/record"
 )
 
@@ -66,8 +67,14 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 			label = "versions"
 		}
 		s := fmt.Sprintf("ver %d (current), %s", v.Ver, when(v.At))
-		if !v.Current {
+		switch {
+		case !v.Current && v.At.IsZero():
+			s = fmt.Sprintf("ver %d, time unknown", v.Ver)
+		case !v.Current:
 			s = fmt.Sprintf("ver %d, %s, %s, %d bytes", v.Ver, when(v.At), v.Stored, v.Bytes)
+			if v.Legacy {
+				s += " (an earlier build's layout: its time and schema unchecked)"
+			}
 		}
 		if v.Unreadable != "" {
 			s += ", " + st.red("unreadable: "+v.Unreadable)
@@ -76,6 +83,11 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 	}
 	if why := unreadableVersions(r.Versions); why != "" {
 		row("", "→ "+st.red(wrapText(why, 84, "               ")))
+	}
+	if n := keptCount(r.Versions); n > 0 {
+		row("history", fmt.Sprintf("%d bytes in %d kept %s (a driver's HistoryBytes bounds them, oldest trimmed first: "+
+			"by default %d × MaxDataBytes, 32 MiB)", r.HistoryBytes, n, plural(n, "version", "versions"),
+			datadriver.DefaultHistoryBytesPerData))
 	}
 	fmt.Fprintf(w, "  → %s\n", wrapText(r.Verdict, 90, "    "))
 	if r.Data != nil {
@@ -191,6 +203,9 @@ func printMessages(w io.Writer, st style, in *inboxReport, row func(label, value
 			s += st.yellow(fmt.Sprintf(", refused %d %s, last by %s: %s", m.Refusals, plural(int(m.Refusals), "time", "times"),
 				m.RefusedBy, strconv.Quote(m.LastError)))
 		}
+		if m.Damaged != "" {
+			s += ", " + st.red("damaged: "+m.Damaged+" (no server applies it)")
+		}
 		row("", "  "+s)
 	}
 	if more := in.Count - int64(len(in.Messages)); more > 0 {
@@ -206,6 +221,9 @@ func printMessages(w io.Writer, st style, in *inboxReport, row func(label, value
 			d.Attempts, d.RefusedBy, strconv.Quote(d.LastError))
 		if d.IdemKey != "" {
 			s += ", idempotency key " + strconv.Quote(d.IdemKey)
+		}
+		if d.Damaged != "" {
+			s += ", " + st.red("damaged: "+d.Damaged)
 		}
 		row("", "  "+s)
 	}
@@ -243,4 +261,15 @@ func unreadableVersions(vs []versionReport) string {
 	}
 	return strings.Join(parts, "; ") + ". A restore to a time they cover fails and changes nothing; the other " +
 		"versions read and restore"
+}
+
+// keptCount is how many of vs are kept versions (not the current data).
+func keptCount(vs []versionReport) int {
+	n := 0
+	for _, v := range vs {
+		if !v.Current {
+			n++
+		}
+	}
+	return n
 }

@@ -190,12 +190,12 @@ func testInspectNamesDamagedVersions(t *testing.T, e testEnv) {
 	h := newHistory(t, e, "", false) // ver 3 current; 2 kept whole, 1 a delta against it
 	ctx := context.Background()
 	hk := record.HistoryKey(h.rk)
-	raw, err := e.rdb.HGet(ctx, hk, "f2.1").Bytes() // f2 is its metadata, f2.1 the first chunk of its data
+	raw, err := e.rdb.HGet(ctx, hk, "k2").Bytes() // its header, then its data compressed
 	if err != nil {
-		t.Fatalf("ver 2 is not kept whole: %v", err)
+		t.Fatalf("ver 2 is not kept: %v", err)
 	}
-	raw[len(raw)-2] ^= 0x40
-	if err := e.rdb.HSet(ctx, hk, "f2.1", raw).Err(); err != nil {
+	raw[len(raw)-2] ^= 0x40 // in its data
+	if err := e.rdb.HSet(ctx, hk, "k2", raw).Err(); err != nil {
 		t.Fatal(err)
 	}
 	rep := h.inspectVersions(t)
@@ -221,6 +221,24 @@ func testInspectNamesDamagedVersions(t *testing.T, e testEnv) {
 	if !maps.Equal(e.fields(t, h.rk), rec) || !maps.Equal(e.fields(t, hk), hist) {
 		t.Fatal("the failed restore changed the record or its history")
 	}
+
+	// A damaged header (a byte of ver 2's time): listed at no time, named
+	// as damaged, never at another time.
+	raw[len(raw)-2] ^= 0x40
+	raw[3] ^= 0x01
+	if err := e.rdb.HSet(ctx, hk, "k2", raw).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rep = h.inspectVersions(t)
+	if two := rep.Versions[1]; !two.At.IsZero() || !strings.Contains(two.Unreadable, "header does not match its checksum") ||
+		two.Needs != 2 || rep.HistoryBytes == 0 {
+		t.Errorf("ver 2 with a damaged header: %+v (history %d bytes), want no time, its header named", two, rep.HistoryBytes)
+	}
+	r = runArgs(t, 10*time.Second, e.args("inspect", "--driver", "PlayerData", h.key)...)
+	if out := strings.Join(strings.Fields(r.stdout), " "); !strings.Contains(out, "ver 2, time unknown") ||
+		!strings.Contains(out, "bytes in 2 kept versions") {
+		t.Errorf("inspect does not name the version whose time is unknown, or the history's bytes:\n%s", r.stdout)
+	}
 }
 
 // Versions stored whole with text metadata (d<ver>, t<ver>, as builds
@@ -230,10 +248,11 @@ func testInspectAndRestoreWholeTextVersions(t *testing.T, e testEnv) {
 	h := newHistory(t, e, "", false) // ver 3 current; 2 and 1 kept
 	ctx := context.Background()
 	hk := record.HistoryKey(h.rk)
-	hist, err := record.ReadHistory(ctx, e.rdb, h.rk)
+	res, err := record.Versions(ctx, e.rdb, h.rk)
 	if err != nil {
 		t.Fatal(err)
 	}
+	hist := res.History
 	dec, err := newDecoder()
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +265,7 @@ func testInspectAndRestoreWholeTextVersions(t *testing.T, e testEnv) {
 	defer enc.Close()
 	var fields []any
 	for _, v := range hist.Versions {
-		data, err := hist.Data(v.Ver, dec)
+		data, err := hist.Read(ctx, e.rdb, h.rk, v.Ver, dec)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -162,8 +163,25 @@ func testInspectData(t *testing.T, e testEnv) {
 			t.Fatal(r.err)
 		}
 		decodeJSON(t, r.stdout, &rep)
-		if mustCompact(t, string(rep.Data)) != `{"Coins":77}` {
-			t.Fatalf("data %s, want {\"Coins\":77}", rep.Data)
+		if mustCompact(t, string(rep.Data)) != `{"Coins":77}` || rep.Format != "2" || rep.Corrupt != nil {
+			t.Fatalf("data %s (format %s, corrupt %v), want {\"Coins\":77} in a checksummed record", rep.Data, rep.Format,
+				rep.Corrupt)
+		}
+		// A digit of the data changed (77 → 78: it still decodes): named by
+		// the record's checksum.
+		rk := e.rk("PlayerData", "user:42")
+		data, err := e.rdb.HGet(context.Background(), rk, record.FieldData).Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[len(data)-1]++
+		if err := e.rdb.HSet(context.Background(), rk, record.FieldData, data).Err(); err != nil {
+			t.Fatal(err)
+		}
+		r = runArgs(t, 10*time.Second, e.args("inspect", "--json", "--driver", "PlayerData", "user:42")...)
+		decodeJSON(t, r.stdout, &rep)
+		if rep.Corrupt == nil || rep.Corrupt.Field != record.FieldData || !strings.Contains(rep.Verdict, "does not match its checksum") {
+			t.Fatalf("inspect of damaged data: corrupt %+v, verdict %q; want the data named", rep.Corrupt, rep.Verdict)
 		}
 	})
 }

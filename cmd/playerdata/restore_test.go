@@ -254,9 +254,9 @@ func testRestoreOfACorruptRecord(t *testing.T, e testEnv) {
 		t.Fatalf("a join after the restore loads %d coins, want 20", c)
 	}
 	// Nothing stored is lost: the corrupt data is kept as ver 3.
-	hist, err := record.ReadHistory(context.Background(), e.rdb, h.rk)
-	if err != nil || !hist.Has(3) {
-		t.Fatalf("the corrupt data is not kept as ver 3: %+v %v", hist, err)
+	res, err := record.Versions(context.Background(), e.rdb, h.rk)
+	if hist := res.History; err != nil || !hist.Has(3) {
+		t.Fatalf("the corrupt data is not kept as ver 3: %+v %v", res.History, err)
 	}
 }
 

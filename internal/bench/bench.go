@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os/exec"
 	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/messaging"
 )
 
@@ -43,6 +45,12 @@ type Env struct {
 	// Progress receives one line as each measurement starts.
 	// default: nil (nothing is written)
 	Progress io.Writer
+	// Pinger returns the command of the big-profile history's other
+	// client, a process that PINGs every period and writes RunPinger's
+	// lines (started with ctx: it ends with it); nil, or a nil command: a
+	// goroutine of the bench's own.
+	// default: nil
+	Pinger func(ctx context.Context, period time.Duration) *exec.Cmd
 }
 
 // Config says how much a run measures. The zero value is a full run.
@@ -104,6 +112,11 @@ type Config struct {
 	// ones).
 	// default: 2000
 	Messages int
+	// BigHistory runs only the big-profile history (BigHistory): a profile
+	// near the default MaxDataBytes kept in up to 1,000 versions, which
+	// takes minutes.
+	// default: false (the other measurements)
+	BigHistory bool
 }
 
 // QuickConfig is a run that ends within a minute on a small machine: fewer
@@ -211,6 +224,8 @@ type Result struct {
 	Memory        Memory                            `json:"memory"`
 	Messages      Messages                          `json:"messages"`
 	Flood         Flood                             `json:"flood"`
+	// BigHistory is the big-profile history, measured alone (Config.BigHistory).
+	BigHistory *BigHistory `json:"big_history,omitempty"`
 	// Notes say what a figure does not show (a server without INFO cpu,
 	// embedded servers).
 	Notes []string `json:"notes,omitempty"`
@@ -306,6 +321,13 @@ func Run(ctx context.Context, env Env, cfg Config) (*Result, error) {
 		{"messages", r.runMessages},
 		{"flood", r.runFlood},
 	}
+	if cfg.BigHistory {
+		steps = steps[:0]
+		steps = append(steps, struct {
+			name string
+			run  func(context.Context) error
+		}{"big-profile history", r.runBigHistory})
+	}
 	for i, s := range steps {
 		r.progress("[%d/%d] %s", i+1, len(steps), s.name)
 		if err := s.run(ctx); err != nil {
@@ -338,6 +360,31 @@ func (r *runner) note(s string) {
 		}
 	}
 	r.res.Notes = append(r.res.Notes, s)
+}
+
+// phaseNode starts a measurement's Node under the namespace r.ns(name),
+// with a Redis client of its own (and SaveTimeout, 0: the default); end
+// closes them and deletes the namespace's keys.
+func (r *runner) phaseNode(ctx context.Context, name string, saveTimeout time.Duration) (
+	node *datadriver.Node, rdb *redis.Client, ns string, end func(), err error) {
+	ns = r.ns(name)
+	rdb = r.client(0)
+	cleanup := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if node != nil {
+			_ = node.Close(cctx)
+		}
+		_ = rdb.Close()
+		_ = r.deleteNamespace(cctx, ns)
+	}
+	node, err = datadriver.NewNode(ctx, datadriver.NodeConfig{JobID: "bench-" + randomID(), Redis: rdb, Namespace: ns,
+		Logger: r.log, SaveTimeout: saveTimeout})
+	if err != nil {
+		cleanup()
+		return nil, nil, "", nil, err
+	}
+	return node, rdb, ns, cleanup, nil
 }
 
 // ns is the namespace of one measurement (or round).

@@ -6,3 +6,6 @@ import "time"
 
 // processCPU is not known on this system.
 func processCPU() (time.Duration, bool) { return 0, false }
+
+// raisePriority does nothing here.
+func raisePriority(int) error { return nil }

@@ -57,12 +57,25 @@ func newGameProfile(size int, rng *rand.Rand) *gameProfile {
 	for _, s := range statNames {
 		p.Stats[s] = math.Round(rng.Float64()*1e6) / 100
 	}
-	for i := 0; ; i++ {
-		if b, _ := msgpack.Marshal(p); len(b) >= size {
+	// Items are added in batches of a 64th of what is missing (an item
+	// takes under 64 bytes, so a batch never passes size), the last ones one
+	// at a time: the profile is the one adding them singly would make.
+	for i := 0; ; {
+		n := p.encodedSize()
+		if n >= size {
 			return p
 		}
-		p.Inventory[fmt.Sprintf("%s_%02d", itemNames[i%len(itemNames)], i)] = rng.Int64N(200)
+		for range max(1, (size-n)/64) {
+			p.Inventory[fmt.Sprintf("%s_%02d", itemNames[i%len(itemNames)], i)] = rng.Int64N(200)
+			i++
+		}
 	}
+}
+
+// encodedSize is the length of p's msgpack.
+func (p *gameProfile) encodedSize() int {
+	b, _ := msgpack.Marshal(p)
+	return len(b)
 }
 
 // values counts the profile's values a session may change.

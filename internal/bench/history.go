@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -153,10 +152,11 @@ func (r *runner) historyLayout(ctx context.Context, node *datadriver.Node, ns st
 		}
 		sum.add(s)
 		rk := record.Key(ns, drv.Name(), keys[i])
-		hist, err := record.ReadHistory(ctx, r.admin, rk)
+		res, err := record.Versions(ctx, r.admin, rk)
 		if err != nil {
 			return l, nil, nil, err
 		}
+		hist := res.History
 		for _, v := range hist.Versions {
 			if v.Form != record.FormDelta {
 				whole++
@@ -194,7 +194,7 @@ func (r *runner) wholeCopyBytes(ctx context.Context, rk string, hist record.Hist
 	scratch := rk + ":wholecopy"
 	var fields []any
 	for _, v := range hist.Versions {
-		data, err := hist.Data(v.Ver, dec)
+		data, err := hist.Read(ctx, r.admin, rk, v.Ver, dec)
 		if err != nil {
 			return 0, fmt.Errorf("version %d: %w", v.Ver, err)
 		}
@@ -239,6 +239,7 @@ type keptRecord struct {
 	key, token string
 	ver        int64
 	data       []byte
+	at         time.Time // when data was written
 	profile    *gameProfile
 }
 
@@ -339,8 +340,10 @@ func (k *keeper) fill(ctx context.Context, rec *keptRecord, whole bool) error {
 }
 
 // write writes rec's profile, changed, keeping the data it replaces when
-// keep (with a plan made from a read of the history when plan, as the
-// driver does), and returns the time this side spent on the history.
+// keep (with a plan made from a listing of the history when plan, as the
+// driver does), and returns the time this side spent on the history (not
+// the listing's round trip): compress the version, decode the previous
+// newest and make its delta.
 func (k *keeper) write(ctx context.Context, rec *keptRecord, keep, plan bool) (time.Duration, error) {
 	if rec.data != nil {
 		rec.profile.change(0.05, k.rng)
@@ -353,43 +356,32 @@ func (k *keeper) write(ctx context.Context, rec *keptRecord, keep, plan bool) (t
 		HistoryEvery: time.Hour}
 	var spent time.Duration
 	if keep && rec.data != nil {
+		h := &record.History{}
 		if plan {
-			if a.KeepPlan, spent, err = k.plan(ctx, rec); err != nil {
+			if *h, err = record.ListForKeep(ctx, k.rdb, rec.key); err != nil {
 				return 0, err
 			}
 		}
 		start := time.Now()
-		a.Keep, a.KeepVer, a.KeepAlways = record.AppendWhole(nil, k.enc, rec.data), rec.ver, true
+		a.KeepMeta = record.KeptMeta{At: rec.at}
+		a.Keep = record.NewKeptWhole(rec.ver, h.Newest(rec.ver), a.KeepMeta, rec.data, k.enc)
+		a.KeepVer, a.KeepAlways = rec.ver, true
+		if plan {
+			p := h.Plan(record.KeepSpec{Ver: rec.ver, Data: rec.data, Value: a.Keep, Count: datadriver.DefaultHistory,
+				Budget: datadriver.DefaultHistoryBytesPerData * datadriver.DefaultMaxDataBytes, MaxChain: record.HistChain}, k.dec)
+			a.KeepPlan = &p
+		}
 		spent += time.Since(start)
 	}
 	res, err := record.Save(ctx, k.rdb, rec.key, a)
-	if err == nil && res.Outcome != record.Written {
-		err = errors.New("save: not written")
+	if err == nil && (res.Outcome != record.Written || res.VersionSkipped) {
+		err = fmt.Errorf("save: not written as planned: %+v", res)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("save %s: %w", rec.key, err)
 	}
-	rec.ver, rec.data = res.Ver, data
+	rec.ver, rec.data, rec.at = res.Ver, data, res.At
 	return spent, nil
-}
-
-// plan reads rec's history as record.ReadHistory does and plans the write
-// that keeps rec.data; the time is this side's alone (not the read's).
-func (k *keeper) plan(ctx context.Context, rec *keptRecord) (*record.HistoryPlan, time.Duration, error) {
-	var at *redis.StringCmd
-	var all *redis.MapStringStringCmd
-	if _, err := k.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		at = p.HGet(ctx, rec.key, record.FieldHistAt)
-		all = p.HGetAll(ctx, record.HistoryKey(rec.key))
-		return nil
-	}); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, 0, err
-	}
-	start := time.Now()
-	h := record.ParseHistory(all.Val())
-	h.Seen = at.Val()
-	plan := h.Plan(rec.ver, rec.data, datadriver.DefaultHistory, record.HistChain, k.dec)
-	return &plan, time.Since(start), nil
 }
 
 // writeText prints the history figures.

@@ -51,23 +51,11 @@ type Memory struct {
 
 // runMemory fills Result.Memory.
 func (r *runner) runMemory(ctx context.Context) error {
-	ns := r.ns("memory")
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		_ = r.deleteNamespace(cctx, ns)
-	}()
-	rdb := r.client(0)
-	defer func() { _ = rdb.Close() }()
-	node, err := datadriver.NewNode(ctx, datadriver.NodeConfig{JobID: "bench-" + randomID(), Redis: rdb, Namespace: ns, Logger: r.log})
+	node, rdb, ns, end, err := r.phaseNode(ctx, "memory", 0)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		_ = node.Close(cctx)
-	}()
+	defer end()
 	onMessage := func(d *profileData, _ datadriver.Message) error { d.Level++; return nil }
 	drv, err := datadriver.NewDriver(node, datadriver.Config[profileData]{Name: driverName, OnMessage: onMessage})
 	if err != nil {

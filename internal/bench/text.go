@@ -18,6 +18,11 @@ const Warning = "WARNING: embedded servers (in this process): these figures are 
 func (r *Result) WriteText(w io.Writer) error {
 	ew := &errWriter{w: w}
 	r.writeMachine(ew)
+	if r.BigHistory != nil {
+		r.BigHistory.writeText(ew)
+		r.writeNotes(ew)
+		return ew.err
+	}
 	r.writeCycle(ew)
 
 	sc := r.Scripts
@@ -60,13 +65,18 @@ func (r *Result) WriteText(w io.Writer) error {
 		g.N, g.P50MS, g.P90MS, g.P99MS, g.MaxMS, g.SendMS.P50MS)
 
 	r.Flood.writeText(ew)
+	r.writeNotes(ew)
+	return ew.err
+}
+
+// writeNotes writes the run's notes.
+func (r *Result) writeNotes(ew *errWriter) {
 	if len(r.Notes) > 0 {
 		ew.printf("\nNotes:\n")
 		for _, n := range r.Notes {
 			ew.printf("  - %s\n", n)
 		}
 	}
-	return ew.err
 }
 
 // writeMachine writes the run's header: what ran where, and how loaded.

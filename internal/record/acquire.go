@@ -144,15 +144,34 @@ type AcquireResult struct {
 	InboxSeq     int64
 	Messages     []Message
 	MoreMessages bool
+	// Sum is the record's checksum (and Format its format): Stored().Check
+	// says whether its data is what was written.
+	Sum string
+	// atField is the record's at as stored (the checksum copies it).
+	atField string
 
 	// When Locked: who holds it.
 	Lock Lock
 
-	// When FormatTooNew: the record's format.
+	// The record's format (when FormatTooNew, newer than the caller's).
 	Format string
 
 	// When Corrupt: what is wrong.
 	Corrupt CorruptField
+}
+
+// Stored is what the acquired record holds, for its checksum's Check.
+func (r *AcquireResult) Stored() StoredRecord {
+	return StoredRecord{Format: r.Format, Sum: r.Sum, Ver: strconv.FormatInt(r.Ver, 10), At: r.atField,
+		Schema: strconv.Itoa(r.Schema), SchemaMin: strconv.Itoa(r.SchemaMin), Data: r.Data, UserIDs: r.UserIDs, Meta: r.Meta}
+}
+
+// Settled records that a settle (a trade recovery) wrote data, at ver and
+// at, whose checksum is sum: the result now holds what the record does.
+func (r *AcquireResult) Settled(data []byte, ver int64, at time.Time, schema, schemaMin int, sum string) {
+	r.Data, r.Ver, r.At, r.Schema, r.SchemaMin = data, ver, at, schema, schemaMin
+	r.atField = strconv.FormatInt(at.UnixMilli(), 10)
+	r.Format, r.Sum = strconv.Itoa(Format), SumField(ver, at.UnixMilli(), sum)
 }
 
 // CorruptField names a field (or key) of a record that is not what this
@@ -200,6 +219,9 @@ func ParseAcquire(v any) (AcquireResult, error) {
 			Now:          msTime(elem(arr, 14)),
 			Messages:     messages(elem(arr, 15)),
 			MoreMessages: num(elem(arr, 16)) == 1,
+			Format:       str(elem(arr, 17)),
+			Sum:          str(elem(arr, 18)),
+			atField:      str(elem(arr, 5)),
 		}, nil
 	case "LOCKED":
 		return AcquireResult{Outcome: Locked, Lock: Lock{

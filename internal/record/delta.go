@@ -24,9 +24,6 @@ import (
 // ErrBadDelta is wrapped by the error of a delta that does not apply.
 var ErrBadDelta = errors.New("record: the delta does not apply")
 
-// deltaSum is the checksum of a delta's result.
-var deltaSum = crc32.MakeTable(crc32.Castagnoli)
-
 // deltaMinMatch is the shortest copy worth an operation.
 const deltaMinMatch = 4
 
@@ -34,8 +31,8 @@ const deltaMinMatch = 4
 // the base tried for a match.
 const deltaMaxCandidates = 32
 
-// appendDelta appends to dst target written as a delta against base.
-func appendDelta(dst, base, target []byte) []byte {
+// appendOps appends to dst the operations that make target out of base.
+func appendOps(dst, base, target []byte) []byte {
 	idx := newDeltaIndex(base)
 	lit, i, next := 0, 0, 0 // pending literals from lit; the base position the last copy ended at
 	literal := func(end int) {
@@ -60,7 +57,7 @@ func appendDelta(dst, base, target []byte) []byte {
 		lit, next = i, j+n
 	}
 	literal(len(target))
-	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(target, deltaSum))
+	return dst
 }
 
 // deltaIndex finds where a sequence of 4 bytes occurs in the base: head
@@ -113,26 +110,49 @@ func common(base, target []byte, j, i int) int {
 		return 0
 	}
 	a, b := base[j:], target[i:]
+	m := min(len(a), len(b))
 	n := 0
-	for n < len(a) && n < len(b) && a[n] == b[n] {
+	for ; n+8 <= m; n += 8 { // eight bytes at a time: a profile's versions share long runs
+		if x := binary.LittleEndian.Uint64(a[n:]) ^ binary.LittleEndian.Uint64(b[n:]); x != 0 {
+			return n + bits.TrailingZeros64(x)/8
+		}
+	}
+	for n < m && a[n] == b[n] {
 		n++
 	}
 	return n
 }
 
-// applyDelta makes the bytes delta describes out of base, refusing a
-// result over limit bytes.
-func applyDelta(base, delta []byte, limit int) ([]byte, error) {
+// applyDelta makes the bytes a delta with its checksum (the previous
+// layout's) describes out of base, into dst's storage, refusing a result
+// over limit bytes.
+func applyDelta(dst, base, delta []byte, limit int) ([]byte, error) {
 	if len(delta) < 4 {
 		return nil, fmt.Errorf("%w: %d bytes, shorter than its checksum", ErrBadDelta, len(delta))
 	}
-	ops, sum := delta[:len(delta)-4], binary.LittleEndian.Uint32(delta[len(delta)-4:])
-	out := make([]byte, 0, len(base))
+	out, err := applyOps(dst, base, delta[:len(delta)-4], limit)
+	if err != nil {
+		return nil, err
+	}
+	if crc32.Checksum(out, crcTable) != binary.LittleEndian.Uint32(delta[len(delta)-4:]) {
+		return nil, fmt.Errorf("%w: its checksum does not match (damaged, or its base is not the version it was made against)",
+			ErrBadDelta)
+	}
+	return out, nil
+}
+
+// applyOps appends to dst[:0] the bytes the operations ops make out of
+// base, refusing a result over limit bytes.
+func applyOps(dst, base, ops []byte, limit int) ([]byte, error) {
+	out, all := dst[:0], len(ops)
+	if cap(out) == 0 {
+		out = make([]byte, 0, min(len(base), limit))
+	}
 	next := 0
 	for len(ops) > 0 {
 		h, k := binary.Uvarint(ops)
 		if k <= 0 || h>>1 == 0 || h>>1 > uint64(limit-len(out)) {
-			return nil, fmt.Errorf("%w: a bad operation at byte %d", ErrBadDelta, len(delta)-4-len(ops))
+			return nil, fmt.Errorf("%w: a bad operation at byte %d", ErrBadDelta, all-len(ops))
 		}
 		ops = ops[k:]
 		n := int(h >> 1)
@@ -154,10 +174,6 @@ func applyDelta(base, delta []byte, limit int) ([]byte, error) {
 		}
 		out = append(out, base[j:j+int64(n)]...)
 		next = int(j) + n
-	}
-	if crc32.Checksum(out, deltaSum) != sum {
-		return nil, fmt.Errorf("%w: its checksum does not match (damaged, or its base is not the version it was made against)",
-			ErrBadDelta)
 	}
 	return out, nil
 }

@@ -55,7 +55,7 @@ func TestDeltaRoundTrip(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			d := appendDelta(nil, tc.base, tc.target)
-			got, err := applyDelta(tc.base, d, MaxKeptBytes)
+			got, err := applyDelta(nil, tc.base, d, MaxKeptBytes)
 			if err != nil {
 				t.Fatalf("apply: %v", err)
 			}
@@ -83,20 +83,20 @@ func TestDeltaRefusesDamage(t *testing.T) {
 		for _, bit := range []byte{1, 0x80} {
 			bad := bytes.Clone(d)
 			bad[i] ^= bit
-			if got, err := applyDelta(base, bad, MaxKeptBytes); err == nil {
+			if got, err := applyDelta(nil, base, bad, MaxKeptBytes); err == nil {
 				t.Fatalf("byte %d flipped (%#x): applied to %d bytes without an error", i, bit, len(got))
 			} else if !errors.Is(err, ErrBadDelta) {
 				t.Fatalf("byte %d flipped: %v, want ErrBadDelta", i, err)
 			}
 		}
 	}
-	if _, err := applyDelta(edited(rng, base, 1), d, MaxKeptBytes); !errors.Is(err, ErrBadDelta) {
+	if _, err := applyDelta(nil, edited(rng, base, 1), d, MaxKeptBytes); !errors.Is(err, ErrBadDelta) {
 		t.Fatalf("applied to another base: %v, want ErrBadDelta", err)
 	}
-	if _, err := applyDelta(base, d[:len(d)-1], MaxKeptBytes); !errors.Is(err, ErrBadDelta) {
+	if _, err := applyDelta(nil, base, d[:len(d)-1], MaxKeptBytes); !errors.Is(err, ErrBadDelta) {
 		t.Fatalf("truncated: %v, want ErrBadDelta", err)
 	}
-	if _, err := applyDelta(base, d, len(target)-1); !errors.Is(err, ErrBadDelta) {
+	if _, err := applyDelta(nil, base, d, len(target)-1); !errors.Is(err, ErrBadDelta) {
 		t.Fatalf("over the limit: %v, want ErrBadDelta", err)
 	}
 }
@@ -108,11 +108,11 @@ func FuzzApplyDelta(f *testing.F) {
 	f.Add([]byte{}, []byte{1, 2, 3})
 	f.Add(bytes.Repeat([]byte("ab"), 100), binary.AppendUvarint(nil, 1<<40))
 	f.Fuzz(func(t *testing.T, base, other []byte) {
-		if got, err := applyDelta(base, other, 1<<20); err == nil && len(got) > 1<<20 {
+		if got, err := applyDelta(nil, base, other, 1<<20); err == nil && len(got) > 1<<20 {
 			t.Fatalf("%d bytes past the limit", len(got))
 		}
 		d := appendDelta(nil, base, other)
-		got, err := applyDelta(base, d, MaxKeptBytes)
+		got, err := applyDelta(nil, base, d, MaxKeptBytes)
 		if err != nil || !bytes.Equal(got, other) {
 			t.Fatalf("round trip: %v", err)
 		}

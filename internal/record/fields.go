@@ -43,6 +43,8 @@ const (
 	FieldHistAt = "hist.at"
 	// FieldInboxSeq counts the messages ever sent to the profile.
 	FieldInboxSeq = "inbox.seq"
+	// FieldSum is the record's checksum (sum.go): "<ver>,<at>,<crc>".
+	FieldSum = "sum"
 )
 
 // The entry fields of the inbox stream (send.lua writes them) and of the
@@ -53,6 +55,9 @@ const (
 	// key (absent: none). A dead letter keeps both.
 	EntryBody    = "b"
 	EntryIdemKey = "k"
+	// EntrySumField is the entry's checksum (EntrySum), carried with the
+	// message into the dead letters and back.
+	EntrySumField = "c"
 	// DeadID is the id a dead letter had in the inbox, DeadTries how often
 	// it was refused, DeadErr the last refusal's error and DeadJob the
 	// server that refused it.
@@ -60,6 +65,9 @@ const (
 	DeadTries = "n"
 	DeadErr   = "err"
 	DeadJob   = "job"
+	// DeadSum is "<sum>,<n>": the checksum of DeadID, DeadErr and DeadJob
+	// (RefusalSum), and a copy of DeadTries.
+	DeadSum = "d"
 )
 
 // The fields of the refusal-count hash (TriesKey), for an inbox message id:
@@ -70,9 +78,11 @@ const (
 	TriesJobSuffix = ":job"
 )
 
-// Format is the record layout this build writes and reads. A record with a
-// higher format is refused, never overwritten.
-const Format = 1
+// Format is the record layout this build writes and reads: 2, a checksum
+// (FieldSum) beside the data; it reads 1 (none) and rewrites it as 2 with
+// its next write. A record with a higher format is refused, never
+// overwritten, and builds before 2 refuse a record of format 2.
+const Format = 2
 
 // Key is the Redis hash of one profile: "<namespace>:{<driver>:<key>}"
 // ("{<driver>:<key>}" without a namespace).

@@ -223,7 +223,7 @@ func TestSaveWithAHistoryOfTheWrongType(t *testing.T) {
 	record.Acquire(ctx, rdb, key, acquireArgs("server-a", "tok-a"))
 	rdb.Set(ctx, record.HistoryKey(key), "someone's string", 0)
 	res, err := record.Save(ctx, rdb, key, record.SaveArgs{Mode: record.ModeSave, Token: "tok-a", Data: []byte("d1"),
-		History: 24, HistoryEvery: time.Hour, Keep: []byte("old"), KeepVer: 0, KeepAlways: true})
+		History: 24, HistoryEvery: time.Hour, Keep: record.KeptValue{Head: []byte("old")}, KeepVer: 0, KeepAlways: true})
 	if err != nil || res.Outcome != record.Written || !res.HistoryUnusable || res.Ver != 1 {
 		t.Fatalf("save = %+v, %v; want written at ver 1, HistoryUnusable", res, err)
 	}

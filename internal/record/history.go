@@ -2,42 +2,47 @@ package record
 
 import (
 	"cmp"
-	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/redis/go-redis/v9"
 )
 
 // The history hash (HistoryKey) holds each kept version under fields named
-// by its form and its ver:
+// by its layout and its ver:
 //
-//   - f<ver>: a version stored whole: "<at>,<schema>,<schemaMin>" (its write
-//     time in ms on the Redis clock, its schema version and min-reader),
-//     then its data compressed (zstd) in f<ver>.1, f<ver>.2, ...;
-//   - v<ver>: a version stored as a delta (delta.go) against the next newer
-//     kept version: its metadata (three uvarints, as above), then the delta,
-//     cut into v<ver>, v<ver>.1, v<ver>.2, ...;
-//   - d<ver> and t<ver>: a whole version as builds before deltas wrote it:
-//     d a 'z' tag byte then the data compressed, t its metadata as text.
+//   - k<ver>, k<ver>.1, ...: the current layout (kept.go): a checksummed
+//     header (time, schema, form, base version, data checksum), then the
+//     data compressed, or a delta against its base version;
+//   - f<ver> (its metadata as text, "<at>,<schema>,<schemaMin>") and
+//     f<ver>.1, ... (its data compressed), or v<ver>, v<ver>.1, ... (three
+//     uvarints of metadata, then a delta against the next newer version
+//     with its checksum): the layout of the builds between deltas and
+//     checksummed metadata;
+//   - d<ver> ('z', then the data compressed) and t<ver> (its metadata as
+//     text): the layout of the builds before deltas.
+//
+// This build writes only k fields and reads all three. A version of an
+// earlier layout is rewritten in the current one when it is the newest
+// kept before a new one (History.Plan), and the rest go as they are
+// trimmed: their metadata was never checksummed, so it is validated (a
+// time and schemas that parse, in order) rather than proven.
 //
 // Values are cut into chunks of HistChunk bytes so that none passes Redis's
 // hash-max-listpack-value (64 by default) and the hash stays a listpack: a
 // hashtable costs some 50 bytes per field. A value over HistChunkedMax is
-// one field (the hash then is a hashtable, whose overhead such a value
-// dwarfs).
+// two fields, its header and its body (the hash then is a hashtable, whose
+// overhead such a value dwarfs).
 //
-// The newest kept version is whole. The write that keeps a newer one
-// rewrites it as a delta against the new one in the same script, as the
-// writer planned it from its read of the history (History.Plan), unless the
-// deltas chained to it would then pass the plan's bound or the delta would
-// not be smaller. A version only ever depends on newer ones, so trimming
-// the oldest never breaks a chain.
+// The newest kept version is whole; the write that keeps a newer one
+// rewrites it as a delta against the new one (History.Plan), unless the
+// deltas chained to it would then pass HistChain or the delta would not be
+// smaller. A version only ever depends on newer ones, so trimming the
+// oldest never breaks a chain.
 
 // HistChunk is the longest value of a chunked history field.
 const HistChunk = 64
@@ -46,7 +51,7 @@ const HistChunk = 64
 const HistChunkedMax = 32 * HistChunk
 
 // HistChain is the most deltas a read of a kept version applies, as the
-// library's writes bound it (History.Rebase's maxChain): one version in 24
+// library's writes bound it (History.Plan's maxChain): one version in 24
 // stays whole, so the default history of 24 holds one whole copy.
 const HistChain = 23
 
@@ -58,10 +63,11 @@ const MaxKeptBytes = 512<<20 - 1
 type Form int
 
 const (
-	// FormWhole is a version stored whole: f<ver>.
+	// FormWhole is a version stored whole (k<ver>, or f<ver> in the
+	// previous layout).
 	FormWhole Form = iota + 1
-	// FormDelta is a version stored as a delta against the next newer kept
-	// version: v<ver>.
+	// FormDelta is a version stored as a delta against a newer kept
+	// version (k<ver>, or v<ver> in the previous layout).
 	FormDelta
 	// FormWholeText is a whole version with its metadata as text: d<ver>
 	// and t<ver>.
@@ -82,6 +88,7 @@ func (f Form) String() string {
 
 // The first letters of the history hash's fields.
 const (
+	histKept     = 'k'
 	histWhole    = 'f'
 	histDelta    = 'v'
 	histTextData = 'd'
@@ -89,13 +96,244 @@ const (
 	histTextTag  = 'z' // the first byte of a d<ver> value
 )
 
-// HistDataField and HistMetaField name version ver's fields in a history
-// written whole with text metadata (FormWholeText): its data and
-// "<at>,<schema>,<schemaMin>".
-func HistDataField(ver int64) string { return "d" + strconv.FormatInt(ver, 10) }
+// Kept is one version kept in a record's history hash, as a listing of it
+// read it.
+type Kept struct {
+	Ver int64
+	// At is when that data was written (Redis clock); Schema and SchemaMin
+	// are its schema version and min-reader. All three are unknown when Err
+	// is set.
+	At                time.Time
+	Schema, SchemaMin int
+	// Form is how it is stored; Base the version a delta applies to (for a
+	// delta of an earlier layout, the next newer kept version).
+	Form Form
+	Base int64
+	// Legacy: stored by an earlier build, whose metadata carries no
+	// checksum (validated, not proven).
+	Legacy bool
+	// Bytes is what it takes in the hash (every chunk, metadata included).
+	Bytes int
+	// Err says why its metadata does not read (a damaged header, a field
+	// missing): it is listed at no time and cannot be read.
+	Err error
+}
 
-// HistMetaField: see HistDataField.
-func HistMetaField(ver int64) string { return "t" + strconv.FormatInt(ver, 10) }
+// Stored is one kept version as a listing of the history hash found it.
+type Stored struct {
+	Kept
+	layout byte     // its fields' letter: histKept, histWhole, histDelta or histTextData
+	fields []string // its fields: for a k version those its value is cut into, in order
+	extra  []string // fields of its ver that are not part of it (a tool's): dropped with it
+	head   keptHead // a k version's header
+	meta   string   // an f or t version's text metadata; a v version's value when listed
+	body   []byte   // its value once fetched (for an f version its data chunks, for a d one the d value)
+	// missing says which of its fields a fetch did not find; checked is
+	// its data while Check needs it.
+	missing error
+	checked []byte
+}
+
+// History is a record's history hash as one listing found it: its
+// versions' fields and metadata (versions.lua), no data.
+type History struct {
+	// Versions are the kept versions, oldest first.
+	Versions []Stored
+	// Seen is the record's hist.at (when it last kept a version) as the
+	// listing found it: a write that finds it unchanged finds the history
+	// so too.
+	Seen string
+}
+
+// histField splits a history field name into its letter, ver and chunk
+// (0 for the first); ok is false for a name of no version.
+func histField(name string) (letter byte, ver int64, chunk int, ok bool) {
+	if len(name) < 2 {
+		return 0, 0, 0, false
+	}
+	digits, rest, dotted := strings.Cut(name[1:], ".")
+	ver, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || ver < 0 || digits != strconv.FormatInt(ver, 10) {
+		return 0, 0, 0, false
+	}
+	if dotted {
+		if chunk, err = strconv.Atoi(rest); err != nil || chunk < 1 || rest != strconv.Itoa(chunk) {
+			return 0, 0, 0, false
+		}
+	}
+	switch name[0] {
+	case histKept, histWhole, histDelta, histTextData, histTextMeta:
+		return name[0], ver, chunk, true
+	}
+	return 0, 0, 0, false
+}
+
+// listedField is one field of versions.lua's listing.
+type listedField struct {
+	name string
+	head *string // its value when the listing read it
+	size int     // HSTRLEN when the listing read it, else -1
+}
+
+// parseListing makes the History of a listing's fields.
+func parseListing(fields []listedField) History {
+	type group struct {
+		byLetter map[byte][]listedField
+	}
+	byVer := map[int64]*group{}
+	for _, f := range fields {
+		letter, ver, _, ok := histField(f.name)
+		if !ok {
+			continue
+		}
+		g := byVer[ver]
+		if g == nil {
+			g = &group{byLetter: map[byte][]listedField{}}
+			byVer[ver] = g
+		}
+		g.byLetter[letter] = append(g.byLetter[letter], f)
+	}
+	var h History
+	for ver, g := range byVer {
+		if s, ok := storedOf(ver, g.byLetter); ok {
+			h.Versions = append(h.Versions, s)
+		}
+	}
+	slices.SortFunc(h.Versions, func(a, b Stored) int { return cmp.Compare(a.Ver, b.Ver) })
+	h.resolveLegacy()
+	h.findMissing()
+	return h
+}
+
+// findMissing lists, as versions that do not read, those that a kept
+// version names as kept just before it and that are gone from between two
+// kept ones: a tool deleted every field of theirs. (Trims take the oldest:
+// a version older than every kept one is not missed.)
+func (h *History) findMissing() {
+	var gone []Stored
+	for i := 1; i < len(h.Versions); i++ {
+		s := &h.Versions[i]
+		if p := s.head.prev; s.layout == histKept && s.Err == nil && p > h.Versions[i-1].Ver {
+			gone = append(gone, Stored{Kept: Kept{Ver: p,
+				Err: fmt.Errorf("every field of it is gone, while version %d says it was kept just before it", s.Ver)}})
+		}
+	}
+	if len(gone) > 0 {
+		h.Versions = append(h.Versions, gone...)
+		slices.SortFunc(h.Versions, func(a, b Stored) int { return cmp.Compare(a.Ver, b.Ver) })
+	}
+}
+
+// storedOf is the version ver whose fields the listing grouped by letter:
+// the current layout's first, then the earlier ones (only a tool writes one
+// ver in two layouts; the other's fields go with it).
+func storedOf(ver int64, byLetter map[byte][]listedField) (Stored, bool) {
+	s := Stored{Kept: Kept{Ver: ver}}
+	for _, l := range []byte{histKept, histWhole, histDelta, histTextData} {
+		if len(byLetter[l]) > 0 {
+			s.layout = l
+			break
+		}
+	}
+	if s.layout == 0 {
+		return s, false // a t<ver> alone: no data to read (no build writes it)
+	}
+	for l, fs := range byLetter {
+		mine := l == s.layout || s.layout == histTextData && l == histTextMeta
+		for _, f := range fs {
+			if !mine {
+				s.extra = append(s.extra, f.name)
+			}
+		}
+	}
+	switch s.layout {
+	case histKept:
+		s.parseKept(byLetter[histKept])
+	default:
+		s.parseLegacy(byLetter)
+	}
+	return s, true
+}
+
+// chunk0 finds the first chunk of a field group.
+func chunk0(fs []listedField) (listedField, bool) {
+	for _, f := range fs {
+		if _, _, c, _ := histField(f.name); c == 0 {
+			return f, true
+		}
+	}
+	return listedField{}, false
+}
+
+// parseKept reads a k version's header from its first chunk.
+func (s *Stored) parseKept(fs []listedField) {
+	f0, ok := chunk0(fs)
+	switch {
+	case !ok:
+		s.Err = errors.New("its first field is missing")
+	case f0.head == nil:
+		s.Err = fmt.Errorf("its first field is %d bytes: not what this library writes", f0.size)
+	}
+	for _, f := range fs {
+		s.fields = append(s.fields, f.name)
+	}
+	if s.Err != nil {
+		return
+	}
+	h, err := parseHead(s.Ver, []byte(*f0.head))
+	if err != nil {
+		s.Err = err
+		return
+	}
+	s.head, s.At, s.Schema, s.SchemaMin = h, h.At, h.Schema, h.SchemaMin
+	s.Form, s.Base, s.Bytes = FormWhole, h.base, h.n+h.bodyLen
+	if h.form == keptDelta {
+		s.Form = FormDelta
+	}
+	// The fields the value is cut into, in order; any other of its letter
+	// is a tool's, dropped with it.
+	want := keptFieldCount(s.Bytes)
+	name := histField0(histKept, s.Ver)
+	s.fields = s.fields[:0]
+	for c := range want {
+		s.fields = append(s.fields, chunkName(name, c))
+	}
+	for _, f := range fs {
+		if _, _, c, _ := histField(f.name); c >= want {
+			s.extra = append(s.extra, f.name)
+		}
+	}
+}
+
+// index is the position of ver in h.Versions, or -1.
+func (h History) index(ver int64) int {
+	i, ok := slices.BinarySearchFunc(h.Versions, ver, func(s Stored, v int64) int { return cmp.Compare(s.Ver, v) })
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+// Has reports whether version ver is kept.
+func (h History) Has(ver int64) bool { return h.index(ver) >= 0 }
+
+// Kept lists the kept versions, oldest first.
+func (h History) Kept() []Kept {
+	out := make([]Kept, len(h.Versions))
+	for i, s := range h.Versions {
+		out[i] = s.Kept
+	}
+	return out
+}
+
+// Bytes is what the kept versions take in the hash.
+func (h History) Bytes() int {
+	n := 0
+	for _, s := range h.Versions {
+		n += s.Bytes
+	}
+	return n
+}
 
 // NewCodec returns a compressor and a decompressor of kept versions, one
 // goroutine each at most; the decompressor refuses data that would decode
@@ -113,235 +351,26 @@ func NewCodec() (*zstd.Encoder, *zstd.Decoder, error) {
 	return enc, dec, nil
 }
 
-// AppendWholeText appends data as a FormWholeText version's d<ver> value.
-func AppendWholeText(dst []byte, enc *zstd.Encoder, data []byte) []byte {
-	return enc.EncodeAll(data, append(dst, histTextTag))
+// histChunks appends to dst the fields that hold value under name: name
+// and its chunks name.1, name.2 ... from chunk from, or one field when
+// value is over HistChunkedMax.
+func histChunks(dst []any, name string, from int, value []byte) []any {
+	if len(value) > HistChunkedMax {
+		return append(dst, chunkName(name, from), value)
+	}
+	for i, c := 0, from; i < len(value); i, c = i+HistChunk, c+1 {
+		dst = append(dst, chunkName(name, c), value[i:min(i+HistChunk, len(value))])
+	}
+	return dst
 }
 
-// AppendWhole appends the body of a version kept whole: data compressed.
-// It is what SaveArgs.Keep carries; save.lua writes the metadata beside it.
-func AppendWhole(dst []byte, enc *zstd.Encoder, data []byte) []byte { return enc.EncodeAll(data, dst) }
+// histField0 is the first field of version ver in the form letter names.
+func histField0(letter byte, ver int64) string { return string(letter) + strconv.FormatInt(ver, 10) }
 
-// appendMeta appends k's metadata as a v value begins with it.
-func appendMeta(dst []byte, k Kept) []byte {
-	var at int64
-	if !k.At.IsZero() {
-		at = max(k.At.UnixMilli(), 0)
+// chunkName is the name of chunk c of the field name.
+func chunkName(name string, c int) string {
+	if c == 0 {
+		return name
 	}
-	dst = binary.AppendUvarint(dst, uint64(at))
-	dst = binary.AppendUvarint(dst, uint64(max(k.Schema, 0)))
-	return binary.AppendUvarint(dst, uint64(max(k.SchemaMin, 0)))
-}
-
-// parseMeta reads the metadata a v value begins with into k, and returns
-// how many bytes it took.
-func parseMeta(b []byte, k *Kept) (int, error) {
-	var v [3]uint64
-	n := 0
-	for i := range v {
-		x, m := binary.Uvarint(b[n:])
-		if m <= 0 || (i > 0 && x > 1<<31) || x > 1<<53 {
-			return 0, errors.New("its metadata does not decode")
-		}
-		v[i], n = x, n+m
-	}
-	k.At = msTime(int64(v[0]))
-	k.Schema, k.SchemaMin = int(v[1]), int(v[2])
-	return n, nil
-}
-
-// parseTextMeta reads text metadata (an f<ver> or t<ver> value) into k.
-func parseTextMeta(s string, k *Kept) {
-	parts := strings.Split(s, ",")
-	if len(parts) == 3 {
-		k.At = msTime(parts[0])
-		k.Schema, _ = strconv.Atoi(parts[1])
-		k.SchemaMin, _ = strconv.Atoi(parts[2])
-	}
-}
-
-// histField splits a history field name into its letter, ver and chunk
-// (0 for the first); ok is false for a name of no version.
-func histField(name string) (letter byte, ver int64, chunk int, ok bool) {
-	if len(name) < 2 {
-		return 0, 0, 0, false
-	}
-	digits, rest, dotted := strings.Cut(name[1:], ".")
-	ver, err := strconv.ParseInt(digits, 10, 64)
-	if err != nil || ver < 0 {
-		return 0, 0, 0, false
-	}
-	if dotted {
-		if chunk, err = strconv.Atoi(rest); err != nil || chunk < 1 {
-			return 0, 0, 0, false
-		}
-	}
-	switch name[0] {
-	case histWhole, histDelta, histTextData, histTextMeta:
-		return name[0], ver, chunk, true
-	}
-	return 0, 0, 0, false
-}
-
-// Stored is one kept version as a read of the history hash found it.
-type Stored struct {
-	Kept
-	// Bytes is what it takes in the hash: every chunk, metadata included.
-	Bytes  int
-	fields []string // its fields
-	body   []byte   // the compressed data, or the delta
-	bad    error    // what makes it unreadable on its own (a chunk missing, its metadata)
-}
-
-// History is a record's history hash as one read found it.
-type History struct {
-	// Versions are the kept versions, oldest first.
-	Versions []Stored
-	// Seen is the record's hist.at (when it last kept a version) as the read
-	// found it: a write that finds it unchanged finds the history so too.
-	Seen string
-}
-
-// ReadHistory reads the history of the record at key and the record's
-// hist.at in one round trip. Only a write that keeps a version changes the
-// history, and every such write sets hist.at: a history read with the
-// hist.at a write finds is the history that write finds.
-func ReadHistory(ctx context.Context, rdb redis.Cmdable, key string) (History, error) {
-	var at *redis.StringCmd
-	var all *redis.MapStringStringCmd
-	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		at = p.HGet(ctx, key, FieldHistAt)
-		all = p.HGetAll(ctx, HistoryKey(key))
-		return nil
-	}); err != nil && !errors.Is(err, redis.Nil) {
-		return History{}, err
-	}
-	if err := all.Err(); err != nil {
-		return History{}, err
-	}
-	h := ParseHistory(all.Val())
-	h.Seen = at.Val()
-	return h, nil
-}
-
-// ParseHistory reads the fields of a history hash.
-func ParseHistory(fields map[string]string) History {
-	type parts struct {
-		kind   byte
-		chunks map[int]string
-		names  []string
-		text   string // t<ver>
-	}
-	byVer := map[int64]*parts{}
-	for name, value := range fields {
-		letter, ver, chunk, ok := histField(name)
-		if !ok || (letter == histTextData || letter == histTextMeta) && chunk != 0 {
-			continue
-		}
-		p := byVer[ver]
-		if p == nil {
-			p = &parts{chunks: map[int]string{}}
-			byVer[ver] = p
-		}
-		p.names = append(p.names, name)
-		if letter == histTextMeta {
-			p.text = value
-			continue
-		}
-		p.kind = cmpKind(p.kind, letter)
-		p.chunks[chunk] = value
-	}
-	var h History
-	for ver, p := range byVer {
-		if p.kind == 0 {
-			continue // a t<ver> alone: no data to read (save.lua never writes it)
-		}
-		s := Stored{Kept: Kept{Ver: ver}, fields: p.names}
-		for _, c := range p.chunks {
-			s.Bytes += len(c)
-		}
-		switch p.kind {
-		case histTextData:
-			s.Form, s.Bytes = FormWholeText, s.Bytes+len(p.text)
-			parseTextMeta(p.text, &s.Kept)
-			s.body = []byte(p.chunks[0])
-		case histWhole:
-			s.Form = FormWhole
-			parseTextMeta(p.chunks[0], &s.Kept)
-			delete(p.chunks, 0)
-			s.body, s.bad = joinChunks(p.chunks, 1)
-		case histDelta:
-			s.Form = FormDelta
-			s.body, s.bad = joinChunks(p.chunks, 0)
-			if n, err := parseMeta(s.body, &s.Kept); err != nil {
-				s.bad = errors.Join(s.bad, err)
-			} else {
-				s.body = s.body[n:]
-			}
-		}
-		h.Versions = append(h.Versions, s)
-	}
-	slices.SortFunc(h.Versions, func(a, b Stored) int { return cmp.Compare(a.Ver, b.Ver) })
-	return h
-}
-
-// cmpKind is the form a version's fields give: a version whose fields name
-// two forms (only a tool writes that) is read as its first letter's.
-func cmpKind(had, letter byte) byte {
-	if had != 0 {
-		return had
-	}
-	return letter
-}
-
-// joinChunks is a value cut into chunks from, from+1, ..., put back
-// together.
-func joinChunks(chunks map[int]string, from int) ([]byte, error) {
-	var b []byte
-	for i := from; i < from+len(chunks); i++ {
-		c, ok := chunks[i]
-		if !ok {
-			return b, fmt.Errorf("its chunk %d is missing", i)
-		}
-		b = append(b, c...)
-	}
-	return b, nil
-}
-
-// index is the position of ver in h.Versions, or -1.
-func (h History) index(ver int64) int {
-	i, ok := slices.BinarySearchFunc(h.Versions, ver, func(s Stored, v int64) int { return cmp.Compare(s.Ver, v) })
-	if !ok {
-		return -1
-	}
-	return i
-}
-
-// Has reports whether version ver is kept.
-func (h History) Has(ver int64) bool { return h.index(ver) >= 0 }
-
-// keptMeta is the version a history field names, from its head as
-// versions.lua reads it (the first bytes of an f or v value, a whole t
-// value, the whole f<ver> value); ok is false for a field that names none
-// (d<ver>, a chunk).
-func keptMeta(name, head string) (Kept, bool) {
-	letter, ver, chunk, ok := histField(name)
-	if !ok || chunk != 0 {
-		return Kept{}, false
-	}
-	k := Kept{Ver: ver}
-	switch letter {
-	case histTextMeta:
-		k.Form = FormWholeText
-		parseTextMeta(head, &k)
-	case histWhole:
-		k.Form = FormWhole
-		parseTextMeta(head, &k)
-	case histDelta:
-		k.Form = FormDelta
-		_, _ = parseMeta([]byte(head), &k) // metadata that does not decode lists the version at time zero
-	default:
-		return Kept{}, false
-	}
-	return k, true
+	return name + "." + strconv.Itoa(c)
 }

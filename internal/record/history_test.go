@@ -29,8 +29,11 @@ type historian struct {
 	maxChain int
 	ver      int64
 	data     []byte
+	at       time.Time        // when data was written (the record's at)
 	kept     map[int64][]byte // every version's data
 	rebase   bool             // send the plan (false: the script trims by itself and rewrites nothing)
+	budget   int              // the byte budget of the plan (0: none)
+	maxTrim  int              // the plan's MaxTrim (0: record.MaxTrimBytes)
 }
 
 func newHistorian(t testing.TB, r *testsupport.Redis, name string, keep, maxChain int) *historian {
@@ -59,25 +62,39 @@ func (h *historian) write(data []byte) record.SaveArgs {
 	ctx := context.Background()
 	a := record.SaveArgs{Mode: record.ModeSave, Token: "tok-a", Data: data, History: h.keep, HistoryEvery: time.Hour}
 	if h.data != nil {
-		a.Keep, a.KeepVer, a.KeepAlways = record.AppendWhole(nil, h.enc, h.data), h.ver, true
-		hist, err := record.ReadHistory(ctx, h.rdb, h.key)
-		if err != nil {
-			h.t.Fatal(err)
-		}
+		a.KeepMeta = record.KeptMeta{At: h.at}
+		hist := listHistory(h.t, h.rdb, h.key)
+		a.Keep = record.NewKeptWhole(h.ver, hist.Newest(h.ver), a.KeepMeta, h.data, h.enc)
+		a.KeepVer, a.KeepAlways = h.ver, true
 		if h.rebase {
-			plan := hist.Plan(h.ver, h.data, h.keep, h.maxChain, h.dec)
+			plan := h.plan(a.Keep)
 			a.KeepPlan = &plan
 		}
 	}
 	res, err := record.Save(ctx, h.rdb, h.key, a)
-	if err != nil || res.Outcome != record.Written {
+	if err != nil || res.Outcome != record.Written || res.VersionSkipped {
 		h.t.Fatalf("save: %+v, %v", res, err)
 	}
 	if h.data != nil {
 		h.kept[h.ver] = h.data
 	}
-	h.ver, h.data = res.Ver, data
+	h.ver, h.data, h.at = res.Ver, data, res.At
 	return a
+}
+
+// plan lists the history and plans the write that keeps h.data (value).
+func (h *historian) plan(value record.KeptValue) record.HistoryPlan {
+	h.t.Helper()
+	hist, err := record.ListForKeep(context.Background(), h.rdb, h.key)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	budget := h.budget
+	if budget == 0 {
+		budget = 1 << 40
+	}
+	return hist.Plan(record.KeepSpec{Ver: h.ver, Data: h.data, Value: value, Count: h.keep, Budget: budget,
+		MaxChain: h.maxChain, MaxTrim: h.maxTrim}, h.dec)
 }
 
 // writeN writes n changes of the last data and returns the last.
@@ -92,12 +109,9 @@ func (h *historian) writeN(rng *rand.Rand, n int) []byte {
 // reads back as it was written, and that the newest is whole.
 func (h *historian) history() record.History {
 	h.t.Helper()
-	hist, err := record.ReadHistory(context.Background(), h.rdb, h.key)
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	hist := listHistory(h.t, h.rdb, h.key)
 	for _, s := range hist.Versions {
-		got, err := hist.Data(s.Ver, h.dec)
+		got, err := hist.Read(context.Background(), h.rdb, h.key, s.Ver, h.dec)
 		if err != nil || !bytes.Equal(got, h.kept[s.Ver]) {
 			h.t.Fatalf("version %d (%s) reads %d bytes, %v; want the %d written", s.Ver, s.Form, len(got), err, len(h.kept[s.Ver]))
 		}
@@ -106,6 +120,16 @@ func (h *historian) history() record.History {
 		h.t.Fatalf("the newest version is stored %s, want whole", hist.Versions[n-1].Form)
 	}
 	return hist
+}
+
+// listHistory lists the history of the record at key.
+func listHistory(t testing.TB, rdb redis.UniversalClient, key string) record.History {
+	t.Helper()
+	res, err := record.Versions(context.Background(), rdb, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.History
 }
 
 // forms is the forms of a history's versions, oldest first: "dddw".
@@ -185,30 +209,31 @@ func TestHistoryPlanOnlyOfTheHistoryAsRead(t *testing.T) {
 		t.Fatalf("forms %q, want ddw", got)
 	}
 	ctx := context.Background()
-	hist, err := record.ReadHistory(ctx, h.rdb, h.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := hist.Plan(h.ver, h.data, 3, 23, h.dec)
+	meta := record.KeptMeta{At: h.at}
+	listed := listHistory(t, h.rdb, h.key)
+	keep := record.NewKeptWhole(h.ver, listed.Newest(h.ver), meta, h.data, h.enc)
+	plan := h.plan(keep)
 	if plan.RewriteVer == 0 || len(plan.Drop) == 0 {
 		t.Fatalf("plan %+v: want a rewrite and a trim", plan)
 	}
-	plan.Seen = "1" // as if the history had changed since the read
+	plan.Seen = "1" // as if the history had changed since the listing
 	data = profileBytes(rng, data)
 	a := record.SaveArgs{Mode: record.ModeSave, Token: "tok-a", Data: data, History: 3, HistoryEvery: time.Hour,
-		Keep: record.AppendWhole(nil, h.enc, h.data), KeepVer: h.ver, KeepAlways: true, KeepPlan: &plan}
-	if res, err := record.Save(ctx, h.rdb, h.key, a); err != nil || res.Outcome != record.Written {
+		Keep: keep, KeepVer: h.ver, KeepMeta: meta, KeepAlways: true, KeepPlan: &plan}
+	res, err := record.Save(ctx, h.rdb, h.key, a)
+	if err != nil || res.Outcome != record.Written {
 		t.Fatalf("save: %+v, %v", res, err)
 	}
-	h.kept[h.ver], h.ver, h.data = h.data, h.ver+1, data
+	h.kept[h.ver], h.ver, h.data, h.at = h.data, h.ver+1, data, res.At
 	if got := forms(h.history()); got != "dww" {
 		t.Fatalf("forms %q after a stale plan, want dww (trimmed to 3, nothing rewritten)", got)
 	}
 	// A write of the same data again (a retried save) replaces the version.
 	if parsed, err := record.ParseSaveArgs(stringArgs(a.Call(h.key).Args)); err != nil || parsed.KeepPlan == nil ||
 		parsed.KeepPlan.Seen != "1" || parsed.KeepPlan.RewriteVer != plan.RewriteVer ||
-		!bytes.Equal(parsed.KeepPlan.Rewrite, plan.Rewrite) || !bytes.Equal(parsed.Keep, a.Keep) ||
-		len(parsed.KeepPlan.Drop) != len(plan.Drop) || parsed.KeepVer != a.KeepVer || !parsed.KeepAlways {
+		parsed.KeepPlan.Rewrite.Len() != plan.Rewrite.Len() || parsed.Keep.Len() != a.Keep.Len() ||
+		len(parsed.KeepPlan.Drop) != len(plan.Drop) || parsed.KeepVer != a.KeepVer || !parsed.KeepAlways ||
+		!parsed.KeepMeta.At.Equal(a.KeepMeta.At) {
 		t.Fatalf("ParseSaveArgs does not read back the keep option: %+v, %v", parsed, err)
 	}
 }
@@ -280,17 +305,21 @@ func TestHistoryDamageCostsItsChain(t *testing.T) {
 	}
 	damaged := hist.Versions[7] // a delta, with two more below it down to the whole Versions[4]
 	ctx := context.Background()
-	field := fmt.Sprintf("v%d", damaged.Ver)
+	field := fmt.Sprintf("k%d", damaged.Ver)
 	raw, err := h.rdb.HGet(ctx, record.HistoryKey(h.key), field).Bytes()
 	if err != nil {
 		t.Fatal(err)
 	}
 	raw[len(raw)-1] ^= 0xff
 	h.rdb.HSet(ctx, record.HistoryKey(h.key), field, raw)
-	hist, _ = record.ReadHistory(ctx, h.rdb, h.key)
-	for i, hv := range hist.Check(h.dec) {
+	hist = listHistory(t, h.rdb, h.key)
+	health, err := hist.Check(ctx, h.rdb, h.key, h.dec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, hv := range health {
 		s := hist.Versions[len(hist.Versions)-1-i]
-		_, err := hist.Data(s.Ver, h.dec)
+		_, err := hist.Read(ctx, h.rdb, h.key, s.Ver, h.dec)
 		var ve *record.VersionError
 		switch {
 		case s.Ver <= damaged.Ver && s.Ver > hist.Versions[4].Ver: // itself, and the deltas that need it

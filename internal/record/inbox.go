@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ckernel/playerdata/internal/checksum"
 	"github.com/ckernel/playerdata/internal/rscript"
 )
 
@@ -19,8 +20,28 @@ import (
 type Message struct {
 	// ID is the inbox entry's id: the Redis stream id, "<ms>-<seq>".
 	ID string
-	// Body is what the sender stored (opaque).
+	// Body is what the sender stored (opaque); Key its idempotency key
+	// ("": none).
 	Body []byte
+	Key  string
+	// Sum is the entry's checksum (EntrySum of its key and body), "" for
+	// an entry an earlier build sent (unchecked).
+	Sum string
+}
+
+// EntrySum is the checksum of an inbox entry (field EntrySumField):
+// CRC-32C of its idempotency key and body, each length-prefixed, as 8 hex
+// digits. Send computes it; a dead letter keeps it; a read checks it.
+func EntrySum(key string, body []byte) string { return checksum.Of([]byte(key), body) }
+
+// Check says whether the entry is as its sender stored it: nil, or a
+// *CorruptField naming the inbox entry.
+func (m Message) Check() *CorruptField {
+	if m.Sum != "" && m.Sum != EntrySum(m.Key, m.Body) {
+		return &CorruptField{Field: "inbox " + m.ID, Why: "its body or idempotency key does not match its checksum (" +
+			EntrySumField + "): damaged"}
+	}
+	return nil
 }
 
 // At is when the message was stored, on the Redis clock (the ms its id
@@ -37,9 +58,14 @@ func (m Message) At() time.Time {
 	return time.UnixMilli(n)
 }
 
-// messages reads a flat {id, body, id, body, ...} answer.
+// messages reads a flat {id, body, key, sum, ...} answer.
 func messages(v any) []Message {
-	return pairsOf(v, func(id, body any) Message { return Message{ID: str(id), Body: blob(body)} })
+	arr, _ := v.([]any)
+	var out []Message
+	for i := 0; i+3 < len(arr); i += 4 {
+		out = append(out, Message{ID: str(arr[i]), Body: blob(arr[i+1]), Key: str(arr[i+2]), Sum: str(arr[i+3])})
+	}
+	return out
 }
 
 // SendOutcome is what a send did.
@@ -113,7 +139,8 @@ func SendCall(key string, body []byte, a SendArgs) rscript.Call {
 		digest = BodyDigest(body)
 	}
 	return rscript.Call{Script: sendScript, Keys: []string{key, InboxKey(key), IdemKey(key), IdemAtKey(key)},
-		Args: []any{body, a.MaxInbox, a.IdempotencyKey, a.IdempotencyWindow.Milliseconds(), a.IdempotencyKeys, digest}}
+		Args: []any{body, a.MaxInbox, a.IdempotencyKey, a.IdempotencyWindow.Milliseconds(), a.IdempotencyKeys, digest,
+			EntrySum(a.IdempotencyKey, body)}}
 }
 
 // BodyDigest is the digest of a message body kept with its idempotency key:
@@ -175,6 +202,9 @@ type DeadLetter struct {
 	// the server Job.
 	Attempts int
 	Err, Job string
+	// Damaged says what of the entry is not as written (nil: it is, as far
+	// as its checksums and form tell).
+	Damaged *CorruptField
 }
 
 // ReadDeadLetters returns the oldest dead letters (at most max) of the
@@ -186,12 +216,47 @@ func ReadDeadLetters(ctx context.Context, rdb redis.Cmdable, key string, max int
 	}
 	out := make([]DeadLetter, 0, len(entries))
 	for _, e := range entries {
-		s := func(name string) string { v, _ := e.Values[name].(string); return v }
-		n, _ := strconv.Atoi(s(DeadTries))
-		out = append(out, DeadLetter{ID: e.ID, MessageID: s(DeadID), Body: []byte(s(EntryBody)), IdempotencyKey: s(EntryIdemKey),
-			Attempts: n, Err: s(DeadErr), Job: s(DeadJob)})
+		out = append(out, DeadLetterOf(e.ID, e.Values))
 	}
 	return out, nil
+}
+
+// DeadLetterOf reads dead letter id's fields, checking them: its message
+// against its checksum (c), its refusal against its own (d), and the count
+// and id as what the scripts write.
+func DeadLetterOf(id string, vals map[string]any) DeadLetter {
+	s := func(name string) string { v, _ := vals[name].(string); return v }
+	n, err := strictUint(s(DeadTries), 1<<31)
+	d := DeadLetter{ID: id, MessageID: s(DeadID), Body: []byte(s(EntryBody)), IdempotencyKey: s(EntryIdemKey),
+		Attempts: int(n), Err: s(DeadErr), Job: s(DeadJob)}
+	msg := Message{ID: d.MessageID, Body: d.Body, Key: d.IdempotencyKey, Sum: s(EntrySumField)}
+	field := func(why string) *CorruptField { return &CorruptField{Field: "dead " + id, Why: why} }
+	sum, count, _ := strings.Cut(s(DeadSum), ",")
+	switch {
+	case msg.Check() != nil:
+		d.Damaged = field("its body or idempotency key does not match its checksum (" + EntrySumField + ")")
+	case sum != "" && sum != RefusalSum(d.MessageID, d.Err, d.Job):
+		d.Damaged = field("its message id, error or server does not match its checksum (" + DeadSum + ")")
+	case sum != "" && count != s(DeadTries):
+		d.Damaged = field(fmt.Sprintf("its refusal count %q disagrees with its checksum, which says %q", s(DeadTries), count))
+	case err != nil || n == 0:
+		d.Damaged = field(fmt.Sprintf("its refusal count %q is not a positive integer", s(DeadTries)))
+	case !validStreamID(d.MessageID):
+		d.Damaged = field(fmt.Sprintf("its message id %q is not a stream id", d.MessageID))
+	}
+	return d
+}
+
+// RefusalSum is the checksum of a refusal as a dead letter keeps it
+// (field DeadSum): of the message id, the error and the server.
+func RefusalSum(id, err, job string) string { return checksum.Of([]byte(id), []byte(err), []byte(job)) }
+
+// validStreamID reports whether id is "<ms>-<seq>", as Redis writes one.
+func validStreamID(id string) bool {
+	ms, seq, ok := strings.Cut(id, "-")
+	_, err1 := strictUint(ms, 1<<62)
+	_, err2 := strictUint(seq, 1<<62)
+	return ok && err1 == nil && err2 == nil
 }
 
 // ReplayResult is what Replay did.
@@ -259,8 +324,13 @@ func ReadInbox(ctx context.Context, rdb redis.Cmdable, key, after string, max in
 	}
 	out := make([]Message, 0, len(entries))
 	for _, e := range entries {
-		b, _ := e.Values["b"].(string)
-		out = append(out, Message{ID: e.ID, Body: []byte(b)})
+		out = append(out, MessageOf(e.ID, e.Values))
 	}
 	return out, seq, nil
+}
+
+// MessageOf reads inbox entry id's fields (Message.Check checks them).
+func MessageOf(id string, vals map[string]any) Message {
+	s := func(name string) string { v, _ := vals[name].(string); return v }
+	return Message{ID: id, Body: []byte(s(EntryBody)), Key: s(EntryIdemKey), Sum: s(EntrySumField)}
 }

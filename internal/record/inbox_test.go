@@ -3,9 +3,14 @@ package record_test
 import (
 	"context"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/internal/damage"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/testsupport"
 )
@@ -144,4 +149,93 @@ func TestSendToARecordDeletedBesideItsInbox(t *testing.T) {
 	if err != nil || got.Outcome != record.Acquired || len(got.Messages) != 1 || string(got.Messages[0].Body) != "first" {
 		t.Fatalf("acquire after the repair = %+v, %v; want the record started over with the message that waited", got, err)
 	}
+}
+
+// The attack of issue 32 on an idempotency entry (the key's message id, in
+// the idem hash): every byte flipped, the id cut at every byte, extended,
+// the entry deleted from one of its two keys. A retried send with the key
+// is refused (SendCorrupt, nothing stored), or answered as a duplicate and
+// stores nothing: never a second message. An id of the form a send writes
+// that names no waiting message cannot be told from the id of one already
+// applied: it is answered as is (the send is deduplicated all the same).
+func TestIdempotencyEntryEveryByte(t *testing.T) {
+	e := newIdemEntry(t)
+	damage.Every([]byte(e.first.ID), func(v []byte, what string) {
+		e.rdb.HSet(e.ctx, e.idem, "shop-1", string(v))
+		e.checkRetry(t, what)
+	})
+	e.rdb.HDel(e.ctx, e.idem, "shop-1")
+	if res, err := record.Send(e.ctx, e.rdb, e.key, []byte("gift"), e.args); err != nil || res.Outcome != record.SendCorrupt {
+		t.Fatalf("the key deleted from the hash (its time kept): send = %+v, %v, want refused", res, err)
+	}
+	e.rdb.HSet(e.ctx, e.idem, "shop-1", e.first.ID)
+	e.checkRetry(t, "as written")
+}
+
+// FuzzIdempotencyEntry edits an idempotency entry's message id once: a
+// retried send is refused, or answered as a duplicate storing nothing.
+func FuzzIdempotencyEntry(f *testing.F) {
+	e := newIdemEntry(f)
+	for _, op := range []uint8{0, 1, 2, 3} {
+		f.Add(op, uint16(0), byte(1))
+		f.Add(op, uint16(13), byte('-'))
+	}
+	f.Fuzz(func(t *testing.T, op uint8, pos uint16, b byte) {
+		e.rdb.HSet(e.ctx, e.idem, "shop-1", string(damage.Once([]byte(e.first.ID), op, int(pos), b)))
+		e.checkRetry(t, "edited")
+	})
+}
+
+// idemEntry is a profile with one message sent under the idempotency key
+// "shop-1", still waiting.
+type idemEntry struct {
+	ctx   context.Context
+	rdb   redis.UniversalClient
+	key   string
+	idem  string
+	args  record.SendArgs
+	first record.SendResult
+}
+
+func newIdemEntry(tb testing.TB) *idemEntry {
+	tb.Helper()
+	r := testsupport.StartRedis(tb)
+	e := &idemEntry{ctx: context.Background(), rdb: r.Client(tb), key: record.Key(r.Namespace, "PlayerData", "user:idem"),
+		args: record.SendArgs{MaxInbox: 100, IdempotencyKey: "shop-1", IdempotencyWindow: time.Hour, IdempotencyKeys: 100}}
+	e.idem = record.IdemKey(e.key)
+	var err error
+	if e.first, err = record.Send(e.ctx, e.rdb, e.key, []byte("gift"), e.args); err != nil || e.first.Outcome != record.Sent {
+		tb.Fatalf("send: %+v, %v", e.first, err)
+	}
+	return e
+}
+
+// checkRetry fails unless a retried send is refused, or a duplicate that
+// stores nothing answered with the first send's id or an id of the form a
+// send writes that names no waiting message.
+func (e *idemEntry) checkRetry(t *testing.T, what string) {
+	t.Helper()
+	inbox := record.InboxKey(e.key)
+	n := e.rdb.XLen(e.ctx, inbox).Val()
+	res, err := record.Send(e.ctx, e.rdb, e.key, []byte("gift"), e.args)
+	switch {
+	case err != nil:
+		t.Fatalf("%s: send = %v", what, err)
+	case res.Outcome == record.SendCorrupt:
+	case res.Outcome != record.Duplicate:
+		t.Fatalf("%s: the retried send was %+v, want refused or a duplicate", what, res)
+	case res.ID != e.first.ID && (!validID(res.ID) || len(e.rdb.XRange(e.ctx, inbox, res.ID, res.ID).Val()) > 0):
+		t.Fatalf("%s: answered %q, want refused or the first send's %q", what, res.ID, e.first.ID)
+	}
+	if m := e.rdb.XLen(e.ctx, inbox).Val(); m != n {
+		t.Fatalf("%s: the retried send stored a message (%d → %d)", what, n, m)
+	}
+}
+
+// validID reports whether id has the form of a stream id.
+func validID(id string) bool {
+	ms, seq, ok := strings.Cut(id, "-")
+	_, err1 := strconv.ParseUint(ms, 10, 64)
+	_, err2 := strconv.ParseUint(seq, 10, 64)
+	return ok && err1 == nil && err2 == nil
 }

@@ -46,6 +46,10 @@ type SaveArgs struct {
 	// Schema and SchemaMin are written with Data: the schema version it was
 	// encoded at and the lowest that may read it.
 	Schema, SchemaMin int
+	// Sum is the record's checksum after this write (RecordSum of the data,
+	// schema, min-reader, user ids and metadata it will hold), required
+	// with Data or Meta.
+	Sum string
 	// Meta is the new user ids and metadata; nil keeps the stored ones.
 	Meta *Meta
 	// History is how many versions the record's history keeps; HistoryEvery
@@ -53,18 +57,21 @@ type SaveArgs struct {
 	// replaces.
 	History      int
 	HistoryEvery time.Duration
-	// Keep is the data this write replaces (version KeepVer), compressed
-	// (AppendWhole), sent when the caller reckons a version is due: it is
-	// kept whole. KeepAlways keeps it whatever HistoryEvery says (the data
-	// before a restore).
-	Keep       []byte
+	// Keep is the data this write replaces (version KeepVer), kept whole
+	// (NewKeptWhole), sent when the caller reckons a version is due.
+	// KeepMeta is that data's time, schema and min-reader as the caller
+	// read them and wrote them in Keep's header: the script keeps it only
+	// if the record still says so. KeepAlways keeps it whatever
+	// HistoryEvery says (the data before a restore).
+	Keep       KeptValue
 	KeepVer    int64
+	KeepMeta   KeptMeta
 	KeepAlways bool
 	// KeepPlan is what the write does to the history beside keeping Keep,
-	// as planned from a read of it (History.Plan): the versions it trims,
-	// and the previous newest rewritten as a delta. Without it, or when the
-	// history changed since that read, the script trims by itself and
-	// rewrites nothing.
+	// as planned from a listing of it (History.Plan): the versions it
+	// trims, and the previous newest rewritten. Without it, or when the
+	// history changed since that listing, the script trims by count by
+	// itself and rewrites nothing.
 	KeepPlan *HistoryPlan
 	// Trade is the trade this write settles (its mark is cleared), or "".
 	Trade string
@@ -84,7 +91,7 @@ type Refusal struct {
 	ID, Err string
 }
 
-// The names of save.lua's options (ARGV[6..]).
+// The names of save.lua's options (ARGV[7..]).
 const (
 	saveOptMeta    = "meta"
 	saveOptTrade   = "trade"
@@ -96,7 +103,7 @@ const (
 
 // saveFixedArgs is how many arguments every save.lua call has; the options
 // follow.
-const saveFixedArgs = 5
+const saveFixedArgs = 6
 
 // argv is ARGV of save.lua: mode, token, schema, min schema and data, then
 // only the options the call uses.
@@ -109,19 +116,19 @@ func (a SaveArgs) argv() []any {
 		n += 2
 	}
 	if a.keeps() {
-		n += 9 + 2*(len(a.Keep)/HistChunk+2) + len(a.KeepPlan.drop())
+		n += saveKeepArgs + 2*(a.Keep.Len()/HistChunk+2) + len(a.KeepPlan.drop())
 	}
 	if len(a.Earlier) > 0 {
 		n += 4 + len(a.Earlier)
 	}
 	if len(a.Refused) > 0 {
-		n += 4 + 2*len(a.Refused)
+		n += 4 + 3*len(a.Refused)
 	}
 	if len(a.Applied) > 0 {
 		n += 1 + len(a.Applied)
 	}
 	argv := make([]any, saveFixedArgs, n)
-	argv[0], argv[1] = a.Mode.arg(), a.Token
+	argv[0], argv[1], argv[5] = a.Mode.arg(), a.Token, a.Sum
 	if a.Data != nil {
 		argv[2], argv[3], argv[4] = a.Schema, a.SchemaMin, a.Data
 	} else {
@@ -145,7 +152,7 @@ func (a SaveArgs) argv() []any {
 	if len(a.Refused) > 0 {
 		argv = append(argv, saveOptRefused, a.MaxAttempts, a.Job, len(a.Refused))
 		for _, r := range a.Refused {
-			argv = append(argv, r.ID, r.Err)
+			argv = append(argv, r.ID, r.Err, RefusalSum(r.ID, r.Err, a.Job))
 		}
 	}
 	if len(a.Applied) > 0 {
@@ -157,27 +164,37 @@ func (a SaveArgs) argv() []any {
 	return argv
 }
 
+// saveKeepArgs is how many arguments the 'keep' option has before its
+// field/value pairs.
+const saveKeepArgs = 12
+
 // appendKeep appends the 'keep' option: n, every, oldVer, always, the
-// plan's seen hist.at, how many field/value pairs hold the kept data (its
-// chunks f<ver>.1 ...) and the rewritten version, how many fields to
-// delete; then those pairs and fields.
+// plan's seen hist.at, the at, schema and schema.min Keep's header says,
+// how many field/value pairs hold the kept version and the rewritten one,
+// how many fields to delete; then those pairs and fields.
 func (a SaveArgs) appendKeep(argv []any) []any {
-	seen, head := "", len(argv)
-	argv = append(argv, saveOptKeep, a.History, a.HistoryEvery.Milliseconds(), a.KeepVer, flag(a.KeepAlways), seen, 0, 0, 0)
-	argv = histChunks(argv, histField0(histWhole, a.KeepVer), 1, a.Keep)
-	nKeep := (len(argv) - head - 9) / 2
+	head := len(argv)
+	m := a.KeepMeta
+	at := ""
+	if !m.At.IsZero() {
+		at = strconv.FormatInt(m.At.UnixMilli(), 10)
+	}
+	argv = append(argv, saveOptKeep, a.History, a.HistoryEvery.Milliseconds(), a.KeepVer, flag(a.KeepAlways), "",
+		at, strconv.Itoa(m.Schema), strconv.Itoa(m.SchemaMin), 0, 0, 0)
+	argv = keptFields(argv, a.KeepVer, a.Keep)
+	nKeep := (len(argv) - head - saveKeepArgs) / 2
 	nRewrite := 0
 	if p := a.KeepPlan; p != nil {
 		argv[head+5] = p.Seen
 		if p.RewriteVer != 0 {
-			argv = histChunks(argv, histField0(histDelta, p.RewriteVer), 0, p.Rewrite)
-			nRewrite = (len(argv)-head-9)/2 - nKeep
+			argv = keptFields(argv, p.RewriteVer, p.Rewrite)
+			nRewrite = (len(argv)-head-saveKeepArgs)/2 - nKeep
 		}
 		for _, f := range p.Drop {
 			argv = append(argv, f)
 		}
 	}
-	argv[head+6], argv[head+7], argv[head+8] = nKeep, nRewrite, len(a.KeepPlan.drop())
+	argv[head+9], argv[head+10], argv[head+11] = nKeep, nRewrite, len(a.KeepPlan.drop())
 	return argv
 }
 
@@ -191,7 +208,7 @@ func (p *HistoryPlan) drop() []string {
 
 // keeps reports whether the call may keep a version: it carries new data,
 // the data it replaces, and a history to keep it in.
-func (a SaveArgs) keeps() bool { return a.Data != nil && len(a.Keep) > 0 && a.History > 0 }
+func (a SaveArgs) keeps() bool { return a.Data != nil && a.Keep.Len() > 0 && a.History > 0 }
 
 // arg is the mode as save.lua takes it (a constant: no allocation).
 func (m WriteMode) arg() any {
@@ -228,7 +245,7 @@ func ParseSaveArgs(argv []string) (SaveArgs, error) {
 	if len(argv) < saveFixedArgs {
 		return SaveArgs{}, fmt.Errorf("record: %s call with %d arguments, want %d or more", ScriptSave, len(argv), saveFixedArgs)
 	}
-	a := SaveArgs{Mode: WriteMode(arg(argv, 1)), Token: arg(argv, 2)}
+	a := SaveArgs{Mode: WriteMode(arg(argv, 1)), Token: arg(argv, 2), Sum: arg(argv, 6)}
 	if arg(argv, 3) != "" {
 		a.Schema, _ = strconv.Atoi(arg(argv, 3))
 		a.SchemaMin, _ = strconv.Atoi(arg(argv, 4))
@@ -269,15 +286,15 @@ func ParseSaveArgs(argv []string) (SaveArgs, error) {
 	}
 	if arg(argv, i) == saveOptRefused {
 		n, err := strconv.Atoi(arg(argv, i+3))
-		if err != nil || n < 0 || i+3+2*n > len(argv) {
+		if err != nil || n < 0 || i+3+3*n > len(argv) {
 			return SaveArgs{}, bad(saveOptRefused)
 		}
 		a.MaxAttempts, _ = strconv.Atoi(arg(argv, i+1))
 		a.Job = arg(argv, i+2)
 		for j := 0; j < n; j++ {
-			a.Refused = append(a.Refused, Refusal{ID: arg(argv, i+4+2*j), Err: arg(argv, i+5+2*j)})
+			a.Refused = append(a.Refused, Refusal{ID: arg(argv, i+4+3*j), Err: arg(argv, i+5+3*j)})
 		}
-		i += 4 + 2*n
+		i += 4 + 3*n
 	}
 	if arg(argv, i) == saveOptApplied {
 		a.Applied = append([]string(nil), argv[i:]...)
@@ -292,10 +309,10 @@ func ParseSaveArgs(argv []string) (SaveArgs, error) {
 // parseKeep reads the 'keep' option at argv[i] (1-based) into a and
 // returns the index after it.
 func (a *SaveArgs) parseKeep(argv []string, i int) (int, bool) {
-	nKeep, err1 := strconv.Atoi(arg(argv, i+6))
-	nRewrite, err2 := strconv.Atoi(arg(argv, i+7))
-	nDrop, err3 := strconv.Atoi(arg(argv, i+8))
-	end := i + 9 + 2*(nKeep+nRewrite) + nDrop
+	nKeep, err1 := strconv.Atoi(arg(argv, i+9))
+	nRewrite, err2 := strconv.Atoi(arg(argv, i+10))
+	nDrop, err3 := strconv.Atoi(arg(argv, i+11))
+	end := i + saveKeepArgs + 2*(nKeep+nRewrite) + nDrop
 	if errors.Join(err1, err2, err3) != nil || nKeep < 0 || nRewrite < 0 || nDrop < 0 || end-1 > len(argv) {
 		return i, false
 	}
@@ -304,23 +321,33 @@ func (a *SaveArgs) parseKeep(argv []string, i int) (int, bool) {
 	a.HistoryEvery = time.Duration(every) * time.Millisecond
 	a.KeepVer, _ = strconv.ParseInt(arg(argv, i+3), 10, 64)
 	a.KeepAlways = arg(argv, i+4) == "1"
-	a.Keep = []byte{}
-	j := i + 9
-	for range nKeep {
-		a.Keep, j = append(a.Keep, arg(argv, j+1)...), j+2
+	if at, err := strconv.ParseInt(arg(argv, i+6), 10, 64); err == nil {
+		a.KeepMeta.At = time.UnixMilli(at)
 	}
+	a.KeepMeta.Schema, _ = strconv.Atoi(arg(argv, i+7))
+	a.KeepMeta.SchemaMin, _ = strconv.Atoi(arg(argv, i+8))
+	j := i + saveKeepArgs
+	a.Keep, j = parseKeptPairs(argv, j, nKeep)
 	if seen := arg(argv, i+5); seen != "" || nRewrite > 0 || nDrop > 0 {
 		p := &HistoryPlan{Seen: seen}
-		for k := range nRewrite {
-			if k == 0 {
-				_, p.RewriteVer, _, _ = histField(arg(argv, j))
-			}
-			p.Rewrite, j = append(p.Rewrite, arg(argv, j+1)...), j+2
+		if nRewrite > 0 {
+			_, p.RewriteVer, _, _ = histField(arg(argv, j))
 		}
+		p.Rewrite, j = parseKeptPairs(argv, j, nRewrite)
 		p.Drop = append([]string(nil), argv[j-1:j-1+nDrop]...)
 		a.KeepPlan = p
 	}
 	return end, true
+}
+
+// parseKeptPairs reads n field/value pairs from argv[j] (1-based) as one
+// kept value, and returns the index after them.
+func parseKeptPairs(argv []string, j, n int) (KeptValue, int) {
+	var v KeptValue
+	for range n {
+		v.Head, j = append(v.Head, arg(argv, j+1)...), j+2
+	}
+	return v, j
 }
 
 // SaveOutcome is what a save.lua call did.
@@ -379,6 +406,15 @@ type SaveResult struct {
 	// message has been refused now, in the order of SaveArgs.Refused (one
 	// refused MaxAttempts times was dead-lettered by this write).
 	Tries []Tries
+	// VersionSkipped: a version was due but not kept, the record's time or
+	// schema not being what the write's Keep header says (KeepMeta).
+	VersionSkipped bool
+	// Planned: the version was kept as SaveArgs.KeepPlan says (the history
+	// was as listed); else the script trimmed by count by itself.
+	Planned bool
+	// At is the write time this write stamped on the data it wrote (zero:
+	// it wrote none).
+	At time.Time
 
 	// When LockLost: who holds the lock now (Job and Token; empty: nobody).
 	Holder Lock
@@ -455,8 +491,11 @@ func ParseSave(v any) (SaveResult, error) {
 		InboxSeq:        num(elem(arr, 5)),
 		HistoryUnusable: num(elem(arr, 6))&1 != 0,
 		InboxUnusable:   num(elem(arr, 6))&2 != 0,
+		VersionSkipped:  num(elem(arr, 6))&4 != 0,
+		Planned:         num(elem(arr, 6))&8 != 0,
 		DeadLettered:    int(num(elem(arr, 7))),
-		Tries:           triesOf(elem(arr, 8)),
+		At:              msTime(elem(arr, 8)),
+		Tries:           triesOf(elem(arr, 9)),
 	}, nil
 }
 

@@ -2,52 +2,140 @@ package record
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Kept is one version kept in a record's history hash.
-type Kept struct {
-	Ver int64
-	At  time.Time // when that data was written (Redis clock)
-	// Schema and SchemaMin are the data's schema version and min-reader.
-	Schema, SchemaMin int
-	// Form is how it is stored.
-	Form Form
-}
-
 // VersionsResult is versions.lua's answer: the current version and the
-// versions of the history hash, oldest first.
+// kept versions of the history hash.
 type VersionsResult struct {
 	Ver     int64
 	At      time.Time // when the current data was written
 	HasData bool
-	Kept    []Kept
+	// Current says why the current version's ver or time disagrees with the
+	// record's checksum (nil: they agree, or the record has none).
+	Current *CorruptField
+	// Kept are the kept versions, oldest first (History.Kept()).
+	Kept []Kept
+	// History is the listing, for a read of the versions' data or the plan
+	// of a write that keeps one.
+	History History
 }
 
-// Versions runs versions.lua on the record at key: one round trip, read
-// only.
-func Versions(ctx context.Context, rdb redis.Scripter, key string) (VersionsResult, error) {
-	v, err := versionsScript.Run(ctx, rdb, []string{key, HistoryKey(key)}).Result()
+// Versions lists the versions of the record at key: versions.lua (one
+// round trip, read only, its work bounded by the number of versions and
+// not their data), then, for each version of an earlier layout too long
+// for the script to read its metadata, one HGET of that version.
+func Versions(ctx context.Context, rdb redis.Cmdable, key string) (VersionsResult, error) {
+	return listVersions(ctx, rdb, key, false)
+}
+
+// listVersions is Versions; withNewest also fetches the newest kept
+// version's value in the same script (History.Plan needs it).
+func listVersions(ctx context.Context, rdb redis.Cmdable, key string, withNewest bool) (VersionsResult, error) {
+	flag := "0"
+	if withNewest {
+		flag = "1"
+	}
+	v, err := versionsScript.Run(ctx, rdb, []string{key, HistoryKey(key)}, flag).Result()
 	if err != nil {
 		return VersionsResult{}, err
 	}
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 4 {
+	if !ok || len(arr) != 8 {
 		return VersionsResult{}, fmt.Errorf("%w: versions answered %T", ErrUnexpectedAnswer, v)
 	}
 	res := VersionsResult{Ver: num(arr[0]), At: msTime(arr[1]), HasData: str(arr[2]) == "1"}
-	hist, _ := arr[3].([]any)
-	seen := map[int64]bool{}
-	for i := 0; i+1 < len(hist); i += 2 {
-		if k, ok := keptMeta(str(hist[i]), str(hist[i+1])); ok && !seen[k.Ver] {
-			seen[k.Ver] = true
-			res.Kept = append(res.Kept, k)
+	if sum := str(arr[7]); sum != "" {
+		_, res.Current = StoredRecord{Sum: sum, Ver: str(arr[0]), At: str(arr[1])}.copies()
+	}
+	flat, _ := arr[5].([]any)
+	newest, _ := arr[6].([]any)
+	var listed []listedField
+	if str(arr[4]) == "all" { // the whole hash, name and value
+		listed, newest = listedOfAll(flat, withNewest)
+	} else {
+		listed = make([]listedField, 0, len(flat)/3)
+		for i := 0; i+2 < len(flat); i += 3 {
+			f := listedField{name: str(flat[i]), size: int(num(flat[i+2]))}
+			if s, ok := flat[i+1].(string); ok {
+				f.head = &s
+			}
+			listed = append(listed, f)
 		}
 	}
+	res.History = parseListing(listed)
+	res.History.Seen = str(arr[3])
+	if len(newest) > 0 {
+		res.History.takeNewest(newest)
+	}
+	if err := res.History.readUnlisted(ctx, rdb, key); err != nil {
+		return VersionsResult{}, err
+	}
+	res.Kept = res.History.Kept()
 	return res, nil
+}
+
+// listedOfAll lists a whole hash's name/value pairs (flat): every field
+// with its value and length, and, withNewest, the newest version's fields
+// and values.
+func listedOfAll(flat []any, withNewest bool) ([]listedField, []any) {
+	listed := make([]listedField, 0, len(flat)/2)
+	newestVer := int64(-1)
+	for i := 0; i+1 < len(flat); i += 2 {
+		value := str(flat[i+1])
+		f := listedField{name: str(flat[i]), head: &value, size: len(value)}
+		if _, ver, _, ok := histField(f.name); ok {
+			newestVer = max(newestVer, ver)
+		}
+		listed = append(listed, f)
+	}
+	var newest []any
+	for i := 0; withNewest && i+1 < len(flat); i += 2 {
+		if _, ver, _, ok := histField(str(flat[i])); ok && ver == newestVer {
+			newest = append(newest, flat[i], flat[i+1])
+		}
+	}
+	return listed, newest
+}
+
+// takeNewest makes the newest version's values (name, value pairs) its
+// fetched value.
+func (h *History) takeNewest(vals []any) {
+	if len(h.Versions) == 0 {
+		return
+	}
+	byName := make(map[string]any, len(vals)/2)
+	for i := 0; i+1 < len(vals); i += 2 {
+		byName[str(vals[i])] = vals[i+1]
+	}
+	s := &h.Versions[len(h.Versions)-1]
+	s.body, s.missing = s.join(byName)
+}
+
+// readUnlisted reads the metadata of the versions of an earlier layout
+// whose first field was too long for the listing: one HGET each.
+func (h *History) readUnlisted(ctx context.Context, rdb redis.Cmdable, key string) error {
+	for i := range h.Versions {
+		s := &h.Versions[i]
+		if !errors.Is(s.Err, errLegacyUnlisted) {
+			continue
+		}
+		v, err := rdb.HGet(ctx, HistoryKey(key), s.fields[0]).Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			s.Err = errors.New("its metadata field is missing")
+			continue
+		case err != nil:
+			return fmt.Errorf("read version %d: %w", s.Ver, err)
+		}
+		s.meta = v[:max(legacyMetaLen([]byte(v)), 0)]
+		s.Err = s.readLegacyMeta()
+	}
+	return nil
 }
 
 // Wipe erases the record at key and every key beside it (Keys)
@@ -55,4 +143,12 @@ func Versions(ctx context.Context, rdb redis.Scripter, key string) (VersionsResu
 func Wipe(ctx context.Context, rdb redis.Scripter, key string) (bool, error) {
 	n, err := wipeScript.Run(ctx, rdb, Keys(key)).Int64()
 	return n > 0, err
+}
+
+// ListForKeep lists the history of the record at key for a write that
+// keeps a version (History.Plan): Versions, with the newest kept version's
+// value fetched by the same script (the plan rewrites it).
+func ListForKeep(ctx context.Context, rdb redis.Cmdable, key string) (History, error) {
+	res, err := listVersions(ctx, rdb, key, true)
+	return res.History, err
 }

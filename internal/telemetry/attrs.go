@@ -64,6 +64,9 @@ const (
 	// FencedSessionsKey is the number of sessions a fence ended, on its
 	// span event.
 	FencedSessionsKey = attribute.Key("playerdata.fence.sessions")
+	// HistoryTrimKey is why kept versions were trimmed: "count" (History)
+	// or "bytes" (HistoryBytes).
+	HistoryTrimKey = attribute.Key("playerdata.history.trim")
 
 	// errorTypeKey is OTel's error.type: the class of a failure, here the
 	// outcome's name.

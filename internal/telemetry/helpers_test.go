@@ -80,6 +80,7 @@ func exercise(ctx context.Context, tel *telemetry.Telemetry) {
 		return telemetry.RedisMemory{Known: true, Policy: "noeviction", Used: 1 << 20, Limit: 0}
 	})
 	d.MessagesDeadLettered(ctx, 1)
+	d.HistoryKept(ctx, 4096, 1, 1)
 	sessionCycle(ctx, tel, d)
 	d.LockLost(ctx, telemetry.LossTaken)
 	d.Takeover(ctx, telemetry.TakeoverStopped)

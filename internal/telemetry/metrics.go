@@ -28,6 +28,7 @@ type Driver struct {
 	takeover [takeoverHows]opts
 	sent     [sendOutcomes]opts
 	applied  opts
+	trimmed  [2]opts // by count, by bytes
 	live     opts
 	retained opts
 }
@@ -61,6 +62,7 @@ func (t *Telemetry) Driver(name string) *Driver {
 		d.sent[o] = newOpts(dk, SendOutcomeKey.String(o.String()))
 	}
 	d.applied = newOpts(dk)
+	d.trimmed = [2]opts{newOpts(dk, HistoryTrimKey.String("count")), newOpts(dk, HistoryTrimKey.String("bytes"))}
 	d.live = newOpts(dk, ProfileStateKey.String("live"))
 	d.retained = newOpts(dk, ProfileStateKey.String("retained"))
 	d.startAtZero()
@@ -83,6 +85,25 @@ func (d *Driver) startAtZero() {
 	}
 	d.t.messagesApplied.Add(ctx, 0, d.applied.add...)
 	d.t.deadLettered.Add(ctx, 0, d.applied.add...)
+	for i := range d.trimmed {
+		d.t.historyTrimmed.Add(ctx, 0, d.trimmed[i].add...)
+	}
+}
+
+// HistoryKept records a write that kept a version: the bytes the kept
+// versions take after it (playerdata.history.bytes) and the versions it
+// trimmed beyond the count and beyond the byte budget
+// (playerdata.history.trimmed).
+func (d *Driver) HistoryKept(ctx context.Context, bytes int, trimmedCount, trimmedBytes int) {
+	if d == nil {
+		return
+	}
+	d.t.historyBytes.Record(ctx, int64(bytes), d.applied.rec...)
+	for i, n := range [2]int{trimmedCount, trimmedBytes} {
+		if n > 0 {
+			d.t.historyTrimmed.Add(ctx, int64(n), d.trimmed[i].add...)
+		}
+	}
 }
 
 // WriteDone records a write of kind that ended with outcome after d

@@ -36,6 +36,8 @@ var instruments = []instrument{
 	{"playerdata.bus.dropped", "{message}", "counter", "dropped", []attribute.Key{telemetry.DropReasonKey}},
 	{"playerdata.bus.connection.events", "{event}", "counter", "disconnect", []attribute.Key{telemetry.BusEventKey}},
 	{"playerdata.messages.dead_lettered", "{message}", "counter", "MaxMessageAttempts", []attribute.Key{telemetry.DriverKey}},
+	{"playerdata.history.bytes", "By", "histogram", "HistoryBytes", []attribute.Key{telemetry.DriverKey}},
+	{"playerdata.history.trimmed", "{version}", "counter", "oldest first", []attribute.Key{telemetry.DriverKey, telemetry.HistoryTrimKey}},
 	{"playerdata.redis.memory.used", "By", "gauge", "used_memory", nil},
 	{"playerdata.redis.memory.limit", "By", "gauge", "maxmemory", nil},
 	{"playerdata.redis.eviction", "1", "gauge", "maxmemory-policy", []attribute.Key{telemetry.RedisPolicyKey}},
@@ -47,6 +49,10 @@ func attrSets(t *testing.T, m metricdata.Metrics) []attribute.Set {
 	var sets []attribute.Set
 	switch d := m.Data.(type) {
 	case metricdata.Histogram[float64]:
+		for _, p := range d.DataPoints {
+			sets = append(sets, p.Attributes)
+		}
+	case metricdata.Histogram[int64]:
 		for _, p := range d.DataPoints {
 			sets = append(sets, p.Attributes)
 		}
@@ -90,6 +96,10 @@ func TestInstruments(t *testing.T) {
 			}
 			if d.Temporality != metricdata.CumulativeTemporality {
 				t.Errorf("%s: temporality %v", want.name, d.Temporality)
+			}
+		case metricdata.Histogram[int64]:
+			if want.kind != "histogram" || d.Temporality != metricdata.CumulativeTemporality {
+				t.Errorf("%s: a histogram (%v), want %s", want.name, d.Temporality, want.kind)
 			}
 		case metricdata.Sum[int64]:
 			if (want.kind == "counter") != d.IsMonotonic || want.kind == "histogram" {

@@ -102,6 +102,8 @@ var promMetrics = map[string]struct {
 	"playerdata_bus_dropped_total":            {"counter", []string{"playerdata_drop_reason"}},
 	"playerdata_bus_connection_events_total":  {"counter", []string{"playerdata_bus_event"}},
 	"playerdata_messages_dead_lettered_total": {"counter", []string{"playerdata_driver"}},
+	"playerdata_history_bytes":                {"histogram", []string{"playerdata_driver", "le"}},
+	"playerdata_history_trimmed_total":        {"counter", []string{"playerdata_driver", "playerdata_history_trim"}},
 	"playerdata_redis_memory_used_bytes":      {"gauge", nil},
 	"playerdata_redis_memory_limit_bytes":     {"gauge", nil},
 	"playerdata_redis_eviction_ratio":         {"gauge", []string{"playerdata_redis_maxmemory_policy"}},

@@ -79,6 +79,8 @@ type Telemetry struct {
 	redisUsed       metric.Int64ObservableGauge
 	redisLimit      metric.Int64ObservableGauge
 	redisPolicy     metric.Int64ObservableGauge
+	historyBytes    metric.Int64Histogram
+	historyTrimmed  metric.Int64Counter
 
 	// Precomputed attribute options of the Node-level instruments, indexed
 	// by their enums: [message][failed].
@@ -193,7 +195,7 @@ func (t *Telemetry) initInstruments() error {
 	// applies unless a View overrides them.
 	joinBuckets := []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 12.5, 15, 20, 30}
 	writeBuckets := []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
-	var errs [17]error
+	var errs [19]error
 	t.joinDuration, errs[0] = m.Float64Histogram("playerdata.join.duration",
 		metric.WithUnit("s"),
 		metric.WithDescription("Duration of joins (Driver.Join), from the call to the profile handed out or the error, by how the lock was obtained and how the join ended."),
@@ -247,6 +249,13 @@ func (t *Telemetry) initInstruments() error {
 	t.redisPolicy, errs[16] = m.Int64ObservableGauge("playerdata.redis.eviction",
 		metric.WithUnit("1"),
 		metric.WithDescription("1 while Redis's maxmemory-policy may evict keys (allkeys-* evicts the library's records; volatile-* only keys with a TTL), else 0; the policy is an attribute."))
+	t.historyBytes, errs[17] = m.Int64Histogram("playerdata.history.bytes",
+		metric.WithUnit("By"),
+		metric.WithDescription("Redis bytes of one profile's kept versions after a write that kept one (bounded by Config.HistoryBytes)."),
+		metric.WithExplicitBucketBoundaries(1<<10, 4<<10, 16<<10, 64<<10, 256<<10, 1<<20, 4<<20, 16<<20, 64<<20, 256<<20))
+	t.historyTrimmed, errs[18] = m.Int64Counter("playerdata.history.trimmed",
+		metric.WithUnit("{version}"),
+		metric.WithDescription("Kept versions trimmed, oldest first, by why: beyond History (count) or beyond HistoryBytes (bytes)."))
 	return errors.Join(errs[:]...)
 }
 

@@ -35,6 +35,7 @@ func TestCountersStartAtZero(t *testing.T) {
 		"playerdata.messages.sent":          series(drivers, telemetry.SendOutcomeKey, values(telemetry.SendOutcome.String)),
 		"playerdata.messages.applied":       series(drivers, "", nil),
 		"playerdata.messages.dead_lettered": series(drivers, "", nil),
+		"playerdata.history.trimmed":        series(drivers, telemetry.HistoryTrimKey, []string{"count", "bytes"}),
 		"playerdata.handoff.sent": append(series(nil, telemetry.HandoffMessageKey, handoff),
 			series(nil, telemetry.HandoffMessageKey, handoff, "error.type=publish_failed")...),
 		"playerdata.handoff.received": series(nil, telemetry.HandoffMessageKey, handoff),

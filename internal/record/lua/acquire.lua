@@ -45,11 +45,14 @@
 --
 -- Answers:
 --   {'OK', how, epoch, ver, data|false, at|false, trade|false, uids|false, meta|false, prevJob|false,
---    schema|false, schemaMin|false, histAt|false, inboxSeq|false, now[, {id1, body1, ...}, more]}
+--    schema|false, schemaMin|false, histAt|false, inboxSeq|false, now, {id1, body1, key1, sum1, ...}|false, more,
+--    fmt|false, sum|false}
 --       how: 'new', 'free', 'stolen', 'own' or 'expired'; histAt: when the last version was
 --       kept (ms); inboxSeq: how many messages were ever sent; now: Redis time (ms); then,
---       when messages wait (inboxSeq > 0 and ARGV[8] > 0), the oldest inbox messages and
---       more (1 when more may wait than came back, else 0)
+--       when messages wait (inboxSeq > 0 and ARGV[8] > 0), the oldest inbox messages (id,
+--       body, idempotency key or '', checksum or '' each) and
+--       more (1 when more may wait than came back, else 0); then the record's format and
+--       checksum (the caller checks the data against it)
 --   {'LOCKED', job, token, presence ('1'|'0'), ageMs}
 --   {'FORMAT', fmt}        the record has a format newer than ARGV[6]; nothing was changed
 --   {'SCHEMA', schemaMin}  the record may not be read below schema version schemaMin, higher
@@ -60,7 +63,7 @@
 local rec = KEYS[1]
 local t = redis.call('TIME')
 local f = redis.pcall('HMGET', rec, 'fmt', 'lock.token', 'lock.job', 'lock.at', 'lock.presence', 'epoch',
-  'ver', 'data', 'at', 'trade', 'uids', 'meta', 'schema', 'schema.min', 'hist.at', 'inbox.seq')
+  'ver', 'data', 'at', 'trade', 'uids', 'meta', 'schema', 'schema.min', 'hist.at', 'inbox.seq', 'sum')
 if f.err then
   return {'CORRUPT', '(record)', 'the record key is not a hash'}
 end
@@ -149,25 +152,32 @@ if seq and seq ~= '0' and ARGV[8] ~= '0' then
       return {'CORRUPT', 'inbox', 'the inbox key is not a stream'}
     end
     for _, e in ipairs(entries) do
-      if #inbox >= 2 * limit or bytes >= budget then
+      if #inbox >= 4 * limit or bytes >= budget then
         more = 1
         break
       end
-      local body = ''
+      local body, key, sum = '', '', ''
       for i = 1, #e[2], 2 do
-        if e[2][i] == 'b' then
+        local name = e[2][i]
+        if name == 'b' then
           body = e[2][i + 1]
+        elseif name == 'k' then
+          key = e[2][i + 1]
+        elseif name == 'c' then
+          sum = e[2][i + 1]
         end
       end
       inbox[#inbox + 1] = e[1]
       inbox[#inbox + 1] = body
+      inbox[#inbox + 1] = key
+      inbox[#inbox + 1] = sum
       bytes = bytes + #body
       start = '(' .. e[1]
     end
     if more == 1 or #entries < batch then
       break
     end
-    if #inbox >= 2 * limit or bytes >= budget then
+    if #inbox >= 4 * limit or bytes >= budget then
       more = 1 -- perhaps: the next read would tell, and costs what it would return
       break
     end
@@ -186,9 +196,5 @@ else
   redis.call('HSET', rec, 'epoch', epoch, 'lock.job', ARGV[1], 'lock.token', ARGV[2], 'lock.at', now,
     'lock.presence', ARGV[3])
 end
-if inbox then
-  return {'OK', how, epoch, f[7] or '0', f[8], f[9], f[10], f[11], f[12], job or false, f[13], f[14], f[15],
-    seq, now, inbox, more}
-end
 return {'OK', how, epoch, f[7] or '0', f[8], f[9], f[10], f[11], f[12], job or false, f[13], f[14], f[15], seq or false,
-  now}
+  now, inbox or false, more or 0, (how == 'new' and ARGV[6]) or fmt or false, f[17]}

@@ -25,11 +25,13 @@
 --        letters) is renamed aside (<key><ARGV[3]>), never deleted;
 --   epoch   not an integer: Redis time in ms, above any epoch a record reaches one
 --           acquisition at a time, so the fencing token never goes back;
---   ver     not an integer: one more than the newest kept version and released.ver (the
---           compare-and-set base, and the names of kept versions);
+--   ver     not an integer: the ver the record's checksum (sum) copies, else one more than
+--           the newest kept version and released.ver (the compare-and-set base, and the
+--           names of kept versions);
 --   inbox.seq not an integer: the number of messages in the inbox and the dead letters (it
 --           only tells a holder to pull, and only needs to grow);
---   at, hist.at, released.ver not an integer: removed (the next write sets them);
+--   at      not an integer: the at the record's checksum copies, else removed;
+--   hist.at, released.ver not an integer: removed (the next write sets them);
 --   lock.at  not an integer, or (without the presence flag) ahead of the Redis clock by
 --           more than ARGV[5]: set to the Redis time in ms, the lock kept with its holder
 --           and token (a later stamp only ever delays a takeover by age; the holder's next
@@ -40,7 +42,9 @@
 --           can hold its token is the caller's to judge, and free.lua frees it). No lock
 --           changes hands here: repair never frees one;
 --   fmt, schema, schema.min broken: left alone (only the build that wrote the data knows
---           them): answered as left.
+--           them): answered as left; so are a ver or at that disagree with the checksum
+--           (which is damaged, the field or its copy, is not known: a restore of a kept
+--           version writes both again).
 --
 -- Answers: {{field, what}, ...} changed (or, in a dry run, to be changed), then
 --          {{field, why}, ...} left alone.
@@ -79,7 +83,7 @@ local function nextVer(v)
   local top = tonumber(v or '') or 0
   if redis.call('TYPE', KEYS[3])['ok'] == 'hash' then
     for _, name in ipairs(redis.call('HKEYS', KEYS[3])) do
-      local n = tonumber(string.match(name, '^[dt](%d+)$') or '')
+      local n = tonumber(string.match(name, '^[dtfvk](%d+)') or '')
       if n and n > top then
         top = n
       end
@@ -121,16 +125,26 @@ if not g[1] and not g[2] then
 end
 
 local f = redis.call('HMGET', rec, 'epoch', 'ver', 'inbox.seq', 'at', 'hist.at', 'released.ver', 'lock.token',
-  'lock.job', 'lock.at', 'lock.presence', 'fmt', 'schema', 'schema.min')
+  'lock.job', 'lock.at', 'lock.presence', 'fmt', 'schema', 'schema.min', 'sum')
+local sumVer, sumAt = string.match(f[14] or '', '^(%d+),(%d*),%x+$')
 local set, del = {}, {}
 if f[1] and not isint(f[1]) then
   change('epoch', 'set to ' .. nowMS .. ' (the Redis time in ms: the epoch never goes back)')
   set[#set + 1], set[#set + 2] = 'epoch', nowMS
 end
 if f[2] and not isint(f[2]) then
-  local v = nextVer(f[6])
-  change('ver', 'set to ' .. v)
+  local v = sumVer or nextVer(f[6])
+  change('ver', 'set to ' .. v .. (sumVer and ' (as the record\'s checksum copies it)' or ''))
   set[#set + 1], set[#set + 2] = 'ver', v
+elseif sumVer and f[2] ~= sumVer then
+  leave('ver', 'disagrees with the record\'s checksum: restore a kept version (playerdata restore)')
+end
+if f[4] and not isint(f[4]) and sumAt and sumAt ~= '' then
+  change('at', 'set to ' .. sumAt .. ' (as the record\'s checksum copies it)')
+  set[#set + 1], set[#set + 2] = 'at', sumAt
+  f[4] = sumAt
+elseif sumAt and isint(f[4]) and f[4] ~= sumAt then
+  leave('at', 'disagrees with the record\'s checksum: restore a kept version (playerdata restore)')
 end
 if f[3] and not isint(f[3]) then
   local n = messages()

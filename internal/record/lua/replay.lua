@@ -12,7 +12,7 @@
 --          letter (at most 1000 per call) and every waiting message refused at least once.
 --          An id that is neither is passed over.
 --
--- A dead letter goes back with its body and idempotency key, under a new inbox id, its
+-- A dead letter goes back with its body, idempotency key and checksum, under a new inbox id, its
 -- refusal count starting over (it was dropped when the message was dead-lettered); its
 -- key, pinned while the message lay dead, names the new id and is remembered for its
 -- window and while the message waits again. MaxInbox does not apply: the operator chose
@@ -70,7 +70,7 @@ for _, e in ipairs(entries) do
   local add, was, k = {'XADD', inbox, '*'}, nil, nil
   for i = 1, #e[2], 2 do
     local name, value = e[2][i], e[2][i + 1]
-    if name == 'b' or name == 'k' then
+    if name == 'b' or name == 'k' or name == 'c' then
       add[#add + 1] = name
       add[#add + 1] = value
     end

@@ -24,26 +24,34 @@
 --          stored data stays)
 -- ARGV[4]  the lowest schema version that may read the new data ('' without data)
 -- ARGV[5]  the new data (opaque; '' without data)
--- ARGV[6..] options, each a name then its values, in this order, each only when used:
+-- ARGV[6]  the record's checksum after this write (record/sum.go: 8 hex digits of the CRC
+--          of its data, schema, schema.min, user ids and metadata, as the caller computed
+--          it), given with new data or new user ids and metadata, else '': written as the
+--          field sum, "<ver>,<at>,<crc>" with this write's ver and the data's at, and the
+--          record's format with it (fmt 2: builds that do not check a sum refuse it)
+-- ARGV[7..] options, each a name then its values, in this order, each only when used:
 --   'meta', uids, meta      new user ids and metadata (opaque)
 --   'trade', id             the trade this write settles (its mark is cleared). While the
 --                           record is marked with another trade every write is refused,
 --                           but a bare release (no data), which gives the lock back and
 --                           leaves the mark for the next loader
---   'keep', n, every, oldVer, always, seen, nk, nr, nd, nk + nr name/value pairs, nd names
+--   'keep', n, every, oldVer, always, seen, at, schema, schemaMin, nk, nr, nd, nk + nr name/value
+--                           pairs, nd names
 --                           history: keep n versions (0: none); the first data write at
 --                           least `every` ms after the last kept version keeps the data
 --                           it replaces (sent when the caller reckons a version is due),
---                           if it is version oldVer (the stored ver); always = '1' keeps
---                           it whatever the interval (the data before a restore). The
---                           version is kept whole: f<oldVer> = the record's
---                           "<at>,<schema>,<schema.min>", and the nk pairs (its data,
---                           compressed and cut by the caller: f<oldVer>.1 ...). When the
---                           record's hist.at is `seen` (the history is as the caller
---                           read it), the nr pairs (the previous newest rewritten as a
---                           delta) are written too and the nd fields (the trimmed
---                           versions', the rewritten one's) deleted; otherwise the script
---                           trims the oldest beyond n itself and rewrites nothing
+--                           if it is version oldVer (the stored ver) and the record's at,
+--                           schema and schema.min are the at, schema and schemaMin the
+--                           caller wrote in its header (else flag 4: not kept); always =
+--                           '1' keeps it whatever the interval (the data before a
+--                           restore). The nk pairs are the kept version, whole, as the
+--                           caller cut it (k<oldVer>, ...). When the record's hist.at is
+--                           `seen` (the history is as the caller listed it), the nd fields
+--                           (the trimmed versions', the rewritten one's) are deleted and
+--                           the nr pairs (the previous newest, rewritten) written;
+--                           otherwise the script trims the oldest beyond n itself (by
+--                           count: HKEYS of the history; at most 100 per write) and
+--                           rewrites nothing
 --   'earlier', job, presence, n, token1 .. tokenN
 --                           earlier tokens of the same profile (set after an adoption
 --                           whose save has not landed), and the job id and presence flag
@@ -61,10 +69,13 @@
 --                           already-released too once another session came after it;
 --                           a save under the very token that was released is late and
 --                           refused (lost).
---   'refused', max, job, n, id1, err1 .. idN, errN
+--   'refused', max, job, n, id1, err1, sum1 .. idN, errN, sumN
 --                           inbox messages the holder's OnMessage refused: each refusal is
 --                           counted, and a message refused max times moves to the dead
---                           letters (0: never)
+--                           letters (0: never), with the message's fields (its checksum c
+--                           among them) and the refusal's checksum (sumI, of idI, errI and
+--                           job: record.RefusalSum) with a copy of its count as its field d
+--                           ("<sumI>,<n>")
 --   'applied', id1, id2 ..  (to the end) ids of inbox messages the new data has applied:
 --                           deleted from the inbox by this same write, so a message is
 --                           applied exactly once
@@ -73,13 +84,13 @@
 -- Three Redis calls in the common case: TIME, HMGET, HSET (plus XDEL for applied
 -- messages, HDEL of trade on a settle, and the history writes when a version is kept).
 -- Cost: a call's Redis time grows with every argument, field and number turned into a
--- string, so the common call carries 5 arguments and reads 5 fields; what only the rare
+-- string, so the common call carries 6 arguments and reads 5 fields; what only the rare
 -- cases need (the release state, the history time) is read only by them.
 --
 -- Every field the script computes with is checked before anything is written.
 --
 -- Answers {code, ...}:
---   {1|2|3|4, ver, epoch, moved (1|0), histAt, inboxSeq, flags, dead[, tries]}  accepted. 1: saved. 2: released.
+--   {1|2|3|4, ver, epoch, moved (1|0), histAt, inboxSeq, flags, dead, at[, tries]}  accepted. 1: saved. 2: released.
 --       3: already released (a retried release found its own release landed). 4: already
 --       settled (settle mode, the record no longer carries the trade). histAt: when this
 --       write kept a version (ms; 0: it kept none); inboxSeq: how many messages were ever
@@ -87,7 +98,10 @@
 --       read from the record and not changed goes back as it was read: converting costs
 --       Redis time). flags: 1 the history key is not a hash (no version was kept), 2 the
 --       inbox key is not a stream (applied messages could not be deleted: they are gone
---       with it). dead: how many refused messages this write moved to the dead letters;
+--       with it), 4 the version was due but not kept (the record's at or schema is not what
+--       the caller's header says), 8 the version was kept as the caller planned (its trims and
+--       rewrite; else the script trimmed by count). dead: how many refused messages this write moved to the
+--       dead letters. at: the data's write time this write stamped (ms; 0: it wrote no data);
 --       tries, only with the 'refused' option: {id1, n1, ...}, how many times each refused
 --       message has been refused now (n >= max: it was dead-lettered)
 --   {5, job|'', token|''}   lost: the lock is not the profile's; nothing written
@@ -131,7 +145,7 @@ end
 
 -- The options (none in the common call).
 local uids, meta, tradeID, keep, earlier0, earlier1, eJob, ePresence, applied
-local i = 6
+local i = 7
 if ARGV[i] == 'meta' then
   uids, meta, i = ARGV[i + 1], ARGV[i + 2], i + 3
 end
@@ -140,7 +154,7 @@ if ARGV[i] == 'trade' then
 end
 if ARGV[i] == 'keep' then
   keep = i + 1
-  i = i + 9 + 2 * (tonumber(ARGV[i + 6]) + tonumber(ARGV[i + 7])) + tonumber(ARGV[i + 8])
+  i = i + 12 + 2 * (tonumber(ARGV[i + 9]) + tonumber(ARGV[i + 10])) + tonumber(ARGV[i + 11])
 end
 if ARGV[i] == 'earlier' then
   eJob, ePresence = ARGV[i + 1], ARGV[i + 2]
@@ -150,7 +164,7 @@ end
 local refused0, refused1, refusedMax, refusedJob
 if ARGV[i] == 'refused' then
   refusedMax, refusedJob = tonumber(ARGV[i + 1]), ARGV[i + 2]
-  refused0, refused1 = i + 4, i + 3 + 2 * tonumber(ARGV[i + 3])
+  refused0, refused1 = i + 4, i + 3 + 3 * tonumber(ARGV[i + 3])
   i = refused1 + 1
 end
 if ARGV[i] == 'applied' then
@@ -204,14 +218,15 @@ if trade and trade ~= '' and trade ~= tradeID and (hasData or mode ~= 'release')
 end
 
 -- Keep version v (the data this write replaces) in hist, as the caller planned it when
--- the history is as it read it, else trimming the oldest beyond ARGV[keep] itself. old
--- holds the record's at, schema, schema.min and hist.at.
+-- the history is as it listed it, else trimming the oldest beyond ARGV[keep] itself. old
+-- holds the record's hist.at.
 local function keepVersion(hist, v, old, keep)
-  local nk, nr, nd = tonumber(ARGV[keep + 5]), tonumber(ARGV[keep + 6]), tonumber(ARGV[keep + 7])
-  local set0 = keep + 8
-  local set1 = set0 + 2 * nk - 1 -- the kept version's chunks: set0 .. set1
+  local nk, nr, nd = tonumber(ARGV[keep + 8]), tonumber(ARGV[keep + 9]), tonumber(ARGV[keep + 10])
+  local set0 = keep + 11
+  local set1 = set0 + 2 * nk - 1 -- the kept version's fields: set0 .. set1
   local del = {}
-  if ARGV[keep + 4] ~= '' and ARGV[keep + 4] == old[4] then
+  local planned = ARGV[keep + 4] ~= '' and ARGV[keep + 4] == old[4]
+  if planned then
     set1 = set1 + 2 * nr -- and the rewritten version's
     for j = set1 + 1, set1 + nd do
       del[#del + 1] = ARGV[j]
@@ -219,7 +234,7 @@ local function keepVersion(hist, v, old, keep)
   else
     local fields, vers = {}, {} -- each version's fields; the versions
     for _, name in ipairs(redis.call('HKEYS', hist)) do
-      local n = tonumber(string.match(name, '^[dtfv](%d+)'))
+      local n = tonumber(string.match(name, '^[dtfvk](%d+)'))
       if n then
         if not fields[n] then
           fields[n] = {}
@@ -233,7 +248,9 @@ local function keepVersion(hist, v, old, keep)
     end
     table.sort(vers)
     for j, n in ipairs(vers) do
-      if n == v or j <= #vers - tonumber(ARGV[keep]) then -- v's are written again after
+      -- v's are written again after; of the oldest beyond n, at most 100 go per write (a
+      -- lowered History frees the rest over the next writes, none holding Redis long)
+      if n == v or (j <= #vers - tonumber(ARGV[keep]) and j <= 100) then
         for _, name in ipairs(fields[n] or {}) do
           del[#del + 1] = name
         end
@@ -243,11 +260,10 @@ local function keepVersion(hist, v, old, keep)
   for j = 1, #del, 1000 do
     redis.call('HDEL', hist, unpack(del, j, math.min(j + 999, #del)))
   end
-  local meta = (old[1] or '0') .. ',' .. (old[2] or '0') .. ',' .. (old[3] or '0')
-  redis.call('HSET', hist, 'f' .. v, meta, unpack(ARGV, set0, math.min(set1, set0 + 1999)))
-  for j = set0 + 2000, set1, 2000 do
+  for j = set0, set1, 2000 do
     redis.call('HSET', hist, unpack(ARGV, j, math.min(set1, j + 1999)))
   end
+  return planned
 end
 
 -- A version kept in the history (rare: at most once an interval, and before a restore).
@@ -262,8 +278,14 @@ if keep and hasData and tonumber(ARGV[keep]) > 0 and tonumber(ARGV[keep + 2]) ==
   local old = redis.call('HMGET', rec, 'at', 'schema', 'schema.min', 'hist.at')
   local nowMS = t[1] * 1000 + math.floor(t[2] / 1000)
   if ARGV[keep + 3] == '1' or nowMS - (tonumber(old[4]) or 0) >= tonumber(ARGV[keep + 1]) then
-    keepVersion(KEYS[3], tonumber(ver), old, keep)
-    histAt = nowMS
+    if (old[1] or '') == ARGV[keep + 5] and (old[2] or '0') == ARGV[keep + 6] and (old[3] or '0') == ARGV[keep + 7] then
+      if keepVersion(KEYS[3], tonumber(ver), old, keep) then
+        flags = flags + 8
+      end
+      histAt = nowMS
+    else
+      flags = flags + 4
+    end
   end
 end
 if tradeID and trade == tradeID then
@@ -272,7 +294,7 @@ end
 local dead, tries = 0, nil
 if refused0 then
   tries = {}
-  for j = refused0, refused1, 2 do
+  for j = refused0, refused1, 3 do
     local id, err = ARGV[j], ARGV[j + 1]
     local n = redis.call('HINCRBY', KEYS[4], id, 1)
     tries[#tries + 1] = id
@@ -281,10 +303,11 @@ if refused0 then
     if refusedMax > 0 and n >= refusedMax then
       local e = redis.pcall('XRANGE', KEYS[2], id, id)
       if not e.err and #e == 1 then
-        local letter = {'XADD', KEYS[5], '*', 'id', id, 'n', n, 'err', err, 'job', refusedJob}
+        local letter = {'XADD', KEYS[5], '*', 'id', id, 'n', n, 'err', err, 'job', refusedJob, 'd',
+          ARGV[j + 2] .. ',' .. n}
         for k = 1, #e[1][2], 2 do
           local name, value = e[1][2][k], e[1][2][k + 1]
-          if name == 'b' or name == 'k' then
+          if name == 'b' or name == 'k' or name == 'c' then
             letter[#letter + 1] = name
             letter[#letter + 1] = value
           end
@@ -322,16 +345,17 @@ if moved == 0 and not uids and histAt == 0 and flags == 0 and dead == 0 then
   -- of them costs more than the HSET).
   if hasData and code == 2 then
     redis.call('HSET', rec, 'data', ARGV[5], 'ver', ver, 'at', now, 'schema', ARGV[3], 'schema.min', ARGV[4],
+      'sum', ver .. ',' .. now .. ',' .. ARGV[6], 'fmt', '2',
       'lock.at', now, 'released', tok, 'released.ver', ver, 'lock.token', '', 'lock.job', '')
   elseif hasData then
     redis.call('HSET', rec, 'data', ARGV[5], 'ver', ver, 'at', now, 'schema', ARGV[3], 'schema.min', ARGV[4],
-      'lock.at', now)
+      'sum', ver .. ',' .. now .. ',' .. ARGV[6], 'fmt', '2', 'lock.at', now)
   elseif code == 2 then
     redis.call('HSET', rec, 'lock.at', now, 'released', tok, 'released.ver', ver, 'lock.token', '', 'lock.job', '')
   else
     redis.call('HSET', rec, 'lock.at', now)
   end
-  return {code, vn, tonumber(epoch), 0, 0, seq, 0, 0, tries}
+  return {code, vn, tonumber(epoch), 0, 0, seq, 0, 0, hasData and now or 0, tries}
 end
 
 -- Any other write: the fields gathered in a table, written by one HSET.
@@ -342,12 +366,16 @@ local function put(k, v)
 end
 if hasData then
   put('data', ARGV[5]); put('ver', ver); put('at', now); put('schema', ARGV[3]); put('schema.min', ARGV[4])
+  put('sum', ver .. ',' .. now .. ',' .. ARGV[6]); put('fmt', '2')
 end
 if histAt > 0 then
   put('hist.at', now)
 end
 if uids then
   put('uids', uids); put('meta', meta)
+  if not hasData and ARGV[6] ~= '' then
+    put('sum', ver .. ',' .. (redis.call('HGET', rec, 'at') or '') .. ',' .. ARGV[6]); put('fmt', '2')
+  end
 end
 if moved == 1 then
   epoch = (tonumber(epoch) or 0) + 1
@@ -359,4 +387,4 @@ elseif moved == 1 then
   put('lock.token', tok); put('lock.job', eJob); put('lock.presence', ePresence)
 end
 redis.call(unpack(set))
-return {code, vn, tonumber(epoch), moved, histAt, seq, flags, dead, tries}
+return {code, vn, tonumber(epoch), moved, histAt, seq, flags, dead, hasData and now or 0, tries}

@@ -15,6 +15,8 @@
 -- ARGV[4]  how long (ms) an idempotency key is remembered after its send (the window)
 -- ARGV[5]  the most idempotency keys the profile remembers
 -- ARGV[6]  the body's digest (with a key; '' without)
+-- ARGV[7]  the entry's checksum (CRC-32C of ARGV[3] and ARGV[1]: record.EntrySum), kept as
+--          its field c: whoever reads the message checks it
 --
 -- The message is an inbox entry whose id (Redis stream id: ms on the Redis clock, then a
 -- sequence) names it; inbox.seq in the record counts the messages ever sent, so a holder
@@ -41,7 +43,9 @@
 --                                                     most allowed; nothing stored
 --          {'FULL', count}                            nothing stored
 --          {'CORRUPT', field, why}                    a key or field is not what this library
---                                                     writes; nothing stored
+--                                                     writes (an idempotency key that names no
+--                                                     stream id, or a waiting message sent
+--                                                     under another key); nothing stored
 local rec, inbox, idem, idemAt = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local f = redis.pcall('HMGET', rec, 'lock.job', 'lock.token', 'inbox.seq')
 if f.err then
@@ -92,12 +96,33 @@ if key ~= '' then
   local t = redis.call('TIME')
   now = t[1] * 1000 + math.floor(t[2] / 1000)
   local id, digest, at = entry(key)
+  local score = redis.call('ZSCORE', idemAt, key)
+  if (id ~= nil) ~= (score ~= false) then
+    return {'CORRUPT', 'idem', 'the idempotency key ' .. string.format('%q', key) .. ' is in one of ' .. idem ..
+      ' and ' .. idemAt .. ' only'}
+  end
   if id then
-    local score = redis.call('ZSCORE', idemAt, key)
+    local ms, sq = string.match(id, '^(%d+)%-(%d+)$')
+    if not ms or (#ms > 1 and string.sub(ms, 1, 1) == '0') or (#sq > 1 and string.sub(sq, 1, 1) == '0')
+      or not string.match(digest, '^%x*$') then
+      return {'CORRUPT', 'idem', 'the idempotency key names ' .. string.format('%q', id) .. ', not a message id'}
+    end
     local state = 'applied'
+    local e = redis.call('XRANGE', inbox, id, id)
+    if #e == 1 then
+      local k = nil
+      for j = 1, #e[1][2], 2 do
+        if e[1][2][j] == 'k' then
+          k = e[1][2][j + 1]
+        end
+      end
+      if k ~= key then
+        return {'CORRUPT', 'idem', 'the idempotency key names message ' .. id .. ', sent under another key'}
+      end
+    end
     if score == 'inf' or score == '+inf' then
       state = 'dead'
-    elseif waiting(id) then
+    elseif #e == 1 then
       state = 'waiting'
     end
     at = at or tonumber(score)
@@ -138,11 +163,11 @@ if key ~= '' then
 end
 local id
 if key ~= '' then
-  id = redis.call('XADD', inbox, '*', 'b', ARGV[1], 'k', key)
+  id = redis.call('XADD', inbox, '*', 'b', ARGV[1], 'k', key, 'c', ARGV[7])
   redis.call('HSET', idem, key, id .. ' ' .. ARGV[6] .. ' ' .. now)
   redis.call('ZADD', idemAt, now, key)
 else
-  id = redis.call('XADD', inbox, '*', 'b', ARGV[1])
+  id = redis.call('XADD', inbox, '*', 'b', ARGV[1], 'c', ARGV[7])
 end
 redis.call('HINCRBY', rec, 'inbox.seq', 1)
 return {'OK', id, f[1] or '', f[2] or ''}

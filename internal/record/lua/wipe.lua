@@ -8,5 +8,8 @@
 -- lock gone (ErrLockLost) and cannot recreate the record, because every write is fenced
 -- by the lock token.
 --
+-- UNLINK: a big profile's history (tens of MiB) is freed in the background, not while
+-- Redis holds every other client.
+--
 -- Answers: the number of keys deleted.
-return redis.call('DEL', unpack(KEYS))
+return redis.call('UNLINK', unpack(KEYS))
