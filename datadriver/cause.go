@@ -17,6 +17,7 @@ const (
 	causeJoinedElsewhere // another server or session asked for the profile
 	causeShutdown        // Node.Close
 	causeGameRelease     // the game called Release (no Kick)
+	causeMoveUnclaimed   // a moved profile's player did not join within MoveHold (no Kick)
 
 	// Ends.
 	causeReleased       // the release landed
@@ -28,6 +29,7 @@ const (
 	causeRecordCorrupt  // a field the scripts rely on was broken by another tool
 	causeCallbackFailed // a game callback panicked halfway through a change
 	causeClosed         // the Node closed before a release landed, or a load gave up
+	causeMoved          // MoveTo's flip landed: another server holds it (no Kick)
 )
 
 // String is the word the log uses for c.
@@ -42,6 +44,10 @@ func (c cause) String() string {
 		return "released"
 	case causeClosed:
 		return "closed"
+	case causeMoved:
+		return "moved"
+	case causeMoveUnclaimed:
+		return "move_unclaimed"
 	}
 	return "none"
 }

@@ -20,6 +20,7 @@ import (
 // Defaults of Config. They are the reference design's.
 // Defaults of the Config and NodeConfig fields, each with its reason.
 const (
+	DefaultMoveHold     = 30 * time.Second  // a redirected client reconnects in seconds; a lost one frees the profile soon
 	DefaultLockWait     = 15 * time.Second  // a holder ends a stale session and saves, or a crashed one is proven stopped (10 to 15 s)
 	DefaultLockTTL      = 180 * time.Second // age after which a lock without the presence flag is stale
 	DefaultLockSkew     = 60 * time.Second  // margin on LockTTL for a failover whose clock differs
@@ -177,6 +178,10 @@ type Config[T any] struct {
 	// DisableHandoff: this driver's locks carry no presence flag and it
 	// answers no requests. [false]
 	DisableHandoff bool
+	// MoveHold bounds how long a profile moved here (Profile.MoveTo on
+	// another server) waits for its player's Join, after which it is saved
+	// and released like a leave. [DefaultMoveHold]
+	MoveHold time.Duration
 }
 
 // withDefaults returns c with zero fields set to their defaults, or an error
@@ -188,7 +193,7 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"LockWait", c.LockWait}, {"LocalHandoff", c.LocalHandoff}, {"LockTTL", c.LockTTL}, {"LockSkew", c.LockSkew}} {
+	}{{"LockWait", c.LockWait}, {"LocalHandoff", c.LocalHandoff}, {"LockTTL", c.LockTTL}, {"LockSkew", c.LockSkew}, {"MoveHold", c.MoveHold}} {
 		if d.v < 0 {
 			return c, fmt.Errorf("%w: %s is negative (%s)", ErrInvalidConfig, d.name, d.v)
 		}
@@ -199,6 +204,9 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 	}
 	if c.LockWait == 0 {
 		c.LockWait = DefaultLockWait
+	}
+	if c.MoveHold == 0 {
+		c.MoveHold = DefaultMoveHold
 	}
 	if c.LockTTL == 0 {
 		c.LockTTL = DefaultLockTTL

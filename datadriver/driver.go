@@ -48,8 +48,10 @@ type Driver[T any] struct {
 	// orphans gives back locks that release requests name and no session
 	// uses (orphans.go).
 	orphans *orphans
-	closed  bool
-	wg      sync.WaitGroup // loads, autosave loops and callbacks
+	// moves are the profiles moved here and not joined yet (move_target.go).
+	moves  movesIn[T]
+	closed bool
+	wg     sync.WaitGroup // loads, autosave loops and callbacks
 }
 
 // NewDriver creates the driver for profiles of type T on node. The name
@@ -199,6 +201,7 @@ func (d *Driver[T]) shutdown(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
+	d.settleMoves(ctx) // the moves pending here: a flip that landed is given back
 	// A profile whose release failed is closed: nothing can save it now.
 	d.mu.Lock()
 	for _, p := range d.profiles {

@@ -170,3 +170,80 @@ func (e *PanicError) Error() string {
 
 // Is makes errors.Is(err, ErrCallbackPanic) true.
 func (e *PanicError) Is(target error) bool { return target == ErrCallbackPanic }
+
+// Errors of a move (Profile.MoveTo).
+var (
+	// ErrMoved: the session moved to another server (Profile.MoveTo
+	// answered nil): Err matches it once Done is closed, and Update answers
+	// it. *MovedError names the server.
+	ErrMoved = errors.New("profile moved to another server")
+	// ErrMoveRefused: the target did not take the move; the session is
+	// still live here, nothing lost. *MoveRefusedError says why.
+	ErrMoveRefused = errors.New("move refused")
+)
+
+// MovedError is the end of a session that moved: it matches ErrMoved.
+type MovedError struct {
+	Key string // the profile's key
+	To  string // the JobID of the server holding it now
+	ID  string // the move's id (playerdata inspect shows the record's last)
+}
+
+// Error implements error.
+func (e *MovedError) Error() string {
+	return fmt.Sprintf("%q: %v to server %s (move %s)", e.Key, ErrMoved, e.To, e.ID)
+}
+
+// Is makes errors.Is(err, ErrMoved) true.
+func (e *MovedError) Is(target error) bool { return target == ErrMoved }
+
+// MoveRefusal is why a move's target refused it.
+type MoveRefusal string
+
+// The refusals of a move.
+const (
+	RefusedNotAlive     MoveRefusal = "not-alive"      // the target's presence reads stopped
+	RefusedNotAddressed MoveRefusal = "not-addressed"  // the prepare names another server
+	RefusedNoDriver     MoveRefusal = "no-driver"      // the target runs no driver of that name
+	RefusedClosing      MoveRefusal = "closing"        // the target's Node is closing (matches ErrClosing)
+	RefusedHeld         MoveRefusal = "held"           // the target has the key already (a session, a load)
+	RefusedBusy         MoveRefusal = "busy"           // another move of the key is pending there
+	RefusedExpired      MoveRefusal = "expired"        // the prepare's expiry passed (or is out of bounds)
+	RefusedUnsigned     MoveRefusal = "unsigned"       // the target has a RequestKey and the prepare was not signed
+	RefusedNoLease      MoveRefusal = "no-lease"       // the target holds no presence lease (ErrFenced)
+	RefusedSchema       MoveRefusal = "schema-too-new" // the target cannot read the data (ErrSchemaTooNew)
+	RefusedBadData      MoveRefusal = "bad-data"       // the data does not decode at the target
+)
+
+// MoveRefusedError is a move its target did not take: it matches
+// ErrMoveRefused, and ErrClosing, ErrFenced or ErrSchemaTooNew for those
+// refusals.
+type MoveRefusedError struct {
+	Key, Target string
+	Reason      MoveRefusal
+	Why         string // the target's words, if any
+}
+
+// Error implements error.
+func (e *MoveRefusedError) Error() string {
+	s := fmt.Sprintf("move %q to %s: %v: %s", e.Key, e.Target, ErrMoveRefused, e.Reason)
+	if e.Why != "" {
+		s += ": " + e.Why
+	}
+	return s
+}
+
+// Is makes errors.Is match ErrMoveRefused and the sentinel of the reason.
+func (e *MoveRefusedError) Is(target error) bool {
+	switch target {
+	case ErrMoveRefused:
+		return true
+	case ErrClosing, ErrClosed:
+		return e.Reason == RefusedClosing
+	case ErrFenced:
+		return e.Reason == RefusedNoLease
+	case ErrSchemaTooNew:
+		return e.Reason == RefusedSchema
+	}
+	return false
+}

@@ -29,6 +29,9 @@ type loadRequest struct {
 func (d *Driver[T]) releaseFor(key, token string) <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if ch, ok := d.moveReleaseLocked(key, token); ok {
+		return ch // a move to this Node is pending under that token
+	}
 	if d.loading[key] {
 		r := loadRequest{token: token, released: make(chan struct{})}
 		d.loadRequests[key] = append(d.loadRequests[key], r)

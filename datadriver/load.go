@@ -134,6 +134,11 @@ func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profi
 	if spec.note == nil {
 		spec.note = &joinNote{}
 	}
+	if p, err := d.claimMoved(ctx, key); p != nil {
+		return p, nil // moved here: no Redis command
+	} else if err != nil {
+		return nil, d.loadErr(ctx, err)
+	}
 	start := d.node.clock.Now()
 	for {
 		p, adopt, err := d.reserve(ctx, key, start.Add(spec.localWait), spec.note)

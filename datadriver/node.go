@@ -79,6 +79,9 @@ type Node struct {
 	// closing is closed when Close begins (Closing).
 	closing chan struct{}
 
+	// moves are the answers this Node's moves wait for (move_node.go).
+	moves moveWaits
+
 	mu      sync.Mutex
 	drivers map[string]driverHandle
 	closed  bool
@@ -92,6 +95,9 @@ type driverHandle interface {
 	// fenceLapsed ends every session whose lease has passed (this server's
 	// presence lease lapsed) and reports how many it ended.
 	fenceLapsed() int
+	// movePrepare and moveCommit are the target's side of a move (move_target.go).
+	movePrepare(m moveMsg, signed bool) moveMsg
+	moveCommit(m moveMsg)
 }
 
 // NewNode creates a Node: it pings Redis and NATS (ErrRedisUnavailable,
@@ -148,6 +154,7 @@ func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	n.unregRedis = n.tel.RegisterRedis(n.lastMemory)
 	n.watchers.Add(1)
 	go n.watchMemory()
+	n.handoff.HandleMoves(n.onMove)
 	n.handoff.Start()
 	n.flushSubscription(ctx)
 	return n, nil

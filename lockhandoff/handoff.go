@@ -51,6 +51,7 @@ type Stats struct {
 	RepliesDropped                 uint64
 	ProvenStopped                  uint64 // holders proven stopped by two presence reads
 	NotifiesSent, NotifiesReceived uint64 // "a message is in the inbox of this key"
+	MovesSent, MovesReceived       uint64 // the steps of moves (move.go)
 }
 
 // Handoff is one server's lock handoff. Create it with New, Start it, and
@@ -99,6 +100,9 @@ type Handoff struct {
 	repliesCoalesced, repliesDropped atomic.Uint64
 	provenStopped                    atomic.Uint64
 	notifiesSent, notifiesReceived   atomic.Uint64
+	// moves receives the move messages (move.go); nil: they are dropped.
+	moves                    atomic.Pointer[func(messaging.Message)]
+	movesSent, movesReceived atomic.Uint64
 }
 
 type waitKey struct{ driver, key string }
@@ -222,6 +226,8 @@ func (h *Handoff) Stats() Stats {
 		ProvenStopped:        h.provenStopped.Load(),
 		NotifiesSent:         h.notifiesSent.Load(),
 		NotifiesReceived:     h.notifiesReceived.Load(),
+		MovesSent:            h.movesSent.Load(),
+		MovesReceived:        h.movesReceived.Load(),
 	}
 }
 
@@ -247,6 +253,8 @@ func (h *Handoff) onMessage(m messaging.Message) {
 		h.trace.processDone(pctx)
 	case messaging.TypeReply:
 		h.onReply(m)
+	case messaging.TypeMove:
+		h.onMove(m)
 	}
 }
 

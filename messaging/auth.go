@@ -125,6 +125,8 @@ func (o *options) checkAuthOptions() error {
 //	JobID, stamp (8 bytes, big-endian two's complement), T, D, K, R, L, S,
 //	P, A
 //
+// and, for a move (TypeMove), its body B as a thirteenth item.
+//
 // Every item has its own slot and its own length, so no bytes can move from
 // one item to another, an unset item cannot stand for another one, and two
 // different (prefix, destination, message) triples never share an input;
@@ -140,6 +142,12 @@ func appendMACInput(dst []byte, prefix, to string, m Message) []byte {
 	} {
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(item)))
 		dst = append(dst, item...)
+	}
+	if m.Type == TypeMove {
+		// A move's body, as a thirteenth item: the type (covered above) says
+		// it is there, so no other message's input changes.
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(m.Body)))
+		dst = append(dst, m.Body...)
 	}
 	return dst
 }

@@ -22,7 +22,16 @@ const (
 	TypeRequest Type = "Q" // release request
 	TypeReply   Type = "R" // "I no longer hold this key"
 	TypeNotify  Type = "M" // "pull the inbox of this key": it has new offline messages
+	// TypeMove is one step of a move (datadriver's Profile.MoveTo): its Body,
+	// opaque here, says which (prepare, accept, refuse, commit) and carries
+	// the moved profile.
+	TypeMove Type = "V"
 )
+
+// DefaultMaxMoveBytes is the size limit of a move message (TypeMove), which
+// carries a whole profile: under the 1 MiB a NATS server accepts by
+// default, with room for the headers.
+const DefaultMaxMoveBytes = 1000 << 10
 
 // DefaultMaxBytes is the size limit of a wire message: a real one is a few
 // short strings (well under 1 KiB with 128-byte JobIDs, a trace context and
@@ -70,6 +79,10 @@ type Message struct {
 	// TraceParent.
 	TraceParent, TraceState string
 
+	// Body is the payload of a move (TypeMove only, where it is required),
+	// opaque to this package, at most DefaultMaxMoveBytes with the rest.
+	Body string
+
 	// Stamp is when a keyed bus signed the message, in Unix milliseconds on
 	// the sending bus's clock; it travels only with a MAC.
 	Stamp int64
@@ -85,6 +98,13 @@ func (m Message) validate() error {
 	case "":
 		return fmt.Errorf("%w: missing type (T)", ErrMalformed)
 	case TypeRequest, TypeReply, TypeNotify:
+		if m.Body != "" {
+			return fmt.Errorf("%w: body (B) in a message of type %s", ErrMalformed, m.Type)
+		}
+	case TypeMove:
+		if m.Body == "" || m.Sender == "" {
+			return fmt.Errorf("%w: a move needs its body (B) and sender (S)", ErrMalformed)
+		}
 	default:
 		return fmt.Errorf("%w %.16q", ErrUnknownType, string(m.Type))
 	}
@@ -146,6 +166,7 @@ func (m Message) validate() error {
 //	S    Sender       str      set
 //	P    TraceParent  str      set
 //	A    TraceState   str      set
+//	B    Body         bin      set (a move only)
 //	W    Stamp        int      with a MAC
 //	H    MAC          bin      set (MACSize bytes)
 //
@@ -177,12 +198,15 @@ func Encode(m Message) ([]byte, error) {
 			n++
 		}
 	}
+	if m.Body != "" {
+		n++
+	}
 	if m.MAC != "" {
 		n += 2
 	}
 	var buf bytes.Buffer
 	buf.Grow(32 + len(m.Driver) + len(m.Key) + len(m.Requester) + len(m.Token) + len(m.Sender) +
-		len(m.TraceParent) + len(m.TraceState) + len(m.MAC))
+		len(m.TraceParent) + len(m.TraceState) + len(m.MAC) + len(m.Body))
 	e := msgpack.NewEncoder(&buf)
 	// A bytes.Buffer does not fail, so neither does the encoder; the errors
 	// are joined anyway rather than dropped.
@@ -191,6 +215,9 @@ func Encode(m Message) ([]byte, error) {
 		if f.val != "" {
 			errs = append(errs, e.EncodeString(f.key), e.EncodeString(f.val))
 		}
+	}
+	if m.Body != "" {
+		errs = append(errs, e.EncodeString("B"), e.EncodeBytes([]byte(m.Body)))
 	}
 	if m.MAC != "" {
 		errs = append(errs, e.EncodeString("W"), e.EncodeInt(m.Stamp),
@@ -275,7 +302,7 @@ func decodeMap(b []byte) (Message, error) {
 			dst = &m.TraceParent
 		case "A":
 			dst = &m.TraceState
-		case "W", "H":
+		case "W", "H", "B":
 		default:
 			if _, err := r.Skip(); err != nil {
 				return m, fmt.Errorf("%w: field %.16q: %w", ErrMalformed, key, err)
@@ -291,6 +318,8 @@ func decodeMap(b []byte) (Message, error) {
 			stamped, err = decodeStamp(&r, &m.Stamp)
 		case "H":
 			m.MAC, mac, err = decodeMAC(&r)
+		case "B":
+			m.Body, err = decodeBody(&r)
 		default:
 			*dst, err = decodeString(&r, true)
 		}
@@ -345,6 +374,32 @@ func decodeMAC(r *msgpackwire.Reader) (string, bool, error) {
 	}
 	p, err := r.Next(n)
 	return string(p), err == nil, err
+}
+
+// decodeBody reads a msgpack bin (nil reads as "").
+func decodeBody(r *msgpackwire.Reader) (string, error) {
+	c, err := r.Code()
+	switch {
+	case err != nil || c == msgpcode.Nil:
+		return "", err
+	case !msgpackwire.IsBin(c):
+		return "", &msgpackwire.TypeError{Code: c, Want: "a body (bin)"}
+	}
+	n, _, err := r.Length(c)
+	if err != nil {
+		return "", err
+	}
+	p, err := r.Next(n)
+	return string(p), err
+}
+
+// LimitOf is the size limit of a message of type t on a bus whose limit is
+// maxBytes: a move's is DefaultMaxMoveBytes (or maxBytes when larger).
+func LimitOf(t Type, maxBytes int) int {
+	if t == TypeMove {
+		return max(maxBytes, DefaultMaxMoveBytes)
+	}
+	return maxBytes
 }
 
 // decodeString reads a msgpack str (never a bin); with nilOK, nil reads as

@@ -298,8 +298,8 @@ func (b *NATSBus) Publish(ctx context.Context, jobID string, m Message) error {
 	if err != nil {
 		return fmt.Errorf("publish to %s: %w", subject, err)
 	}
-	if len(data) > b.opts.maxBytes {
-		return fmt.Errorf("publish to %s: %w: %d bytes, limit %d", subject, ErrTooLarge, len(data), b.opts.maxBytes)
+	if limit := LimitOf(m.Type, b.opts.maxBytes); len(data) > limit {
+		return fmt.Errorf("publish to %s: %w: %d bytes, limit %d", subject, ErrTooLarge, len(data), limit)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("publish to %s: %w", subject, err)
@@ -386,7 +386,10 @@ func (b *NATSBus) Subscribe(jobID string, h Handler) (Subscription, error) {
 // it is a message for the handler.
 func (b *NATSBus) receive(jobID, subject string, data []byte) (Message, bool) {
 	b.received.Add(1)
-	m, err := Decode(data, b.opts.maxBytes)
+	m, err := Decode(data, LimitOf(TypeMove, b.opts.maxBytes))
+	if err == nil && len(data) > LimitOf(m.Type, b.opts.maxBytes) {
+		err = fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), b.opts.maxBytes)
+	}
 	if err == nil {
 		switch {
 		case b.keys == nil:

@@ -405,7 +405,7 @@ func (s *memSub) run() {
 			raw := s.queue[0]
 			s.queue = s.queue[1:]
 			s.mu.Unlock()
-			m, err := messaging.Decode(raw, 0)
+			m, err := messaging.Decode(raw, messaging.LimitOf(messaging.TypeMove, 0))
 			if err != nil {
 				continue
 			}

@@ -17,6 +17,8 @@ const (
 	ScriptReplay   = "replay"
 	ScriptRepair   = "repair"
 	ScriptFree     = "free"
+	// ScriptFlip is move.lua: a move's lease flip.
+	ScriptFlip = "flip"
 )
 
 var (
@@ -38,6 +40,8 @@ var (
 	repairSrc string
 	//go:embed lua/free.lua
 	freeSrc string
+	//go:embed lua/move.lua
+	moveSrc string
 )
 
 // The scripts are immutable values shared by every client.
@@ -51,10 +55,11 @@ var (
 	replayScript   = rscript.New(ScriptReplay, replaySrc)
 	repairScript   = rscript.New(ScriptRepair, repairSrc)
 	freeScript     = rscript.New(ScriptFree, freeSrc)
+	moveScript     = rscript.New(ScriptFlip, moveSrc)
 )
 
 // Scripts lists the record's scripts (for an rscript.Catalog).
 func Scripts() []*rscript.Script {
 	return []*rscript.Script{acquireScript, saveScript, prepareScript, versionsScript, wipeScript, sendScript, replayScript, repairScript,
-		freeScript}
+		freeScript, moveScript}
 }

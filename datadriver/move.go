@@ -1,0 +1,264 @@
+package datadriver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/telemetry"
+	"github.com/ckernel/playerdata/messaging"
+	"github.com/ckernel/playerdata/presence"
+)
+
+// A move (seeds 000 and 004): the source hands the live session, with its
+// data, straight to a chosen server over the bus, and flips the lock from
+// its token to the target's in one fenced script, so that no moment has
+// two owners or none.
+//
+//	source (owner goroutine; Updates wait)    target
+//	  prepare{id, expiry, data} ───────────▶  checks; keeps one pending move per key
+//	  ◀──────────────── accept{id, token}     (a repeated prepare: the same accept)
+//	  move.lua: lock source→target, data,
+//	  epoch+1, move.* = COMMITTED             (the commit point)
+//	  session ends: ErrMoved
+//	  commit{id, token, ver, epoch} ───────▶  the profile is live here, held for
+//	                                          its player's Join (no Redis command)
+//
+// Every failure before the flip leaves the session live here with nothing
+// lost. A flip whose answer is lost is resolved from the record before
+// MoveTo returns. The target never needs the commit: once the move's
+// expiry has passed on the Redis clock, the record says whether the flip
+// landed (the lock is its token) or never will.
+
+const (
+	// DefaultMoveWindow bounds the time from a move's prepare to its flip
+	// (less when ctx ends sooner): the expiry the target accepts and the
+	// flip checks on the Redis clock. A flip later than that never lands.
+	DefaultMoveWindow = 5 * time.Second
+	// moveResend is how often a prepare goes out again while no answer came
+	// (the bus may lose one; the target answers a repeat as the first).
+	moveResend = time.Second
+	// moveSlack is what a move's message needs beside the data (ids, the
+	// headers, the MAC), under messaging.DefaultMaxMoveBytes.
+	moveSlack = 16 << 10
+)
+
+// MoveTo moves the live session to the live Node jobID, with its data as
+// it is now. On nil, jobID holds the lock and the data, and this session
+// has ended: Done is closed, Err matches ErrMoved (a *MovedError naming
+// jobID), and Update answers it; jobID's Join of the key returns the
+// profile without a Redis command for its Config.MoveHold. No leave
+// cleanup (OnRelease) runs and the game hears no Kick: the game asked for
+// the move.
+//
+// On an error the session is still live here, nothing lost: a target that
+// is not alive, runs no driver of this name, is closing, or refuses
+// (*MoveRefusedError, ErrMoveRefused); no answer within the context or
+// DefaultMoveWindow (ctx.Err(), or an error matching
+// context.DeadlineExceeded); data over the bus's limit (ErrTooLarge); a
+// pending trade (ErrTradePending). Errors that end the session are those
+// of a write (ErrLockLost). Updates wait while the move runs.
+func (p *Profile[T]) MoveTo(ctx context.Context, jobID string) error {
+	d := p.d
+	if err := messaging.ValidJobID(jobID); err != nil {
+		return fmt.Errorf("move %q: %w", p.key, err)
+	}
+	if jobID == d.node.jobID {
+		return &MoveRefusedError{Key: p.key, Target: jobID, Reason: RefusedHeld, Why: "the target is this server"}
+	}
+	if !d.node.handoffOn || d.cfg.DisableHandoff {
+		return fmt.Errorf("move %q: %w: a move needs the bus (handoff is off)", p.key, ErrInvalidConfig)
+	}
+	return p.do(ctx, func(ctx context.Context) error { return p.move(ctx, jobID) })
+}
+
+// move runs a move on the owner.
+func (p *Profile[T]) move(ctx context.Context, to string) error {
+	if err := p.updatable(); err != nil {
+		p.fenceOn(err)
+		return err
+	}
+	if !p.closeGate() {
+		return fmt.Errorf("move %q: %w: a trade of the profile is running", p.key, ErrTradePending)
+	}
+	defer p.openGate()
+	snap, err := p.moveSnapshot(ctx)
+	if err != nil {
+		return err
+	}
+	prep, err := p.prepareMove(ctx, snap, to)
+	if err != nil {
+		return err
+	}
+	p.d.moveHook(movePrepared)
+	accept, err := p.askTarget(ctx, prep)
+	if err != nil {
+		return err
+	}
+	p.d.moveHook(moveAccepted)
+	return p.flip(ctx, prep, snap, accept)
+}
+
+// closeGate makes Updates wait while the move runs (the data the prepare
+// carries is the data the flip writes). It reports false when a trade
+// holds the gate.
+func (p *Profile[T]) closeGate() bool {
+	p.dataMu.Lock()
+	defer p.dataMu.Unlock()
+	if p.gate != nil {
+		return false
+	}
+	p.gate = make(chan struct{})
+	return true
+}
+
+// openGate lets Updates go on (they find the session ended if it moved).
+func (p *Profile[T]) openGate() {
+	p.dataMu.Lock()
+	defer p.dataMu.Unlock()
+	close(p.gate)
+	p.gate = nil
+}
+
+// moveSnapshot takes what the move carries. What the flip does not write
+// (a version due in the history, refused messages, an adoption or a trade
+// not settled) is written first by a save.
+func (p *Profile[T]) moveSnapshot(ctx context.Context) (snapshot, error) {
+	snap, err := p.snapshot()
+	if err != nil {
+		p.fenceOn(err)
+		return snap, err
+	}
+	p.d.mu.Lock()
+	adopting := len(p.earlier) > 0
+	p.d.mu.Unlock()
+	changed := !bytes.Equal(snap.data, p.w.lastData)
+	if adopting || len(snap.refused) > 0 || p.unsettled != nil || (changed && (p.w.keepNext || p.versionDue())) {
+		if err := p.write(ctx, record.ModeSave, telemetry.WriteSave); err != nil {
+			return snap, err
+		}
+		if snap, err = p.snapshot(); err != nil {
+			p.fenceOn(err)
+			return snap, err
+		}
+	}
+	switch {
+	case p.w.corrupt:
+		return snap, fmt.Errorf("move %q: %w: a profile loaded for a restore does not move", p.key, ErrCorruptRecord)
+	case len(snap.data)+len(p.w.uids)+len(p.w.meta)+len(snap.uids)+len(snap.meta) > messaging.DefaultMaxMoveBytes-moveSlack:
+		return snap, fmt.Errorf("move %q: %w: %d bytes do not fit a move's message (%d)", p.key, ErrTooLarge,
+			len(snap.data), messaging.DefaultMaxMoveBytes-moveSlack)
+	case len(snap.data) > p.d.cfg.MaxDataBytes:
+		return snap, fmt.Errorf("move %q: %w: %d bytes, limit %d", p.key, ErrTooLarge, len(snap.data), p.d.cfg.MaxDataBytes)
+	}
+	return snap, nil
+}
+
+// prepareMove builds the prepare: a new move id, the expiry on the Redis
+// clock (as reckoned from the load's reading of it), the data.
+func (p *Profile[T]) prepareMove(ctx context.Context, snap snapshot, to string) (moveMsg, error) {
+	d := p.d
+	id, err := d.node.newToken()
+	if err != nil {
+		return moveMsg{}, err
+	}
+	now := d.node.clock.Now()
+	window := DefaultMoveWindow
+	if dl, ok := ctx.Deadline(); ok {
+		window = min(window, dl.Sub(now))
+	}
+	if window < time.Millisecond {
+		return moveMsg{}, fmt.Errorf("move %q: %w", p.key, context.DeadlineExceeded)
+	}
+	redisNow := p.w.redisNow.Add(now.Sub(p.w.loadedAt))
+	m := moveMsg{Step: stepPrepare, ID: id, Driver: d.cfg.Name, Key: p.key, From: d.node.jobID, To: to,
+		Expiry: redisNow.Add(window).UnixMilli(), Window: window.Milliseconds(), Data: snap.data,
+		Schema: p.w.stored.Schema, SchemaMin: p.w.stored.SchemaMin, UIDs: p.w.uids, Meta: p.w.meta,
+		SeenSeq: p.w.seenSeq}
+	if !p.w.histAt.IsZero() {
+		m.HistAt = p.w.histAt.UnixMilli()
+	}
+	if !bytes.Equal(snap.data, p.w.lastData) {
+		m.Schema, m.SchemaMin = d.codec.WriteVersion(p.w.schema, p.w.schemaMin)
+	}
+	if snap.uids != nil {
+		m.UIDs, m.Meta = snap.uids, snap.meta
+	}
+	return m, nil
+}
+
+// askTarget sends the prepare (again every moveResend) and waits for the
+// target's answer, within ctx and the move's window. A presence read of
+// the target runs meanwhile: a target that reads stopped is not waited for.
+func (p *Profile[T]) askTarget(ctx context.Context, m moveMsg) (moveMsg, error) {
+	n := p.d.node
+	answers := n.moves.wait(m.ID)
+	defer n.moves.done(m.ID)
+	wm, err := m.message()
+	if err != nil {
+		return moveMsg{}, err
+	}
+	n.handoff.SendMove(ctx, m.To, wm)
+
+	actx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	alive := make(chan presence.Status, 1)
+	wg.Go(func() { alive <- n.presence.IsAlive(actx, m.To) })
+
+	resend := n.clock.Ticker(moveResend)
+	defer resend.Stop()
+	window := n.clock.Timer(time.Duration(m.Window) * time.Millisecond)
+	defer window.Stop()
+	for {
+		select {
+		case a := <-answers:
+			if a.From != m.To {
+				continue
+			}
+			if a.Step == stepRefuse {
+				return moveMsg{}, &MoveRefusedError{Key: p.key, Target: m.To, Reason: a.Reason, Why: a.Why}
+			}
+			if a.Token != "" {
+				return a, nil
+			}
+		case s := <-alive:
+			if s == presence.Stopped {
+				return moveMsg{}, &MoveRefusedError{Key: p.key, Target: m.To, Reason: RefusedNotAlive,
+					Why: "its presence reads stopped"}
+			}
+		case <-resend.C:
+			n.handoff.SendMove(ctx, m.To, wm)
+		case <-window.C:
+			return moveMsg{}, fmt.Errorf("move %q to %s: no answer within the move's window (%d ms): %w", p.key, m.To,
+				m.Window, context.DeadlineExceeded)
+		case <-ctx.Done():
+			return moveMsg{}, ctx.Err()
+		}
+	}
+}
+
+// moveArgs are move.lua's arguments for prepare m accepted with accept.
+func (p *Profile[T]) moveArgs(m moveMsg, snap snapshot, accept moveMsg) record.MoveArgs {
+	d := p.d
+	d.mu.Lock()
+	token := p.token
+	d.mu.Unlock()
+	a := record.MoveArgs{Token: token, Expiry: time.UnixMilli(m.Expiry), To: m.To, ToToken: accept.Token,
+		ToPresence: accept.Presence, ID: m.ID, From: d.node.jobID, Applied: slices.Clone(snap.applied)}
+	req := record.SaveArgs{}
+	if !bytes.Equal(snap.data, p.w.lastData) {
+		a.Data, a.Schema, a.SchemaMin = snap.data, m.Schema, m.SchemaMin
+		req.Data, req.Schema, req.SchemaMin = snap.data, m.Schema, m.SchemaMin
+	}
+	if snap.uids != nil {
+		a.Meta = &record.Meta{UserIDs: snap.uids, Meta: snap.meta}
+		req.Meta = a.Meta
+	}
+	a.Sum = p.sumOf(req)
+	return a
+}

@@ -1,0 +1,175 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/internal/rscript"
+)
+
+// The record's move fields (move.lua): the last move of the profile.
+const (
+	// FieldMoveID is the id of the last move that flipped the lock.
+	FieldMoveID = "move.id"
+	// FieldMoveState is its state (MoveCommitted: the flip is the commit).
+	FieldMoveState = "move.state"
+	// FieldMoveFrom and FieldMoveTo are the JobIDs it moved from and to.
+	FieldMoveFrom = "move.from"
+	FieldMoveTo   = "move.to"
+	// FieldMoveAt is when it flipped (ms, Redis clock).
+	FieldMoveAt = "move.at"
+)
+
+// MoveCommitted is the state the flip writes: the target holds the lock.
+const MoveCommitted = "COMMITTED"
+
+// MoveArgs are the arguments of move.lua, the lease flip of a move.
+type MoveArgs struct {
+	// Token is the holder's (source's) lock token: the flip lands only
+	// while the lock carries it.
+	Token string
+	// Expiry is the move's expiry on the Redis clock: after it the flip
+	// never lands.
+	Expiry time.Time
+	// To, ToToken and ToPresence are the target's JobID, lock token and
+	// presence flag: the lock as the flip leaves it.
+	To, ToToken string
+	ToPresence  bool
+	// ID is the move's id; From the source's JobID.
+	ID, From string
+	// Data is the new data (nil: the stored data stays), with its Schema
+	// and SchemaMin.
+	Data              []byte
+	Schema, SchemaMin int
+	// Sum is the record's checksum after the flip, given with Data or Meta.
+	Sum string
+	// Meta is the new user ids and metadata (nil: the stored ones stay).
+	Meta *Meta
+	// Applied are the ids of inbox messages Data has applied: deleted from
+	// the inbox by the flip.
+	Applied []string
+}
+
+// MoveOutcome is what a flip did.
+type MoveOutcome int
+
+const (
+	// Moved: the lock and the data are the target's now.
+	Moved MoveOutcome = iota + 1
+	// MoveLost: the lock is not the source's (MoveResult.Holder holds it).
+	MoveLost
+	// MoveTradeHeld: a trade is pending on the record (MoveResult.Trade).
+	MoveTradeHeld
+	// MoveCorrupt: a field is broken (MoveResult.Corrupt).
+	MoveCorrupt
+	// MoveGone: the record no longer exists.
+	MoveGone
+	// MoveExpired: the move's expiry passed on the Redis clock.
+	MoveExpired
+)
+
+// MoveResult is move.lua's answer. Nothing was written unless Outcome is
+// Moved.
+type MoveResult struct {
+	Outcome MoveOutcome
+	// Ver and Epoch are the record's after the flip; At is the data's write
+	// time and LockAt the flip's (Redis clock); InboxSeq how many messages
+	// were ever sent to the profile.
+	Ver, Epoch, InboxSeq int64
+	At, LockAt           time.Time
+	// Holder is the lock found instead (MoveLost); Trade the pending trade
+	// (MoveTradeHeld); Corrupt the broken field (MoveCorrupt); Now the
+	// Redis time of an expired flip.
+	Holder  Lock
+	Trade   string
+	Corrupt CorruptField
+	Now     time.Time
+}
+
+// Call is move.lua's call on the record at key.
+func (a MoveArgs) Call(key string) rscript.Call {
+	argv := []any{a.Token, a.Expiry.UnixMilli(), a.To, a.ToToken, flag(a.ToPresence), a.ID, a.From, "", "", "", a.Sum,
+		"0", "", ""}
+	if a.Data != nil {
+		argv[7], argv[8], argv[9] = a.Schema, a.SchemaMin, a.Data
+	}
+	if a.Meta != nil {
+		argv[11], argv[12], argv[13] = "1", a.Meta.UserIDs, a.Meta.Meta
+	}
+	for _, id := range a.Applied {
+		argv = append(argv, id)
+	}
+	return rscript.Call{Script: moveScript, Keys: []string{key, InboxKey(key), TriesKey(key)}, Args: argv}
+}
+
+// Move runs move.lua on the record at key: one round trip.
+func Move(ctx context.Context, rdb redis.Scripter, key string, a MoveArgs) (MoveResult, error) {
+	c := a.Call(key)
+	v, err := c.Script.Run(ctx, rdb, c.Keys, c.Args...).Result()
+	if err != nil {
+		return MoveResult{}, err
+	}
+	return ParseMove(v)
+}
+
+// ParseMove reads move.lua's answer.
+func ParseMove(v any) (MoveResult, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) == 0 {
+		return MoveResult{}, fmt.Errorf("%w: move answered %v", ErrUnexpectedAnswer, v)
+	}
+	switch num(arr[0]) {
+	case 1:
+		return MoveResult{Outcome: Moved, Ver: num(elem(arr, 1)), Epoch: num(elem(arr, 2)), At: msTime(elem(arr, 3)),
+			LockAt: msTime(elem(arr, 4)), InboxSeq: num(elem(arr, 5))}, nil
+	case 5:
+		return MoveResult{Outcome: MoveLost, Holder: Lock{Job: str(elem(arr, 1)), Token: str(elem(arr, 2))}}, nil
+	case 6:
+		return MoveResult{Outcome: MoveTradeHeld, Trade: str(elem(arr, 1))}, nil
+	case 7:
+		return MoveResult{Outcome: MoveCorrupt, Corrupt: CorruptField{Field: str(elem(arr, 1)), Why: str(elem(arr, 2))}}, nil
+	case 8:
+		return MoveResult{Outcome: MoveGone}, nil
+	case 9:
+		return MoveResult{Outcome: MoveExpired, Now: msTime(elem(arr, 1))}, nil
+	}
+	return MoveResult{}, fmt.Errorf("%w: move answered %v", ErrUnexpectedAnswer, v)
+}
+
+// MoveState is what a move's target reads to learn whether the flip
+// landed: the lock and the data's version as they are, and the Redis time
+// of the read.
+type MoveState struct {
+	// Token is the lock token ("" when free or when there is no record).
+	Token string
+	// Ver, Epoch and At are the record's ver, epoch and data write time.
+	Ver, Epoch int64
+	At         time.Time
+	// ID is the last move's id; InboxSeq how many messages were ever sent
+	// to the profile.
+	ID       string
+	InboxSeq int64
+	// Now is the Redis time of the read.
+	Now time.Time
+}
+
+// ReadMoveState reads the record at key for a move's target: one round
+// trip (TIME and HMGET in one pipeline).
+func ReadMoveState(ctx context.Context, rdb redis.Cmdable, key string) (MoveState, error) {
+	var tm *redis.TimeCmd
+	var hm *redis.SliceCmd
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		tm = p.Time(ctx)
+		hm = p.HMGet(ctx, key, FieldLockToken, FieldVer, FieldEpoch, FieldAt, FieldMoveID, FieldInboxSeq)
+		return nil
+	})
+	if err != nil {
+		return MoveState{}, err
+	}
+	vals := hm.Val()
+	return MoveState{Token: str(elem(vals, 0)), Ver: num(elem(vals, 1)), Epoch: num(elem(vals, 2)),
+		At: msTime(elem(vals, 3)), ID: str(elem(vals, 4)), InboxSeq: num(elem(vals, 5)), Now: tm.Val()}, nil
+}
