@@ -125,7 +125,7 @@ func (o *options) checkAuthOptions() error {
 //	JobID, stamp (8 bytes, big-endian two's complement), T, D, K, R, L, S,
 //	P, A
 //
-// and, for a move (TypeMove), its body B as a thirteenth item.
+// and, for a move (TypeMove), its body Y as a thirteenth item.
 //
 // Every item has its own slot and its own length, so no bytes can move from
 // one item to another, an unset item cannot stand for another one, and two

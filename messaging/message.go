@@ -99,11 +99,11 @@ func (m Message) validate() error {
 		return fmt.Errorf("%w: missing type (T)", ErrMalformed)
 	case TypeRequest, TypeReply, TypeNotify:
 		if m.Body != "" {
-			return fmt.Errorf("%w: body (B) in a message of type %s", ErrMalformed, m.Type)
+			return fmt.Errorf("%w: body (Y) in a message of type %s", ErrMalformed, m.Type)
 		}
 	case TypeMove:
 		if m.Body == "" || m.Sender == "" {
-			return fmt.Errorf("%w: a move needs its body (B) and sender (S)", ErrMalformed)
+			return fmt.Errorf("%w: a move needs its body (Y) and sender (S)", ErrMalformed)
 		}
 	default:
 		return fmt.Errorf("%w %.16q", ErrUnknownType, string(m.Type))
@@ -166,7 +166,7 @@ func (m Message) validate() error {
 //	S    Sender       str      set
 //	P    TraceParent  str      set
 //	A    TraceState   str      set
-//	B    Body         bin      set (a move only)
+//	Y    Body         bin      set (a move only)
 //	W    Stamp        int      with a MAC
 //	H    MAC          bin      set (MACSize bytes)
 //
@@ -217,7 +217,7 @@ func Encode(m Message) ([]byte, error) {
 		}
 	}
 	if m.Body != "" {
-		errs = append(errs, e.EncodeString("B"), e.EncodeBytes([]byte(m.Body)))
+		errs = append(errs, e.EncodeString("Y"), e.EncodeBytes([]byte(m.Body)))
 	}
 	if m.MAC != "" {
 		errs = append(errs, e.EncodeString("W"), e.EncodeInt(m.Stamp),
@@ -302,7 +302,7 @@ func decodeMap(b []byte) (Message, error) {
 			dst = &m.TraceParent
 		case "A":
 			dst = &m.TraceState
-		case "W", "H", "B":
+		case "W", "H", "Y":
 		default:
 			if _, err := r.Skip(); err != nil {
 				return m, fmt.Errorf("%w: field %.16q: %w", ErrMalformed, key, err)
@@ -318,7 +318,7 @@ func decodeMap(b []byte) (Message, error) {
 			stamped, err = decodeStamp(&r, &m.Stamp)
 		case "H":
 			m.MAC, mac, err = decodeMAC(&r)
-		case "B":
+		case "Y":
 			m.Body, err = decodeBody(&r)
 		default:
 			*dst, err = decodeString(&r, true)

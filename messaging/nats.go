@@ -386,9 +386,12 @@ func (b *NATSBus) Subscribe(jobID string, h Handler) (Subscription, error) {
 // it is a message for the handler.
 func (b *NATSBus) receive(jobID, subject string, data []byte) (Message, bool) {
 	b.received.Add(1)
-	m, err := Decode(data, LimitOf(TypeMove, b.opts.maxBytes))
-	if err == nil && len(data) > LimitOf(m.Type, b.opts.maxBytes) {
-		err = fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), b.opts.maxBytes)
+	m, err := Decode(data, b.opts.maxBytes)
+	if len(data) > b.opts.maxBytes {
+		// Only a move may be larger (it carries a profile).
+		if mv, merr := Decode(data, LimitOf(TypeMove, b.opts.maxBytes)); merr == nil && mv.Type == TypeMove {
+			m, err = mv, nil
+		}
 	}
 	if err == nil {
 		switch {
