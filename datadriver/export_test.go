@@ -1,5 +1,7 @@
 package datadriver
 
+import "time"
+
 // SetMoveHook makes d call f at each point of a move of its profiles
 // ("prepared", "accepted", "flipped"), on the moving profile's owner: a
 // test stops there, crashes a server, or lets the move go on.
@@ -7,4 +9,31 @@ func SetMoveHook[T any](d *Driver[T], f func(point string)) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.moves.hook = f
+}
+
+// MovePrepare is a prepare a test hands a driver as if it came from the
+// bus (PrepareMove).
+type MovePrepare struct {
+	ID, From, To string
+	Window       time.Duration
+	Data         []byte
+	Schema       int
+	SchemaMin    int
+	Signed       bool
+}
+
+// MoveAnswer is a driver's answer to a prepare.
+type MoveAnswer struct {
+	Accepted bool
+	Token    string
+	Reason   MoveRefusal
+}
+
+// PrepareMove hands d the prepare of a move of key, as the Node's bus
+// handler would, and returns its answer.
+func PrepareMove[T any](d *Driver[T], key string, m MovePrepare) MoveAnswer {
+	a := d.movePrepare(moveMsg{Step: stepPrepare, ID: m.ID, Driver: d.cfg.Name, Key: key, From: m.From, To: m.To,
+		Expiry: d.node.clock.Now().Add(m.Window).UnixMilli(), Window: m.Window.Milliseconds(), Data: m.Data,
+		Schema: m.Schema, SchemaMin: m.SchemaMin}, m.Signed)
+	return MoveAnswer{Accepted: a.Step == stepAccept, Token: a.Token, Reason: a.Reason}
 }

@@ -208,7 +208,7 @@ func (p *Profile[T]) askTarget(ctx context.Context, m moveMsg) (moveMsg, error) 
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	alive := make(chan presence.Status, 1)
-	wg.Go(func() { alive <- n.presence.IsAlive(actx, m.To) })
+	wg.Go(func() { p.watchAlive(actx, m.To, alive) })
 
 	resend := n.clock.Ticker(moveResend)
 	defer resend.Stop()
@@ -261,4 +261,27 @@ func (p *Profile[T]) moveArgs(m moveMsg, snap snapshot, accept moveMsg) record.M
 	}
 	a.Sum = p.sumOf(req)
 	return a
+}
+
+// watchAlive reads the target's presence until it reads alive (the answer
+// will come) or stopped (sent on stopped), or ctx ends: an unknown reading
+// (a failed read, a young Redis run) is read again every moveResend.
+func (p *Profile[T]) watchAlive(ctx context.Context, to string, stopped chan<- presence.Status) {
+	n := p.d.node
+	for {
+		switch n.presence.IsAlive(ctx, to) {
+		case presence.Alive:
+			return
+		case presence.Stopped:
+			stopped <- presence.Stopped
+			return
+		}
+		t := n.clock.Timer(moveResend)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }
