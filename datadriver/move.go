@@ -73,7 +73,19 @@ func (p *Profile[T]) MoveTo(ctx context.Context, jobID string) error {
 	if !d.node.handoffOn || d.cfg.DisableHandoff {
 		return fmt.Errorf("move %q: %w: a move needs the bus (handoff is off)", p.key, ErrInvalidConfig)
 	}
-	return p.do(ctx, func(ctx context.Context) error { return p.move(ctx, jobID) })
+	r := request{ctx: ctx, run: func(ctx context.Context) error { return p.move(ctx, jobID) }, done: make(chan error, 1)}
+	select {
+	case p.reqs <- r:
+	case <-p.done:
+		return p.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once under way, the move's own answer is awaited whatever ctx does:
+	// its waits end with ctx, but a flip sent may have landed, and only the
+	// move can say (its flip is bounded by SaveTimeout, its resolution by
+	// the session's fences).
+	return <-r.done
 }
 
 // move runs a move on the owner.

@@ -23,7 +23,9 @@ func (p *Profile[T]) flip(ctx context.Context, m moveMsg, snap snapshot, accept 
 		return err
 	}
 	args := p.moveArgs(m, snap, accept)
-	cctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout+d.node.cfg.ReplicaTimeout)
+	// Not cancelled with ctx: a flip sent is answered (or times out) before
+	// the move decides.
+	cctx, cancel := d.node.clock.WithTimeout(context.WithoutCancel(ctx), d.node.cfg.SaveTimeout+d.node.cfg.ReplicaTimeout)
 	v, _, err := d.node.runReplicated(cctx, args.Call(d.recordKey(p.key)))
 	cancel()
 	var res record.MoveResult

@@ -1,0 +1,198 @@
+package datadriver_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/testsupport"
+)
+
+// The crash points of a move, each stopped at exactly by the move hook:
+// before the flip, after it (the commit lost), and the target dying after
+// its accept or after the flip. Whatever happens, one server ends up
+// holding the key with the last data that landed, and nothing that landed
+// is lost.
+
+// cutRedis makes every Redis call of s fail from now on (its presence
+// stops: after PresenceTTL it reads stopped, as a dead process would).
+func cutRedis(s *server) {
+	s.faults.SetBefore(func(context.Context, redis.Cmder) error { return testsupport.ErrInjected })
+}
+
+// moveAsync runs p.MoveTo(to) within d; the channel gets its answer.
+func moveAsync(p *datadriver.Profile[player], to string, d time.Duration) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		done <- p.MoveTo(ctx, to)
+	}()
+	return done
+}
+
+// joinCoins joins key on d (waiting out a crashed holder) and returns its
+// coins.
+func joinCoins(t *testing.T, d *datadriver.Driver[player], key string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	q, err := d.Join(ctx, key)
+	if err != nil {
+		t.Fatalf("join %s on %s: %v", key, d.Node().JobID(), err)
+	}
+	return coins(q)
+}
+
+// savedWith joins key on d, saves c coins, then changes them to c+1
+// without saving (what a crash of the holder loses).
+func savedWith(t *testing.T, d *datadriver.Driver[player], key string, c int) *datadriver.Profile[player] {
+	t.Helper()
+	p := joinWith(t, d, key, c)
+	if err := p.Save(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Update(func(d *player) { d.Coins = c + 1 }); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestMoveSourceDiesBeforeTheFlip(t *testing.T) {
+	mp := newMovePair(t, func(c *datadriver.Config[player]) {
+		c.LockWait = 8 * time.Second
+		c.History = -1 // no version due: the move writes nothing before its flip
+	})
+	const key = "user:src-dies"
+	p := savedWith(t, mp.da, key, 10)
+	datadriver.SetMoveHook(mp.da, func(point string) {
+		if point == "accepted" {
+			cutRedis(mp.a) // the source dies between the accept and its flip
+		}
+	})
+	err := <-moveAsync(p, "server-b", time.Second)
+	if err == nil || !errors.Is(err, datadriver.ErrLockLost) {
+		t.Fatalf("MoveTo of a source cut from Redis before its flip: %v, want the session fenced (ErrLockLost)", err)
+	}
+	crash(t, mp.a)
+	// The target's pending move expires, the lock stays the source's, and a
+	// join takes it over once the source is proven stopped: the last landed
+	// save.
+	if c := joinCoins(t, mp.db, key); c != 10 {
+		t.Fatalf("coins after the takeover = %d, want 10 (the source's last landed save)", c)
+	}
+	if f := recordFields(t, mp.r, "PlayerData", key); f[record.FieldMoveState] != "" {
+		t.Fatalf("the record names a move that never flipped: %v", f)
+	}
+}
+
+func TestMoveCommitLostTargetReadsTheRecord(t *testing.T) {
+	mp := newMovePair(t)
+	const key = "user:commit-lost"
+	p := joinWith(t, mp.da, key, 20)
+	release, flipped := make(chan struct{}), make(chan struct{})
+	datadriver.SetMoveHook(mp.da, func(point string) {
+		if point == "flipped" {
+			close(flipped)
+			<-release // the flip landed; the commit waits
+		}
+	})
+	moved := moveAsync(p, "server-b", time.Second)
+	<-flipped
+	joined := make(chan int, 1)
+	go func() { joined <- joinCoins(t, mp.db, key) }()
+	select {
+	case c := <-joined:
+		if c != 20 {
+			t.Fatalf("target coins = %d, want 20", c)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("the target did not resolve the move from the record without its commit")
+	}
+	close(release)
+	if err := <-moved; err != nil {
+		t.Fatalf("MoveTo: %v", err)
+	}
+	if !errors.Is(p.Err(), datadriver.ErrMoved) {
+		t.Fatalf("source Err = %v, want ErrMoved", p.Err())
+	}
+}
+
+func TestMoveSourceDiesAfterTheFlip(t *testing.T) {
+	mp := newMovePair(t)
+	const key = "user:src-dies-after"
+	p := joinWith(t, mp.da, key, 30)
+	datadriver.SetMoveHook(mp.da, func(point string) {
+		if point == "flipped" {
+			cutRedis(mp.a)
+		}
+	})
+	if err := <-moveAsync(p, "server-b", time.Second); err != nil {
+		t.Fatalf("MoveTo: %v", err)
+	}
+	crash(t, mp.a)
+	if c := joinCoins(t, mp.db, key); c != 30 {
+		t.Fatalf("target coins = %d, want 30", c)
+	}
+}
+
+func TestMoveTargetDiesAfterAccept(t *testing.T) {
+	t.Run("the flip hands the lock to the dead target", func(t *testing.T) {
+		mp := newMovePair(t, func(c *datadriver.Config[player]) { c.LockWait = 8 * time.Second })
+		const key = "user:tgt-dies"
+		p := joinWith(t, mp.da, key, 40)
+		datadriver.SetMoveHook(mp.da, func(point string) {
+			if point == "accepted" {
+				cutRedis(mp.b)
+			}
+		})
+		if err := <-moveAsync(p, "server-b", time.Second); err != nil {
+			t.Fatalf("MoveTo: %v", err)
+		}
+		crash(t, mp.b)
+		// A normal crash takeover from the target, with the moved data.
+		if c := joinCoins(t, mp.da, key); c != 40 {
+			t.Fatalf("coins after taking over from the dead target = %d, want 40", c)
+		}
+	})
+	t.Run("the flip comes too late: the source keeps it", func(t *testing.T) {
+		mp := newMovePair(t)
+		const key = "user:tgt-dies-slow"
+		p := joinWith(t, mp.da, key, 50)
+		datadriver.SetMoveHook(mp.da, func(point string) {
+			if point == "accepted" {
+				cutRedis(mp.b)
+				time.Sleep(1200 * time.Millisecond) // past the move's expiry
+			}
+		})
+		err := <-moveAsync(p, "server-b", time.Second)
+		var re *datadriver.MoveRefusedError
+		if !errors.As(err, &re) || re.Reason != datadriver.RefusedExpired {
+			t.Fatalf("MoveTo whose flip came after the expiry: %v, want refused expired", err)
+		}
+		stillLive(t, p, 50)
+	})
+}
+
+func TestMoveTargetDiesAfterTheFlip(t *testing.T) {
+	mp := newMovePair(t, func(c *datadriver.Config[player]) { c.LockWait = 8 * time.Second })
+	const key = "user:tgt-dies-after"
+	p := joinWith(t, mp.da, key, 60)
+	datadriver.SetMoveHook(mp.da, func(point string) {
+		if point == "flipped" {
+			cutRedis(mp.b)
+		}
+	})
+	if err := <-moveAsync(p, "server-b", time.Second); err != nil {
+		t.Fatalf("MoveTo: %v", err)
+	}
+	crash(t, mp.b)
+	if c := joinCoins(t, mp.da, key); c != 60 {
+		t.Fatalf("coins after taking over from the dead target = %d, want 60", c)
+	}
+}
