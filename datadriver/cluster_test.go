@@ -44,6 +44,7 @@ var clusterScenarios = []clusterScenario{
 	{"recovery", clusterTradeRecovery},
 	{"messages", clusterMessages},
 	{"history", clusterHistory},
+	{"move", clusterMove},
 }
 
 // runClusterScenario runs one scenario on a cluster of its own and checks

@@ -156,20 +156,18 @@ type MoveState struct {
 	Now time.Time
 }
 
-// ReadMoveState reads the record at key for a move's target: one round
-// trip (TIME and HMGET in one pipeline).
-func ReadMoveState(ctx context.Context, rdb redis.Cmdable, key string) (MoveState, error) {
-	var tm *redis.TimeCmd
-	var hm *redis.SliceCmd
-	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		tm = p.Time(ctx)
-		hm = p.HMGet(ctx, key, FieldLockToken, FieldVer, FieldEpoch, FieldAt, FieldMoveID, FieldInboxSeq)
-		return nil
-	})
+// ReadMoveState reads the record at key for a move: one round trip
+// (movestate.lua, so that the time is the record's node's).
+func ReadMoveState(ctx context.Context, rdb redis.Scripter, key string) (MoveState, error) {
+	v, err := moveStateScript.Run(ctx, rdb, []string{key}).Result()
 	if err != nil {
 		return MoveState{}, err
 	}
-	vals := hm.Val()
-	return MoveState{Token: str(elem(vals, 0)), Ver: num(elem(vals, 1)), Epoch: num(elem(vals, 2)),
-		At: msTime(elem(vals, 3)), ID: str(elem(vals, 4)), InboxSeq: num(elem(vals, 5)), Now: tm.Val()}, nil
+	arr, ok := v.([]any)
+	if !ok || len(arr) < 8 {
+		return MoveState{}, fmt.Errorf("%w: movestate answered %v", ErrUnexpectedAnswer, v)
+	}
+	now := time.Unix(num(arr[0]), num(arr[1])*1000)
+	return MoveState{Token: str(arr[2]), Ver: num(arr[3]), Epoch: num(arr[4]), At: msTime(arr[5]), ID: str(arr[6]),
+		InboxSeq: num(arr[7]), Now: now}, nil
 }

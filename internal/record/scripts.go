@@ -19,6 +19,8 @@ const (
 	ScriptFree     = "free"
 	// ScriptFlip is move.lua: a move's lease flip.
 	ScriptFlip = "flip"
+	// ScriptMoveState is movestate.lua: what a move reads of the record.
+	ScriptMoveState = "movestate"
 )
 
 var (
@@ -42,24 +44,27 @@ var (
 	freeSrc string
 	//go:embed lua/move.lua
 	moveSrc string
+	//go:embed lua/movestate.lua
+	moveStateSrc string
 )
 
 // The scripts are immutable values shared by every client.
 var (
-	acquireScript  = rscript.New(ScriptAcquire, acquireSrc)
-	saveScript     = rscript.New(ScriptSave, saveSrc)
-	prepareScript  = rscript.New(ScriptPrepare, prepareSrc)
-	versionsScript = rscript.New(ScriptVersions, versionsSrc)
-	wipeScript     = rscript.New(ScriptWipe, wipeSrc)
-	sendScript     = rscript.New(ScriptSend, sendSrc)
-	replayScript   = rscript.New(ScriptReplay, replaySrc)
-	repairScript   = rscript.New(ScriptRepair, repairSrc)
-	freeScript     = rscript.New(ScriptFree, freeSrc)
-	moveScript     = rscript.New(ScriptFlip, moveSrc)
+	acquireScript   = rscript.New(ScriptAcquire, acquireSrc)
+	saveScript      = rscript.New(ScriptSave, saveSrc)
+	prepareScript   = rscript.New(ScriptPrepare, prepareSrc)
+	versionsScript  = rscript.New(ScriptVersions, versionsSrc)
+	wipeScript      = rscript.New(ScriptWipe, wipeSrc)
+	sendScript      = rscript.New(ScriptSend, sendSrc)
+	replayScript    = rscript.New(ScriptReplay, replaySrc)
+	repairScript    = rscript.New(ScriptRepair, repairSrc)
+	freeScript      = rscript.New(ScriptFree, freeSrc)
+	moveScript      = rscript.New(ScriptFlip, moveSrc)
+	moveStateScript = rscript.New(ScriptMoveState, moveStateSrc)
 )
 
 // Scripts lists the record's scripts (for an rscript.Catalog).
 func Scripts() []*rscript.Script {
 	return []*rscript.Script{acquireScript, saveScript, prepareScript, versionsScript, wipeScript, sendScript, replayScript, repairScript,
-		freeScript, moveScript}
+		freeScript, moveScript, moveStateScript}
 }

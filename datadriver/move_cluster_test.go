@@ -1,0 +1,45 @@
+package datadriver_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ckernel/playerdata/datadriver"
+)
+
+// clusterMove moves two profiles A→B on the Redis Cluster: one whose
+// commit arrives, one whose commit is held until the target has read the
+// record to learn the flip landed (movestate.lua).
+func clusterMove(t *testing.T, sc *clusterScope) {
+	a, b := sc.server(t, "server-a"), sc.server(t, "server-b")
+	da, db := players(t, a), players(t, b)
+
+	p := joinWith(t, da, "user:m1", 71)
+	if err := p.MoveTo(ctxT(t), "server-b"); err != nil {
+		t.Fatalf("MoveTo: %v", err)
+	}
+	if c := joinCoins(t, db, "user:m1"); c != 71 {
+		t.Fatalf("B's coins after the move = %d, want 71", c)
+	}
+
+	q := joinWith(t, da, "user:m2", 72)
+	flipped, release := make(chan struct{}), make(chan struct{})
+	datadriver.SetMoveHook(da, func(point string) {
+		if point == "flipped" {
+			close(flipped)
+			<-release
+		}
+	})
+	moved := moveAsync(q, "server-b", time.Second)
+	<-flipped
+	if c := joinCoins(t, db, "user:m2"); c != 72 {
+		t.Fatalf("B's coins after a move whose commit it never got = %d, want 72", c)
+	}
+	close(release)
+	if err := <-moved; err != nil {
+		t.Fatalf("MoveTo: %v", err)
+	}
+	if rec := sc.record(t, "user:m2"); rec["lock.job"] != "server-b" || rec["move.state"] != "COMMITTED" {
+		t.Fatalf("record after the move: lock.job %q move.state %q", rec["lock.job"], rec["move.state"])
+	}
+}
