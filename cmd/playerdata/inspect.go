@@ -141,6 +141,7 @@ type inspectReport struct {
 	// as stored (Epoch, Ver and the lock's numbers read 0 where broken).
 	Broken      []brokenField  `json:"broken,omitempty"`
 	LastRelease *releaseReport `json:"last_release,omitempty"`
+	LastMove    *moveReport    `json:"last_move,omitempty"`
 	Trade       *tradeReport   `json:"trade,omitempty"`
 	// Inbox is the messages sent to the profile that wait to be applied
 	// (there may be some for a key with no record: a send to a profile
@@ -194,6 +195,15 @@ type releaseReport struct {
 	Ver         int64  `json:"ver"`
 }
 
+// moveReport is the record's last move (Profile.MoveTo): its flip wrote it.
+type moveReport struct {
+	ID    string    `json:"id"`
+	State string    `json:"state"` // COMMITTED: the flip landed
+	From  string    `json:"from"`
+	To    string    `json:"to"`
+	At    time.Time `json:"at"` // the flip (Redis clock)
+}
+
 // tradeReport is a pending trade and its journal entry.
 type tradeReport struct {
 	ID          string     `json:"id"`
@@ -227,7 +237,7 @@ type versionReport struct {
 var inspectFields = []string{record.FieldLockJob, record.FieldLockToken, record.FieldLockAt, record.FieldLockPresence,
 	record.FieldEpoch, record.FieldVer, record.FieldAt, record.FieldReleased, record.FieldReleasedVer,
 	record.FieldTrade, record.FieldFormat, record.FieldSchema, record.FieldSchemaMin, record.FieldHistAt, record.FieldInboxSeq,
-	record.FieldSum}
+	record.FieldSum, record.FieldMoveID, record.FieldMoveState, record.FieldMoveFrom, record.FieldMoveTo, record.FieldMoveAt}
 
 // inspectRecord reads the record of driver/key and what it points to (the
 // holder's presence, the kept versions, the trade journal).
@@ -295,6 +305,10 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 	}
 	if w := at(record.FieldAt); !w.IsZero() {
 		rep.WrittenAt = &w
+	}
+	if v[record.FieldMoveID] != "" {
+		rep.LastMove = &moveReport{ID: v[record.FieldMoveID], State: v[record.FieldMoveState], From: v[record.FieldMoveFrom],
+			To: v[record.FieldMoveTo], At: at(record.FieldMoveAt)}
 	}
 	versions, histBytes, err := readVersions(ctx, rdb, rk)
 	if err != nil {

@@ -56,6 +56,9 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 	if r.LastRelease != nil {
 		row("released", fmt.Sprintf("last release by token %s… at ver %d", r.LastRelease.TokenPrefix, r.LastRelease.Ver))
 	}
+	if m := r.LastMove; m != nil {
+		row("moved", fmt.Sprintf("move %s %s: %s → %s, %s", m.ID, m.State, m.From, m.To, when(m.At)))
+	}
 	row("trade", tradeLine(st, r.Trade))
 	printMessages(w, st, r.Inbox, row)
 	if len(r.Versions) == 0 {
