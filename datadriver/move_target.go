@@ -67,8 +67,9 @@ type moveIn[T any] struct {
 	acceptedAt time.Time // local: the flip lands after it
 	timer      *clock.Timer
 	resolved   chan struct{} // closed once it is installed or dropped
-	// releaseAsked: another server asked for the lock it would hold.
-	releaseAsked bool
+	// releaseAsked: another server asked for the lock it would hold;
+	// probed: a join read the record early (once).
+	releaseAsked, probed bool
 }
 
 // heldMove is a profile moved here that its player has not joined yet.
@@ -295,7 +296,8 @@ func (d *Driver[T]) unclaimed(key string, h *heldMove[T]) {
 
 // claimMoved hands a Join the profile moved here for key, with no Redis
 // command: at once when it is held, after the move settles when it is
-// pending. It answers nil (and no error) when no move of key is here.
+// pending (the record is read once at the join then, in case the commit
+// was lost). It answers nil (and no error) when no move of key is here.
 func (d *Driver[T]) claimMoved(ctx context.Context, key string) (*Profile[T], error) {
 	for {
 		d.mu.Lock()
@@ -308,6 +310,13 @@ func (d *Driver[T]) claimMoved(ctx context.Context, key string) (*Profile[T], er
 			}
 		}
 		in := d.moves.pending[key]
+		if in != nil && !in.probed {
+			// The player is here: read the record now rather than at the
+			// expiry, in case the commit was lost (one read; the commit
+			// installs the profile all the same if it comes first).
+			in.probed = true
+			in.timer.Reset(0)
+		}
 		d.mu.Unlock()
 		if in == nil {
 			return nil, nil

@@ -73,6 +73,11 @@ const (
 	// data (only with -messages). The change is saved, and the message
 	// leaves the inbox, with the session's next save.
 	EvApplied = "applied"
+	// EvMoved: a MoveTo of the key (the "move <job>" command) answered nil;
+	// Coins is the value the move carried (the session's last).
+	EvMoved = "moved"
+	// EvMoveFailed: a MoveTo answered an error (Err); the session is live.
+	EvMoveFailed = "move_failed"
 )
 
 // Event is one JSON line a gameserver prints on stdout. Times are Unix

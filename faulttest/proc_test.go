@@ -131,6 +131,7 @@ type gsOpts struct {
 	logUpdates   bool
 	messages     bool          // -messages: OnMessage applies Gift messages
 	applyDelay   time.Duration // -apply-delay: OnMessage takes this long
+	waitStart    bool          // -wait-start: join nothing until send("start")
 }
 
 func (o gsOpts) args(c *cluster) []string {
@@ -151,6 +152,9 @@ func (o gsOpts) args(c *cluster) []string {
 	}
 	if o.messages {
 		a = append(a, "-messages")
+	}
+	if o.waitStart {
+		a = append(a, "-wait-start")
 	}
 	for _, d := range []struct {
 		flag string

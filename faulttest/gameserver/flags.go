@@ -24,6 +24,7 @@ type config struct {
 	releaseDelay time.Duration
 	logUpdates   bool
 	messages     bool          // OnMessage applies faulttest.Gift messages
+	waitStart    bool          // join nothing until the "start" command
 	applyDelay   time.Duration // the time OnMessage takes
 	logLevel     slog.Level
 
@@ -78,6 +79,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.releaseDelay, "release-delay", 0, "time the leave cleanup (OnRelease) takes")
 	fs.BoolVar(&c.logUpdates, "log-updates", false, "print an event for every accepted Update")
 	fs.BoolVar(&c.messages, "messages", false, "apply messages (faulttest.Gift) with OnMessage, printing an event for each")
+	fs.BoolVar(&c.waitStart, "wait-start", false, "join no key until the stdin command \"start\" (a move's target)")
 	fs.DurationVar(&c.applyDelay, "apply-delay", 0, "time OnMessage takes for each message (a slow game handler)")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "level of the library's log on stderr")
 	fs.DurationVar(&c.beat, "beat", 0, "NodeConfig.Beat")

@@ -42,6 +42,8 @@ type game struct {
 
 	mu   sync.Mutex
 	keys map[string]*faulttest.KeyState
+	// live are the sessions playing now (the "move" command moves them).
+	live map[string]*datadriver.Profile[faulttest.Player]
 }
 
 // newGame connects to Redis (and NATS) and starts the Node and its driver.
@@ -53,6 +55,7 @@ func newGame(ctx context.Context, cfg config, stdout, stderr io.Writer) (*game, 
 		log:  log,
 		sem:  make(chan struct{}, cfg.concurrency),
 		keys: make(map[string]*faulttest.KeyState, cfg.count),
+		live: make(map[string]*datadriver.Profile[faulttest.Player]),
 	}
 	conns, err := openNode(ctx, cfg, log)
 	if err != nil {
@@ -187,17 +190,27 @@ func (g *game) run(ctx context.Context, cmds <-chan string) error {
 	play, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	for _, k := range g.cfg.keys() {
-		wg.Go(func() { g.keyLoop(play, k) })
+	startKeys := func() {
+		for _, k := range g.cfg.keys() {
+			wg.Go(func() { g.keyLoop(play, k) })
+		}
+	}
+	if !g.cfg.waitStart {
+		startKeys()
 	}
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():
 			done = true
 		case c := <-cmds:
-			switch c {
-			case "dump":
+			switch {
+			case c == "dump":
 				g.dump()
+			case c == "start" && g.cfg.waitStart:
+				g.cfg.waitStart = false
+				startKeys()
+			case strings.HasPrefix(c, "move "):
+				g.moveAll(play, strings.TrimPrefix(c, "move "), &wg)
 			default:
 				g.log.Warn("unknown command", "cmd", c)
 			}
@@ -338,6 +351,16 @@ func (g *game) play(ctx context.Context, key string, p *datadriver.Profile[fault
 		g.out.emit(e)
 	}()
 	defer func() { <-watched }()
+	g.mu.Lock()
+	g.live[key] = p
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		if g.live[key] == p {
+			delete(g.live, key)
+		}
+		g.mu.Unlock()
+	}()
 
 	tick := time.NewTicker(g.cfg.update)
 	defer tick.Stop()
@@ -463,5 +486,34 @@ func (e *emitter) emit(ev faulttest.Event) {
 	defer e.mu.Unlock()
 	if e.err == nil {
 		_, e.err = e.w.Write(b)
+	}
+}
+
+// moveAll moves every live session to server to (Profile.MoveTo), each on
+// a goroutine of wg, and reports each: moved with the value it carried, or
+// move_failed.
+func (g *game) moveAll(ctx context.Context, to string, wg *sync.WaitGroup) {
+	g.mu.Lock()
+	live := make(map[string]*datadriver.Profile[faulttest.Player], len(g.live))
+	for k, p := range g.live {
+		live[k] = p
+	}
+	g.mu.Unlock()
+	for key, p := range live {
+		wg.Go(func() {
+			mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			sent := time.Now()
+			err := p.MoveTo(mctx, to)
+			if err != nil {
+				g.out.emit(faulttest.Event{Ev: faulttest.EvMoveFailed, Key: key, Epoch: p.Epoch(), Err: err.Error(),
+					Sent: sent.UnixNano()})
+				return
+			}
+			var coins int
+			p.View(func(d *faulttest.Player) { coins = d.Coins }) // the session ended: this is what moved
+			g.out.emit(faulttest.Event{Ev: faulttest.EvMoved, Key: key, Epoch: p.Epoch(), Coins: coins,
+				Sent: sent.UnixNano(), JoinNS: int64(time.Since(sent))})
+		})
 	}
 }
