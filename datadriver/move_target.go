@@ -417,3 +417,15 @@ func (d *Driver[T]) settleMove(ctx context.Context, in *moveIn[T]) {
 		}
 	}
 }
+
+// MoveHeld reports whether a profile moved to this Node (Profile.MoveTo on
+// another) waits for its player here: its flip landed, and a Join of key
+// now returns it without a Redis command. A game can tell its matchmaker
+// the player is expected; false once joined, released (MoveHold) or
+// handed on.
+func (d *Driver[T]) MoveHeld(key string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := d.moves.held[key]
+	return h != nil && h.p.phaseNow() == phaseLive
+}

@@ -219,6 +219,7 @@ type Result struct {
 	CycleCommands map[string]map[string]CommandCost `json:"cycle_commands"`
 	Scripts       Scripts                           `json:"scripts_us"`
 	Handoff       Handoff                           `json:"handoff"`
+	Move          Move                              `json:"move"`
 	Crash         Crash                             `json:"crash_takeover"`
 	Presence      PresenceCost                      `json:"presence"`
 	Memory        Memory                            `json:"memory"`
@@ -315,6 +316,7 @@ func Run(ctx context.Context, env Env, cfg Config) (*Result, error) {
 		{"session cycle", r.runCycle},
 		{"scripts", r.runScripts},
 		{"handoff", r.runHandoff},
+		{"move", r.runMove},
 		{"crash takeover", r.runCrash},
 		{"presence", r.runPresence},
 		{"memory", r.runMemory},

@@ -41,6 +41,15 @@ func (r *Result) WriteText(w io.Writer) error {
 		h.FloorNATS.P99MS, h.FloorNATS.MaxMS)
 	ew.printf("  composed floor  p50 %7.3f ms  (%.1f EVALSHA + 1 NATS request/reply, in series)\n", h.FloorComposedP50MS, h.RedisCallsPerHandoff)
 
+	mv := r.Move
+	ew.printf("\nMove (Profile.MoveTo, %d moves back and forth; MoveTo's call → the target holds the lock and the data):\n", mv.N)
+	ew.printf("  MoveTo          p50 %7.3f ms  p90 %7.3f  p99 %7.3f  max %7.3f  (%.1f Redis round trips per move)\n",
+		mv.P50MS, mv.P90MS, mv.P99MS, mv.MaxMS, mv.RedisCallsPerMove)
+	ew.printf("  floor           p50 %7.3f ms  (1 NATS request/reply %.3f + 1 EVALSHA %.3f, in series)\n", mv.FloorComposedP50MS,
+		mv.FloorNATS.P50MS, mv.FloorEvalSHA.P50MS)
+	ew.printf("  target's Join   p50 %7.3f ms  p99 %7.3f  max %7.3f  (%.1f Redis round trips per Join)\n", mv.Join.P50MS,
+		mv.Join.P99MS, mv.Join.MaxMS, mv.RedisCallsPerJoin)
+
 	c := r.Crash
 	ew.printf("\nCrash takeover (beat %.0f ms, presence TTL %.0f ms, every timing ×%g; %d crashes, %d profiles):\n",
 		c.BeatMS, c.TTLMS, c.Scale, c.Trials, c.Profiles)
