@@ -9,6 +9,7 @@
 //	joiner  --Q{D, K, R: joinerJob, L: token, S: joinerJob}-->  holder's subject
 //	holder  --R{D, K, S: holderJob}------------------------->  joiner's subject
 //	anyone  --M{D, K, S: senderJob}------------------------->  holder's subject ("pull the inbox of K")
+//	source  --V{D, K, S: sourceJob, Y: body}---------------->  target's subject (a move's step; Y is the datadriver's)
 //
 // A [Message] travels as a msgpack map with one-letter keys (see [Encode]).
 // [Decode] is written for hostile input: it refuses anything over a size

@@ -28,4 +28,10 @@
 // and the robustness suite call these functions, and keep no rule of their
 // own. Repair never frees a lock whose holder it names: it mends the broken
 // field in place and the holder keeps its token.
+//
+// A move (datadriver's Profile.MoveTo) hands a lock over without this rule:
+// its flip (move.lua) is a release by the holder itself, to a server it
+// names and that accepted it, fenced by the holder's token and by an expiry
+// on the Redis clock. It takes no lock from anyone, and the lock never
+// passes through a free state that another server could take.
 package lockrule
