@@ -51,7 +51,10 @@ const (
 // it is now. On nil, jobID holds the lock and the data, and this session
 // has ended: Done is closed, Err matches ErrMoved (a *MovedError naming
 // jobID), and Update answers it; jobID's Join of the key returns the
-// profile without a Redis command for its Config.MoveHold. No leave
+// profile without a Redis command for its Config.MoveHold. (One race: when
+// this server's lease lapses while the flip's answer is on its way, the
+// fence, which never waits for I/O, ends the session first, and Err says
+// so; MoveTo still answers nil, since jobID holds the profile.) No leave
 // cleanup (OnRelease) runs and the game hears no Kick: the game asked for
 // the move.
 //

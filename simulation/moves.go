@@ -61,6 +61,12 @@ func (s *sim) step() {
 			if to := s.otherServer(pl, targets); to != nil {
 				s.do(pl, "hop", func() { s.join(pl, to) })
 			}
+		case online && r >= 0.34 && r < 0.346:
+			// The game sends the player to another server (MoveTo), and
+			// the player follows.
+			if to := s.otherServer(pl, targets); to != nil {
+				s.do(pl, "moveto", func() { s.moveTo(pl, to) })
+			}
 		case online && r < 0.34:
 			if other := s.tradePartner(pl); other != nil {
 				amount := 1 + s.rng.Int64N(3)

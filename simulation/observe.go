@@ -46,6 +46,8 @@ func (s *sim) observe(job string, call testsupport.ScriptCall) {
 		s.observeSend(job, key, call.Args, call.Val)
 	case record.ScriptSave:
 		s.observeSave(job, key, call)
+	case record.ScriptFlip:
+		s.observeFlip(job, key, call)
 	}
 }
 

@@ -238,8 +238,10 @@ type Result struct {
 	Scripts                                              int      // Lua script calls the servers made
 	Messages                                             Messages // the messages sent, and what became of them
 	Tampers                                              Tampers  // what the tampers did, and what the library answered
-	Failure                                              error
-	Trace                                                []string
+	// MovesTo are the MoveTo calls the game made, MovedTo those that landed.
+	MovesTo, MovedTo int
+	Failure          error
+	Trace            []string
 }
 
 // Run runs one simulation; call it inside a synctest bubble.

@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -170,4 +171,33 @@ func ReadMoveState(ctx context.Context, rdb redis.Scripter, key string) (MoveSta
 	now := time.Unix(num(arr[0]), num(arr[1])*1000)
 	return MoveState{Token: str(arr[2]), Ver: num(arr[3]), Epoch: num(arr[4]), At: msTime(arr[5]), ID: str(arr[6]),
 		InboxSeq: num(arr[7]), Now: now}, nil
+}
+
+// moveFixedArgs is how many arguments every move.lua call has; the applied
+// message ids follow.
+const moveFixedArgs = 14
+
+// ParseMoveArgs reads the ARGV of an observed move.lua call.
+func ParseMoveArgs(argv []string) (MoveArgs, error) {
+	if len(argv) < moveFixedArgs {
+		return MoveArgs{}, fmt.Errorf("record: %s call with %d arguments, want %d or more", ScriptFlip, len(argv), moveFixedArgs)
+	}
+	expiry, err := strconv.ParseInt(arg(argv, 2), 10, 64)
+	if err != nil {
+		return MoveArgs{}, fmt.Errorf("record: %s call with expiry %q", ScriptFlip, arg(argv, 2))
+	}
+	a := MoveArgs{Token: arg(argv, 1), Expiry: time.UnixMilli(expiry), To: arg(argv, 3), ToToken: arg(argv, 4),
+		ToPresence: arg(argv, 5) == "1", ID: arg(argv, 6), From: arg(argv, 7), Sum: arg(argv, 11)}
+	if arg(argv, 8) != "" {
+		a.Schema, _ = strconv.Atoi(arg(argv, 8))
+		a.SchemaMin, _ = strconv.Atoi(arg(argv, 9))
+		a.Data = []byte(arg(argv, 10))
+	}
+	if arg(argv, 12) == "1" {
+		a.Meta = &Meta{UserIDs: []byte(arg(argv, 13)), Meta: []byte(arg(argv, 14))}
+	}
+	if len(argv) > moveFixedArgs {
+		a.Applied = append([]string(nil), argv[moveFixedArgs:]...)
+	}
+	return a, nil
 }
