@@ -212,6 +212,31 @@ func (d *Driver[T]) shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// sessions counts the profiles held (live, leaving or adopting: a retained
+// profile, whose release failed, is no session) and the keys loading on
+// this driver (Node.Sessions).
+func (d *Driver[T]) sessions() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, p := range d.profiles {
+		if isSession(p.phaseNow()) {
+			n++
+		}
+	}
+	for key := range d.loading {
+		if p := d.profiles[key]; p == nil || !isSession(p.phaseNow()) {
+			n++
+		}
+	}
+	return n
+}
+
+// isSession reports whether a profile in phase ph is a session.
+func isSession(ph phase) bool {
+	return ph == phaseLive || ph == phaseLeaving || ph == phaseAdopting
+}
+
 // profileCounts counts the live and the retained profiles (the gauge of
 // telemetry).
 func (d *Driver[T]) profileCounts() (live, retained int64) {
