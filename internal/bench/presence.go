@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ckernel/playerdata/internal/presencescript"
@@ -26,6 +27,12 @@ type PresenceCost struct {
 	// of them were full checks.
 	Beats      int64 `json:"beats"`
 	FullChecks int64 `json:"full_checks"`
+	// CountWrites is how many beats carried the server's session count
+	// (presence.Config.Sessions: a changed count, or a full check); each
+	// server's count changes every SessionsChangeEvery beats, as a busy
+	// game server's would.
+	CountWrites         int64 `json:"count_writes"`
+	SessionsChangeEvery int   `json:"sessions_change_every"`
 	// CmdsPerBeat is the Redis commands a beat runs (inside its script:
 	// INFO commandstats calls of every command but EVALSHA / EVAL);
 	// RoundTripsPerBeat the script calls (a full check also marks the shard
@@ -44,8 +51,9 @@ type PresenceCost struct {
 // presenceCatalog tells the presence scripts on the wire.
 var presenceCatalog = rscript.NewCatalog(presencescript.All()...)
 
-// beatCounters count the beats sent, and the full checks among them.
-func beatCounters() (beats, checks *rediscount.Counter) {
+// beatCounters count the beats sent, the full checks among them, and those
+// that carried a session count.
+func beatCounters() (beats, checks, counts *rediscount.Counter) {
 	beat := func(cmd redis.Cmder) (presencescript.BeatArgs, bool) {
 		in, ok := presenceCatalog.Identify(cmd)
 		if !ok || in.Name() != presencescript.NameBeat {
@@ -62,7 +70,26 @@ func beatCounters() (beats, checks *rediscount.Counter) {
 		a, ok := beat(cmd)
 		return ok && a.Check
 	}}
-	return beats, checks
+	counts = &rediscount.Counter{NoNames: true, Only: func(cmd redis.Cmder) bool {
+		a, ok := beat(cmd)
+		return ok && a.WriteSessions
+	}}
+	return beats, checks, counts
+}
+
+// sessionsChangeEvery is how often a bench server's session count changes:
+// on one beat in four, as for a server of 100 players whose sessions last
+// 20 minutes, at the default 3 s beat.
+const sessionsChangeEvery = 4
+
+// benchSessions is server i's Config.Sessions: a count that changes on
+// every sessionsChangeEvery-th call (one call per beat), staggered by i.
+func benchSessions(i int) func() int {
+	var calls atomic.Int64
+	return func() int {
+		k := calls.Add(1) + int64(i)
+		return 50 + int(k/sessionsChangeEvery%2)
+	}
 }
 
 // embeddedPresenceBeat is the least beat period on an embedded Redis.
@@ -81,9 +108,10 @@ func (r *runner) runPresence(ctx context.Context) error {
 	}()
 	rdb := r.client(presencePool)
 	defer func() { _ = rdb.Close() }()
-	beatsSent, checksSent := beatCounters()
+	beatsSent, checksSent, countsSent := beatCounters()
 	rdb.AddHook(beatsSent)
 	rdb.AddHook(checksSent)
+	rdb.AddHook(countsSent)
 
 	beat := r.cfg.PresenceBeat
 	if r.env.EmbeddedRedis {
@@ -94,7 +122,7 @@ func (r *runner) runPresence(ctx context.Context) error {
 	servers := make([]*presence.Presence, r.cfg.PresenceServers)
 	for i := range servers {
 		p, err := presence.New(rdb, presence.Config{Key: presence.KeyFor(ns), JobID: fmt.Sprintf("bench-s%03d", i),
-			Beat: beat, TTL: beat * 10 / 3, Logger: r.log})
+			Beat: beat, TTL: beat * 10 / 3, Logger: r.log, Sessions: benchSessions(i)})
 		if err != nil {
 			return err
 		}
@@ -127,7 +155,7 @@ func (r *runner) runPresence(ctx context.Context) error {
 		return err
 	}
 	before := r.snapIf(ctx)
-	beats0, checks0 := beatsSent.RoundTrips(), checksSent.RoundTrips()
+	beats0, checks0, counts0 := beatsSent.RoundTrips(), checksSent.RoundTrips(), countsSent.RoundTrips()
 	start := time.Now()
 	if err := sleep(ctx, r.cfg.PresenceWindow); err != nil {
 		return err
@@ -135,13 +163,14 @@ func (r *runner) runPresence(ctx context.Context) error {
 	work := r.snapIf(ctx).since(before)
 	window := time.Since(start)
 	beats, checks := beatsSent.RoundTrips()-beats0, checksSent.RoundTrips()-checks0
+	counts := countsSent.RoundTrips() - counts0
 	if beats == 0 {
 		return fmt.Errorf("no beat sent in %s", window)
 	}
 	n := float64(beats)
 	sc, in := work.scriptCalls(), work.innerCalls()
 	pc := PresenceCost{Servers: len(servers), BeatMS: ms(beat), WindowS: round3(window.Seconds()), Beats: beats,
-		FullChecks: checks, CmdsPerBeat: round3(float64(in.Calls) / n), RoundTripsPerBeat: round3(float64(sc.Calls) / n),
+		FullChecks: checks, CountWrites: counts, SessionsChangeEvery: sessionsChangeEvery, CmdsPerBeat: round3(float64(in.Calls) / n), RoundTripsPerBeat: round3(float64(sc.Calls) / n),
 		ScriptUSPerBeat: round3(float64(sc.Usec) / n), RedisCPUUSPerBeat: round3(work.cpuUS / n)}
 	beatsPerSec := float64(len(servers)) / presence.DefaultBeat.Seconds()
 	pc.RedisCPUPctAtDefaultBeat = round3(pc.RedisCPUUSPerBeat * beatsPerSec / 1e6 * 100)
