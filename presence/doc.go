@@ -96,11 +96,12 @@
 // where expected is the expiry this instance's last acknowledged beat wrote;
 // when the result is now + TTL, nobody else wrote the field since and the
 // beat is done: two Redis commands in the script (TIME, HINCRBY), three in
-// INFO commandstats with the EVALSHA. Otherwise the field is put back and
-// the full path runs.
-// A full check (TIME, HMGET, HGET, INFO, HSET, two HRANDFIELDs for cleaning,
-// then the layout mark: TIME, HSET, HGETALL) runs on [Presence.Beat] and
-// [Presence.Claim], and in the loop:
+// INFO commandstats with the EVALSHA (one HSET more when the session count
+// changed: see "Load"). Otherwise the field is put back and the full path
+// runs.
+// A full check (TIME, HMGET, HGET, INFO, HSET, the count's HSET, three
+// HRANDFIELDs for cleaning, then the layout mark: TIME, HSET, HGETALL) runs
+// on [Presence.Beat] and [Presence.Claim], and in the loop:
 //
 //   - on the beat after any failed beat (Redis may have restarted or failed
 //     over while unreachable);
@@ -119,9 +120,14 @@
 // servers on one redis-server (BenchmarkBeatLoad): 6 commands and 19 to 25 µs
 // of script time per beat before; 3 commands and 9 to 14 µs for the common
 // beat, 4.1 commands and 13 to 16 µs per beat averaged over full checks and
-// marks. A full check also cleans: it looks at three random fields of its
-// shard and two of the owners hash and drops expired ones, O(1) work on which
-// no answer depends (Redis 7.0 has no per-field hash expiry).
+// marks. With 200 servers beating, each publishing a count that changes
+// every fourth beat (playerdata-bench; docs/performance.md): 3.5 commands
+// and 15 to 18 µs of script time per beat, against 13 to 14 µs before
+// counts and 5 to 6.5 µs for the least beat a script can make (TIME and one
+// HSET) in the same runs. A full check also cleans: it looks at three
+// random fields of its shard, two of the owners hash and two of the load
+// hash and drops expired or orphaned ones, O(1) work on which no answer
+// depends (Redis 7.0 has no per-field hash expiry).
 //
 // # Load
 //
