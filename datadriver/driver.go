@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -50,6 +51,8 @@ type Driver[T any] struct {
 	orphans *orphans
 	closed  bool
 	wg      sync.WaitGroup // loads, autosave loops and callbacks
+	// lastSessions is the session count last taken (sessions.go).
+	lastSessions atomic.Int64
 }
 
 // NewDriver creates the driver for profiles of type T on node. The name
@@ -210,31 +213,6 @@ func (d *Driver[T]) shutdown(ctx context.Context) error {
 	d.node.handoff.Unregister(d.cfg.Name)
 	d.stop()
 	return errors.Join(errs...)
-}
-
-// sessions counts the profiles held (live, leaving or adopting: a retained
-// profile, whose release failed, is no session) and the keys loading on
-// this driver (Node.Sessions).
-func (d *Driver[T]) sessions() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	n := 0
-	for _, p := range d.profiles {
-		if isSession(p.phaseNow()) {
-			n++
-		}
-	}
-	for key := range d.loading {
-		if p := d.profiles[key]; p == nil || !isSession(p.phaseNow()) {
-			n++
-		}
-	}
-	return n
-}
-
-// isSession reports whether a profile in phase ph is a session.
-func isSession(ph phase) bool {
-	return ph == phaseLive || ph == phaseLeaving || ph == phaseAdopting
 }
 
 // profileCounts counts the live and the retained profiles (the gauge of

@@ -11,6 +11,7 @@ import (
 	mrand "math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -82,6 +83,8 @@ type Node struct {
 	mu      sync.Mutex
 	drivers map[string]driverHandle
 	closed  bool
+	// lastSessions is the session count the beat last took (sessions.go).
+	lastSessions atomic.Int64
 }
 
 // driverHandle is what a Node needs of its drivers, whatever their T.
@@ -92,8 +95,9 @@ type driverHandle interface {
 	// fenceLapsed ends every session whose lease has passed (this server's
 	// presence lease lapsed) and reports how many it ended.
 	fenceLapsed() int
-	// sessions counts the driver's sessions: profiles held or loading.
-	sessions() int
+	// sessions counts the driver's sessions: profiles held or loading;
+	// with wait false it never waits for the driver's lock (sessions.go).
+	sessions(wait bool) int
 }
 
 // NewNode creates a Node: it pings Redis and NATS (ErrRedisUnavailable,
@@ -298,23 +302,6 @@ func (n *Node) onLapse(gen uint64) {
 	}
 	n.tel.Fenced(n.ctx, ended)
 	n.log.Warn("presence lease lapsed; sessions held under it ended", "generation", gen, "sessions", ended)
-}
-
-// Sessions returns how many sessions this Node has across its drivers: the
-// profiles it holds (live, leaving, or being adopted back) and the loads in
-// flight. Its presence beat publishes it (presence.Config.Sessions), so any
-// reader gets it per live server from presence.Presence.Loads, and
-// "playerdata presence" shows it. It takes each driver's lock briefly and
-// walks its profiles: O(profiles held).
-func (n *Node) Sessions() int {
-	n.mu.Lock()
-	drivers := n.driversLocked()
-	n.mu.Unlock()
-	total := 0
-	for _, d := range drivers {
-		total += d.sessions()
-	}
-	return total
 }
 
 // HandoffStats returns the counters of this server's lock handoff.
