@@ -11,6 +11,7 @@ import (
 	mrand "math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -85,6 +86,8 @@ type Node struct {
 	mu      sync.Mutex
 	drivers map[string]driverHandle
 	closed  bool
+	// lastSessions is the session count the beat last took (sessions.go).
+	lastSessions atomic.Int64
 }
 
 // driverHandle is what a Node needs of its drivers, whatever their T.
@@ -98,6 +101,9 @@ type driverHandle interface {
 	// movePrepare and moveCommit are the target's side of a move (move_target.go).
 	movePrepare(m moveMsg, signed bool) moveMsg
 	moveCommit(m moveMsg)
+	// sessions counts the driver's sessions: profiles held or loading;
+	// with wait false it never waits for the driver's lock (sessions.go).
+	sessions(wait bool) int
 }
 
 // NewNode creates a Node: it pings Redis and NATS (ErrRedisUnavailable,

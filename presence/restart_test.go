@@ -174,6 +174,9 @@ func TestShardsOnRedisCluster(t *testing.T) {
 		if testsupport.KeySlot(k) != testsupport.KeySlot(presence.OwnersKey(k)) {
 			t.Errorf("shard %s and its owners hash %s are in different slots", k, presence.OwnersKey(k))
 		}
+		if testsupport.KeySlot(k) != testsupport.KeySlot(presence.LoadKey(k)) {
+			t.Errorf("shard %s and its load hash %s are in different slots", k, presence.LoadKey(k))
+		}
 		perMaster[c.MasterOf(k)]++
 	}
 	t.Logf("shards per master: %v", perMaster)

@@ -61,6 +61,14 @@ func (r *Result) WriteText(w io.Writer) error {
 		p.Servers, p.BeatMS, p.WindowS, p.Beats, p.FullChecks)
 	ew.printf("  %.2f Redis commands, %.2f round trips, %.1f µs of script, %.1f µs of Redis CPU; at the default 3 s beat these %d servers take %.2f%% of one Redis core\n",
 		p.CmdsPerBeat, p.RoundTripsPerBeat, p.ScriptUSPerBeat, p.RedisCPUUSPerBeat, p.Servers, p.RedisCPUPctAtDefaultBeat)
+	met := "missed"
+	if p.MeetsTarget {
+		met = "met"
+	}
+	ew.printf("  target ≤ %.0f µs of script per beat: %s (%.1f µs); %d of %d beats carried a session count (each server's changes every %d beats)\n",
+		p.TargetUSPerBeat, met, p.ScriptUSPerBeat, p.CountWrites, p.Beats, p.SessionsChangeEvery)
+	ew.printf("  floor (TIME and one HSET in a script, same servers and pace): %.1f µs of script, %.1f µs of Redis CPU per beat\n",
+		p.Floor.ScriptUSPerBeat, p.Floor.RedisCPUUSPerBeat)
 
 	mm := r.Memory
 	ew.printf("\nMemory (%d records of %d data bytes, %d saves each):\n", mm.Records, mm.DataBytes, mm.Saves)
