@@ -101,6 +101,8 @@ type driverHandle interface {
 	// movePrepare and moveCommit are the target's side of a move (move_target.go).
 	movePrepare(m moveMsg, signed bool) moveMsg
 	moveCommit(m moveMsg)
+	// movers lists the live sessions a drain may move (drain.go).
+	movers() []mover
 	// sessions counts the driver's sessions: profiles held or loading;
 	// with wait false it never waits for the driver's lock (sessions.go).
 	sessions(wait bool) int

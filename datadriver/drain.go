@@ -1,0 +1,149 @@
+package datadriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// A drain moves every live session of a Node to its live peers (MoveTo)
+// instead of releasing it: a rolling deploy or a scale-in keeps its
+// players playing, each told where to go.
+
+// DefaultDrainParallel is how many moves a drain runs at once: enough to
+// overlap the round trips of a few thousand players, few enough not to
+// crowd the Node's Redis pool.
+const DefaultDrainParallel = 64
+
+// DrainOptions tune Node.Drain.
+type DrainOptions struct {
+	// OnMoved is called once per profile that moved, with its driver, key
+	// and the JobID of the server that holds it now: redirect the player's
+	// client there. It runs on the drain's goroutines and must not block
+	// for long. [nil]
+	OnMoved func(driver, key, to string)
+	// Parallel bounds the moves running at once. [DefaultDrainParallel]
+	Parallel int
+}
+
+// DrainResult says what a drain did.
+type DrainResult struct {
+	// Moved counts the profiles that moved, by target JobID; Failed the
+	// ones that did not (still live here: Close releases them).
+	Moved  map[string]int
+	Failed int
+}
+
+// drainPeers hands out targets: the live peers of the presence's session
+// counts, each pick going to the least loaded counting the profiles this
+// drain sent it, so that the players spread by load.
+type drainPeers struct {
+	mu    sync.Mutex
+	load  map[string]int
+	order []string
+}
+
+// pick is the least loaded peer, counted one more; "" when none.
+func (dp *drainPeers) pick() string {
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	best := ""
+	for _, j := range dp.order {
+		if best == "" || dp.load[j] < dp.load[best] {
+			best = j
+		}
+	}
+	if best != "" {
+		dp.load[best]++
+	}
+	return best
+}
+
+// Drain moves every live session of every driver to the live peers that
+// publish a session count in presence, least loaded first, at most
+// opts.Parallel at once, calling opts.OnMoved for each. A profile whose move
+// fails stays live here (Close releases it). It reads presence once (one
+// pipeline) and fails with an error, moving nothing, when no peer is live.
+// ctx bounds the whole drain (each move as MoveTo's ctx). Call it before
+// Close, once the game stops sending players here.
+func (n *Node) Drain(ctx context.Context, opts DrainOptions) (DrainResult, error) {
+	res := DrainResult{Moved: map[string]int{}}
+	if !n.handoffOn {
+		return res, fmt.Errorf("drain: %w: a drain needs the bus (handoff is off)", ErrInvalidConfig)
+	}
+	loads, err := n.presence.Loads(ctx)
+	if err != nil && len(loads) == 0 {
+		return res, fmt.Errorf("drain: read the peers' loads: %w", err)
+	}
+	dp := &drainPeers{load: map[string]int{}}
+	for _, l := range loads {
+		if l.JobID != n.jobID {
+			dp.order = append(dp.order, l.JobID)
+			dp.load[l.JobID] = l.Sessions
+		}
+	}
+	if len(dp.order) == 0 {
+		return res, fmt.Errorf("drain: %w: no live peer publishes a session count", ErrMoveRefused)
+	}
+	parallel := opts.Parallel
+	if parallel <= 0 {
+		parallel = DefaultDrainParallel
+	}
+	n.mu.Lock()
+	drivers := n.driversLocked()
+	n.mu.Unlock()
+	var mu sync.Mutex
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for _, d := range drivers {
+		for _, mv := range d.movers() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				wg.Wait()
+				return res, ctx.Err()
+			}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				to := dp.pick()
+				err := mv.moveTo(ctx, to)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					res.Failed++
+					if !errors.Is(err, ErrMoved) {
+						n.log.Warn("drain: a profile did not move; it stays here", "driver", mv.driver, "key", mv.key,
+							"to", to, "err", err)
+					}
+					return
+				}
+				res.Moved[to]++
+				if opts.OnMoved != nil {
+					opts.OnMoved(mv.driver, mv.key, to)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return res, ctx.Err()
+}
+
+// mover is one live profile a drain may move, whatever its T.
+type mover struct {
+	driver, key string
+	moveTo      func(ctx context.Context, to string) error
+}
+
+// movers lists the driver's live sessions.
+func (d *Driver[T]) movers() []mover {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]mover, 0, len(d.profiles))
+	for key, p := range d.profiles {
+		if p.phaseNow() == phaseLive {
+			out = append(out, mover{driver: d.cfg.Name, key: key, moveTo: p.MoveTo})
+		}
+	}
+	return out
+}
