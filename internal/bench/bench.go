@@ -220,6 +220,7 @@ type Result struct {
 	Scripts       Scripts                           `json:"scripts_us"`
 	Handoff       Handoff                           `json:"handoff"`
 	Move          Move                              `json:"move"`
+	Drain         Drain                             `json:"drain"`
 	Crash         Crash                             `json:"crash_takeover"`
 	Presence      PresenceCost                      `json:"presence"`
 	Memory        Memory                            `json:"memory"`
@@ -317,6 +318,7 @@ func Run(ctx context.Context, env Env, cfg Config) (*Result, error) {
 		{"scripts", r.runScripts},
 		{"handoff", r.runHandoff},
 		{"move", r.runMove},
+		{"drain", r.runDrain},
 		{"crash takeover", r.runCrash},
 		{"presence", r.runPresence},
 		{"memory", r.runMemory},

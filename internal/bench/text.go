@@ -50,6 +50,10 @@ func (r *Result) WriteText(w io.Writer) error {
 	ew.printf("  target's Join   p50 %7.3f ms  p99 %7.3f  max %7.3f  (%.1f Redis round trips per Join)\n", mv.Join.P50MS,
 		mv.Join.P99MS, mv.Join.MaxMS, mv.RedisCallsPerJoin)
 
+	dr := r.Drain
+	ew.printf("\nDrain (Node.Drain of %d players to two peers, by their session counts): %.0f ms, moved %v, %d failed\n",
+		dr.Players, dr.MS, dr.Moved, dr.Failed)
+
 	c := r.Crash
 	ew.printf("\nCrash takeover (beat %.0f ms, presence TTL %.0f ms, every timing ×%g; %d crashes, %d profiles):\n",
 		c.BeatMS, c.TTLMS, c.Scale, c.Trials, c.Profiles)
