@@ -177,3 +177,26 @@ func TestMoveToAClosingTarget(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 }
+
+func TestAForgedPrepareHoldsNoJoin(t *testing.T) {
+	// A prepare naming a source that does not hold the key (forged, or
+	// stale) cannot flip: a join on the target reads the record once and
+	// goes on, without waiting out the prepare's window.
+	mp := newMovePair(t)
+	a := datadriver.PrepareMove(mp.db, "user:forged", datadriver.MovePrepare{ID: "f", From: "server-a", To: "server-b",
+		Window: 50 * time.Second, Data: encodedPlayer(t, 999)})
+	if !a.Accepted {
+		t.Fatalf("prepare: %+v", a)
+	}
+	start := time.Now()
+	q, err := mp.db.Join(ctxT(t), "user:forged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("the join waited %s behind a prepare that cannot flip", took)
+	}
+	if c := coins(q); c != 100 {
+		t.Fatalf("coins %d: the join took the prepare's data (999) instead of the record's defaults (100)", c)
+	}
+}

@@ -205,9 +205,12 @@ func (d *Driver[T]) resolveMove(in *moveIn[T]) {
 	case st.Token == in.accept.Token:
 		d.log.Info("a move's commit did not come; the record says its flip landed", "key", key, "move", in.m.ID)
 		d.installLocked(in, flipState{ver: st.Ver, epoch: st.Epoch, inboxSeq: st.InboxSeq, at: st.At, lockAt: st.Now})
-	case st.Now.UnixMilli() > in.m.Expiry:
-		d.log.Info("a move accepted here expired before its flip; dropped", "key", key, "move", in.m.ID,
-			"from", in.m.From)
+	case st.Now.UnixMilli() > in.m.Expiry || st.Job != in.m.From:
+		// Past the expiry the flip never lands; and a lock no longer the
+		// source's never carries the source's token again (a forged or
+		// stale prepare holds the key here no longer).
+		d.log.Info("a move accepted here cannot flip any more; dropped", "key", key, "move", in.m.ID,
+			"from", in.m.From, "holder", st.Job)
 		d.dropLocked(in)
 	default:
 		in.timer.Reset(time.Duration(in.m.Expiry-st.Now.UnixMilli())*time.Millisecond + moveResolveMargin)
@@ -402,7 +405,7 @@ func (d *Driver[T]) settleMove(ctx context.Context, in *moveIn[T]) {
 		case st.Token == in.accept.Token:
 			d.giveBackOnce(key, in.accept.Token, nil)
 			return
-		case st.Now.UnixMilli() > in.m.Expiry:
+		case st.Now.UnixMilli() > in.m.Expiry || st.Job != in.m.From:
 			return
 		default:
 			wait = time.Duration(in.m.Expiry-st.Now.UnixMilli())*time.Millisecond + moveResolveMargin

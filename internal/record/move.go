@@ -144,8 +144,9 @@ func ParseMove(v any) (MoveResult, error) {
 // landed: the lock and the data's version as they are, and the Redis time
 // of the read.
 type MoveState struct {
-	// Token is the lock token ("" when free or when there is no record).
-	Token string
+	// Token and Job are the lock's token and holder ("" when free or when
+	// there is no record).
+	Token, Job string
 	// Ver, Epoch and At are the record's ver, epoch and data write time.
 	Ver, Epoch int64
 	At         time.Time
@@ -165,12 +166,12 @@ func ReadMoveState(ctx context.Context, rdb redis.Scripter, key string) (MoveSta
 		return MoveState{}, err
 	}
 	arr, ok := v.([]any)
-	if !ok || len(arr) < 8 {
+	if !ok || len(arr) < 9 {
 		return MoveState{}, fmt.Errorf("%w: movestate answered %v", ErrUnexpectedAnswer, v)
 	}
 	now := time.Unix(num(arr[0]), num(arr[1])*1000)
 	return MoveState{Token: str(arr[2]), Ver: num(arr[3]), Epoch: num(arr[4]), At: msTime(arr[5]), ID: str(arr[6]),
-		InboxSeq: num(arr[7]), Now: now}, nil
+		InboxSeq: num(arr[7]), Job: str(arr[8]), Now: now}, nil
 }
 
 // moveFixedArgs is how many arguments every move.lua call has; the applied

@@ -5,11 +5,12 @@
 --
 -- KEYS[1]  the record hash <ns>:{<driver>:<key>}
 --
--- Answer: {seconds, microseconds, lock.token, ver, epoch, at, move.id, inbox.seq}, each
--- field false when absent (or when the key is not a hash).
+-- Answer: {seconds, microseconds, lock.token, ver, epoch, at, move.id, inbox.seq,
+-- lock.job}, each field false when absent (or when the key is not a hash).
 local t = redis.call('TIME')
-local f = redis.pcall('HMGET', KEYS[1], 'lock.token', 'ver', 'epoch', 'at', 'move.id', 'inbox.seq')
+local f = redis.pcall('HMGET', KEYS[1], 'lock.token', 'ver', 'epoch', 'at', 'move.id', 'inbox.seq', 'lock.job')
 if f.err then
   f = {}
 end
-return {t[1], t[2], f[1] or false, f[2] or false, f[3] or false, f[4] or false, f[5] or false, f[6] or false}
+return {t[1], t[2], f[1] or false, f[2] or false, f[3] or false, f[4] or false, f[5] or false, f[6] or false,
+  f[7] or false}
