@@ -50,6 +50,10 @@ const (
 	// against live sessions: it ends whatever session owns the key, so
 	// that session's later Update is illegal. Its Sess is the operator.
 	KindFree = "free"
+	// KindMove: a MoveTo of V by the session to another server (a
+	// release of V by the session to a server named by the move; the
+	// target's Join of it acquires V).
+	KindMove = "move"
 )
 
 // The outcomes of an operation (HistLine.Out on a return line).

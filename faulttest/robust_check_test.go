@@ -211,7 +211,8 @@ func (h history) failedUpdatesKept() []string {
 		if l.Ret {
 			kind = calls[l.Op].Kind
 		}
-		if ok && l.Op != c.Op && (kind == KindAcquire || kind == KindSave || kind == KindRelease || kind == KindLibRelease) {
+		if ok && l.Op != c.Op && (kind == KindAcquire || kind == KindSave || kind == KindRelease || kind == KindLibRelease ||
+			kind == KindMove) {
 			seen[*l.V] = true
 			out = append(out, fmt.Sprintf("update %s on %s (session %s) failed, yet %s %s carried its value %v", c.Op, c.Key, c.Sess, kind, l.Op, *l.V))
 		}

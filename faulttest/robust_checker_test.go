@@ -40,6 +40,8 @@ func TestModelRules(t *testing.T) {
 		{"save of unknown outcome by a former owner: refused, legal", regState{Owner: "b.1", Stored: v1, Mem: v1}, opIn{Kind: KindSave, Sess: "a.1", V: v2, Unknown: true}, opOut{}, true, regState{Owner: "b.1", Stored: v1, Mem: v1}},
 		{"release clears the owner", regState{Owner: "a.1", Stored: v1, Mem: v2}, opIn{Kind: KindRelease, Sess: "a.1", V: v2}, opOut{}, true, regState{Stored: v2}},
 		{"library release writes the owner's data", regState{Owner: "a.1", Stored: v1, Mem: v2}, opIn{Kind: KindLibRelease, Sess: "a.1", V: v2}, opOut{}, true, regState{Stored: v2}},
+		{"move hands the owner's data on", regState{Owner: "a.1", Stored: v1, Mem: v2}, opIn{Kind: KindMove, Sess: "a.1", V: v2}, opOut{}, true, regState{Stored: v2}},
+		{"move by a former owner", regState{Owner: "b.1", Stored: v1, Mem: v1}, opIn{Kind: KindMove, Sess: "a.1", V: v2}, opOut{}, false, regState{}},
 		{"release of data the owner does not have", regState{Owner: "a.1", Stored: v1, Mem: v1}, opIn{Kind: KindRelease, Sess: "a.1", V: v2}, opOut{}, false, regState{}},
 		{"an operator's free ends the owner", regState{Owner: "a.1", Stored: v1, Mem: v2}, opIn{Kind: KindFree, Sess: "operator"}, opOut{}, true, regState{Stored: v1}},
 		{"update by the owner of a freed lock", regState{Stored: v1}, opIn{Kind: KindUpdate, Sess: "a.1", From: v1, V: v2}, opOut{}, false, regState{}},

@@ -21,7 +21,9 @@ import (
 //     is from: this is what catches a profile live on two servers, and a
 //     change the library kept although the Update that made it failed;
 //   - save(s, v) and release(s, v) write v only while s owns the key and v
-//     is its data; a release clears the owner;
+//     is its data; a release clears the owner; a move (MoveTo) is a
+//     release of v to the server it names: s owns the key no more, the
+//     record holds v, and the target's Join acquires it;
 //   - free (an operator's unlock or repair --force that freed the lock)
 //     ends the owner, whoever it is: the stored value stays, and a later
 //     Update by the session that owned the key is illegal;
@@ -80,7 +82,7 @@ func stepReg(state, input, output any) (bool, any) {
 		return true, st
 	case KindFree:
 		return true, regState{Stored: st.Stored}
-	case KindSave, KindRelease, KindLibRelease:
+	case KindSave, KindRelease, KindLibRelease, KindMove:
 		if !owns || in.V != st.Mem {
 			// A write of unknown outcome by a session that does not own the
 			// key was refused by the fence: legal, and it changes nothing.

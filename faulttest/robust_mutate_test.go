@@ -80,7 +80,7 @@ func staleAcquire(ops []porcupine.Operation) ([]porcupine.Operation, bool) {
 		got := ops[a].Output.(opOut).V
 		for _, op := range ops {
 			in := inOf(op)
-			if in.Kind == KindSave || in.Kind == KindRelease || in.Kind == KindLibRelease {
+			if in.Kind == KindSave || in.Kind == KindRelease || in.Kind == KindLibRelease || in.Kind == KindMove {
 				if returned(op) && op.Return < ops[a].Call && in.V.N < got.N {
 					out := slices.Clone(ops)
 					out[a].Output = opOut{V: in.V}
@@ -120,7 +120,7 @@ func dropAckedSave(ops []porcupine.Operation) ([]porcupine.Operation, bool) {
 		var out []porcupine.Operation
 		for j, op := range ops {
 			o := inOf(op)
-			writes := o.Kind == KindSave || o.Kind == KindRelease || o.Kind == KindLibRelease
+			writes := o.Kind == KindSave || o.Kind == KindRelease || o.Kind == KindLibRelease || o.Kind == KindMove
 			if j == i || (writes && o.Sess == in.Sess && o.V == in.V) {
 				continue
 			}

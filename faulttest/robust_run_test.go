@@ -122,8 +122,8 @@ func (r *robustRun) report(h history, res runResult) {
 	for _, e := range h.endedAdoptions {
 		findings = append(findings, "FINDING under "+r.p.fault+": a Join adopted a retained profile that had ended already: "+e)
 	}
-	t.Logf("ROBUST | %s | %s | %d ops checked (%d of unknown outcome, %d failed left out) | %.0f ops/s before the fault, %d handoffs, %d takeovers | operator: %d verbs, %d freed a lock %v | %s | %v |",
-		r.p.fault, r.in.variant, res.ops, res.unknown, res.dropped, res.rate, res.handoffs, res.takeovers, res.verbs,
+	t.Logf("ROBUST | %s | %s | %d ops checked (%d of unknown outcome, %d failed left out) | %.0f ops/s before the fault, %d handoffs, %d takeovers, %d moves | operator: %d verbs, %d freed a lock %v | %s | %v |",
+		r.p.fault, r.in.variant, res.ops, res.unknown, res.dropped, res.rate, res.handoffs, res.takeovers, h.landedMoves(), res.verbs,
 		res.freed, res.answers, v.result, v.took.Round(time.Millisecond))
 	for _, f := range findings {
 		t.Log(f)
@@ -226,7 +226,7 @@ func (h history) takeovers() int {
 					n++
 				}
 				owner, released = in.Sess, false
-			case (in.Kind == KindRelease || in.Kind == KindLibRelease) && in.Sess == owner:
+			case (in.Kind == KindRelease || in.Kind == KindLibRelease || in.Kind == KindMove) && in.Sess == owner:
 				released = true
 			}
 		}
@@ -252,7 +252,7 @@ func (r *robustRun) start(job string, n int) *trafficServer {
 		"-job", job, "-ns", robustNamespace, "-driver", driverName, "-prefix", "r:", "-count", strconv.Itoa(robustKeys),
 		"-workers", strconv.Itoa(robustWorkers), "-seed", strconv.FormatInt(r.p.seed*10+int64(n), 10),
 		"-beat", "250ms", "-ttl", "1s", "-lock-wait", "2s", "-redis-timeout", "300ms", "-save-timeout", "1s",
-		"-nats", r.in.natsURL(job), "-log-level", "WARN"}
+		"-nats", r.in.natsURL(job), "-log-level", "WARN", "-move-to", otherJobs(job)}
 	if r.in.sentinels != "" {
 		args = append(args, "-sentinels", r.in.sentinels, "-master", r.in.master, "-min-replicas", strconv.Itoa(r.in.minReplicas))
 	} else {
@@ -338,4 +338,30 @@ func (s *trafficServer) stop(t *testing.T) {
 		t.Logf("gameserver %s did not exit within %v of SIGTERM; killed", s.job, exitWithin)
 		s.kill()
 	}
+}
+
+// otherJobs lists the robustness servers other than job, comma-separated:
+// where its workers may move their sessions.
+func otherJobs(job string) string {
+	var out []string
+	for _, j := range robustJobs {
+		if j != job {
+			out = append(out, j)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// landedMoves counts the moves (MoveTo) that landed: keys handed to a
+// chosen server with their data.
+func (h history) landedMoves() int {
+	n := 0
+	for _, ops := range h.keys {
+		for _, op := range ops {
+			if in := op.Input.(opIn); in.Kind == KindMove && !in.Unknown && returned(op) {
+				n++
+			}
+		}
+	}
+	return n
 }

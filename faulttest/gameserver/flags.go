@@ -47,6 +47,7 @@ type trafficConfig struct {
 	seed    int64
 	opEvery time.Duration // mean pause between one worker's operations
 	hold    time.Duration // how long a hold keeps a session idle
+	moveTo  string        // comma-separated JobIDs a worker may move its session to ("": none)
 }
 
 // keys lists the keys the server plays: prefix + first … prefix + first+count-1.
@@ -99,6 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Int64Var(&c.traffic.seed, "seed", 1, "traffic mode: seed of the workers' choices")
 	fs.DurationVar(&c.traffic.opEvery, "op-every", 10*time.Millisecond, "traffic mode: mean pause between a worker's operations")
 	fs.DurationVar(&c.traffic.hold, "hold", 150*time.Millisecond, "traffic mode: how long a hold keeps a session without operations")
+	fs.StringVar(&c.traffic.moveTo, "move-to", "", "traffic mode: comma-separated JobIDs a worker may move its session to (Profile.MoveTo)")
 	if err := fs.Parse(args); err != nil {
 		return c, errUsage
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,6 +150,13 @@ func (t *traffic) work(ctx context.Context, rng *rand.Rand) {
 			t.release(ctx, s)
 			t.unclaim(s.key)
 			s = nil
+		case r < 88 && t.cfg.traffic.moveTo != "":
+			targets := strings.Split(t.cfg.traffic.moveTo, ",")
+			t.move(ctx, s, targets[rng.IntN(len(targets))])
+			if s.p.Err() != nil {
+				t.unclaim(s.key)
+				s = nil
+			}
 		default:
 			sleep(ctx, t.cfg.traffic.hold)
 		}
@@ -375,4 +383,31 @@ func writeOutcome(err error) string {
 		return faulttest.OutFail
 	}
 	return faulttest.OutUnknown
+}
+
+// move moves the session to server to (Profile.MoveTo) and records it as a
+// write of its data: landed on nil; refused when it failed with the
+// session still live here (nothing moved); unknown when the session ended
+// otherwise meanwhile (a fence, a lost lock: the flip may have landed).
+func (t *traffic) move(ctx context.Context, s *tsession, to string) {
+	v := s.data()
+	s.mu.Lock()
+	if s.releasing {
+		s.mu.Unlock()
+		return
+	}
+	op := t.call(s, faulttest.KindMove, v)
+	s.mu.Unlock()
+	mctx, cancel := context.WithTimeout(ctx, callWithin)
+	defer cancel()
+	err := s.p.MoveTo(mctx, to)
+	out := faulttest.OutOK
+	switch {
+	case err == nil:
+	case s.p.Err() == nil:
+		out = faulttest.OutFail
+	default:
+		out = faulttest.OutUnknown
+	}
+	t.hist.Write(faulttest.HistLine{Ret: true, Op: op, Out: out, Err: errText(err)})
 }
