@@ -19,7 +19,7 @@ import (
 // acquire takes key's lock for a new profile, waiting on another server's
 // lock until deadline when wait is true.
 func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time, spec loadSpec, note *joinNote) (*Profile[T], error) {
-	wait, restoring := spec.remoteWait > 0, spec.restoring
+	wait := spec.remoteWait > 0
 	token, err := d.node.newToken()
 	if err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 				return nil, fmt.Errorf("load %q: %w: the presence lease lapsed while the lock was taken", key, ErrFenced)
 			}
 			note.how = res.How
-			return d.newProfile(ctx, key, token, &res, gen, sentAt, restoring)
+			return d.newProfile(ctx, key, token, &res, gen, sentAt, spec.mode)
 		}
 		l := res.Lock
 		if l.Job == d.node.jobID && args.StealJob == "" && d.node.claimedSince(sentAt.Add(-l.Age)) {
@@ -147,9 +147,10 @@ func (d *Driver[T]) acquireOnce(ctx context.Context, key string, args record.Acq
 // newProfile builds the profile for a record whose lock was just taken. A
 // record that does not decode is given back (its lock released, its data
 // untouched) and answered with a *CorruptRecordError (or a *MigrationError),
-// unless restoring, when the profile is marked corrupt instead.
+// unless restoring, when the profile is marked corrupt instead. A profile
+// loaded for a wipe is never decoded.
 func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record.AcquireResult, gen uint64,
-	sentAt time.Time, restoring bool) (*Profile[T], error) {
+	sentAt time.Time, mode loadMode) (*Profile[T], error) {
 	switch a.How {
 	case record.TakenStolen:
 		d.tel.Takeover(ctx, telemetry.TakeoverStopped)
@@ -177,8 +178,12 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		unknown *datacodec.Unknown
 		corrupt bool
 	)
-	if derr == nil {
-		data, unknown, corrupt, derr = d.decodeLoaded(key, a, restoring)
+	switch {
+	case derr != nil:
+	case mode == loadWipe:
+		corrupt = true // never decoded, never written: Wipe erases it
+	default:
+		data, unknown, corrupt, derr = d.decodeLoaded(key, a, mode == loadRestore)
 	}
 	p := &Profile[T]{
 		d:        d,
@@ -205,7 +210,7 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		p.w.joinedTo = a.Messages[n-1].ID
 	}
 	p.ctx, p.cancel = context.WithCancel(d.ctx)
-	if derr == nil {
+	if derr == nil && mode != loadWipe {
 		if derr = p.decodeMeta(a.UserIDs, a.Meta); derr != nil {
 			derr = &CorruptRecordError{Key: key, Path: "(user ids and metadata)", Err: derr}
 		}

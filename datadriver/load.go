@@ -96,14 +96,28 @@ func (d *Driver[T]) loadWait(opts LoadOptions) time.Duration {
 // load is the whole load: the same-server wait (and adoption), then the
 // acquire, waiting on another server's lock up to remoteWait.
 // loadSpec says how one load waits and what it accepts.
+// loadMode is what a load is for.
+type loadMode uint8
+
+const (
+	// loadPlay: a session for the game.
+	loadPlay loadMode = iota
+	// loadRestore: RestoreAt's session. A record whose data does not decode
+	// is accepted (RestoreAt replaces it with a kept version): the profile is
+	// marked corrupt and never writes its own data.
+	loadRestore
+	// loadWipe: Wipe's session, which only erases the record under its lock:
+	// the data is not decoded, no message is applied, and the profile never
+	// writes data.
+	loadWipe
+)
+
 type loadSpec struct {
 	// localWait bounds the wait for a load or leave of the key on this Node,
 	// remoteWait the wait for another server's lock.
 	localWait, remoteWait time.Duration
-	// restoring accepts a record whose data does not decode (RestoreAt
-	// replaces it with a kept version): the profile is marked corrupt and
-	// never writes its own data.
-	restoring bool
+	// mode says what the profile is loaded for: play, a restore or a wipe.
+	mode loadMode
 	// note, when set, records what the load did (Join's path).
 	note *joinNote
 }

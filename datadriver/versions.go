@@ -195,7 +195,7 @@ func (d *Driver[T]) ReadVersion(ctx context.Context, key string, t time.Time) (T
 // nothing of it is written.
 func (d *Driver[T]) RestoreAt(ctx context.Context, key string, t time.Time, opts LoadOptions) (*Profile[T], error) {
 	w := d.loadWait(opts)
-	p, err := d.load(ctx, key, loadSpec{localWait: w, remoteWait: w, restoring: true})
+	p, err := d.load(ctx, key, loadSpec{localWait: w, remoteWait: w, mode: loadRestore})
 	if err != nil {
 		return nil, err
 	}

@@ -138,11 +138,33 @@ func (h *History) readUnlisted(ctx context.Context, rdb redis.Cmdable, key strin
 	return nil
 }
 
-// Wipe erases the record at key and every key beside it (Keys)
-// unconditionally: one round trip. It reports whether there was any.
-func Wipe(ctx context.Context, rdb redis.Scripter, key string) (bool, error) {
-	n, err := wipeScript.Run(ctx, rdb, Keys(key)).Int64()
-	return n > 0, err
+// ErrWipeLost is wipe.lua's answer when the lock is not the caller's:
+// nothing was erased.
+var ErrWipeLost = errors.New("the lock is not this session's")
+
+// Wipe erases the record at key and every key beside it (Keys) under the
+// lock one of tokens names (a session's token, then the earlier ones an
+// adoption has not moved yet): one round trip. Without that lock it erases
+// nothing and answers an error wrapping ErrWipeLost.
+func Wipe(ctx context.Context, rdb redis.Scripter, key string, tokens ...string) error {
+	if len(tokens) == 0 || tokens[0] == "" {
+		return fmt.Errorf("record: wipe %s: no token", key)
+	}
+	args := make([]any, len(tokens))
+	for i, t := range tokens {
+		args[i] = t
+	}
+	v, err := wipeScript.Run(ctx, rdb, Keys(key), args...).Slice()
+	if err != nil {
+		return err
+	}
+	switch str(elem(v, 0)) {
+	case "OK":
+		return nil
+	case "LOST":
+		return fmt.Errorf("%w (held under another token or free)", ErrWipeLost)
+	}
+	return fmt.Errorf("record: wipe %s: unexpected answer %v", key, v)
 }
 
 // ListForKeep lists the history of the record at key for a write that
