@@ -82,7 +82,7 @@ func (n *Node) startHandoff() error {
 	n.handoff, err = lockhandoff.New(lockhandoff.Config{
 		JobID: n.jobID, Bus: bus, Presence: pres,
 		Beat: pres.Config().Beat, RequestRepeat: cfg.RequestRepeat, ParkMin: cfg.ParkMin, ParkMax: cfg.ParkMax,
-		Clock: n.clock, Logger: n.log, Trace: n.tel.HandoffTrace(),
+		Clock: n.clock, Logger: n.log, Trace: handoffTrace(n.tel),
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
