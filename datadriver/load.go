@@ -30,7 +30,7 @@ func (d *Driver[T]) Join(ctx context.Context, key string) (*Profile[T], error) {
 	start := d.node.clock.Now()
 	ctx = d.tel.StartJoin(ctx, key)
 	note := &joinNote{}
-	p, err := d.load(ctx, key, loadSpec{localWait: local, remoteWait: d.cfg.LockWait, note: note})
+	p, err := d.load(ctx, key, loadSpec{localWait: local, remoteWait: d.cfg.LockWait, mode: loadPlay, note: note})
 	took := d.node.clock.Since(start)
 	d.tel.JoinDone(ctx, took, note.path(), joinOutcome(ctx, err), err)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ckernel/playerdata/internal/telemetry"
 	"time"
 
 	"github.com/ckernel/playerdata/internal/record"
@@ -108,7 +107,7 @@ func (p *Profile[T]) readyForTrade(ctx context.Context) error {
 	adopting := len(p.earlier) > 0
 	p.d.mu.Unlock()
 	if unsettled || adopting {
-		if err := p.write(ctx, record.ModeSave, telemetry.WriteAutosave); err != nil {
+		if err := p.write(ctx, writeAutosave); err != nil {
 			return fmt.Errorf("%w: the record is not in step with the profile: %w", ErrTradePending, err)
 		}
 	}

@@ -66,8 +66,9 @@ func (p *Profile[T]) snapshot() (snapshot, error) {
 // release also clears the lock, a refresh sends no data. An error that ends
 // the session (the lock is another's, the record is gone or broken, the
 // lease passed) ends it here, and carries its cause.
-func (p *Profile[T]) write(ctx context.Context, mode record.WriteMode, kind telemetry.WriteKind) error {
+func (p *Profile[T]) write(ctx context.Context, kind writeKind) error {
 	d := p.d
+	mode := kind.mode()
 	if p.ended.Load() != nil {
 		return p.Err()
 	}
@@ -75,13 +76,13 @@ func (p *Profile[T]) write(ctx context.Context, mode record.WriteMode, kind tele
 	if err != nil {
 		return fmt.Errorf("%s %q: %w", mode, p.key, err)
 	}
-	req, snap, tooLarge, err := p.buildWrite(mode, kind, trade)
+	req, snap, tooLarge, err := p.buildWrite(kind, trade)
 	if err != nil {
 		p.fenceOn(err)
 		return err
 	}
-	durable := kind == telemetry.WriteSave || kind == telemetry.WriteRelease || kind == telemetry.WriteAdopt
-	wctx, span := d.tel.StartWrite(ctx, kind, p.key)
+	durable := kind.durable()
+	wctx, span := d.tel.StartWrite(ctx, kind.metric(), p.key)
 	started := d.node.clock.Now()
 	var res writeRes
 	var acked int64
@@ -115,14 +116,15 @@ func (p *Profile[T]) write(ctx context.Context, mode record.WriteMode, kind tele
 // buildWrite makes the arguments of one write. A release of data over
 // MaxDataBytes frees the lock with the last data that fit (tooLarge says
 // so); a save of it is refused.
-func (p *Profile[T]) buildWrite(mode record.WriteMode, kind telemetry.WriteKind, trade string) (
+func (p *Profile[T]) buildWrite(kind writeKind, trade string) (
 	record.SaveArgs, snapshot, error, error) {
 	d := p.d
+	mode := kind.mode()
 	d.mu.Lock()
 	req := record.SaveArgs{Mode: mode, Token: p.token, Earlier: slices.Clone(p.earlier), Trade: trade,
 		MaxAttempts: d.cfg.MaxMessageAttempts}
 	d.mu.Unlock()
-	if kind == telemetry.WriteRefresh {
+	if !kind.carriesData() {
 		if err := p.leaseErr(d.node.clock.Now()); err != nil {
 			return req, snapshot{}, nil, err
 		}
