@@ -121,11 +121,9 @@ func (d *Driver[T]) acquireOnce(ctx context.Context, key string, args record.Acq
 	cctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout+d.node.cfg.ReplicaTimeout)
 	defer cancel()
 	actx, span := d.tel.StartAcquire(cctx)
-	v, acked, err := d.node.runReplicated(actx, args.Call(d.recordKey(key)))
-	var res record.AcquireResult
-	if err == nil {
-		res, err = record.ParseAcquire(v)
-	}
+	call := args.Call(d.recordKey(key))
+	v, acked, err := d.node.runReplicated(actx, call.Call)
+	res, err := call.Answer(v, err)
 	if want := d.node.cfg.MinReplicas; err == nil && res.Outcome == record.Acquired && want > 0 && acked < int64(want) {
 		// A lock that a failover could lose is no lock: another server could
 		// take the key from the promoted replica while this one plays it.

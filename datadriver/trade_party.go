@@ -27,7 +27,7 @@ type party interface {
 	copyForTrade() (any, error)
 	imageOf(copy any) ([]byte, error)
 	lockInfo() (token string, ver int64)
-	settleCall(id, token string, img []byte, schema, schemaMin int) rscript.Call
+	settleCall(id, token string, img []byte, schema, schemaMin int) rscript.Pending[record.SaveResult]
 	settleResult(res record.SaveResult, err error, sentAt time.Time) (writeRes, error)
 	imageSchema() (schema, schemaMin int)
 	applyImage(copy any, img []byte)
@@ -162,7 +162,7 @@ func (p *Profile[T]) imageOf(c any) ([]byte, error) {
 	return b, nil
 }
 
-func (p *Profile[T]) settleCall(id, token string, img []byte, schema, schemaMin int) rscript.Call {
+func (p *Profile[T]) settleCall(id, token string, img []byte, schema, schemaMin int) rscript.Pending[record.SaveResult] {
 	return p.d.writeCall(p.key, record.SaveArgs{Mode: record.ModeSettle, Token: token, Trade: id, Data: img,
 		Schema: schema, SchemaMin: schemaMin, Sum: record.RecordSum(img, schema, schemaMin, p.w.uids, p.w.meta)})
 }

@@ -282,18 +282,16 @@ func (d *Driver[T]) writeWait(ctx context.Context, key string, a record.SaveArgs
 	ctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout+d.node.cfg.ReplicaTimeout)
 	defer cancel()
 	sentAt := d.node.clock.Now()
-	v, acked, err := d.node.runReplicated(ctx, d.writeCall(key, a))
-	var res record.SaveResult
-	if err == nil {
-		res, err = record.ParseSave(v)
-	}
+	call := d.writeCall(key, a)
+	v, acked, err := d.node.runReplicated(ctx, call.Call)
+	res, err := call.Answer(v, err)
 	w, err := d.writeResult(key, a.Mode, res, err, sentAt)
 	return w, acked, err
 }
 
 // writeCall is save.lua's call for a, to run in a pipeline (see writeResult
-// for its answer).
-func (d *Driver[T]) writeCall(key string, a record.SaveArgs) rscript.Call {
+// for what its answer means).
+func (d *Driver[T]) writeCall(key string, a record.SaveArgs) rscript.Pending[record.SaveResult] {
 	return d.saveArgs(a).Call(d.recordKey(key))
 }
 

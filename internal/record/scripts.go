@@ -42,12 +42,16 @@ var (
 
 // The scripts are immutable values shared by every client.
 var (
-	acquireScript  = rscript.New(ScriptAcquire, acquireSrc)
-	saveScript     = rscript.New(ScriptSave, saveSrc)
-	prepareScript  = rscript.New(ScriptPrepare, prepareSrc)
+	acquireScript = rscript.NewTyped(ScriptAcquire, acquireSrc, rscript.Protocol[AcquireArgs, AcquireResult]{
+		Keys: AcquireArgs.keys, Args: AcquireArgs.argv, Parse: ParseAcquireArgs, Answer: ParseAcquire})
+	saveScript = rscript.NewTyped(ScriptSave, saveSrc, rscript.Protocol[SaveArgs, SaveResult]{
+		Keys: SaveArgs.keys, Args: SaveArgs.argv, Parse: ParseSaveArgs, Answer: ParseSave})
+	prepareScript = rscript.NewTyped(ScriptPrepare, prepareSrc, rscript.Protocol[PrepareArgs, PrepareResult]{
+		Keys: PrepareArgs.keys, Args: PrepareArgs.argv, Parse: ParsePrepareArgs, Answer: ParsePrepare})
+	sendScript = rscript.NewTyped(ScriptSend, sendSrc, rscript.Protocol[sendCall, SendResult]{
+		Keys: sendCall.keys, Args: sendCall.argv, Parse: parseSendCall, Answer: ParseSend})
 	versionsScript = rscript.New(ScriptVersions, versionsSrc)
 	wipeScript     = rscript.New(ScriptWipe, wipeSrc)
-	sendScript     = rscript.New(ScriptSend, sendSrc)
 	replayScript   = rscript.New(ScriptReplay, replaySrc)
 	repairScript   = rscript.New(ScriptRepair, repairSrc)
 	freeScript     = rscript.New(ScriptFree, freeSrc)
@@ -55,6 +59,6 @@ var (
 
 // Scripts lists the record's scripts (for an rscript.Catalog).
 func Scripts() []*rscript.Script {
-	return []*rscript.Script{acquireScript, saveScript, prepareScript, versionsScript, wipeScript, sendScript, replayScript, repairScript,
-		freeScript}
+	return []*rscript.Script{acquireScript.Script, saveScript.Script, prepareScript.Script, versionsScript, wipeScript,
+		sendScript.Script, replayScript, repairScript, freeScript}
 }
