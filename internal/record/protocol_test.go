@@ -60,6 +60,10 @@ func TestEveryScriptsArgumentsReadBack(t *testing.T) {
 			return a
 		}()}},
 		{"prepare", roundTrip[PrepareArgs, PrepareResult]{s: prepareScript, a: PrepareArgs{Token: "t", Trade: "tr", Ver: 42}}},
+		{"free", roundTrip[FreeArgs, FreeResult]{s: freeScript, a: FreeArgs{Token: "t", Job: "a", MaxAge: 3 * time.Second}}},
+		{"wipe", roundTrip[WipeArgs, bool]{s: wipeScript, a: WipeArgs{Tokens: []string{"t", "earlier"}}}},
+		{"repair", roundTrip[RepairArgs, RepairResult]{s: repairScript, a: RepairArgs{DryRun: true, Force: true,
+			Skew: time.Second, FlagToken: "t", Aside: ":corrupt:1"}}},
 		{"send", roundTrip[sendCall, SendResult]{s: sendScript, a: sendCall{body: []byte("gift"), args: SendArgs{MaxInbox: 100,
 			IdempotencyKey: "order-1", IdempotencyWindow: time.Hour, IdempotencyKeys: 1000}}}},
 	}

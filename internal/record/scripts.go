@@ -51,14 +51,17 @@ var (
 	sendScript = rscript.NewTyped(ScriptSend, sendSrc, rscript.Protocol[sendCall, SendResult]{
 		Keys: sendCall.keys, Args: sendCall.argv, Parse: parseSendCall, Answer: ParseSend})
 	versionsScript = rscript.New(ScriptVersions, versionsSrc)
-	wipeScript     = rscript.New(ScriptWipe, wipeSrc)
-	replayScript   = rscript.New(ScriptReplay, replaySrc)
-	repairScript   = rscript.New(ScriptRepair, repairSrc)
-	freeScript     = rscript.New(ScriptFree, freeSrc)
+	wipeScript     = rscript.NewTyped(ScriptWipe, wipeSrc, rscript.Protocol[WipeArgs, bool]{
+		Keys: WipeArgs.keys, Args: WipeArgs.argv, Parse: parseWipeArgs, Answer: parseWipe})
+	repairScript = rscript.NewTyped(ScriptRepair, repairSrc, rscript.Protocol[RepairArgs, RepairResult]{
+		Keys: RepairArgs.keys, Args: RepairArgs.argv, Parse: ParseRepairArgs, Answer: ParseRepair})
+	freeScript = rscript.NewTyped(ScriptFree, freeSrc, rscript.Protocol[FreeArgs, FreeResult]{
+		Keys: FreeArgs.keys, Args: FreeArgs.argv, Parse: ParseFreeArgs, Answer: ParseFree})
+	replayScript = rscript.New(ScriptReplay, replaySrc)
 )
 
 // Scripts lists the record's scripts (for an rscript.Catalog).
 func Scripts() []*rscript.Script {
-	return []*rscript.Script{acquireScript.Script, saveScript.Script, prepareScript.Script, versionsScript, wipeScript,
-		sendScript.Script, replayScript, repairScript, freeScript}
+	return []*rscript.Script{acquireScript.Script, saveScript.Script, prepareScript.Script, versionsScript, wipeScript.Script,
+		sendScript.Script, replayScript, repairScript.Script, freeScript.Script}
 }
