@@ -4,8 +4,12 @@ import (
 	"errors"
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/rscript"
+	"github.com/ckernel/playerdata/testsupport"
+	"github.com/ckernel/playerdata/transactions"
 )
 
 // TestPeekNewPlayer: a key never saved peeks as Defaults, and the peek
@@ -164,5 +168,61 @@ func TestPeekRecordKeyNotAHash(t *testing.T) {
 	}
 	if _, err := d.Peek(ctx, ""); !errors.Is(err, datadriver.ErrInvalidKey) {
 		t.Fatalf("Peek of an empty key: %v; want ErrInvalidKey", err)
+	}
+}
+
+// TestPeekCommittedTrade: a record marked with a trade whose journal says
+// COMMITTED, and whose image was not written into it yet (a settle that did
+// not land), peeks as the trade left it; one whose trade is only PREPARED
+// peeks as stored. Nothing is written.
+func TestPeekCommittedTrade(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a")
+	d := players(t, a)
+	ctx := ctxT(t)
+	rdb := r.Client(t)
+	j := transactions.New(rdb, r.Namespace, time.Hour)
+	for _, tc := range []struct {
+		id     string
+		commit bool
+		want   int
+	}{{"t-prepared", false, 100}, {"t-committed", true, 50}} {
+		key := "buyer-" + tc.id
+		p, err := d.Join(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = p.Update(func(d *player) { d.Coins = 100 })
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		img, err := msgpackMarshal(player{Coins: 50, Items: map[string]int{"sword": 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		call, err := j.BeginCall(tc.id, "server-a", []transactions.Participant{{Driver: "PlayerData", Key: key, Token: "t", Ver: 1, Image: img}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals, errs := rscript.Run(ctx, rdb, []rscript.Call{call})
+		if err := transactions.Begun(tc.id, vals[0], errs[0]); err != nil {
+			t.Fatal(err)
+		}
+		if tc.commit {
+			if err := j.Commit(ctx, tc.id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rdb.HSet(ctx, datadriver.RecordKey(r.Namespace, "PlayerData", key), "trade", tc.id).Err(); err != nil {
+			t.Fatal(err)
+		}
+		before := recordFields(t, r, "PlayerData", key)
+		got, err := d.Peek(ctx, key)
+		if err != nil || got.Coins != tc.want {
+			t.Fatalf("Peek of a record marked with trade %s = %+v, %v; want %d coins", tc.id, got, err, tc.want)
+		}
+		if after := recordFields(t, r, "PlayerData", key); !maps.Equal(before, after) {
+			t.Fatalf("Peek changed the record:\nbefore %v\nafter  %v", before, after)
+		}
 	}
 }
