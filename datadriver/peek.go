@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/vmihailenco/msgpack/v5"
@@ -120,7 +121,7 @@ func (d *Driver[T]) readPeek(ctx context.Context, key string) (peekRecord, error
 // another type).
 func isWrongType(err error) bool {
 	var re redis.Error
-	return errors.As(err, &re) && len(re.Error()) >= 9 && re.Error()[:9] == "WRONGTYPE"
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "WRONGTYPE")
 }
 
 // checkPeek refuses what acquire.lua and a join's decode refuse: a field

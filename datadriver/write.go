@@ -111,7 +111,8 @@ func (p *Profile[T]) write(ctx context.Context, mode record.WriteMode, kind tele
 			mode, p.key, ErrNotReplicated, acked, want, d.node.cfg.ReplicaTimeout)}
 	}
 	if kind != telemetry.WriteRefresh { // an autosave waits for no replica
-		p.noteSaved(snap, tooLarge == nil && !p.w.corrupt, mode == record.ModeRelease, want == 0 || (durable && notReplicated == nil))
+		replicated := want == 0 || (durable && notReplicated == nil)
+		p.noteSaved(snap, tooLarge == nil && !p.w.corrupt, mode == record.ModeRelease, replicated)
 	}
 	if tooLarge != nil {
 		return &landedButErr{fmt.Errorf("%w (released with the last data that fit)", tooLarge)}
