@@ -23,6 +23,9 @@ var peekFields = []string{record.FieldFormat, record.FieldData, record.FieldSche
 type peekRecord struct {
 	stored record.StoredRecord
 	trade  string
+	// epoch and inboxSeqField are the record's epoch and inbox.seq as
+	// stored (checked as acquire.lua checks them).
+	epoch, inboxSeqField string
 	// acquired: the record was ever acquired (it has an epoch or data); a
 	// record that never was holds at most a Send's inbox.seq.
 	acquired bool
@@ -105,11 +108,13 @@ func (d *Driver[T]) readPeek(ctx context.Context, key string) (peekRecord, error
 	r := peekRecord{
 		stored: record.StoredRecord{Format: s(0), Schema: s(2), SchemaMin: s(3), UserIDs: []byte(s(4)),
 			Meta: []byte(s(5)), Ver: s(6), At: s(7), Sum: s(8)},
-		trade:       s(9),
-		acquired:    v[10] != nil || v[1] != nil,
-		inboxSeq:    v[11] != nil,
-		histExists:  hist.Val() > 0,
-		inboxExists: inbox.Val() > 0,
+		trade:         s(9),
+		epoch:         s(10),
+		inboxSeqField: s(11),
+		acquired:      v[10] != nil || v[1] != nil,
+		inboxSeq:      v[11] != nil,
+		histExists:    hist.Val() > 0,
+		inboxExists:   inbox.Val() > 0,
 	}
 	if v[1] != nil {
 		r.stored.Data = []byte(s(1)) // nil stays nil: a record without data reads as Defaults
@@ -141,7 +146,8 @@ func (d *Driver[T]) checkPeek(key string, r peekRecord) error {
 		}
 	}
 	for _, c := range []struct{ name, v string }{{record.FieldSchemaMin, st.SchemaMin}, {record.FieldSchema, st.Schema},
-		{record.FieldVer, st.Ver}, {record.FieldAt, st.At}} {
+		{record.FieldEpoch, r.epoch}, {record.FieldVer, st.Ver}, {record.FieldAt, st.At},
+		{record.FieldInboxSeq, r.inboxSeqField}} {
 		if _, err := strconv.ParseUint(c.v, 10, 50); c.v != "" && err != nil {
 			return d.corruptField(key, record.CorruptField{Field: c.name, Why: "not an integer"})
 		}

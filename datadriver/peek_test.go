@@ -114,6 +114,7 @@ func TestPeekBrokenRecord(t *testing.T) {
 	}{
 		{"data not msgpack", "data", "\xc1\xc1garbage", datadriver.ErrCorruptRecord, "data"},
 		{"ver not an integer", "ver", "seven", datadriver.ErrCorruptRecord, "ver"},
+		{"epoch not an integer", "epoch", "1e3", datadriver.ErrCorruptRecord, "epoch"},
 		{"newer format", "fmt", "99", datadriver.ErrSchemaTooNew, ""},
 		{"newer min-reader", "schema.min", "5", datadriver.ErrSchemaTooNew, ""},
 	}
