@@ -91,10 +91,11 @@ func (d *Driver[T]) Where(ctx context.Context, key string) (Holder, error) {
 	}
 	h.JobID, h.Presence, h.Local = job, flag == "1", job == d.node.jobID
 	h.Since = record.LockSince(fieldString(vals[3]), h.Epoch)
-	rd := d.reader.Read(ctx, job)
-	if h.Local {
-		rd = presence.Reading{Status: presence.Alive}
+	if h.Local { // this Node: alive while its lease holds, or its sessions end first
+		h.Status = presence.Alive
+		return h, nil
 	}
+	rd := d.reader.Read(ctx, job)
 	h.Status = rd.Status
 	if rd.Err != nil {
 		return h, fmt.Errorf("where %q: %w", key, rd.Err)
