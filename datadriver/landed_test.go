@@ -216,3 +216,35 @@ func TestOnSavedSaysNotReplicated(t *testing.T) {
 	}
 	_ = p.Release(ctx)
 }
+
+// TestOnSavedAfterATrade: a trade's settle is a landed write of each
+// profile: OnSaved hears it at the new version, counting no Update the
+// trade did not store.
+func TestOnSavedAfterATrade(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	s := newServer(t, r, "server-a")
+	var log savedLog
+	d := players(t, s, func(c *datadriver.Config[player]) { c.OnSaved = log.on })
+	ctx := ctxT(t)
+	seller, buyer := tradePair(t, d, "ts-seller", "ts-buyer") // one save each: ver 1
+	before := log.awaitSaved(t, 2)
+	if err := datadriver.Trade(ctx, sellSword(seller, buyer), seller, buyer); err != nil {
+		t.Fatal(err)
+	}
+	got := log.awaitSaved(t, 4)[2:]
+	for _, p := range []*datadriver.Profile[player]{seller, buyer} {
+		var sv *datadriver.Saved
+		for i := range got {
+			if got[i].Key == p.Key() {
+				sv = &got[i]
+			}
+		}
+		if sv == nil || sv.Ver != 2 || sv.Updates != 1 || !sv.Replicated || sv.Released || p.LastSaved() != *sv {
+			t.Fatalf("OnSaved after the trade for %s = %+v (before %+v), LastSaved %+v; want ver 2, the 1 Update of "+
+				"its first save", p.Key(), got, before, p.LastSaved())
+		}
+		if f := recordFields(t, r, "PlayerData", p.Key()); f["ver"] != "2" {
+			t.Fatalf("%s's record is at ver %q, want 2", p.Key(), f["ver"])
+		}
+	}
+}
