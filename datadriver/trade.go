@@ -255,7 +255,7 @@ func (r *tradeRun) settle(ctx context.Context, tx *Tx, parts []transactions.Part
 		res, err := p.settleResult(sres, serr, sentAt)
 		switch {
 		case err == nil:
-			p.settled(res, r.images[i])
+			p.settled(res, r.images[i], r.notReplicated == nil)
 			settled = append(settled, i)
 		case errors.Is(err, ErrLockLost):
 			p.loseLock(err) // its next owner settles it from the journal

@@ -31,7 +31,7 @@ type party interface {
 	settleResult(res record.SaveResult, err error, sentAt time.Time) (writeRes, error)
 	imageSchema() (schema, schemaMin int)
 	applyImage(copy any, img []byte)
-	settled(res writeRes, img []byte)
+	settled(res writeRes, img []byte, replicated bool)
 	setPending(pt *pendingTrade)
 	loseLock(err error)
 	// checkLease is nil while the profile may still change (see lease.go);
@@ -184,11 +184,13 @@ func (p *Profile[T]) applyImage(c any, _ []byte) {
 	p.data = *c.(*T)
 }
 
-// settled records a landed settle write (the trade borrows the owner).
-func (p *Profile[T]) settled(res writeRes, img []byte) {
+// settled records a landed settle write (the trade borrows the owner);
+// replicated: the trade's commit is on MinReplicas replicas.
+func (p *Profile[T]) settled(res writeRes, img []byte, replicated bool) {
 	if res.How == record.HowAlreadySettled {
 		return
 	}
+	defer p.noteSaved(snapshot{}, false, false, replicated)
 	p.w.ver, p.w.lastData = res.Ver, img
 	p.w.schema, p.w.schemaMin = p.imageSchema()
 	p.w.stored = record.KeptMeta{At: res.At, Schema: p.w.schema, SchemaMin: p.w.schemaMin}

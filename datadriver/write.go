@@ -27,6 +27,7 @@ var errRecordGone = errors.New("the record vanished from Redis while held (delet
 type snapshot struct {
 	data, uids, meta []byte
 	metaGen          uint64
+	updates          uint64 // Profile.Updates when it was taken
 	applied          []string
 	refused          []record.Refusal
 }
@@ -48,7 +49,8 @@ func (p *Profile[T]) snapshot() (snapshot, error) {
 	if err := p.leaseErr(p.d.node.clock.Now()); err != nil {
 		return snapshot{}, err
 	}
-	s := snapshot{metaGen: p.metaGen, applied: slices.Clone(p.applied), refused: slices.Clone(p.refused)}
+	s := snapshot{metaGen: p.metaGen, updates: p.updates.Load(), applied: slices.Clone(p.applied),
+		refused: slices.Clone(p.refused)}
 	var err error
 	if s.data, err = p.d.codec.Encode(&p.data, p.unknown); err != nil || s.metaGen == p.metaSaved {
 		return s, err
@@ -103,14 +105,20 @@ func (p *Profile[T]) write(ctx context.Context, kind writeKind) error {
 		return err
 	}
 	p.landed(req, snap, res, trade)
+	var notReplicated error
+	want := d.node.cfg.MinReplicas
+	if durable && want > 0 && acked < int64(want) {
+		notReplicated = &landedButErr{fmt.Errorf("%s %q: %w: %d of %d replicas acknowledged within %s",
+			mode, p.key, ErrNotReplicated, acked, want, d.node.cfg.ReplicaTimeout)}
+	}
+	if kind != telemetry.WriteRefresh { // an autosave waits for no replica
+		replicated := want == 0 || (durable && notReplicated == nil)
+		p.noteSaved(snap, tooLarge == nil && !p.w.corrupt, mode == record.ModeRelease, replicated)
+	}
 	if tooLarge != nil {
 		return &landedButErr{fmt.Errorf("%w (released with the last data that fit)", tooLarge)}
 	}
-	if want := d.node.cfg.MinReplicas; durable && want > 0 && acked < int64(want) {
-		return &landedButErr{fmt.Errorf("%s %q: %w: %d of %d replicas acknowledged within %s",
-			mode, p.key, ErrNotReplicated, acked, want, d.node.cfg.ReplicaTimeout)}
-	}
-	return nil
+	return notReplicated
 }
 
 // buildWrite makes the arguments of one write. A release of data over

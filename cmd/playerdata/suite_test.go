@@ -29,6 +29,8 @@ var cliSuite = []struct {
 	{"MistypedDriver", testMistypedDriver},
 	{"Locks", testLocks},
 	{"LocksScanIsBounded", testLocksScanIsBounded},
+	{"Where", testWhere},
+	{"WhereOfACrashedHolder", testWhereOfACrashedHolder},
 	{"UnlockRefusesALiveHolder", testUnlockRefusesALiveHolder},
 	{"UnlockFreesACrashedHoldersLock", testUnlockFreesACrashedHoldersLock},
 	{"UnlockOfAnUnknownHolder", testUnlockOfAnUnknownHolder},
