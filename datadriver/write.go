@@ -111,7 +111,7 @@ func (p *Profile[T]) write(ctx context.Context, kind writeKind) error {
 		notReplicated = &landedButErr{fmt.Errorf("%s %q: %w: %d of %d replicas acknowledged within %s",
 			mode, p.key, ErrNotReplicated, acked, want, d.node.cfg.ReplicaTimeout)}
 	}
-	if kind != telemetry.WriteRefresh { // an autosave waits for no replica
+	if kind.carriesData() { // a refresh writes no data; an autosave waits for no replica
 		replicated := want == 0 || (durable && notReplicated == nil)
 		p.noteSaved(snap, tooLarge == nil && !p.w.corrupt, mode == record.ModeRelease, replicated)
 	}
