@@ -177,8 +177,12 @@ func describe(level slog.Level, msg string, a map[string]string) (text string, k
 	case msg == "handoff: stale lock whose holder is not alive":
 		return fmt.Sprintf("the lock is past LockTTL+LockSkew and %s reads %s", a["holder"], a["presence"]), kindWarn, ""
 	case strings.HasPrefix(msg, "handoff: server ") && strings.HasSuffix(msg, "stopped beating presence"):
-		return fmt.Sprintf("%s proven stopped: two stopped presence reads a beat apart (silent for %s)",
-			a["holder"], a["silent_for"]), kindWarn, ""
+		silence := "its last beat " + a["silent_for"] + " ago"
+		if a["silent_for"] == "" {
+			silence = "silent for at least " + a["silent_for_at_least"]
+		}
+		return fmt.Sprintf("%s proven stopped: two stopped presence reads a beat apart (%s)",
+			a["holder"], silence), kindWarn, ""
 	case strings.HasPrefix(msg, "presence: new Redis run detected"):
 		return "the presence hash is new (fresh namespace or Redis run): for one TTL a missing beat reads unknown, " +
 			"never stopped", kindNote, ""
