@@ -77,8 +77,8 @@ func WriteReport(dir string, r *Result) error {
 	err = reportTmpl.Execute(f, map[string]any{
 		"R": r, "Rows": rows, "Warning": Warning,
 		"Embedded": r.Machine.EmbeddedRedis || r.Machine.EmbeddedNATS,
-		"Commands": map[string]string{sysOurs: commandLine(r.CycleCommands[sysOurs]),
-			sysRaw: commandLine(r.CycleCommands[sysRaw]), sysRedsync: commandLine(r.CycleCommands[sysRedsync])},
+		"Commands": map[string]string{sysOurs: commandLine(r.CycleCommands[sysOurs], r.stats()),
+			sysRaw: commandLine(r.CycleCommands[sysRaw], r.stats()), sysRedsync: commandLine(r.CycleCommands[sysRedsync], r.stats())},
 		"Systems": systems,
 		"Charts":  map[string]string{"Throughput": ChartThroughput, "CPU": ChartRedisCPU, "Handoff": ChartHandoff, "CDF": ChartHandoffCDF},
 	})
