@@ -30,7 +30,7 @@ var expectations = map[string]expected{
 	`playerdata inspect --namespace mygame --driver playerdata user:42`: {2, "",
 		"cli.md: a driver with no record in the namespace (its shown output)"},
 	`playerdata locks --namespace mygam --job game-7f9c2`: {2, "", "cli.md: a namespace that holds nothing (its shown output)"},
-	`playerdata locks --namespace mygame --job game-7f9`: {2, "", "cli.md: a --job that names no server (its shown output)"},
+	`playerdata locks --namespace mygame --job game-7f9`:  {2, "", "cli.md: a --job that names no server (its shown output)"},
 	`playerdata replay --namespace mygame --driver PlayerData user:42 1718000000000-0`: {2, "neither a dead letter nor a waiting message",
 		"cli.md: an id that is neither a dead letter nor a waiting message of the profile is refused (status 2); the fixture has none"},
 	`playerdata unlock --namespace mygame --driver PlayerData --dry-run user:42`: {1, "is alive",

@@ -167,10 +167,10 @@ type runResult struct {
 
 // runner runs the commands of the pages against the test's servers.
 type runner struct {
-	root     string            // the repository root: the working directory of every command
-	bin      map[string]string // "playerdata", "playerdata-bench" → built binary
-	env      map[string]string // REDIS_URL, NATS_URL, and what a page's $VAR may name
-	hosts    map[string]string // a page's example URL → the test's
+	root      string            // the repository root: the working directory of every command
+	bin       map[string]string // "playerdata", "playerdata-bench" → built binary
+	env       map[string]string // REDIS_URL, NATS_URL, and what a page's $VAR may name
+	hosts     map[string]string // a page's example URL → the test's
 	parseOnly map[string]string // a line too long to run whole → why (it runs with --help appended)
 }
 
