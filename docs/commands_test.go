@@ -33,6 +33,8 @@ var (
 	// inlineRunRE matches an inline code span that runs the program from a
 	// checkout ("`go run ./cmd/playerdata bench`").
 	inlineRunRE = regexp.MustCompile("`(go run \\./cmd/playerdata[^`]*)`")
+	// assignRE matches a VAR=value word before a command.
+	assignRE = regexp.MustCompile(`^[A-Z_]+=`)
 )
 
 // docCommands extracts the commands of README.md and docs/*.md: the lines
@@ -45,10 +47,7 @@ func docCommands(t *testing.T) []docCommand {
 	if err != nil {
 		t.Fatal(err)
 	}
-	paths := []string{"../README.md"}
-	for _, f := range files {
-		paths = append(paths, f)
-	}
+	paths := append([]string{"../README.md"}, files...)
 	var out []docCommand
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
@@ -183,7 +182,7 @@ func (r *runner) command(line string) (argv, env []string, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	for len(words) > 0 && regexp.MustCompile(`^[A-Z_]+=`).MatchString(words[0]) {
+	for len(words) > 0 && assignRE.MatchString(words[0]) {
 		env = append(env, words[0])
 		words = words[1:]
 	}
