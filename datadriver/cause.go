@@ -1,6 +1,9 @@
 package datadriver
 
-import "github.com/ckernel/playerdata/internal/telemetry"
+import (
+	"github.com/ckernel/playerdata/internal/telemetry"
+	"github.com/ckernel/playerdata/messaging"
+)
 
 // cause is why a session stopped being playable: the one classification
 // from which the game's KickReason, the lock-loss metric and the log's word
@@ -15,6 +18,7 @@ const (
 
 	// Leaves: the session stops; the release saves what it changed.
 	causeJoinedElsewhere // another server or session asked for the profile
+	causeRestored        // a restore asked for the profile (on this server or another)
 	causeShutdown        // Node.Close
 	causeGameRelease     // the game called Release (no Kick)
 
@@ -51,6 +55,8 @@ func (c cause) kick() KickReason {
 	switch c {
 	case causeJoinedElsewhere:
 		return ReasonJoinedElsewhere
+	case causeRestored:
+		return ReasonRestored
 	case causeShutdown:
 		return ReasonShutdown
 	case causeTaken:
@@ -107,4 +113,13 @@ func (c cause) holdsLock() bool {
 		return true
 	}
 	return false
+}
+
+// askedFor is the leave cause of a session that another load asks for:
+// a restore's (purpose messaging.PurposeRestore) or a join's (any other).
+func askedFor(purpose string) cause {
+	if purpose == messaging.PurposeRestore {
+		return causeRestored
+	}
+	return causeJoinedElsewhere
 }
