@@ -73,6 +73,7 @@ func TestDocCommands(t *testing.T) {
 		"playerdata":       build(t, root, dir, "playerdata"),
 		"playerdata-bench": build(t, root, t.TempDir(), "playerdata-bench"),
 	}, parseOnly: parseOnly}
+	t.Run("inline", func(t *testing.T) { checkInlineCommands(t, r.bin["playerdata"], r.bin["playerdata-bench"]) })
 	redisURL, natsURL := docFixture(t)
 	r.env = map[string]string{"REDIS_URL": redisURL, "NATS_URL": natsURL}
 	r.hosts = map[string]string{}
