@@ -47,6 +47,10 @@ var parseOnly = map[string]string{
 	"go run ./cmd/playerdata-bench --quick": "--quick still runs for about a minute",
 }
 
+// demoTimingMiss is how the demo says a timed case ended otherwise than the
+// design says (checkResults in cmd/playerdata/demo.go).
+const demoTimingMiss = ", the design says "
+
 // hosts are the example servers the pages name, run against the test's.
 var hosts = []string{"redis://:pass@redis.internal:6379/0", "redis://localhost:6379"}
 
@@ -104,6 +108,13 @@ func TestDocCommands(t *testing.T) {
 				t.Logf("%s: run with --help (%s)", c.line, why)
 			}
 			res := r.run(t, argv, env, 2*time.Minute)
+			if res.status == 1 && strings.Contains(res.output, demoTimingMiss) {
+				// The demo's timed cases keep 0.2 s of slack at --speed 10
+				// (takeover at 1.3 s, LockWait 1.5 s): on a loaded machine a
+				// run can miss, which says nothing of the page. Once more.
+				t.Logf("%s: the demo missed a timing under load; running it again:\n%s", c.where, res.output)
+				res = r.run(t, argv, env, 2*time.Minute)
+			}
 			if res.status != want.status || !strings.Contains(res.output, want.contains) {
 				t.Errorf("%s: %q exited %d, the page says %d%s\n%s", c.where, c.line, res.status, want.status,
 					orWhy(want.why), res.output)
