@@ -214,6 +214,11 @@ func (m measured) f(format string, v float64) string {
 	return fmt.Sprintf(format, v)
 }
 
+// Fig is f for the HTML report's template: v with digits decimals, or n/a.
+func (m measured) Fig(digits int, v float64) string {
+	return m.f("%."+strconv.Itoa(digits)+"f", v)
+}
+
 // na is what a figure that was not measured prints.
 func (m measured) na() string {
 	if m.embedded {

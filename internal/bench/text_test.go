@@ -51,3 +51,18 @@ func TestWriteTextSaysNAWhereNotMeasured(t *testing.T) {
 		})
 	}
 }
+
+// The HTML report says n/a where the text does.
+func TestReportSaysNAWhereNotMeasured(t *testing.T) {
+	r := &Result{Machine: Machine{EmbeddedRedis: true, EmbeddedNATS: true}}
+	r.Memory.History.Layouts = []HistoryLayout{{ChangePct: 5, Versions: 24}}
+	var b bytes.Buffer
+	if err := writeHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"acquire n/a (embedded Redis) µs", "Redis n/a (embedded Redis) bytes per record"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report has no %q", want)
+		}
+	}
+}
