@@ -75,7 +75,7 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 			return nil, fmt.Errorf("load: %w", lockedError(key, l, false))
 		}
 		if w == nil {
-			w = d.node.handoff.NewWait(d.cfg.Name, key, deadline, d.presenceFlag())
+			w = d.node.handoff.NewWaitFor(d.cfg.Name, key, deadline, d.presenceFlag(), spec.purpose())
 			note.waitedRemote = true
 			ctx = d.tel.StartWait(ctx, telemetry.WaitOtherServer)
 			d.log.Debug("load waits for another server's lock", "key", key, "holder", l.Job, "presence", l.Presence,

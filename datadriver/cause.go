@@ -1,6 +1,9 @@
 package datadriver
 
-import "github.com/ckernel/playerdata/internal/telemetry"
+import (
+	"github.com/ckernel/playerdata/internal/telemetry"
+	"github.com/ckernel/playerdata/messaging"
+)
 
 // cause is why a session stopped being playable: the one classification
 // from which the game's KickReason, the lock-loss metric and the log's word
@@ -15,6 +18,8 @@ const (
 
 	// Leaves: the session stops; the release saves what it changed.
 	causeJoinedElsewhere // another server or session asked for the profile
+	causeRestored        // a restore asked for the profile (on this server or another)
+	causeWipeAsked       // a wipe asked for the profile (its release lands, then the record is erased)
 	causeShutdown        // Node.Close
 	causeGameRelease     // the game called Release (no Kick)
 
@@ -54,6 +59,10 @@ func (c cause) info() causeInfo {
 	switch c {
 	case causeJoinedElsewhere:
 		return causeInfo{kick: ReasonJoinedElsewhere}
+	case causeRestored:
+		return causeInfo{kick: ReasonRestored}
+	case causeWipeAsked:
+		return causeInfo{kick: ReasonWiped}
 	case causeShutdown:
 		return causeInfo{kick: ReasonShutdown}
 	case causeGameRelease:
@@ -100,3 +109,16 @@ func (c cause) loss() telemetry.LossReason { return c.info().loss }
 // holdsLock reports whether the lock may still be this server's after a
 // session ended with c, so that it must be given back.
 func (c cause) holdsLock() bool { return c.info().holdsLock }
+
+// askedFor is the leave cause of a session that another load asks for: a
+// restore's (purpose messaging.PurposeRestore), a wipe's
+// (messaging.PurposeWipe) or a join's (any other).
+func askedFor(purpose string) cause {
+	switch purpose {
+	case messaging.PurposeRestore:
+		return causeRestored
+	case messaging.PurposeWipe:
+		return causeWipeAsked
+	}
+	return causeJoinedElsewhere
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/internal/telemetry"
+	"github.com/ckernel/playerdata/messaging"
 )
 
 // LoadOptions tune one Load or RestoreAt call.
@@ -122,6 +123,18 @@ type loadSpec struct {
 	note *joinNote
 }
 
+// purpose is what the load asks another session of the key for (see
+// lockhandoff.ReleaseFunc): a restore, a wipe, or a join ("").
+func (s loadSpec) purpose() string {
+	switch s.mode {
+	case loadRestore:
+		return messaging.PurposeRestore
+	case loadWipe:
+		return messaging.PurposeWipe
+	}
+	return ""
+}
+
 func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profile[T], error) {
 	if err := ValidKey(key); err != nil {
 		return nil, fmt.Errorf("load: %w", err)
@@ -150,7 +163,7 @@ func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profi
 	}
 	start := d.node.clock.Now()
 	for {
-		p, adopt, err := d.reserve(ctx, key, start.Add(spec.localWait), spec.note)
+		p, adopt, err := d.reserve(ctx, key, start.Add(spec.localWait), spec)
 		if err != nil {
 			return nil, d.loadErr(ctx, err)
 		}

@@ -55,7 +55,7 @@ func (n *Node) startHandoff() error {
 		}
 		opts := []messaging.Option{messaging.WithPrefix(prefix), messaging.WithClock(n.clock), messaging.WithLogger(n.log)}
 		if len(cfg.RequestKey) == 0 {
-			n.log.Warn("handoff requests are not authenticated (NodeConfig.RequestKey is empty): any client that can publish on "+prefix+".> can end a session whose lock token it saw on the bus, wake waiting joins, make this server pull inboxes, and have it reply to names it chooses; set RequestKey", "subjects", prefix+".>")
+			warnUnauthenticated(n.log, prefix)
 		}
 		if len(cfg.RequestKey) > 0 {
 			opts = append(opts, messaging.WithKey(cfg.RequestKey))

@@ -215,9 +215,11 @@ func TestWipe(t *testing.T) {
 	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
 	a := newServer(t, r, "server-a", withNATS(t, n))
 	b := newServer(t, r, "server-b", withNATS(t, n))
-	var ka kicks
+	akicked := make(chan datadriver.KickReason, 1)
 	kicked := make(chan datadriver.KickReason, 1)
-	da := players(t, a, func(c *datadriver.Config[player]) { c.Kick = ka.kick })
+	da := players(t, a, func(c *datadriver.Config[player]) {
+		c.Kick = func(_ string, reason datadriver.KickReason) { akicked <- reason }
+	})
 	db := players(t, b, func(c *datadriver.Config[player]) {
 		c.Kick = func(_ string, reason datadriver.KickReason) { kicked <- reason }
 	})
@@ -245,6 +247,14 @@ func TestWipe(t *testing.T) {
 	}
 	if err := pa.Update(func(d *player) { d.Coins = 10 }); err == nil {
 		t.Fatal("the holder took an Update after the wipe")
+	}
+	select {
+	case reason := <-akicked:
+		if reason != datadriver.ReasonWiped {
+			t.Errorf("the holder's player was kicked with %v, want %v (the request said why)", reason, datadriver.ReasonWiped)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the holder's player was never kicked")
 	}
 	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:30")
 	if n, _ := r.Client(t).Exists(ctx, rk, rk+":hist", rk+":inbox").Result(); n != 0 {

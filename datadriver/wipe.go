@@ -14,8 +14,8 @@ var errWiped = errors.New("the record was erased")
 // Wipe erases key's record and every key beside it (an erasure request).
 // It takes the lock first, the way Join does and with Join's waits and
 // errors: a live session of key on this Node ends with ReasonWiped; one on
-// another server is asked to release it (its player is kicked as by a join
-// elsewhere); a holder that stopped is taken over once proven stopped, never
+// another server is asked to release it (the request says it is for a wipe,
+// so its player is kicked with ReasonWiped too); a holder that stopped is taken over once proven stopped, never
 // by age while it lives. Then one fenced script erases everything under that
 // lock, so no session ever plays on after its record is gone. A wipe whose
 // lock cannot be had in time answers the join's error (*LockedError,

@@ -125,6 +125,13 @@ func (o *options) checkAuthOptions() error {
 //	JobID, stamp (8 bytes, big-endian two's complement), T, D, K, R, L, S,
 //	P, A
 //
+// and, only when the message has a Purpose, a thirteenth: U. A message
+// without one is covered exactly as before Purpose existed, so servers of
+// both builds verify each other's; a request with one (a restore's) does
+// not verify on an older build, which drops it as unauthenticated: a
+// restore whose holder runs an older build with a key waits until that
+// server is upgraded (or its lock moves).
+//
 // Every item has its own slot and its own length, so no bytes can move from
 // one item to another, an unset item cannot stand for another one, and two
 // different (prefix, destination, message) triples never share an input;
@@ -140,6 +147,10 @@ func appendMACInput(dst []byte, prefix, to string, m Message) []byte {
 	} {
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(item)))
 		dst = append(dst, item...)
+	}
+	if m.Purpose != "" {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(m.Purpose)))
+		dst = append(dst, m.Purpose...)
 	}
 	return dst
 }

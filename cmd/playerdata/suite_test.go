@@ -27,6 +27,7 @@ var cliSuite = []struct {
 	{"UnknownPresenceSaysWhy", testUnknownPresenceSaysWhy},
 	{"MistypedNamespace", testMistypedNamespace},
 	{"MistypedDriver", testMistypedDriver},
+	{"MistypedJob", testMistypedJob},
 	{"Locks", testLocks},
 	{"LocksScanIsBounded", testLocksScanIsBounded},
 	{"Where", testWhere},

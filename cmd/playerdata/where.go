@@ -113,7 +113,7 @@ func runWhere(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		rep.Keys = append(rep.Keys, wk)
 	}
 	if !anyRecord {
-		if err := r.checkScope(ctx, driver, defaultScanLimit, stderr); err != nil {
+		if err := r.checkScope(ctx, driver, defaultScanLimit); err != nil {
 			return err
 		}
 	}
