@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -53,6 +54,8 @@ type Driver[T any] struct {
 	orphans *orphans
 	closed  bool
 	wg      sync.WaitGroup // loads, autosave loops and callbacks
+	// lastSessions is the session count last taken (sessions.go).
+	lastSessions atomic.Int64
 }
 
 // NewDriver creates the driver for profiles of type T on node. The name

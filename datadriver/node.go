@@ -11,6 +11,7 @@ import (
 	mrand "math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -82,6 +83,8 @@ type Node struct {
 	mu      sync.Mutex
 	drivers map[string]driverHandle
 	closed  bool
+	// lastSessions is the session count the beat last took (sessions.go).
+	lastSessions atomic.Int64
 }
 
 // driverHandle is what a Node needs of its drivers, whatever their T.
@@ -92,6 +95,9 @@ type driverHandle interface {
 	// fenceLapsed ends every session whose lease has passed (this server's
 	// presence lease lapsed) and reports how many it ended.
 	fenceLapsed() int
+	// sessions counts the driver's sessions: profiles held or loading;
+	// with wait false it never waits for the driver's lock (sessions.go).
+	sessions(wait bool) int
 }
 
 // NewNode creates a Node: it pings Redis and NATS (ErrRedisUnavailable,

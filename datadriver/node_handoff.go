@@ -38,7 +38,7 @@ func (n *Node) startHandoff() error {
 	}
 	pres, err := presence.New(prdb, presence.Config{
 		Key: key, JobID: n.jobID, Beat: cfg.Beat, TTL: cfg.PresenceTTL, FenceMargin: cfg.FenceMargin,
-		Shards: cfg.PresenceShards, Clock: n.clock, Logger: n.log, OnLapse: n.onLapse,
+		Shards: cfg.PresenceShards, Clock: n.clock, Logger: n.log, OnLapse: n.onLapse, Sessions: n.beatSessions,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)

@@ -19,7 +19,9 @@ const maxInflightBeats = 3
 type beatResult struct {
 	ans     presencescript.BeatAnswer
 	checked bool // the beat ran as a full check
-	err     error
+	// sessions is the count the beat carried; -1: none.
+	sessions int
+	err      error
 }
 
 // Beat writes one beat as a full check: our field's expiry becomes Redis
@@ -54,6 +56,10 @@ func (p *Presence) Beat(ctx context.Context) error {
 // beat sends one beat: a full check unless loop is true, when it takes the
 // fast path except every CheckEvery-th beat and after a failure.
 func (p *Presence) beat(ctx context.Context, loop bool) (presencescript.BeatAnswer, error) {
+	sessions := -1
+	if p.cfg.Sessions != nil {
+		sessions = p.cfg.Sessions()
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -69,6 +75,11 @@ func (p *Presence) beat(ctx context.Context, loop bool) (presencescript.BeatAnsw
 		Check: !loop || p.needCheck || p.sinceCheck+1 >= CheckEvery}
 	if p.lastExpiry != 0 {
 		args.Expected = time.UnixMilli(p.lastExpiry)
+	}
+	// The count rides along only when it changed or on a full check: a
+	// steady server's fast-path beat stays two commands.
+	if sessions >= 0 && (args.Check || sessions != p.lastSessions) {
+		args.WriteSessions, args.Sessions = true, sessions
 	}
 	p.inflight.Add(1)
 	p.wg.Add(1)
@@ -87,7 +98,7 @@ func (p *Presence) beat(ctx context.Context, loop bool) (presencescript.BeatAnsw
 	go func() {
 		defer p.wg.Done()
 		defer p.inflight.Add(-1)
-		done <- p.runBeat(callCtx, args)
+		done <- p.runBeat(callCtx, args, sessions)
 	}()
 
 	deadline := p.clock.Timer(p.cfg.Beat)
@@ -113,6 +124,7 @@ func (p *Presence) beat(ctx context.Context, loop bool) (presencescript.BeatAnsw
 		return presencescript.BeatAnswer{}, err
 	}
 	p.watchClock(p.own.key, sentAt, ackAt, r.ans.At.UnixMilli())
+	p.loadAnswered(r.sessions, r.ans)
 	err := p.beatAnswered(sentAt, ackAt, r.checked, r.ans)
 	if err == nil && r.checked {
 		// A full check also marks this server's shard count in use (see
@@ -130,19 +142,26 @@ func (p *Presence) beat(ctx context.Context, loop bool) (presencescript.BeatAnsw
 // runBeat runs beat.lua: EVALSHA, then, when Redis does not know the script
 // (NOSCRIPT: a restarted or failed-over Redis, or SCRIPT FLUSH), EVAL as a
 // full check, since whatever forgot the script may have forgotten or
-// rewound the hash too.
-func (p *Presence) runBeat(ctx context.Context, args presencescript.BeatArgs) beatResult {
-	keys := []string{p.own.key, p.own.owners}
+// rewound the hash too (the session count, when known, rides along then).
+func (p *Presence) runBeat(ctx context.Context, args presencescript.BeatArgs, sessions int) beatResult {
+	keys := []string{p.own.key, p.own.owners, p.own.load}
 	v, err := presencescript.BeatRaw.EvalSha(ctx, p.rdb, keys, args.Argv()...).Result()
 	if redis.HasErrorPrefix(err, "NOSCRIPT") {
 		args.Check = true
+		if sessions >= 0 {
+			args.WriteSessions, args.Sessions = true, sessions
+		}
 		v, err = presencescript.BeatRaw.Eval(ctx, p.rdb, keys, args.Argv()...).Result()
 	}
 	if err != nil {
 		return beatResult{err: err}
 	}
 	ans, err := presencescript.ParseBeatAnswer(v)
-	return beatResult{ans: ans, checked: args.Check, err: err}
+	carried := -1
+	if args.WriteSessions {
+		carried = args.Sessions
+	}
+	return beatResult{ans: ans, checked: args.Check, sessions: carried, err: err}
 }
 
 // beatFailed logs the first failure after a success; a cancelled beat says
@@ -155,6 +174,7 @@ func (p *Presence) beatFailed(err error) {
 	}
 	p.mu.Lock()
 	p.needCheck = true
+	p.lastSessions = -1 // the count may or may not have landed: send it again
 	first := !p.failing
 	p.failing = true
 	p.failures++

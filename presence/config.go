@@ -109,6 +109,14 @@ type Config struct {
 	// generation. Without Start it is never called.
 	// default: nil (no call; Lease and Holds still answer)
 	OnLapse func(gen uint64)
+	// Sessions returns this server's session count (datadriver's Node gives
+	// the profiles it holds or is loading, over all its drivers), published
+	// beside its beat for [Presence.Loads] and [Presence.List] (see the
+	// package doc, "Load"). It is called once per beat, on the beat loop's
+	// path before the beat is sent: it must return at once and not block. A
+	// negative answer publishes nothing on that beat.
+	// default: nil (no count is published)
+	Sessions func() int
 }
 
 // withDefaults returns cfg with zero fields set to their defaults, or an error

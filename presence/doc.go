@@ -33,8 +33,10 @@
 //	"\0since" Redis time (ms) since which that run has been seen
 //
 // Beside each shard, in the same slot, its owners hash ([OwnersKey]) records
-// which process wrote each beat: <JobID> = instance. One layout hash for the
-// whole deployment ([LayoutKey]) records the shard counts in use.
+// which process wrote each beat: <JobID> = instance, and its load hash
+// ([LoadKey]) each server's session count (see "Load" below). One layout
+// hash for the whole deployment ([LayoutKey]) records the shard counts in
+// use.
 //
 // Every server and reader of a deployment must use the same shard count: a
 // reader looks for a server only in the shard its own count names, and would
@@ -94,11 +96,12 @@
 // where expected is the expiry this instance's last acknowledged beat wrote;
 // when the result is now + TTL, nobody else wrote the field since and the
 // beat is done: two Redis commands in the script (TIME, HINCRBY), three in
-// INFO commandstats with the EVALSHA. Otherwise the field is put back and
-// the full path runs.
-// A full check (TIME, HMGET, HGET, INFO, HSET, two HRANDFIELDs for cleaning,
-// then the layout mark: TIME, HSET, HGETALL) runs on [Presence.Beat] and
-// [Presence.Claim], and in the loop:
+// INFO commandstats with the EVALSHA (one HSET more when the session count
+// changed: see "Load"). Otherwise the field is put back and the full path
+// runs.
+// A full check (TIME, HMGET, HGET, INFO, HSET, the count's HSET, three
+// HRANDFIELDs for cleaning, then the layout mark: TIME, HSET, HGETALL) runs
+// on [Presence.Beat] and [Presence.Claim], and in the loop:
 //
 //   - on the beat after any failed beat (Redis may have restarted or failed
 //     over while unreachable);
@@ -117,9 +120,40 @@
 // servers on one redis-server (BenchmarkBeatLoad): 6 commands and 19 to 25 µs
 // of script time per beat before; 3 commands and 9 to 14 µs for the common
 // beat, 4.1 commands and 13 to 16 µs per beat averaged over full checks and
-// marks. A full check also cleans: it looks at three random fields of its
-// shard and two of the owners hash and drops expired ones, O(1) work on which
-// no answer depends (Redis 7.0 has no per-field hash expiry).
+// marks. With 200 servers beating, each publishing a count that changes
+// every fourth beat (playerdata-bench; docs/performance.md): 3.5 commands
+// and a median of 18 µs of script time per beat (15 to 25 on a busy
+// machine), against 15 µs before counts and 6 µs for the least beat a
+// script can make (TIME and one HSET) in the same runs. A full check also cleans: it looks at three
+// random fields of its shard, two of the owners hash and two of the load
+// hash and drops expired or orphaned ones, O(1) work on which no answer
+// depends (Redis 7.0 has no per-field hash expiry).
+//
+// # Load
+//
+// A server's session count travels with its presence: [Config.Sessions]
+// (for a datadriver Node, the profiles it holds or is loading, across its
+// drivers) is written by the beat into the shard's load hash, <JobID> =
+// "<sessions>@<ms>", the count and the Redis time of the write. The beat
+// field itself keeps its format (a plain integer that builds before counts
+// read and move with HINCRBY); the load hash is additive, and those builds
+// never read it. A beat carries the count only when it changed since the
+// last acknowledged write, and on every full check: a steady server's
+// fast-path beat stays two commands, a changed count adds one HSET, and a
+// live server's count is rewritten at least every CheckEvery beats. The
+// full check's cleaning drops an expired beat's load entry with it, and two
+// random load entries whose beat is gone; [Presence.Remove] drops ours.
+//
+// [Presence.Loads] reads every live server's count, least loaded first:
+// what a drain reads to choose where profiles go (each [Load] has the
+// JobID, the count, when it was written and how long the beat lives).
+// [Presence.List] gives it per entry (Entry.Sessions, SessionsAt). A count
+// is only ever given for a live beat: a dead or unknown server's entry is
+// ignored. An entry that is not "<sessions>@<ms>" (another tool wrote it),
+// or a load key of another type, is ignored with Entry.SessionsErr wrapping
+// [ErrBadLoad] naming it; every call on the load hash in the beat is a
+// pcall, so a broken load hash never fails a beat (the write is retried on
+// the next beat, and a warning logged once).
 //
 // # The lease
 //

@@ -129,3 +129,58 @@ func Example_shards() {
 	// server-b: alive
 	// server-b read with one shard: unknown true
 }
+
+// Each server publishes its session count with its beat (Config.Sessions;
+// a datadriver Node gives its own), and any reader gets every live
+// server's, least loaded first: where a drain would send profiles. A
+// server whose beat has expired is left out, with its count.
+func ExamplePresence_Loads() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	start := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	mr.SetTime(start)
+	clk := clock.NewMock()
+	clk.Set(start)
+
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+
+	newServer := func(jobID string, sessions int) *presence.Presence {
+		p, err := presence.New(rdb, presence.Config{Key: presence.KeyFor("mygame"), JobID: jobID, Clock: clk,
+			Sessions: func() int { return sessions }})
+		if err != nil {
+			panic(err)
+		}
+		return p
+	}
+	a, b, c := newServer("server-a", 5), newServer("server-b", 3), newServer("server-c", 1)
+	for _, p := range []*presence.Presence{a, b, c} {
+		defer p.Close(ctx)
+	}
+	if err := c.Beat(ctx); err != nil { // server-c beats once, then stops
+		panic(err)
+	}
+	mr.SetTime(start.Add(presence.DefaultTTL + time.Second))
+	clk.Set(start.Add(presence.DefaultTTL + time.Second))
+	for _, p := range []*presence.Presence{a, b} {
+		if err := p.Beat(ctx); err != nil {
+			panic(err)
+		}
+	}
+
+	loads, err := a.Loads(ctx)
+	if err != nil {
+		panic(err)
+	}
+	for _, l := range loads {
+		fmt.Println(l.JobID, l.Sessions, "sessions, written at", l.At.UTC().Format(time.TimeOnly))
+	}
+
+	// Output:
+	// server-b 3 sessions, written at 12:00:11
+	// server-a 5 sessions, written at 12:00:11
+}

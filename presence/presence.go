@@ -71,6 +71,10 @@ type Presence struct {
 	noRenewBefore time.Time // a beat sent before this cannot extend or start a lease (a conflict was seen)
 	conflicted    bool      // a conflict was logged and no beat has succeeded since
 	otherShards   string    // the other shard counts in use last logged; "": none
+	// lastSessions is the session count our last acknowledged beat wrote
+	// into the load hash; -1: none known (a beat sends it again).
+	lastSessions int
+	loadFailing  bool // a write of the count failed and no write succeeded since (logged once)
 	// ahead are the beats read further ahead than one TTL (read.go).
 	ahead map[string]aheadState
 	// clocks is what is known of each shard's Redis clock, by shard key
@@ -107,6 +111,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Presence, error) {
 		leaseChanged: make(chan struct{}, 1),
 		renewed:      make(chan struct{}),
 		needCheck:    true,
+		lastSessions: -1,
 		ahead:        make(map[string]aheadState),
 		clocks:       make(map[string]*shardClock),
 	}, nil
@@ -195,11 +200,12 @@ func (p *Presence) Remove(ctx context.Context) error {
 	p.mu.Lock()
 	p.lastSent = time.Time{}
 	p.lastExpiry = 0
+	p.lastSessions = -1
 	if l := p.lease.Load(); l != nil {
 		p.lease.Store(&Lease{Gen: l.Gen})
 	}
 	p.mu.Unlock()
-	ours, err := presencescript.Remove.Run(ctx, p.rdb, []string{p.own.key, p.own.owners}, p.cfg.JobID, p.cfg.Instance).Int64()
+	ours, err := presencescript.Remove.Run(ctx, p.rdb, []string{p.own.key, p.own.owners, p.own.load}, p.cfg.JobID, p.cfg.Instance).Int64()
 	if err != nil {
 		return fmt.Errorf("presence remove: %w", err)
 	}

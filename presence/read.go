@@ -143,7 +143,7 @@ func (p *Presence) IsAlive(ctx context.Context, jobID string) Status {
 func (p *Presence) List(ctx context.Context) ([]Entry, error) {
 	calls := make([]rscript.Call, len(p.shards))
 	for i, s := range p.shards {
-		calls[i] = rscript.Call{Script: presencescript.List, Keys: []string{s.key, s.owners}, Args: []any{p.ttlMS}}
+		calls[i] = rscript.Call{Script: presencescript.List, Keys: []string{s.key, s.owners, s.load}, Args: []any{p.ttlMS}}
 	}
 	vals, errs := rscript.Run(ctx, p.rdb, calls)
 	entries := []Entry{}
@@ -151,7 +151,7 @@ func (p *Presence) List(ctx context.Context) ([]Entry, error) {
 		if errs[i] != nil {
 			return nil, fmt.Errorf("presence list: %w", errs[i])
 		}
-		got, err := parseList(v, i)
+		got, err := parseList(v, i, p.shards[i].load)
 		if err != nil {
 			return nil, fmt.Errorf("presence list: %w", err)
 		}
@@ -174,23 +174,26 @@ func (p *Presence) List(ctx context.Context) ([]Entry, error) {
 	return entries, nil
 }
 
-// parseList reads list.lua's answer for shard n.
-func parseList(v any, n int) ([]Entry, error) {
+// parseList reads list.lua's answer for shard n, whose load hash is
+// loadKey.
+func parseList(v any, n int, loadKey string) ([]Entry, error) {
 	res, ok := v.([]any)
-	if !ok || len(res) < 2 || (len(res)-2)%3 != 0 {
+	if !ok || len(res) < 3 || (len(res)-3)%4 != 0 {
 		return nil, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
 	}
-	proof, ok := res[0].(int64)
-	if !ok {
-		return nil, fmt.Errorf("%w: proof %T", ErrUnexpectedReply, res[0])
+	proof, ok1 := res[0].(int64)
+	loadErr, ok2 := res[2].(string)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("%w: proof %T, load error %T", ErrUnexpectedReply, res[0], res[2])
 	}
-	entries := make([]Entry, 0, (len(res)-2)/3)
-	for i := 2; i < len(res); i += 3 {
+	entries := make([]Entry, 0, (len(res)-3)/4)
+	for i := 3; i < len(res); i += 4 {
 		job, ok1 := res[i].(string)
 		ms, ok2 := res[i+1].(int64)
 		inst, ok3 := res[i+2].(string)
-		if !ok1 || !ok2 || !ok3 {
-			return nil, fmt.Errorf("%w: entry %T %T %T", ErrUnexpectedReply, res[i], res[i+1], res[i+2])
+		load, ok4 := res[i+3].(string)
+		if !ok1 || !ok2 || !ok3 || !ok4 {
+			return nil, fmt.Errorf("%w: entry %T %T %T %T", ErrUnexpectedReply, res[i], res[i+1], res[i+2], res[i+3])
 		}
 		e := Entry{JobID: job, ExpiresIn: time.Duration(ms) * time.Millisecond, Instance: inst, Shard: n}
 		switch {
@@ -201,6 +204,7 @@ func parseList(v any, n int) ([]Entry, error) {
 		default:
 			e.Status = Unknown
 		}
+		e.setLoad(load, loadErr, loadKey)
 		entries = append(entries, e)
 	}
 	return entries, nil

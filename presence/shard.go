@@ -78,9 +78,10 @@ func checkKey(key string, shards int) error {
 	return nil
 }
 
-// shard is one shard of the presence hash: its key and its owners hash.
+// shard is one shard of the presence hash: its key, its owners hash and
+// its load hash.
 type shard struct {
-	key, owners string
+	key, owners, load string
 }
 
 // shardsOf lists the shards of key.
@@ -88,7 +89,7 @@ func shardsOf(key string, n int) []shard {
 	out := make([]shard, n)
 	for i := range out {
 		k := ShardKey(key, i)
-		out[i] = shard{key: k, owners: OwnersKey(k)}
+		out[i] = shard{key: k, owners: OwnersKey(k), load: LoadKey(k)}
 	}
 	return out
 }

@@ -69,4 +69,17 @@ type Entry struct {
 	Instance string
 	// Shard is the shard it was found in (0 with one shard).
 	Shard int
+	// Sessions is the server's session count as its beat last wrote it (see
+	// Config.Sessions and [Presence.Loads]); meaningful when SessionsAt is
+	// not zero, 0 otherwise.
+	Sessions int
+	// SessionsAt is when that count was written (Redis clock, ms
+	// precision). It is zero when no count is known: the server is not
+	// Alive (a dead server's count is never given), publishes none (a build
+	// before counts, or no Config.Sessions), or its entry is unreadable.
+	SessionsAt time.Time
+	// SessionsErr, for a live server, says why its stored count was
+	// ignored: an error wrapping [ErrBadLoad] that names the stored value
+	// or the load hash's own error. nil otherwise.
+	SessionsErr error
 }

@@ -43,7 +43,10 @@ baselines, rounds interleaved, after a warm-up:
                   p99, max, beside an EVALSHA and a NATS request round trip
   crash takeover  a holder stops beating (beat 100 ms, TTL 400 ms); another
                   server joins its profiles: mean and max against TTL + beat
-  presence        200 servers beating: Redis commands and CPU per beat
+  presence        200 servers beating, each publishing a session count that
+                  changes every 4th beat: Redis commands, script time and CPU
+                  per beat against the target (20 µs of script) and the floor
+                  beat (TIME and one HSET in a script) at the same pace
   memory          Redis bytes per record (1 KiB of data, default history),
                   Go heap per resident profile
   messages        Driver.Send → OnMessage on the holder: p50, p99

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,7 +24,10 @@ that key and "<key>:{1}" to "<key>:{N-1}", N being the count the servers
 mark in "<key>:shards"): the time since its last beat, when that beat
 expires (Redis clock), whether it reads alive, stopped or unknown (a missing
 beat is no proof yet: the line under the table says why, from the shard's
-run mark and Redis's INFO), and the instance (process) that wrote the beat;
+run mark and Redis's INFO), its session count (profiles held or loading, as
+its beat last published it: "-" when it is not alive or publishes none, "?"
+with a note under the table when the stored count is unreadable), and the
+instance (process) that wrote the beat;
 then Redis's maxmemory-policy and memory headroom (a policy that may evict
 records is shown in red: Nodes refuse it). Reads only.
 
@@ -62,6 +66,14 @@ type serverReport struct {
 	// Why says, for an unknown server, why its missing beat proves nothing
 	// yet (its shard's run mark against INFO).
 	Why string `json:"why,omitempty"`
+	// Sessions is the server's session count as its beat published it
+	// (presence.Entry.Sessions); null when none is known: the server is not
+	// alive, publishes none (an older build), or its entry is unreadable.
+	Sessions *int `json:"sessions"`
+	// SessionsAt is when that count was written (Redis clock, RFC 3339).
+	SessionsAt string `json:"sessions_at,omitempty"`
+	// SessionsNote says why a live server's stored count was ignored.
+	SessionsNote string `json:"sessions_note,omitempty"`
 }
 
 // runPresence is "playerdata presence".
@@ -111,6 +123,13 @@ func runPresence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	for _, e := range entries {
 		s := serverReport{JobID: e.JobID, Status: e.Status.String(), Instance: e.Instance, Shard: e.Shard,
 			ExpiresInMS: ms(e.ExpiresIn), LastBeatMS: ms(f.presenceTTL - e.ExpiresIn)}
+		if !e.SessionsAt.IsZero() {
+			n := e.Sessions
+			s.Sessions, s.SessionsAt = &n, e.SessionsAt.UTC().Format(time.RFC3339Nano)
+		}
+		if e.SessionsErr != nil {
+			s.SessionsNote = e.SessionsErr.Error() + " (ignored)"
+		}
 		if e.Status == presence.Unknown && !errors.Is(err, presence.ErrShardMismatch) {
 			if _, ok := whys[e.Shard]; !ok {
 				whys[e.Shard] = r.readRunEvidence(ctx, presence.ShardKey(r.presKey, e.Shard)).why(r.ttl)
@@ -147,9 +166,9 @@ func printPresence(w io.Writer, st style, r presenceReport, ttl time.Duration) {
 	for _, s := range r.Servers {
 		width = max(width, len(s.JobID))
 	}
-	fmt.Fprintf(w, "  %s  %s  %s  %s  %s\n", st.bold(pad("server", width)), st.bold(pad("status", 7)),
-		st.bold(pad("last beat", 12)), st.bold(pad("beat expires", 14)), st.bold("instance"))
-	var whys []string
+	fmt.Fprintf(w, "  %s  %s  %s  %s  %s  %s\n", st.bold(pad("server", width)), st.bold(pad("status", 7)),
+		st.bold(pad("sessions", 8)), st.bold(pad("last beat", 12)), st.bold(pad("beat expires", 14)), st.bold("instance"))
+	var whys, notes []string
 	for _, s := range r.Servers {
 		status := pad(s.Status, 7)
 		switch s.Status {
@@ -173,10 +192,22 @@ func printPresence(w io.Writer, st style, r presenceReport, ttl time.Duration) {
 		if r.Shards > 1 {
 			inst += fmt.Sprintf(" (shard %d)", s.Shard)
 		}
-		fmt.Fprintf(w, "  %s  %s  %s  %s  %s\n", pad(s.JobID, width), status, pad(last, 12), pad(expires, 14), inst)
+		sessions := "-" // not alive, or publishes no count
+		switch {
+		case s.Sessions != nil:
+			sessions = strconv.Itoa(*s.Sessions)
+		case s.SessionsNote != "":
+			sessions = "?"
+			notes = append(notes, s.SessionsNote)
+		}
+		fmt.Fprintf(w, "  %s  %s  %s  %s  %s  %s\n", pad(s.JobID, width), status, pad(sessions, 8), pad(last, 12),
+			pad(expires, 14), inst)
 	}
 	for _, why := range whys {
 		fmt.Fprintln(w, "  unknown: "+wrapText(why, 90, "    "))
+	}
+	for _, note := range notes {
+		fmt.Fprintln(w, "  "+st.yellow("sessions: "+wrapText(note, 90, "    ")))
 	}
 }
 

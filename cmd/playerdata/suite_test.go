@@ -22,6 +22,7 @@ var cliSuite = []struct {
 	{"InspectNamesDamagedVersions", testInspectNamesDamagedVersions},
 	{"InspectAndRestoreWholeTextVersions", testInspectAndRestoreWholeTextVersions},
 	{"Presence", testPresence},
+	{"PresenceShowsSessions", testPresenceShowsSessions},
 	{"PresenceKey", testPresenceKey},
 	{"PresenceShardsAreFound", testPresenceShardsAreFound},
 	{"UnknownPresenceSaysWhy", testUnknownPresenceSaysWhy},

@@ -75,6 +75,11 @@ func CheckJSON(data []byte) error {
 	for _, f := range []string{"cmds_per_beat", "round_trips_per_beat", "script_us_per_beat", "redis_cpu_us_per_beat"} {
 		c.posIf(stats, "presence", f)
 	}
+	c.pos("presence", "target_us_per_beat")
+	c.boolean("presence", "meets_target")
+	for _, f := range []string{"calls", "script_us_per_beat", "redis_cpu_us_per_beat"} {
+		c.posIf(stats, "presence", "floor", f)
+	}
 
 	dataBytes := c.pos("memory", "data_bytes")
 	if total := c.posIf(stats, "memory", "redis_bytes_per_record"); stats && total <= dataBytes {

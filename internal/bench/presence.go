@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ckernel/playerdata/internal/presencescript"
@@ -26,6 +27,12 @@ type PresenceCost struct {
 	// of them were full checks.
 	Beats      int64 `json:"beats"`
 	FullChecks int64 `json:"full_checks"`
+	// CountWrites is how many beats carried the server's session count
+	// (presence.Config.Sessions: a changed count, or a full check); each
+	// server's count changes every SessionsChangeEvery beats, as a busy
+	// game server's would.
+	CountWrites         int64 `json:"count_writes"`
+	SessionsChangeEvery int   `json:"sessions_change_every"`
 	// CmdsPerBeat is the Redis commands a beat runs (inside its script:
 	// INFO commandstats calls of every command but EVALSHA / EVAL);
 	// RoundTripsPerBeat the script calls (a full check also marks the shard
@@ -39,13 +46,22 @@ type PresenceCost struct {
 	// RedisCPUPctAtDefaultBeat is the share of one Redis core these servers
 	// take at the default beat (presence.DefaultBeat).
 	RedisCPUPctAtDefaultBeat float64 `json:"redis_cpu_pct_at_default_beat"`
+	// TargetUSPerBeat is issue 35's target for ScriptUSPerBeat
+	// (PresenceTargetUS); MeetsTarget says whether this run met it (false
+	// when this Redis reports no script times).
+	TargetUSPerBeat float64 `json:"target_us_per_beat"`
+	MeetsTarget     bool    `json:"meets_target"`
+	// Floor is the least beat on the Redis clock (TIME and one HSET in a
+	// script) at the same pace, measured in the same run.
+	Floor PresenceFloor `json:"floor"`
 }
 
 // presenceCatalog tells the presence scripts on the wire.
 var presenceCatalog = rscript.NewCatalog(presencescript.All()...)
 
-// beatCounters count the beats sent, and the full checks among them.
-func beatCounters() (beats, checks *rediscount.Counter) {
+// beatCounters count the beats sent, the full checks among them, and those
+// that carried a session count.
+func beatCounters() (beats, checks, counts *rediscount.Counter) {
 	beat := func(cmd redis.Cmder) (presencescript.BeatArgs, bool) {
 		in, ok := presenceCatalog.Identify(cmd)
 		if !ok || in.Name() != presencescript.NameBeat {
@@ -62,7 +78,26 @@ func beatCounters() (beats, checks *rediscount.Counter) {
 		a, ok := beat(cmd)
 		return ok && a.Check
 	}}
-	return beats, checks
+	counts = &rediscount.Counter{NoNames: true, Only: func(cmd redis.Cmder) bool {
+		a, ok := beat(cmd)
+		return ok && a.WriteSessions
+	}}
+	return beats, checks, counts
+}
+
+// sessionsChangeEvery is how often a bench server's session count changes:
+// on one beat in four, as for a server of 100 players whose sessions last
+// 20 minutes, at the default 3 s beat.
+const sessionsChangeEvery = 4
+
+// benchSessions is server i's Config.Sessions: a count that changes on
+// every sessionsChangeEvery-th call (one call per beat), staggered by i.
+func benchSessions(i int) func() int {
+	var calls atomic.Int64
+	return func() int {
+		k := calls.Add(1) + int64(i)
+		return 50 + int(k/sessionsChangeEvery%2)
+	}
 }
 
 // embeddedPresenceBeat is the least beat period on an embedded Redis.
@@ -71,7 +106,9 @@ const embeddedPresenceBeat = time.Second
 // presencePool is the pool of the one client every beating server shares.
 const presencePool = 32
 
-// runPresence fills Result.Presence.
+// runPresence fills Result.Presence: the beats of PresenceServers real
+// Presences over the window, then the floor beat at the same pace, and the
+// target.
 func (r *runner) runPresence(ctx context.Context) error {
 	ns := r.ns("presence")
 	defer func() {
@@ -81,22 +118,45 @@ func (r *runner) runPresence(ctx context.Context) error {
 	}()
 	rdb := r.client(presencePool)
 	defer func() { _ = rdb.Close() }()
-	beatsSent, checksSent := beatCounters()
-	rdb.AddHook(beatsSent)
-	rdb.AddHook(checksSent)
-
 	beat := r.cfg.PresenceBeat
 	if r.env.EmbeddedRedis {
 		// An embedded Redis cannot answer hundreds of beats a second in
 		// time; the figures per beat do not depend on the period.
 		beat = max(beat, embeddedPresenceBeat)
 	}
+	pc, err := r.beatPresence(ctx, rdb, ns, beat)
+	if err != nil {
+		return err
+	}
+	// The servers are closed: the floor runs alone, at their pace.
+	pc.Floor, err = r.runPresenceFloor(ctx, rdb, ns+":floor", pc.Servers, beat, r.cfg.PresenceWindow)
+	if err != nil {
+		return err
+	}
+	pc.TargetUSPerBeat = PresenceTargetUS
+	pc.MeetsTarget = r.stats && pc.ScriptUSPerBeat <= PresenceTargetUS
+	r.res.Presence = pc
+	r.progress("  %d servers, %d beats (%d full checks, %d with a session count): %.2f commands, %.2f round trips, "+
+		"%.1f µs script, %.1f µs Redis CPU per beat; the floor beat %.1f µs script, %.1f µs Redis CPU",
+		pc.Servers, pc.Beats, pc.FullChecks, pc.CountWrites, pc.CmdsPerBeat, pc.RoundTripsPerBeat, pc.ScriptUSPerBeat,
+		pc.RedisCPUUSPerBeat, pc.Floor.ScriptUSPerBeat, pc.Floor.RedisCPUUSPerBeat)
+	return nil
+}
+
+// beatPresence starts PresenceServers Presences beating every beat, each
+// publishing a session count (benchSessions), measures a window of their
+// loops and closes them.
+func (r *runner) beatPresence(ctx context.Context, rdb *redis.Client, ns string, beat time.Duration) (PresenceCost, error) {
+	beatsSent, checksSent, countsSent := beatCounters()
+	rdb.AddHook(beatsSent)
+	rdb.AddHook(checksSent)
+	rdb.AddHook(countsSent)
 	servers := make([]*presence.Presence, r.cfg.PresenceServers)
 	for i := range servers {
 		p, err := presence.New(rdb, presence.Config{Key: presence.KeyFor(ns), JobID: fmt.Sprintf("bench-s%03d", i),
-			Beat: beat, TTL: beat * 10 / 3, Logger: r.log})
+			Beat: beat, TTL: beat * 10 / 3, Logger: r.log, Sessions: benchSessions(i)})
 		if err != nil {
-			return err
+			return PresenceCost{}, err
 		}
 		servers[i] = p
 	}
@@ -116,7 +176,7 @@ func (r *runner) runPresence(ctx context.Context) error {
 	// One claim at a time: a claim's beat must answer within one Beat.
 	for _, p := range servers {
 		if err := p.Claim(ctx); err != nil {
-			return fmt.Errorf("claim: %w", err)
+			return PresenceCost{}, fmt.Errorf("claim: %w", err)
 		}
 	}
 	for _, p := range servers {
@@ -124,31 +184,30 @@ func (r *runner) runPresence(ctx context.Context) error {
 	}
 	// Past the first beat of each loop, then measure.
 	if err := sleep(ctx, 2*beat); err != nil {
-		return err
+		return PresenceCost{}, err
 	}
 	before := r.snapIf(ctx)
-	beats0, checks0 := beatsSent.RoundTrips(), checksSent.RoundTrips()
+	beats0, checks0, counts0 := beatsSent.RoundTrips(), checksSent.RoundTrips(), countsSent.RoundTrips()
 	start := time.Now()
 	if err := sleep(ctx, r.cfg.PresenceWindow); err != nil {
-		return err
+		return PresenceCost{}, err
 	}
 	work := r.snapIf(ctx).since(before)
 	window := time.Since(start)
-	beats, checks := beatsSent.RoundTrips()-beats0, checksSent.RoundTrips()-checks0
+	beats := beatsSent.RoundTrips() - beats0
 	if beats == 0 {
-		return fmt.Errorf("no beat sent in %s", window)
+		return PresenceCost{}, fmt.Errorf("no beat sent in %s", window)
 	}
 	n := float64(beats)
 	sc, in := work.scriptCalls(), work.innerCalls()
 	pc := PresenceCost{Servers: len(servers), BeatMS: ms(beat), WindowS: round3(window.Seconds()), Beats: beats,
-		FullChecks: checks, CmdsPerBeat: round3(float64(in.Calls) / n), RoundTripsPerBeat: round3(float64(sc.Calls) / n),
-		ScriptUSPerBeat: round3(float64(sc.Usec) / n), RedisCPUUSPerBeat: round3(work.cpuUS / n)}
+		FullChecks: checksSent.RoundTrips() - checks0, CountWrites: countsSent.RoundTrips() - counts0,
+		SessionsChangeEvery: sessionsChangeEvery, CmdsPerBeat: round3(float64(in.Calls) / n),
+		RoundTripsPerBeat: round3(float64(sc.Calls) / n), ScriptUSPerBeat: round3(float64(sc.Usec) / n),
+		RedisCPUUSPerBeat: round3(work.cpuUS / n)}
 	beatsPerSec := float64(len(servers)) / presence.DefaultBeat.Seconds()
 	pc.RedisCPUPctAtDefaultBeat = round3(pc.RedisCPUUSPerBeat * beatsPerSec / 1e6 * 100)
-	r.res.Presence = pc
-	r.progress("  %d servers, %d beats (%d full checks): %.2f commands, %.2f round trips, %.1f µs script, %.1f µs Redis CPU per beat",
-		pc.Servers, pc.Beats, pc.FullChecks, pc.CmdsPerBeat, pc.RoundTripsPerBeat, pc.ScriptUSPerBeat, pc.RedisCPUUSPerBeat)
-	return nil
+	return pc, nil
 }
 
 // sleep waits d, or until ctx ends (its error).

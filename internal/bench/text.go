@@ -53,6 +53,14 @@ func (r *Result) WriteText(w io.Writer) error {
 	ew.printf("  %s Redis commands, %s round trips, %s µs of script, %s µs of Redis CPU; at the default 3 s beat these %d servers take %s of one Redis core\n",
 		st.f("%.2f", p.CmdsPerBeat), st.f("%.2f", p.RoundTripsPerBeat), st.f("%.1f", p.ScriptUSPerBeat), st.f("%.1f", p.RedisCPUUSPerBeat),
 		p.Servers, st.f("%.2f%%", p.RedisCPUPctAtDefaultBeat))
+	met := "missed"
+	if p.MeetsTarget {
+		met = "met"
+	}
+	ew.printf("  target ≤ %.0f µs of script per beat: %s (%s µs); %d of %d beats carried a session count (each server's changes every %d beats)\n",
+		p.TargetUSPerBeat, met, st.f("%.1f", p.ScriptUSPerBeat), p.CountWrites, p.Beats, p.SessionsChangeEvery)
+	ew.printf("  floor (TIME and one HSET in a script, same servers and pace): %s µs of script, %s µs of Redis CPU per beat\n",
+		st.f("%.1f", p.Floor.ScriptUSPerBeat), st.f("%.1f", p.Floor.RedisCPUUSPerBeat))
 
 	mm := r.Memory
 	ew.printf("\nMemory (%d records of %d data bytes, %d saves each):\n", mm.Records, mm.DataBytes, mm.Saves)

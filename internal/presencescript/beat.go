@@ -76,6 +76,11 @@ type BeatArgs struct {
 	// Check asks for a full check: the run meta against INFO server, and a
 	// few expired fields cleaned.
 	Check bool
+	// WriteSessions asks a written beat to write Sessions, the server's
+	// session count, into the load hash (KEYS[3]) too.
+	WriteSessions bool
+	// Sessions is the session count written when WriteSessions is set.
+	Sessions int
 }
 
 // Argv is ARGV of beat.lua.
@@ -88,13 +93,18 @@ func (a BeatArgs) Argv() []any {
 	if a.Check {
 		check = 1
 	}
-	return []any{a.JobID, a.TTL.Milliseconds(), a.Instance, expected, check}
+	sessions := -1
+	if a.WriteSessions {
+		sessions = a.Sessions
+	}
+	return []any{a.JobID, a.TTL.Milliseconds(), a.Instance, expected, check, sessions}
 }
 
-// ParseBeatArgs reads the ARGV of an observed beat.lua call.
+// ParseBeatArgs reads the ARGV of an observed beat.lua call (five
+// arguments, from a build before the session count, or six).
 func ParseBeatArgs(argv []string) (BeatArgs, error) {
-	if len(argv) != 5 {
-		return BeatArgs{}, fmt.Errorf("%w: %s call with %d arguments, want 5", ErrUnexpectedReply, NameBeat, len(argv))
+	if len(argv) != 5 && len(argv) != 6 {
+		return BeatArgs{}, fmt.Errorf("%w: %s call with %d arguments, want 6", ErrUnexpectedReply, NameBeat, len(argv))
 	}
 	var n [3]int64
 	for i, j := range []int{1, 3, 4} {
@@ -107,6 +117,13 @@ func ParseBeatArgs(argv []string) (BeatArgs, error) {
 	a := BeatArgs{JobID: argv[0], TTL: time.Duration(n[0]) * time.Millisecond, Instance: argv[2], Check: n[2] == 1}
 	if n[1] != 0 {
 		a.Expected = time.UnixMilli(n[1])
+	}
+	if len(argv) == 6 {
+		v, err := strconv.Atoi(argv[5])
+		if err != nil || v < -1 {
+			return BeatArgs{}, fmt.Errorf("%w: %s argument 6 is %q", ErrUnexpectedReply, NameBeat, argv[5])
+		}
+		a.WriteSessions, a.Sessions = v >= 0, max(v, 0)
 	}
 	return a, nil
 }
@@ -151,13 +168,43 @@ type BeatAnswer struct {
 	OtherExpiresAt time.Time
 	// At is the Redis time of the beat.
 	At time.Time
+	// Load says what became of the session count the beat carried.
+	Load LoadOutcome
 }
 
-// ParseBeatAnswer reads beat.lua's answer.
+// LoadOutcome is what a beat did with the session count it carried.
+type LoadOutcome int
+
+const (
+	// LoadNotSent: the beat carried no count, or was refused.
+	LoadNotSent LoadOutcome = iota
+	// LoadWritten: the count was written into the load hash.
+	LoadWritten
+	// LoadFailed: the load hash refused the write (its key holds another
+	// type: another tool wrote there); the beat itself was written.
+	LoadFailed
+)
+
+// String returns "not-sent", "written" or "failed".
+func (o LoadOutcome) String() string {
+	if name, ok := enum.Name(o, "not-sent", "written", "failed"); ok {
+		return name
+	}
+	return "LoadOutcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// ParseBeatAnswer reads beat.lua's answer (six values, from a build before
+// the session count, or seven).
 func ParseBeatAnswer(v any) (BeatAnswer, error) {
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 6 {
+	if !ok || (len(arr) != 6 && len(arr) != 7) {
 		return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
+	}
+	var load int64
+	if len(arr) == 7 {
+		if load, ok = arr[6].(int64); !ok || load < 0 || load > int64(LoadFailed) {
+			return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
+		}
 	}
 	var n [5]int64
 	for i, j := range []int{0, 1, 2, 4, 5} {
@@ -169,7 +216,8 @@ func ParseBeatAnswer(v any) (BeatAnswer, error) {
 	if !ok || n[0] < 0 || n[0] > int64(BeatTakenOver) {
 		return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
 	}
-	a := BeatAnswer{Outcome: BeatOutcome(n[0]), Reset: n[2] == 1, Other: other, At: time.UnixMilli(n[4])}
+	a := BeatAnswer{Outcome: BeatOutcome(n[0]), Reset: n[2] == 1, Other: other, At: time.UnixMilli(n[4]),
+		Load: LoadOutcome(load)}
 	if n[1] != 0 {
 		a.ExpiresAt = time.UnixMilli(n[1])
 	}

@@ -8,6 +8,11 @@
 --          plain integer.
 -- KEYS[2]  the shard's owners hash, in the same Cluster slot: <JobID> = the
 --          instance (process) that wrote the JobID's beat.
+-- KEYS[3]  the shard's load hash, in the same Cluster slot: <JobID> =
+--          "<sessions>@<ms>", the server's session count and the Redis time
+--          it was written at. Written, and sampled by the cleaning, but no
+--          answer depends on it: every call on it is a pcall, so a load hash
+--          another tool broke never fails a beat.
 -- ARGV[1]  JobID of the beating server (non-empty, never starts with "\0")
 -- ARGV[2]  TTL in milliseconds
 -- ARGV[3]  instance of the beating process
@@ -15,6 +20,8 @@
 --          wrote, or 0 to go straight to the full path
 -- ARGV[5]  check: 1 to compare the run meta with INFO server and to clean a
 --          few expired fields, else 0
+-- ARGV[6]  sessions: the session count to write into the load hash with a
+--          written beat, or -1 (or absent) to leave it as it is
 --
 -- Fast path (expected > 0 and check 0): one HINCRBY moves our field from
 -- `expected` to now + TTL. When the result is now + TTL, the field held what
@@ -30,9 +37,14 @@
 -- Otherwise the beat and its owner are written, and the run meta when it is missing or unreadable, or,
 -- when check is 1, names another run than INFO's. With check 1, three random
 -- fields of the hash and two of the owners are looked at and the expired
--- ones dropped: O(1) work, and no answer depends on it.
+-- ones dropped: O(1) work, and no answer depends on it. The load hash is
+-- cleaned with them: an expired beat's load entry goes with it, and two
+-- random load entries whose beat is gone are dropped.
 --
--- Answers {code, expiresAt, reset, other, otherExpiresAt, now}:
+-- A written beat with sessions >= 0 also writes the load entry: one HSET
+-- more on the fast path, sent only when the count changed or on a check.
+--
+-- Answers {code, expiresAt, reset, other, otherExpiresAt, now, load}:
 --   code        0: written. 1: refused: `other` has a live beat until
 --               otherExpiresAt (ms). 2: written, taking the field over from
 --               instance `other` whose beat had expired at otherExpiresAt
@@ -41,9 +53,12 @@
 --   reset       1 when the run meta was rewritten (a new Redis run: restart,
 --               failover, or a hash that was lost), else 0
 --   now         the Redis time of the beat (ms)
-local key, owners = KEYS[1], KEYS[2]
+--   load        0: no count asked for (or the beat was refused); 1: written;
+--               2: the write failed (the load key is not a hash)
+local key, owners, load = KEYS[1], KEYS[2], KEYS[3]
 local job, ttl, inst = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local expected, check = tonumber(ARGV[4]), ARGV[5] == '1'
+local sessions = tonumber(ARGV[6] or '-1') or -1
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -51,12 +66,23 @@ local expires = now + ttl
 
 local function ms(v) return string.format('%.0f', v) end
 
+local function writeLoad()
+  if sessions < 0 then
+    return 0
+  end
+  local r = redis.pcall('HSET', load, job, ms(sessions) .. '@' .. ms(now))
+  if type(r) == 'number' then
+    return 1
+  end
+  return 2
+end
+
 if expected > 0 and not check then
   local delta = expires - expected
   local got = redis.pcall('HINCRBY', key, job, delta) -- an error table when the field is not an integer
   if type(got) == 'number' then
     if got == expires then
-      return {0, expires, 0, '', 0, now}
+      return {0, expires, 0, '', 0, now, writeLoad()}
     end
     local before = got - delta
     if before == 0 then -- the field did not exist
@@ -72,7 +98,7 @@ local owner = redis.call('HGET', owners, job)
 local val = tonumber(cur[1])
 
 if val ~= nil and val > now and owner and owner ~= inst then
-  return {1, 0, 0, owner, val, now}
+  return {1, 0, 0, owner, val, now, 0}
 end
 local code, other = 0, ''
 if owner and owner ~= inst then
@@ -98,12 +124,16 @@ redis.call('HSET', unpack(write))
 if owner ~= inst then
   redis.call('HSET', owners, job, inst)
 end
+local loaded = writeLoad()
 
 if check then
   -- Bounded cleaning: an expired (or unreadable) beat goes with its owner;
   -- an owner whose beat is gone goes too. Correctness never depends on it;
   -- it only keeps the hashes from growing with servers that are gone.
-  local sample = redis.call('HRANDFIELD', key, 3, 'WITHVALUES')
+  -- Negative counts: fields may repeat (harmless here), and Redis picks
+  -- them without building a set of distinct ones, which on a hash of
+  -- hundreds of fields costs more than the rest of the cleaning.
+  local sample = redis.call('HRANDFIELD', key, -3, 'WITHVALUES')
   for i = 1, #sample, 2 do
     local f = sample[i]
     if string.byte(f, 1) ~= 0 then
@@ -111,15 +141,24 @@ if check then
       if v == nil or v < now then
         redis.call('HDEL', key, f)
         redis.call('HDEL', owners, f)
+        redis.pcall('HDEL', load, f)
       end
     end
   end
-  local orphans = redis.call('HRANDFIELD', owners, 2)
+  local orphans = redis.call('HRANDFIELD', owners, -2)
   for _, f in ipairs(orphans) do
     if string.byte(f, 1) ~= 0 and redis.call('HEXISTS', key, f) == 0 then
       redis.call('HDEL', owners, f)
     end
   end
+  local gone = redis.pcall('HRANDFIELD', load, -2)
+  if type(gone) == 'table' and not gone.err then
+    for _, f in ipairs(gone) do
+      if redis.call('HEXISTS', key, f) == 0 then
+        redis.pcall('HDEL', load, f)
+      end
+    end
+  end
 end
 
-return {code, expires, reset, other, (code == 2 and val) or 0, now}
+return {code, expires, reset, other, (code == 2 and val) or 0, now, loaded}
