@@ -19,7 +19,7 @@ import (
 // acquire takes key's lock for a new profile, waiting on another server's
 // lock until deadline when wait is true.
 func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time, spec loadSpec, note *joinNote) (*Profile[T], error) {
-	wait, restoring := spec.remoteWait > 0, spec.restoring
+	wait := spec.remoteWait > 0
 	token, err := d.node.newToken()
 	if err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 				return nil, fmt.Errorf("load %q: %w: the presence lease lapsed while the lock was taken", key, ErrFenced)
 			}
 			note.how = res.How
-			return d.newProfile(ctx, key, token, &res, gen, sentAt, restoring)
+			return d.newProfile(ctx, key, token, &res, gen, sentAt, spec.mode)
 		}
 		l := res.Lock
 		if l.Job == d.node.jobID && args.StealJob == "" && d.node.claimedSince(sentAt.Add(-l.Age)) {
@@ -75,7 +75,7 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 			return nil, fmt.Errorf("load: %w", lockedError(key, l, false))
 		}
 		if w == nil {
-			w = d.node.handoff.NewWait(d.cfg.Name, key, deadline, d.presenceFlag())
+			w = d.node.handoff.NewWaitFor(d.cfg.Name, key, deadline, d.presenceFlag(), spec.purpose())
 			note.waitedRemote = true
 			ctx = d.tel.StartWait(ctx, telemetry.WaitOtherServer)
 			d.log.Debug("load waits for another server's lock", "key", key, "holder", l.Job, "presence", l.Presence,
@@ -121,11 +121,9 @@ func (d *Driver[T]) acquireOnce(ctx context.Context, key string, args record.Acq
 	cctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout+d.node.cfg.ReplicaTimeout)
 	defer cancel()
 	actx, span := d.tel.StartAcquire(cctx)
-	v, acked, err := d.node.runReplicated(actx, args.Call(d.recordKey(key)))
-	var res record.AcquireResult
-	if err == nil {
-		res, err = record.ParseAcquire(v)
-	}
+	call := args.Call(d.recordKey(key))
+	v, acked, err := d.node.runReplicated(actx, call.Call)
+	res, err := call.Answer(v, err)
 	if want := d.node.cfg.MinReplicas; err == nil && res.Outcome == record.Acquired && want > 0 && acked < int64(want) {
 		// A lock that a failover could lose is no lock: another server could
 		// take the key from the promoted replica while this one plays it.
@@ -147,9 +145,10 @@ func (d *Driver[T]) acquireOnce(ctx context.Context, key string, args record.Acq
 // newProfile builds the profile for a record whose lock was just taken. A
 // record that does not decode is given back (its lock released, its data
 // untouched) and answered with a *CorruptRecordError (or a *MigrationError),
-// unless restoring, when the profile is marked corrupt instead.
+// unless restoring, when the profile is marked corrupt instead. A profile
+// loaded for a wipe is never decoded.
 func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record.AcquireResult, gen uint64,
-	sentAt time.Time, restoring bool) (*Profile[T], error) {
+	sentAt time.Time, mode loadMode) (*Profile[T], error) {
 	switch a.How {
 	case record.TakenStolen:
 		d.tel.Takeover(ctx, telemetry.TakeoverStopped)
@@ -177,8 +176,12 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		unknown *datacodec.Unknown
 		corrupt bool
 	)
-	if derr == nil {
-		data, unknown, corrupt, derr = d.decodeLoaded(key, a, restoring)
+	switch {
+	case derr != nil:
+	case mode == loadWipe:
+		corrupt = true // never decoded, never written: Wipe erases it
+	default:
+		data, unknown, corrupt, derr = d.decodeLoaded(key, a, mode == loadRestore)
 	}
 	p := &Profile[T]{
 		d:        d,
@@ -205,7 +208,7 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		p.w.joinedTo = a.Messages[n-1].ID
 	}
 	p.ctx, p.cancel = context.WithCancel(d.ctx)
-	if derr == nil {
+	if derr == nil && mode != loadWipe {
 		if derr = p.decodeMeta(a.UserIDs, a.Meta); derr != nil {
 			derr = &CorruptRecordError{Key: key, Path: "(user ids and metadata)", Err: derr}
 		}

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/internal/telemetry"
 )
 
 // adopt re-asserts a retained profile for a rejoin, on its owner: a write
@@ -56,7 +55,7 @@ func (p *Profile[T]) adoptOnOwner(ctx context.Context) (bool, error) {
 	p.token = token // requests naming the old lock are late now
 	d.mu.Unlock()
 
-	err = p.write(ctx, record.ModeSave, telemetry.WriteAdopt)
+	err = p.write(ctx, writeAdopt)
 	switch {
 	case err == nil:
 		if !p.adopted() {

@@ -13,7 +13,7 @@ import (
 // into an error matching ErrCallbackPanic, so the server and its other
 // players go on.
 //
-// Kick, OnLockLost and OnSaveError run on the driver's dispatcher, one
+// Kick, OnLockLost, OnSaveError and OnSaved run on the driver's dispatcher, one
 // goroutine that runs them one at a time in the order they were called
 // (nats.go delivers a connection's events so): a game hears Kick before
 // OnLockLost for a key, never the other way. They must not block for long:

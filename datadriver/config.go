@@ -175,6 +175,14 @@ type Config[T any] struct {
 	Kick        func(key string, reason KickReason)
 	OnLockLost  func(key string, err error)
 	OnSaveError func(key string, err error)
+	// OnSaved is called after each write of a profile that landed (Save,
+	// autosave, the release, an adoption's save, a trade's settle; not a
+	// lock refresh, which writes no data) with what it stored: the version
+	// and time, how many Updates it includes, and whether MinReplicas
+	// acknowledged it (see Saved and Profile.LastSaved). It runs on the
+	// same goroutine as Kick, in the order the writes landed, a panic
+	// recovered and logged: it must not block for long. [nil]
+	OnSaved func(key string, s Saved)
 	// DisableHandoff: this driver's locks carry no presence flag and it
 	// answers no requests. [false]
 	DisableHandoff bool

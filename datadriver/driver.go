@@ -13,6 +13,7 @@ import (
 	"github.com/ckernel/playerdata/internal/datacodec"
 	"github.com/ckernel/playerdata/internal/telemetry"
 	"github.com/ckernel/playerdata/lockhandoff"
+	"github.com/ckernel/playerdata/presence"
 )
 
 // Driver loads and saves one kind of profile (T) on a Node. Create it with
@@ -39,6 +40,8 @@ type Driver[T any] struct {
 	cancel      context.CancelFunc
 	// callbacks runs the game's Kick, OnLockLost and OnSaveError in order.
 	callbacks *dispatcher
+	// reader reads other servers' presence for Where (where.go).
+	reader *presence.Presence
 
 	mu       sync.Mutex
 	loading  map[string]bool          // keys with a load in flight on this Node (the reservation)
@@ -72,6 +75,10 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 	if err != nil {
 		return nil, err
 	}
+	reader, err := newReader(node)
+	if err != nil {
+		return nil, fmt.Errorf("new driver: %w", err)
+	}
 	zenc, zdec, err := newZstd()
 	if err != nil {
 		return nil, fmt.Errorf("new driver: %w", err)
@@ -90,6 +97,7 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 		loadRequests: make(map[string][]loadRequest),
 		orphans:      newOrphans(node.clock),
 		callbacks:    newDispatcher(),
+		reader:       reader,
 	}
 	d.ctx, d.cancel = context.WithCancel(node.ctx)
 	d.loads, d.cancelLoads = context.WithCancel(d.ctx)

@@ -14,6 +14,7 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 // lock the requester saw).
 type loadRequest struct {
 	token    string
+	purpose  string // what the request is for (see lockhandoff.ReleaseFunc)
 	released chan struct{}
 }
 
@@ -23,25 +24,27 @@ type loadRequest struct {
 // and is answered at once. A request for a key no session or load of this
 // driver has names a lock nobody here answers for (see releaseOrphanLocked):
 // it is given back. Otherwise the lock is let go: a live session is ended (Kick with
-// ReasonJoinedElsewhere, leave cleanups, release save), a retained profile
+// ReasonJoinedElsewhere, or ReasonRestored for a restore's request; leave
+// cleanups, release save), a retained profile
 // retries its release now, and a load still in flight is answered when it
 // settles. The channel closes when the profile ends.
-func (d *Driver[T]) releaseFor(key, token string) <-chan struct{} {
+func (d *Driver[T]) releaseFor(key, token, purpose string) <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if ch, ok := d.moveReleaseLocked(key, token); ok {
+	if ch, ok := d.moveReleaseLocked(key, token, purpose); ok {
 		return ch // a move to this Node is pending under that token
 	}
 	if d.loading[key] {
-		r := loadRequest{token: token, released: make(chan struct{})}
+		r := loadRequest{token: token, purpose: purpose, released: make(chan struct{})}
 		d.loadRequests[key] = append(d.loadRequests[key], r)
 		return r.released
 	}
-	return d.releaseLocked(key, token)
+	return d.releaseLocked(key, token, purpose)
 }
 
-// releaseLocked lets key's lock go if it is token's; d.mu held.
-func (d *Driver[T]) releaseLocked(key, token string) <-chan struct{} {
+// releaseLocked lets key's lock go if it is token's, for a load made for
+// purpose; d.mu held.
+func (d *Driver[T]) releaseLocked(key, token, purpose string) <-chan struct{} {
 	p := d.profiles[key]
 	if p == nil {
 		return d.releaseOrphanLocked(key, token)
@@ -53,7 +56,7 @@ func (d *Driver[T]) releaseLocked(key, token string) <-chan struct{} {
 	case phaseLive:
 		// A session whose lease has passed is fenced here instead (no leave
 		// cleanup, no release): another server may already take its lock.
-		if p.leaveLocked(causeJoinedElsewhere, true) {
+		if p.leaveLocked(askedFor(purpose), true) {
 			d.log.Info("another server asked for a live session; ending it", "key", key)
 		}
 	case phaseRetained:
@@ -70,7 +73,7 @@ func (d *Driver[T]) answerLoadRequestsLocked(key string) {
 	reqs := d.loadRequests[key]
 	delete(d.loadRequests, key)
 	for _, r := range reqs {
-		released := d.releaseLocked(key, r.token)
+		released := d.releaseLocked(key, r.token, r.purpose)
 		select {
 		case <-released:
 			close(r.released)

@@ -18,11 +18,12 @@ const (
 	ReasonCallbackFailed                        // a game callback panicked halfway through a change
 	ReasonRecordGone                            // the record vanished while held (deleted, flushed, evicted)
 	ReasonRecordCorrupt                         // another tool broke a field the library relies on
+	ReasonRestored                              // a restore (Driver.RestoreAt, playerdata restore) asked for the profile; the release saves it
 )
 
 // String is the reason's identifier: "joined_elsewhere", "lock_lost",
-// "fenced", "wiped", "shutdown", "callback_failed", "record_gone" or
-// "record_corrupt".
+// "fenced", "wiped", "shutdown", "callback_failed", "record_gone",
+// "record_corrupt" or "restored".
 func (r KickReason) String() string {
 	if id, _ := r.text(); id != "" {
 		return id
@@ -57,6 +58,8 @@ func (r KickReason) text() (id, message string) {
 		return "record_gone", "Your saved data could not be found; the server stopped to keep it safe."
 	case ReasonRecordCorrupt:
 		return "record_corrupt", "Your saved data was changed outside the game; the server stopped to keep it safe."
+	case ReasonRestored:
+		return "restored", "Your data is being restored to an earlier version; join again in a moment."
 	}
 	return "", ""
 }

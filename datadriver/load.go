@@ -8,6 +8,7 @@ import (
 
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/internal/telemetry"
+	"github.com/ckernel/playerdata/messaging"
 )
 
 // LoadOptions tune one Load or RestoreAt call.
@@ -30,7 +31,7 @@ func (d *Driver[T]) Join(ctx context.Context, key string) (*Profile[T], error) {
 	start := d.node.clock.Now()
 	ctx = d.tel.StartJoin(ctx, key)
 	note := &joinNote{}
-	p, err := d.load(ctx, key, loadSpec{localWait: local, remoteWait: d.cfg.LockWait, note: note})
+	p, err := d.load(ctx, key, loadSpec{localWait: local, remoteWait: d.cfg.LockWait, mode: loadPlay, note: note})
 	took := d.node.clock.Since(start)
 	d.tel.JoinDone(ctx, took, note.path(), joinOutcome(ctx, err), err)
 	if err != nil {
@@ -96,16 +97,42 @@ func (d *Driver[T]) loadWait(opts LoadOptions) time.Duration {
 // load is the whole load: the same-server wait (and adoption), then the
 // acquire, waiting on another server's lock up to remoteWait.
 // loadSpec says how one load waits and what it accepts.
+// loadMode is what a load is for.
+type loadMode uint8
+
+const (
+	// loadPlay: a session for the game.
+	loadPlay loadMode = iota
+	// loadRestore: RestoreAt's session. A record whose data does not decode
+	// is accepted (RestoreAt replaces it with a kept version): the profile is
+	// marked corrupt and never writes its own data.
+	loadRestore
+	// loadWipe: Wipe's session, which only erases the record under its lock:
+	// the data is not decoded, no message is applied, and the profile never
+	// writes data.
+	loadWipe
+)
+
 type loadSpec struct {
 	// localWait bounds the wait for a load or leave of the key on this Node,
 	// remoteWait the wait for another server's lock.
 	localWait, remoteWait time.Duration
-	// restoring accepts a record whose data does not decode (RestoreAt
-	// replaces it with a kept version): the profile is marked corrupt and
-	// never writes its own data.
-	restoring bool
+	// mode says what the profile is loaded for: play, a restore or a wipe.
+	mode loadMode
 	// note, when set, records what the load did (Join's path).
 	note *joinNote
+}
+
+// purpose is what the load asks another session of the key for (see
+// lockhandoff.ReleaseFunc): a restore, a wipe, or a join ("").
+func (s loadSpec) purpose() string {
+	switch s.mode {
+	case loadRestore:
+		return messaging.PurposeRestore
+	case loadWipe:
+		return messaging.PurposeWipe
+	}
+	return ""
 }
 
 func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profile[T], error) {
@@ -141,7 +168,7 @@ func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profi
 	}
 	start := d.node.clock.Now()
 	for {
-		p, adopt, err := d.reserve(ctx, key, start.Add(spec.localWait), spec.note)
+		p, adopt, err := d.reserve(ctx, key, start.Add(spec.localWait), spec)
 		if err != nil {
 			return nil, d.loadErr(ctx, err)
 		}

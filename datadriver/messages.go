@@ -206,7 +206,7 @@ func (p *Profile[T]) pullNow() {
 // pulled.
 func (p *Profile[T]) catchUpInbox() {
 	if p.messagesPending() {
-		if err := p.write(p.ctx, record.ModeSave, telemetry.WriteAutosave); err != nil && p.ctx.Err() == nil {
+		if err := p.write(p.ctx, writeAutosave); err != nil && p.ctx.Err() == nil {
 			p.d.log.Debug("writing the messages a join applied failed; the next write carries them", "key", p.key,
 				"err", err)
 		}
@@ -261,7 +261,7 @@ func (p *Profile[T]) pullInbox(after string) bool {
 			return false
 		}
 		if p.messagesPending() {
-			if err := p.write(p.ctx, record.ModeSave, telemetry.WriteAutosave); err != nil {
+			if err := p.write(p.ctx, writeAutosave); err != nil {
 				p.w.seenSeq = prev // the next write carries them, and pulls again
 				return false
 			}

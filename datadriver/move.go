@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/internal/telemetry"
 	"github.com/ckernel/playerdata/messaging"
 	"github.com/ckernel/playerdata/presence"
 )
@@ -153,7 +152,7 @@ func (p *Profile[T]) moveSnapshot(ctx context.Context) (snapshot, error) {
 	p.d.mu.Unlock()
 	changed := !bytes.Equal(snap.data, p.w.lastData)
 	if adopting || len(snap.refused) > 0 || p.unsettled != nil || (changed && (p.w.keepNext || p.versionDue())) {
-		if err := p.write(ctx, record.ModeSave, telemetry.WriteSave); err != nil {
+		if err := p.write(ctx, writeSave); err != nil {
 			return snap, err
 		}
 		if snap, err = p.snapshot(); err != nil {

@@ -339,7 +339,7 @@ func (d *Driver[T]) claimMoved(ctx context.Context, key string) (*Profile[T], er
 // came): the request is answered once the move settles and, if it landed,
 // once the profile has been released. ok is false when no move of key is
 // pending under token. d.mu held.
-func (d *Driver[T]) moveReleaseLocked(key, token string) (_ <-chan struct{}, ok bool) {
+func (d *Driver[T]) moveReleaseLocked(key, token, purpose string) (_ <-chan struct{}, ok bool) {
 	in := d.moves.pending[key]
 	if in == nil || in.accept.Token != token {
 		return nil, false
@@ -354,7 +354,7 @@ func (d *Driver[T]) moveReleaseLocked(key, token string) (_ <-chan struct{}, ok 
 			return
 		}
 		d.mu.Lock()
-		released := d.releaseLocked(key, token)
+		released := d.releaseLocked(key, token, purpose)
 		d.mu.Unlock()
 		select {
 		case <-released:

@@ -55,7 +55,7 @@ func (n *Node) startHandoff() error {
 		}
 		opts := []messaging.Option{messaging.WithPrefix(prefix), messaging.WithClock(n.clock), messaging.WithLogger(n.log)}
 		if len(cfg.RequestKey) == 0 {
-			n.log.Warn("handoff requests are not authenticated (NodeConfig.RequestKey is empty): any client that can publish on "+prefix+".> can end a session whose lock token it saw on the bus, wake waiting joins, make this server pull inboxes, and have it reply to names it chooses; set RequestKey", "subjects", prefix+".>")
+			warnUnauthenticated(n.log, prefix)
 		}
 		if len(cfg.RequestKey) > 0 {
 			opts = append(opts, messaging.WithKey(cfg.RequestKey))
@@ -82,7 +82,7 @@ func (n *Node) startHandoff() error {
 	n.handoff, err = lockhandoff.New(lockhandoff.Config{
 		JobID: n.jobID, Bus: bus, Presence: pres,
 		Beat: pres.Config().Beat, RequestRepeat: cfg.RequestRepeat, ParkMin: cfg.ParkMin, ParkMax: cfg.ParkMax,
-		Clock: n.clock, Logger: n.log, Trace: n.tel.HandoffTrace(),
+		Clock: n.clock, Logger: n.log, Trace: handoffTrace(n.tel),
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)

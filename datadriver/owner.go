@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"time"
-
-	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/internal/telemetry"
 )
 
 // Every write of a profile runs on its owner goroutine, one at a time, so
@@ -114,7 +111,7 @@ func (p *Profile[T]) autosave() time.Duration {
 	if ph == phaseRetained {
 		err = p.release(p.ctx)
 	} else {
-		err = p.write(p.ctx, record.ModeSave, telemetry.WriteAutosave)
+		err = p.write(p.ctx, writeAutosave)
 	}
 	if err != nil && p.ctx.Err() == nil && causeOf(err) == causeNone {
 		d.log.Warn("autosave failed", "key", p.key, "phase", ph.String(), "err", err)
@@ -154,7 +151,7 @@ func (p *Profile[T]) refresh() {
 	if ph := p.phaseNow(); (ph != phaseLive && ph != phaseRetained) || p.refreshIn() > 0 {
 		return
 	}
-	err := p.write(p.ctx, record.ModeSave, telemetry.WriteRefresh)
+	err := p.write(p.ctx, writeRefresh)
 	if err != nil && p.ctx.Err() == nil && causeOf(err) == causeNone {
 		p.w.refreshRetry = d.node.clock.Now().Add(d.cfg.LockTTL / 16)
 		d.log.Warn("lock refresh failed", "key", p.key, "err", err)

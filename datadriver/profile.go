@@ -38,6 +38,10 @@ type Profile[T any] struct {
 	// metaGen counts changes of uids and meta; metaSaved is the count the
 	// last landed save wrote.
 	metaGen, metaSaved uint64
+	// updates counts the Updates that succeeded (Profile.Updates), changed
+	// under dataMu; lastSaved is the last landed write (landed.go).
+	updates   atomic.Uint64
+	lastSaved atomic.Pointer[Saved]
 	// cleanups are the leave cleanups (OnRelease).
 	cleanups []func(*T)
 	// gate is set while a trade of the profile runs (Update waits for it to
@@ -179,6 +183,9 @@ func (p *Profile[T]) Update(fn func(d *T)) error {
 	if perr != nil || lerr != nil {
 		// No write may take the change: every snapshot checks stopped.
 		p.stopped.Store(true)
+	}
+	if perr == nil && lerr == nil {
+		p.updates.Add(1)
 	}
 	p.dataMu.Unlock()
 	switch {

@@ -212,11 +212,14 @@ func TestVersionsAndRestore(t *testing.T) {
 }
 
 func TestWipe(t *testing.T) {
-	r := testsupport.StartRedis(t)
-	a := newServer(t, r, "server-a")
-	b := newServer(t, r, "server-b")
+	r, n := testsupport.StartRedis(t), testsupport.StartNATS(t)
+	a := newServer(t, r, "server-a", withNATS(t, n))
+	b := newServer(t, r, "server-b", withNATS(t, n))
+	akicked := make(chan datadriver.KickReason, 1)
 	kicked := make(chan datadriver.KickReason, 1)
-	da := players(t, a)
+	da := players(t, a, func(c *datadriver.Config[player]) {
+		c.Kick = func(_ string, reason datadriver.KickReason) { akicked <- reason }
+	})
 	db := players(t, b, func(c *datadriver.Config[player]) {
 		c.Kick = func(_ string, reason datadriver.KickReason) { kicked <- reason }
 	})
@@ -229,21 +232,49 @@ func TestWipe(t *testing.T) {
 	if err := pa.Save(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The erasure runs on server B while A holds the profile.
+	// The erasure runs on server B while A holds the profile: A is asked to
+	// release it first, so A's session has ended before anything is erased.
 	if err := db.Wipe(ctx, "user:30"); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := r.Client(t).Exists(ctx, r.Namespace+":{PlayerData:user:30}", r.Namespace+":{PlayerData:user:30}:h").Result(); n != 0 {
+	if !errors.Is(pa.Err(), datadriver.ErrReleased) && !errors.Is(pa.Err(), datadriver.ErrLockLost) {
+		t.Fatalf("holder's session after a Wipe elsewhere: Err = %v, want it ended", pa.Err())
+	}
+	select {
+	case <-pa.Done():
+	default:
+		t.Fatal("the holder's session still runs after the wipe returned")
+	}
+	if err := pa.Update(func(d *player) { d.Coins = 10 }); err == nil {
+		t.Fatal("the holder took an Update after the wipe")
+	}
+	select {
+	case reason := <-akicked:
+		if reason != datadriver.ReasonWiped {
+			t.Errorf("the holder's player was kicked with %v, want %v (the request said why)", reason, datadriver.ReasonWiped)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the holder's player was never kicked")
+	}
+	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:30")
+	if n, _ := r.Client(t).Exists(ctx, rk, rk+":hist", rk+":inbox").Result(); n != 0 {
 		t.Fatalf("%d keys left after Wipe", n)
 	}
-	if err := pa.Save(ctx); !errors.Is(err, datadriver.ErrLockLost) {
-		t.Fatalf("holder's save after Wipe = %v, want ErrLockLost", err)
+	pb, err := db.Join(ctx, "user:30")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n, _ := r.Client(t).Exists(ctx, r.Namespace+":{PlayerData:user:30}").Result(); n != 0 {
-		t.Fatal("the old holder's save recreated the wiped record")
+	var coins int
+	pb.View(func(d *player) { coins = d.Coins })
+	if coins != 100 {
+		t.Fatalf("a join after the wipe got coins %d, want the Defaults' 100", coins)
 	}
+	if err := pb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
 	// Wiping a key held on this Node ends the local session at once.
-	pb, err := db.Join(ctx, "user:31")
+	pb, err = db.Join(ctx, "user:31")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +286,38 @@ func TestWipe(t *testing.T) {
 	}
 	if reason := <-kicked; reason != datadriver.ReasonWiped {
 		t.Errorf("the local session was kicked with %v, want %v", reason, datadriver.ReasonWiped)
+	}
+}
+
+// TestWipeNeverFreesALiveHoldersLock: a wipe is a way a lock could change
+// hands, so it obeys the rule: without an answer from the live holder (no
+// NATS here) it waits out its LockWait and erases nothing, and the holder
+// plays on and saves.
+func TestWipeNeverFreesALiveHoldersLock(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a")
+	b := newServer(t, r, "server-b")
+	da := players(t, a)
+	db := players(t, b, func(c *datadriver.Config[player]) { c.LockWait = 500 * time.Millisecond })
+	ctx := ctxT(t)
+	pa, err := da.Join(ctx, "user:32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = pa.Update(func(d *player) { d.Coins = 9 })
+	if err := pa.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var locked *datadriver.LockedError
+	if err := db.Wipe(ctx, "user:32"); !errors.As(err, &locked) || locked.Holder != "server-a" {
+		t.Fatalf("Wipe of a live holder's profile = %v, want a *LockedError naming server-a", err)
+	}
+	if rec := recordFields(t, r, "PlayerData", "user:32"); rec["lock.job"] != "server-a" || rec["data"] == "" {
+		t.Fatalf("a refused wipe changed the record: %v", rec)
+	}
+	_ = pa.Update(func(d *player) { d.Coins = 11 })
+	if err := pa.Save(ctx); err != nil {
+		t.Fatalf("the holder's save after a refused wipe = %v", err)
 	}
 }
 

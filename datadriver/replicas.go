@@ -58,10 +58,8 @@ func (n *Node) runReplicated(ctx context.Context, c rscript.Call) (any, int64, e
 func (n *Node) send(ctx context.Context, key string, body []byte, a record.SendArgs) (record.SendResult, int64, error) {
 	ctx, cancel := n.clock.WithTimeout(ctx, n.cfg.SaveTimeout+n.cfg.ReplicaTimeout)
 	defer cancel()
-	v, acked, err := n.runReplicated(ctx, record.SendCall(key, body, a))
-	if err != nil {
-		return record.SendResult{}, acked, err
-	}
-	res, err := record.ParseSend(v)
+	call := record.SendCall(key, body, a)
+	v, acked, err := n.runReplicated(ctx, call.Call)
+	res, err := call.Answer(v, err)
 	return res, acked, err
 }

@@ -17,7 +17,8 @@ import (
 // with a retained profile to adopt (adopt true, the profile marked adopting).
 // A live session of the key on this Node is asked to end, as another server
 // would ask it, when there is time to wait for it.
-func (d *Driver[T]) reserve(ctx context.Context, key string, deadline time.Time, note *joinNote) (*Profile[T], bool, error) {
+func (d *Driver[T]) reserve(ctx context.Context, key string, deadline time.Time, spec loadSpec) (*Profile[T], bool, error) {
+	note := spec.note
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for {
@@ -39,7 +40,7 @@ func (d *Driver[T]) reserve(ctx context.Context, key string, deadline time.Time,
 			}
 			// Asked to end as another server would ask it: Kick, the leave
 			// cleanups, the release save.
-			p.leaveLocked(causeJoinedElsewhere, true)
+			p.leaveLocked(askedFor(spec.purpose()), true)
 		}
 		left := deadline.Sub(d.node.clock.Now())
 		if left <= 0 {

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/internal/telemetry"
 )
 
 // Save writes the profile now, fenced by its lock (with MinReplicas it waits
@@ -15,7 +12,7 @@ import (
 // session live (autosave retries). ctx bounds the wait and the write.
 func (p *Profile[T]) Save(ctx context.Context) error {
 	return p.do(ctx, func(ctx context.Context) error {
-		return p.write(ctx, record.ModeSave, telemetry.WriteSave)
+		return p.write(ctx, writeSave)
 	})
 }
 
@@ -49,7 +46,7 @@ func (p *Profile[T]) release(ctx context.Context) error {
 		return fmt.Errorf("release %q: a rejoin on this server took the profile over", p.key)
 	}
 	cerr := p.runCleanups()
-	err := p.write(ctx, record.ModeRelease, telemetry.WriteRelease)
+	err := p.write(ctx, writeRelease)
 	var landed *landedButErr
 	if err == nil || errors.As(err, &landed) {
 		p.endWith(causeReleased, ErrReleased)

@@ -176,8 +176,10 @@ func (r *tradeRun) execute(ctx context.Context, tx *Tx) error {
 		parts[i] = transactions.Participant{Driver: p.tradeDriver(), Key: p.tradeKey(), Token: token, Ver: ver,
 			Image: r.images[i], Schema: schema, SchemaMin: schemaMin}
 	}
+	prepares := make([]rscript.Pending[record.PrepareResult], len(r.parties))
 	for i, p := range r.parties {
-		calls = append(calls, record.PrepareArgs{Token: parts[i].Token, Trade: r.id, Ver: parts[i].Ver}.Call(p.tradeRecord()))
+		prepares[i] = record.PrepareArgs{Token: parts[i].Token, Trade: r.id, Ver: parts[i].Ver}.Call(p.tradeRecord())
+		calls = append(calls, prepares[i].Call)
 	}
 	// The journal entry goes last: an entry that exists has its marks before
 	// it, so a crash leaves no PREPARED entry that no participant's recovery
@@ -196,7 +198,8 @@ func (r *tradeRun) execute(ctx context.Context, tx *Tx) error {
 	prepErr := transactions.Begun(r.id, vals[n], errs[n])
 	marked := make([]bool, n) // the mark may be on the record
 	for i, p := range r.parties {
-		err := prepareResult(p.tradeKey(), vals[i], errs[i])
+		res, err := prepares[i].Answer(vals[i], errs[i])
+		err = prepareResult(p.tradeKey(), res, err)
 		marked[i] = err == nil || errs[i] != nil // a failed call may still have landed
 		if err != nil && prepErr == nil {
 			prepErr = err
@@ -236,9 +239,11 @@ func (r *tradeRun) settle(ctx context.Context, tx *Tx, parts []transactions.Part
 	for i, p := range r.parties {
 		p.applyImage(tx.copies[p], r.images[i])
 	}
-	calls := make([]rscript.Call, 0, len(r.parties))
+	settles := make([]rscript.Pending[record.SaveResult], len(r.parties))
+	calls := make([]rscript.Call, len(r.parties))
 	for i, p := range r.parties {
-		calls = append(calls, p.settleCall(r.id, parts[i].Token, r.images[i], parts[i].Schema, parts[i].SchemaMin))
+		settles[i] = p.settleCall(r.id, parts[i].Token, r.images[i], parts[i].Schema, parts[i].SchemaMin)
+		calls[i] = settles[i].Call
 	}
 	sctx, cancel := node.clock.WithTimeout(ctx, node.cfg.SaveTimeout)
 	sentAt := node.clock.Now()
@@ -246,14 +251,11 @@ func (r *tradeRun) settle(ctx context.Context, tx *Tx, parts []transactions.Part
 	cancel()
 	var settled []int
 	for i, p := range r.parties {
-		var sres record.SaveResult
-		if errs[i] == nil {
-			sres, errs[i] = record.ParseSave(vals[i])
-		}
-		res, err := p.settleResult(sres, errs[i], sentAt)
+		sres, serr := settles[i].Answer(vals[i], errs[i])
+		res, err := p.settleResult(sres, serr, sentAt)
 		switch {
 		case err == nil:
-			p.settled(res, r.images[i])
+			p.settled(res, r.images[i], r.notReplicated == nil)
 			settled = append(settled, i)
 		case errors.Is(err, ErrLockLost):
 			p.loseLock(err) // its next owner settles it from the journal
@@ -353,7 +355,7 @@ func (r *tradeRun) clearMarks(ctx context.Context, marked []bool) {
 	for i, p := range r.parties {
 		if marked[i] {
 			token, _ := p.lockInfo()
-			calls = append(calls, p.settleCall(r.id, token, nil, 0, 0))
+			calls = append(calls, p.settleCall(r.id, token, nil, 0, 0).Call)
 			who = append(who, p)
 		}
 	}
@@ -373,12 +375,8 @@ func allTrue(n int) []bool {
 	return b
 }
 
-// prepareResult reads prepare.lua's answer.
-func prepareResult(key string, v any, err error) error {
-	var res record.PrepareResult
-	if err == nil {
-		res, err = record.ParsePrepare(v)
-	}
+// prepareResult turns prepare.lua's answer into the trade's error.
+func prepareResult(key string, res record.PrepareResult, err error) error {
 	if err != nil {
 		return fmt.Errorf("prepare %q: %w", key, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ckernel/playerdata/internal/telemetry"
 	"time"
 
 	"github.com/ckernel/playerdata/internal/record"
@@ -28,11 +27,11 @@ type party interface {
 	copyForTrade() (any, error)
 	imageOf(copy any) ([]byte, error)
 	lockInfo() (token string, ver int64)
-	settleCall(id, token string, img []byte, schema, schemaMin int) rscript.Call
+	settleCall(id, token string, img []byte, schema, schemaMin int) rscript.Pending[record.SaveResult]
 	settleResult(res record.SaveResult, err error, sentAt time.Time) (writeRes, error)
 	imageSchema() (schema, schemaMin int)
 	applyImage(copy any, img []byte)
-	settled(res writeRes, img []byte)
+	settled(res writeRes, img []byte, replicated bool)
 	setPending(pt *pendingTrade)
 	loseLock(err error)
 	// checkLease is nil while the profile may still change (see lease.go);
@@ -108,7 +107,7 @@ func (p *Profile[T]) readyForTrade(ctx context.Context) error {
 	adopting := len(p.earlier) > 0
 	p.d.mu.Unlock()
 	if unsettled || adopting {
-		if err := p.write(ctx, record.ModeSave, telemetry.WriteAutosave); err != nil {
+		if err := p.write(ctx, writeAutosave); err != nil {
 			return fmt.Errorf("%w: the record is not in step with the profile: %w", ErrTradePending, err)
 		}
 	}
@@ -163,7 +162,7 @@ func (p *Profile[T]) imageOf(c any) ([]byte, error) {
 	return b, nil
 }
 
-func (p *Profile[T]) settleCall(id, token string, img []byte, schema, schemaMin int) rscript.Call {
+func (p *Profile[T]) settleCall(id, token string, img []byte, schema, schemaMin int) rscript.Pending[record.SaveResult] {
 	return p.d.writeCall(p.key, record.SaveArgs{Mode: record.ModeSettle, Token: token, Trade: id, Data: img,
 		Schema: schema, SchemaMin: schemaMin, Sum: record.RecordSum(img, schema, schemaMin, p.w.uids, p.w.meta)})
 }
@@ -185,11 +184,13 @@ func (p *Profile[T]) applyImage(c any, _ []byte) {
 	p.data = *c.(*T)
 }
 
-// settled records a landed settle write (the trade borrows the owner).
-func (p *Profile[T]) settled(res writeRes, img []byte) {
+// settled records a landed settle write (the trade borrows the owner);
+// replicated: the trade's commit is on MinReplicas replicas.
+func (p *Profile[T]) settled(res writeRes, img []byte, replicated bool) {
 	if res.How == record.HowAlreadySettled {
 		return
 	}
+	defer p.noteSaved(snapshot{}, false, false, replicated)
 	p.w.ver, p.w.lastData = res.Ver, img
 	p.w.schema, p.w.schemaMin = p.imageSchema()
 	p.w.stored = record.KeptMeta{At: res.At, Schema: p.w.schema, SchemaMin: p.w.schemaMin}

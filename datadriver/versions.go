@@ -10,7 +10,6 @@ import (
 
 	"github.com/ckernel/playerdata/internal/datacodec"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/internal/telemetry"
 )
 
 // Version is one kept version of a record.
@@ -195,7 +194,7 @@ func (d *Driver[T]) ReadVersion(ctx context.Context, key string, t time.Time) (T
 // nothing of it is written.
 func (d *Driver[T]) RestoreAt(ctx context.Context, key string, t time.Time, opts LoadOptions) (*Profile[T], error) {
 	w := d.loadWait(opts)
-	p, err := d.load(ctx, key, loadSpec{localWait: w, remoteWait: w, restoring: true})
+	p, err := d.load(ctx, key, loadSpec{localWait: w, remoteWait: w, mode: loadRestore})
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +240,7 @@ func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) err
 		p.w.schema = target.schema
 		p.w.corrupt = false
 		p.w.keepNext = true // the data before the restore is kept (even corrupt: nothing stored is lost)
-		return p.write(ctx, record.ModeSave, telemetry.WriteSave)
+		return p.write(ctx, writeSave)
 	})
 	if err != nil {
 		return fmt.Errorf("restore %q: %w", p.key, err)

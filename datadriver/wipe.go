@@ -11,23 +11,67 @@ import (
 // errWiped marks the end of a session whose record Wipe erased.
 var errWiped = errors.New("the record was erased")
 
-// Wipe erases key's record and every key beside it (an erasure request), at
-// once: a session of it here ends with ReasonWiped; one elsewhere ends at its
-// next write, which finds the record gone and never writes it back.
+// Wipe erases key's record and every key beside it (an erasure request).
+// It takes the lock first, the way Join does and with Join's waits and
+// errors: a live session of key on this Node ends with ReasonWiped; one on
+// another server is asked to release it (the request says it is for a wipe,
+// so its player is kicked with ReasonWiped too); a holder that stopped is taken over once proven stopped, never
+// by age while it lives. Then one fenced script erases everything under that
+// lock, so no session ever plays on after its record is gone. A wipe whose
+// lock cannot be had in time answers the join's error (*LockedError,
+// ErrWaitTimeout) and erases nothing. The record's epoch goes with it: the
+// next join of key starts again at epoch 1 with Defaults.
 func (d *Driver[T]) Wipe(ctx context.Context, key string) error {
 	if err := ValidKey(key); err != nil {
 		return fmt.Errorf("wipe: %w", err)
 	}
-	rk := d.recordKey(key)
-	if _, err := record.Wipe(ctx, d.node.rdb, rk); err != nil {
+	if p := d.liveProfile(key); p != nil {
+		// The game holds it here: erase under its lock, then end it.
+		if err := p.do(ctx, p.wipe); err != nil {
+			return fmt.Errorf("wipe %q: %w", key, err)
+		}
+		p.endWith(causeWiped, fmt.Errorf("wipe %q: %w: %w", key, ErrLockLost, errWiped))
+		d.log.Info("wiped a profile held on this server", "key", key)
+		return nil
+	}
+	local := d.cfg.LocalHandoff
+	if local == 0 {
+		local = d.cfg.LockWait
+	}
+	p, err := d.load(ctx, key, loadSpec{localWait: local, remoteWait: d.cfg.LockWait, mode: loadWipe})
+	if err != nil {
 		return fmt.Errorf("wipe %q: %w", key, err)
 	}
-	d.mu.Lock()
-	p := d.profiles[key]
-	d.mu.Unlock()
-	if p != nil {
-		p.endWith(causeWiped, fmt.Errorf("wipe %q: %w: %w", key, ErrLockLost, errWiped))
+	if err := p.do(ctx, p.wipe); err != nil {
+		p.endWith(causeClosed, ErrClosed) // gives the lock back, writing no data
+		return fmt.Errorf("wipe %q: %w", key, err)
 	}
+	p.endWith(causeReleased, errWiped) // the lock went with the record
 	d.log.Info("wiped a profile", "key", key)
 	return nil
+}
+
+// liveProfile is key's live session on this Node, or nil.
+func (d *Driver[T]) liveProfile(key string) *Profile[T] {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if p := d.profiles[key]; p != nil && p.phaseNow() == phaseLive {
+		return p
+	}
+	return nil
+}
+
+// wipe erases the record under the profile's lock (its token, or an earlier
+// one an adoption has not yet moved): the lease is checked first, like any
+// write's.
+func (p *Profile[T]) wipe(ctx context.Context) error {
+	if err := p.leaseErr(p.d.node.clock.Now()); err != nil {
+		return err
+	}
+	tokens := append([]string{p.token}, p.earlier...)
+	err := record.Wipe(ctx, p.d.node.rdb, p.d.recordKey(p.key), tokens...)
+	if errors.Is(err, record.ErrWipeLost) {
+		return fmt.Errorf("%w: %w", ErrLockLost, err)
+	}
+	return err
 }

@@ -27,6 +27,7 @@ var errRecordGone = errors.New("the record vanished from Redis while held (delet
 type snapshot struct {
 	data, uids, meta []byte
 	metaGen          uint64
+	updates          uint64 // Profile.Updates when it was taken
 	applied          []string
 	refused          []record.Refusal
 }
@@ -48,7 +49,8 @@ func (p *Profile[T]) snapshot() (snapshot, error) {
 	if err := p.leaseErr(p.d.node.clock.Now()); err != nil {
 		return snapshot{}, err
 	}
-	s := snapshot{metaGen: p.metaGen, applied: slices.Clone(p.applied), refused: slices.Clone(p.refused)}
+	s := snapshot{metaGen: p.metaGen, updates: p.updates.Load(), applied: slices.Clone(p.applied),
+		refused: slices.Clone(p.refused)}
 	var err error
 	if s.data, err = p.d.codec.Encode(&p.data, p.unknown); err != nil || s.metaGen == p.metaSaved {
 		return s, err
@@ -66,8 +68,9 @@ func (p *Profile[T]) snapshot() (snapshot, error) {
 // release also clears the lock, a refresh sends no data. An error that ends
 // the session (the lock is another's, the record is gone or broken, the
 // lease passed) ends it here, and carries its cause.
-func (p *Profile[T]) write(ctx context.Context, mode record.WriteMode, kind telemetry.WriteKind) error {
+func (p *Profile[T]) write(ctx context.Context, kind writeKind) error {
 	d := p.d
+	mode := kind.mode()
 	if p.ended.Load() != nil {
 		return p.Err()
 	}
@@ -75,13 +78,13 @@ func (p *Profile[T]) write(ctx context.Context, mode record.WriteMode, kind tele
 	if err != nil {
 		return fmt.Errorf("%s %q: %w", mode, p.key, err)
 	}
-	req, snap, tooLarge, err := p.buildWrite(mode, kind, trade)
+	req, snap, tooLarge, err := p.buildWrite(kind, trade)
 	if err != nil {
 		p.fenceOn(err)
 		return err
 	}
-	durable := kind == telemetry.WriteSave || kind == telemetry.WriteRelease || kind == telemetry.WriteAdopt
-	wctx, span := d.tel.StartWrite(ctx, kind, p.key)
+	durable := kind.durable()
+	wctx, span := d.tel.StartWrite(ctx, kind.metric(), p.key)
 	started := d.node.clock.Now()
 	var res writeRes
 	var acked int64
@@ -102,27 +105,34 @@ func (p *Profile[T]) write(ctx context.Context, mode record.WriteMode, kind tele
 		return err
 	}
 	p.landed(req, snap, res, trade)
+	var notReplicated error
+	want := d.node.cfg.MinReplicas
+	if durable && want > 0 && acked < int64(want) {
+		notReplicated = &landedButErr{fmt.Errorf("%s %q: %w: %d of %d replicas acknowledged within %s",
+			mode, p.key, ErrNotReplicated, acked, want, d.node.cfg.ReplicaTimeout)}
+	}
+	if kind.carriesData() { // a refresh writes no data; an autosave waits for no replica
+		replicated := want == 0 || (durable && notReplicated == nil)
+		p.noteSaved(snap, tooLarge == nil && !p.w.corrupt, mode == record.ModeRelease, replicated)
+	}
 	if tooLarge != nil {
 		return &landedButErr{fmt.Errorf("%w (released with the last data that fit)", tooLarge)}
 	}
-	if want := d.node.cfg.MinReplicas; durable && want > 0 && acked < int64(want) {
-		return &landedButErr{fmt.Errorf("%s %q: %w: %d of %d replicas acknowledged within %s",
-			mode, p.key, ErrNotReplicated, acked, want, d.node.cfg.ReplicaTimeout)}
-	}
-	return nil
+	return notReplicated
 }
 
 // buildWrite makes the arguments of one write. A release of data over
 // MaxDataBytes frees the lock with the last data that fit (tooLarge says
 // so); a save of it is refused.
-func (p *Profile[T]) buildWrite(mode record.WriteMode, kind telemetry.WriteKind, trade string) (
+func (p *Profile[T]) buildWrite(kind writeKind, trade string) (
 	record.SaveArgs, snapshot, error, error) {
 	d := p.d
+	mode := kind.mode()
 	d.mu.Lock()
 	req := record.SaveArgs{Mode: mode, Token: p.token, Earlier: slices.Clone(p.earlier), Trade: trade,
 		MaxAttempts: d.cfg.MaxMessageAttempts}
 	d.mu.Unlock()
-	if kind == telemetry.WriteRefresh {
+	if !kind.carriesData() {
 		if err := p.leaseErr(d.node.clock.Now()); err != nil {
 			return req, snapshot{}, nil, err
 		}
@@ -280,18 +290,16 @@ func (d *Driver[T]) writeWait(ctx context.Context, key string, a record.SaveArgs
 	ctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout+d.node.cfg.ReplicaTimeout)
 	defer cancel()
 	sentAt := d.node.clock.Now()
-	v, acked, err := d.node.runReplicated(ctx, d.writeCall(key, a))
-	var res record.SaveResult
-	if err == nil {
-		res, err = record.ParseSave(v)
-	}
+	call := d.writeCall(key, a)
+	v, acked, err := d.node.runReplicated(ctx, call.Call)
+	res, err := call.Answer(v, err)
 	w, err := d.writeResult(key, a.Mode, res, err, sentAt)
 	return w, acked, err
 }
 
 // writeCall is save.lua's call for a, to run in a pipeline (see writeResult
-// for its answer).
-func (d *Driver[T]) writeCall(key string, a record.SaveArgs) rscript.Call {
+// for what its answer means).
+func (d *Driver[T]) writeCall(key string, a record.SaveArgs) rscript.Pending[record.SaveResult] {
 	return d.saveArgs(a).Call(d.recordKey(key))
 }
 

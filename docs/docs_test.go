@@ -2,7 +2,8 @@
 // the pages hold together: every relative link in README.md and docs/*.md
 // resolves (the file exists; an #anchor names a heading of that page), no
 // link leaves the repository, and every page and chart is reachable from
-// the README.
+// the README; and every command they show runs and ends as they say
+// (TestDocCommands, commands_run_test.go).
 package docs
 
 import (

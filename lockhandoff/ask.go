@@ -63,7 +63,7 @@ func (h *Handoff) AskAll(ctx context.Context, driver, key, token string, jobs []
 		}
 		slices.Sort(left)
 		for _, j := range left {
-			h.request(ctx, driver, key, j, token)
+			h.request(ctx, driver, key, j, token, "")
 		}
 		if !a.await(ctx, h) {
 			break

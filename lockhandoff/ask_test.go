@@ -36,7 +36,7 @@ func TestAskAll(t *testing.T) {
 			t.Fatalf("answered %v, want b and c", got)
 		}
 		for _, f := range []*fakeHolder{holder, other} {
-			if rs := f.requests(); len(rs) == 0 || rs[0] != (request{"user:1", "tok-1"}) {
+			if rs := f.requests(); len(rs) == 0 || rs[0] != (request{"user:1", "tok-1", ""}) {
 				t.Errorf("requests routed %v, want one naming user:1 and tok-1", rs)
 			}
 		}

@@ -35,7 +35,7 @@ func Example() {
 	// Server A's driver: let the profile go (here at once: the channel it
 	// returns is closed), and the Handoff replies to whoever asked.
 	asked := make(chan request, 1)
-	err := a.Register("PlayerData", lockhandoff.Handlers{Release: func(key, token string) <-chan struct{} {
+	err := a.Register("PlayerData", lockhandoff.Handlers{Release: func(key, token, _ string) <-chan struct{} {
 		asked <- request{Key: key, Token: token}
 		released := make(chan struct{})
 		close(released)

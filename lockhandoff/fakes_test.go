@@ -135,7 +135,7 @@ func until(status presence.Status, end time.Duration) func(context.Context, stri
 var _ lockhandoff.ReleaseFunc = (*fakeHolder)(nil).release
 
 // request is one request routed to a driver.
-type request struct{ Key, Token string }
+type request struct{ Key, Token, Purpose string }
 
 // fakeHolder is a driver: its release method records the requests routed
 // to it and answers each with a channel that is closed at once when AtOnce
@@ -149,10 +149,10 @@ type fakeHolder struct {
 	open map[string][]chan struct{}
 }
 
-func (f *fakeHolder) release(key, token string) <-chan struct{} {
+func (f *fakeHolder) release(key, token, purpose string) <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.got = append(f.got, request{key, token})
+	f.got = append(f.got, request{key, token, purpose})
 	ch := make(chan struct{})
 	if f.AtOnce {
 		close(ch)

@@ -13,12 +13,14 @@ import (
 )
 
 // ReleaseFunc is how a driver lets a key go when another server asks for
-// it, naming the lock token it saw. It must not block: it starts the
-// release and returns a channel that is closed once the driver no longer
-// holds that lock, already closed when it does not hold it now (a late or
-// forged request). The Handoff replies to the requester when the channel
-// closes; the driver never learns who asked.
-type ReleaseFunc func(key, token string) <-chan struct{}
+// it, naming the lock token it saw, and why when not for a player's join
+// (purpose: "" or messaging.PurposeRestore; a purpose the driver does not
+// know counts as ""). It must not block: it starts the release and returns
+// a channel that is closed once the driver no longer holds that lock,
+// already closed when it does not hold it now (a late or forged request).
+// The Handoff replies to the requester when the channel closes; the driver
+// never learns who asked.
+type ReleaseFunc func(key, token, purpose string) <-chan struct{}
 
 // Handlers are what a driver registers under its name.
 type Handlers struct {
@@ -269,9 +271,10 @@ func (h *Handoff) Notify(ctx context.Context, driver, key, to string) bool {
 	return h.publish(ctx, to, messaging.Message{Type: messaging.TypeNotify, Driver: driver, Key: key}, &h.notifiesSent)
 }
 
-// request asks holder to release key of driver, naming the lock token seen.
-func (h *Handoff) request(ctx context.Context, driver, key, holder, token string) {
+// request asks holder to release key of driver, naming the lock token seen
+// and the purpose ("" for a join).
+func (h *Handoff) request(ctx context.Context, driver, key, holder, token, purpose string) {
 	h.publish(ctx, holder, messaging.Message{
-		Type: messaging.TypeRequest, Driver: driver, Key: key, Requester: h.cfg.JobID, Token: token,
+		Type: messaging.TypeRequest, Driver: driver, Key: key, Requester: h.cfg.JobID, Token: token, Purpose: purpose,
 	}, &h.requestsSent)
 }

@@ -159,8 +159,7 @@ func (pv *prover) foldLocked(s *holderState, job, key string, r presence.Reading
 		close(s.proven)
 		s.provenOpen = false
 		h.provenStopped.Add(1)
-		h.log.Info(fmt.Sprintf("handoff: server %s stopped beating presence", job), "key", key,
-			"holder", job, "silent_for", now.Sub(s.stop.SilentSince()))
+		h.log.Info(fmt.Sprintf("handoff: server %s stopped beating presence", job), silence(key, job, r, now, s.stop)...)
 	}
 }
 
@@ -171,4 +170,17 @@ func (pv *prover) forgetLocked(now time.Time) {
 			delete(pv.holders, job)
 		}
 	}
+}
+
+// silence is the attributes of the log line that says job stopped beating
+// presence: silent_for, the time since its last beat on the Redis clock
+// (reading r proved the stop), or, when r cannot tell (no beat of it is left
+// in the hash), silent_for_at_least, the time since this reader first found
+// it stopped.
+func silence(key, job string, r presence.Reading, now time.Time, stop lockrule.Stop) []any {
+	attrs := []any{"key", key, "holder", job}
+	if !r.LastBeat.IsZero() && !r.At.IsZero() {
+		return append(attrs, "silent_for", r.At.Sub(r.LastBeat))
+	}
+	return append(attrs, "silent_for_at_least", now.Sub(stop.SilentSince()))
 }

@@ -2,6 +2,7 @@ package lockhandoff_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -190,4 +191,55 @@ func TestProofBrokenByAnAliveRead(t *testing.T) {
 			t.Errorf("after A read alive: %+v, want no steal", s)
 		}
 	})
+}
+
+// The log line that says a holder stopped gives its real silence: the time
+// since its last beat, from the reading that proved it, not the Beat the
+// proof took; and, when the reading cannot tell, says it is a lower bound.
+func TestProofLogsTheRealSilence(t *testing.T) {
+	tests := []struct {
+		name     string
+		lastBeat bool // the stopped readings carry LastBeat
+		want     string
+	}{
+		// A's last beat landed at 0.2 s (its expiry at 1.2 s, TTL 1 s); the
+		// proving read is answered at 1.205 s + Beat (3 s): silent 4.005 s.
+		{"last beat known", true, "silent_for=4.005s"},
+		// Only this reader's own run of stopped reads is known: one Beat.
+		{"last beat unknown", false, "silent_for_at_least=3s"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				wd := newWorld(t)
+				log, logs := newLogger()
+				p := newFakePresence(wd.clk)
+				start := time.UnixMilli(0)
+				p.ReadFn = func(ctx context.Context, job string, n int, at time.Duration) presence.Reading {
+					r := stoppedFrom(sec(1.2))(ctx, job, n, at)
+					if r.Status == presence.Stopped && tc.lastBeat {
+						r.LastBeat = start.Add(sec(0.2))
+					}
+					return r
+				}
+				h := wd.handoff(t, lockhandoff.Config{JobID: jobB, Presence: p, Logger: log})
+				h.Start()
+				w := h.NewWait(driverName, playerKey, wd.clk.Now().Add(time.Minute), true)
+				defer w.Close()
+				for {
+					s := next(t.Context(), wd, w, lockOf(jobA, "tok", true))
+					if s.Err != nil {
+						t.Fatal(s.Err)
+					}
+					if s.Attempt.StealJob == jobA {
+						break
+					}
+				}
+				out := logs.String()
+				if !strings.Contains(out, "stopped beating presence") || !strings.Contains(out, tc.want) {
+					t.Errorf("log = %q, want the stop logged with %s", out, tc.want)
+				}
+			})
+		})
+	}
 }

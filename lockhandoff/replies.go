@@ -36,7 +36,7 @@ func (h *Handoff) onRequest(m messaging.Message) {
 	h.requestsReceived.Add(1)
 	h.log.Debug("handoff: release requested", "driver", m.Driver, "key", m.Key, "from", m.Requester)
 	pctx := h.trace.processStart(h.ctx, m)
-	h.replyWhenReleased(pctx, askKey{m.Driver, m.Key, m.Requester}, release(m.Key, m.Token))
+	h.replyWhenReleased(pctx, askKey{m.Driver, m.Key, m.Requester}, release(m.Key, m.Token, m.Purpose))
 }
 
 // replyWhenReleased replies to a request once released is closed. Closed

@@ -31,6 +31,7 @@ type Wait struct {
 	wk       waitKey
 	deadline time.Time
 	active   bool          // ask the holder and prove it stopped
+	purpose  string        // what the requests say they are for ("" a join)
 	wake     chan struct{} // a reply arrived (one pending wake: they coalesce)
 
 	job, token string    // the holder being waited on
@@ -51,7 +52,15 @@ type Wait struct {
 // sends release requests and may prove the holder stopped; a passive one
 // (a driver or server with handoff off) only polls.
 func (h *Handoff) NewWait(driver, key string, deadline time.Time, active bool) *Wait {
+	return h.NewWaitFor(driver, key, deadline, active, "")
+}
+
+// NewWaitFor is NewWait for a load made for purpose (see ReleaseFunc:
+// messaging.PurposeRestore for a restore), which its requests carry so that
+// the holder can tell its player why the session ends.
+func (h *Handoff) NewWaitFor(driver, key string, deadline time.Time, active bool, purpose string) *Wait {
 	w := &Wait{
+		purpose:  purpose,
 		h:        h,
 		wk:       waitKey{driver, key},
 		deadline: deadline,
@@ -163,7 +172,7 @@ parked:
 			}
 			proven = nil
 		case <-repeat:
-			h.request(ctx, w.wk.driver, w.wk.key, l.Job, l.Token)
+			h.request(ctx, w.wk.driver, w.wk.key, l.Job, l.Token, w.purpose)
 			w.requested = clk.Now()
 			repeat = nil // at most one repeat per park: parks are shorter than RequestRepeat
 		case <-t.C:
@@ -189,7 +198,7 @@ func (w *Wait) track(ctx context.Context, l Lock, now time.Time) {
 		w.freeWake = true
 	}
 	if w.active && (w.requested.IsZero() || now.Sub(w.requested) >= h.cfg.RequestRepeat) {
-		h.request(ctx, w.wk.driver, w.wk.key, l.Job, l.Token)
+		h.request(ctx, w.wk.driver, w.wk.key, l.Job, l.Token, w.purpose)
 		w.requested = now
 	}
 }

@@ -568,3 +568,36 @@ func TestWaitContext(t *testing.T) {
 		})
 	}
 }
+
+// A wait made for a purpose (a restore's) sends it with every request, and
+// the holder's driver gets it; a plain wait sends none.
+func TestWaitRequestsCarryTheirPurpose(t *testing.T) {
+	for _, purpose := range []string{"", messaging.PurposeRestore} {
+		t.Run("purpose "+purpose, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				wd := newWorld(t)
+				holder := &fakeHolder{AtOnce: true}
+				hA := wd.handoff(t, lockhandoff.Config{JobID: jobA, Bus: wd.bus.Endpoint(jobA), Presence: newFakePresence(wd.clk)})
+				if err := hA.Register(driverName, lockhandoff.Handlers{Release: holder.release}); err != nil {
+					t.Fatal(err)
+				}
+				hA.Start()
+				pB := newFakePresence(wd.clk)
+				pB.set(jobA, alive10s)
+				hB := wd.handoff(t, lockhandoff.Config{JobID: jobB, Bus: wd.bus.Endpoint(jobB), Presence: pB})
+				hB.Start()
+
+				w := hB.NewWaitFor(driverName, playerKey, wd.clk.Now().Add(time.Minute), true, purpose)
+				defer w.Close()
+				if s := next(t.Context(), wd, w, lockOf(jobA, "tok-1", true)); s.Err != nil {
+					t.Fatal(s.Err)
+				}
+				synctest.Wait()
+				want := []request{{Key: playerKey, Token: "tok-1", Purpose: purpose}}
+				if got := holder.requests(); !slices.Equal(got, want) {
+					t.Errorf("holder got %+v, want %+v", got, want)
+				}
+			})
+		})
+	}
+}

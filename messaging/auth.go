@@ -125,7 +125,14 @@ func (o *options) checkAuthOptions() error {
 //	JobID, stamp (8 bytes, big-endian two's complement), T, D, K, R, L, S,
 //	P, A
 //
-// and, for a move (TypeMove), its body Y as a thirteenth item.
+// and a thirteenth item when the message has one of these (a message has at
+// most one: Purpose is a request's, Body a move's): U, a request's Purpose
+// (a restore's or a wipe's), or Y, a move's body (TypeMove). A message
+// with neither is covered exactly as before they existed, so servers of
+// both builds verify each other's; a request with a Purpose (a restore's)
+// does not verify on an older build, which drops it as unauthenticated: a
+// restore whose holder runs an older build with a key waits until that
+// server is upgraded (or its lock moves).
 //
 // Every item has its own slot and its own length, so no bytes can move from
 // one item to another, an unset item cannot stand for another one, and two
@@ -142,6 +149,10 @@ func appendMACInput(dst []byte, prefix, to string, m Message) []byte {
 	} {
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(item)))
 		dst = append(dst, item...)
+	}
+	if m.Purpose != "" {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(m.Purpose)))
+		dst = append(dst, m.Purpose...)
 	}
 	if m.Type == TypeMove {
 		// A move's body, as a thirteenth item: the type (covered above) says

@@ -283,6 +283,7 @@ func TestVerify(t *testing.T) {
 		{"sender changed", nil, "", "", changed(func(m *Message) { m.Sender, m.Requester = "server-c", "server-c" }), testEpoch, false},
 		{"trace parent changed", nil, "", "", changed(func(m *Message) { m.TraceParent = strings.Replace(m.TraceParent, "-01", "-00", 1) }), testEpoch, false},
 		{"trace state removed", nil, "", "", changed(func(m *Message) { m.TraceState = "" }), testEpoch, false},
+		{"purpose added", nil, "", "", changed(func(m *Message) { m.Purpose = PurposeRestore }), testEpoch, false},
 		{"stamp changed", nil, "", "", changed(func(m *Message) { m.Stamp++ }), testEpoch, false},
 		{"MAC bit flipped", nil, "", "", changed(func(m *Message) { m.MAC = "\x01" + m.MAC[1:] }), testEpoch, false},
 		{"received at the far edge of the window", nil, "", "", signed, testEpoch.Add(window), true},
@@ -690,5 +691,28 @@ func TestRollout(t *testing.T) {
 				receive(t, ch) // the marker
 			}
 		})
+	}
+}
+
+// A request with a Purpose is covered by its MAC (a changed or removed
+// purpose does not verify), and a message without one is covered exactly
+// as before Purpose existed (the twelve items of TestMACInputLayout).
+func TestMACCoversPurpose(t *testing.T) {
+	m := fullRequest()
+	m.Stamp, m.MAC = 0, ""
+	without := appendMACInput(nil, testPrefix, "server-a", m)
+	m.Purpose = PurposeRestore
+	with := appendMACInput(nil, testPrefix, "server-a", m)
+	want := append(append(bytes.Clone(without), 0, 0, 0, byte(len(PurposeRestore))), PurposeRestore...)
+	if !bytes.Equal(with, want) {
+		t.Fatalf("MAC input with a purpose = %q, want the v1 input then the purpose as a thirteenth item %q", with, want)
+	}
+	signed := sign(testKey, testPrefix, "server-a", m, testEpoch)
+	for _, p := range []string{"", "other"} {
+		c := signed
+		c.Purpose = p
+		if bytes.Equal([]byte(c.MAC), computeMAC(testKey, testPrefix, "server-a", c)) {
+			t.Errorf("purpose %q verifies under the MAC made for %q", p, PurposeRestore)
+		}
 	}
 }

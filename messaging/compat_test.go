@@ -57,6 +57,8 @@ func TestOlderBuildDecodesNewMessages(t *testing.T) {
 	}{
 		{"request with every field", fullRequest(),
 			v1Message{Type: TypeRequest, Driver: "PlayerData", Key: "user:42", Requester: "server-b", Token: "tok-1"}, nil},
+		{"a restore's request", func() Message { m := fullRequest(); m.Purpose = PurposeRestore; return m }(),
+			v1Message{Type: TypeRequest, Driver: "PlayerData", Key: "user:42", Requester: "server-b", Token: "tok-1"}, nil},
 		{"signed reply", signedReply, v1Message{Type: TypeReply, Driver: "PlayerData", Key: "user:42"}, nil},
 		{"reply with a sender only", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "server-a"},
 			v1Message{Type: TypeReply, Driver: "D", Key: "K"}, nil},

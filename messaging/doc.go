@@ -24,7 +24,7 @@
 // A decoder skips the keys it does not know, whatever their msgpack type,
 // and reads nil as absent, so fields can be added: a message from an older
 // build (T, D, K, R, L only) decodes here, and an older build reads the
-// request or reply in a message from this one and skips S, P, A, W and H
+// request or reply in a message from this one and skips S, P, A, U, W and H
 // (both are tested, the second against a frozen copy of the first wire
 // version's decoder). A type a build does not know, like [TypeNotify] for
 // an older one, is dropped and counted as [ErrUnknownType] there. A message
@@ -47,11 +47,16 @@
 //	"playerdata/handoff/v1", subject prefix, destination JobID,
 //	stamp (8 bytes, big-endian), T, D, K, R, L, S, P, A
 //
-// Because every item has its own slot and length, no two different
+// and, only for a request with a Purpose (U, a restore's), a thirteenth:
+// U. Because every item has its own slot and length, no two different
 // messages (or destinations) share an input: bytes cannot move between
-// fields and an unset field cannot stand for another. The input is built
-// from the decoded fields, not the wire bytes. A field added to the wire
-// later is not covered unless the domain string changes with it (v2), which
+// fields, an unset field cannot stand for another, and twelve items cannot
+// pass for thirteen. The input is built from the decoded fields, not the
+// wire bytes. A message without a Purpose is covered exactly as by builds
+// that predate it, so both verify each other's; a request with one does not
+// verify on such a build, which drops it (a restore then waits for the
+// holder's upgrade). Another field added to the wire later is not covered
+// unless it is added so, or the domain string changes with it (v2), which
 // receivers must learn before senders use it.
 //
 // A receiving bus with a key delivers a message only if its MAC verifies

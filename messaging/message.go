@@ -33,6 +33,17 @@ const (
 // default, with room for the headers.
 const DefaultMaxMoveBytes = 1000 << 10
 
+// PurposeRestore is the Purpose of a request made by a restore
+// (Driver.RestoreAt, playerdata restore).
+const PurposeRestore = "restore"
+
+// PurposeWipe is the Purpose of a request made by Driver.Wipe (an erasure
+// request): the holder tells its player their data is being erased.
+const PurposeWipe = "wipe"
+
+// MaxPurposeBytes is the longest Purpose accepted.
+const MaxPurposeBytes = 32
+
 // DefaultMaxBytes is the size limit of a wire message: a real one is a few
 // short strings (well under 1 KiB with 128-byte JobIDs, a trace context and
 // a MAC), so 2 KiB leaves room for long keys and names while bounding the
@@ -68,6 +79,12 @@ type Message struct {
 	Key       string
 	Requester string // requester's JobID; required in a request
 	Token     string // lock token the requester saw (requests)
+	// Purpose says why a request asks for the key, when not for a player's
+	// join: PurposeRestore for a restore (the holder tells its player so).
+	// Requests only; a lower-case word of at most MaxPurposeBytes, and a
+	// receiver treats a purpose it does not know as a plain request. A
+	// message from an older build has none.
+	Purpose string
 
 	// Sender is the JobID of the server that sent the message. A signed
 	// message must name it; a request that names it must name the same
@@ -130,6 +147,15 @@ func (m Message) validate() error {
 			return fmt.Errorf("%w: request from sender (S) %q names another requester (R) %q", ErrMalformed, m.Sender, m.Requester)
 		}
 	}
+	if m.Purpose != "" {
+		if m.Type != TypeRequest {
+			return fmt.Errorf("%w: purpose (U) on a message that is not a request", ErrMalformed)
+		}
+		if !validPurpose(m.Purpose) {
+			return fmt.Errorf("%w: purpose (U) %.40q: want a lower-case word of at most %d bytes", ErrMalformed,
+				m.Purpose, MaxPurposeBytes)
+		}
+	}
 	if m.TraceParent != "" {
 		if err := ValidTraceParent(m.TraceParent); err != nil {
 			return fmt.Errorf("%w: trace parent (P): %w", ErrMalformed, err)
@@ -166,6 +192,7 @@ func (m Message) validate() error {
 //	S    Sender       str      set
 //	P    TraceParent  str      set
 //	A    TraceState   str      set
+//	U    Purpose      str      set (requests only)
 //	Y    Body         bin      set (a move only)
 //	W    Stamp        int      with a MAC
 //	H    MAC          bin      set (MACSize bytes)
@@ -190,7 +217,7 @@ func Encode(m Message) ([]byte, error) {
 	strs := [...]struct{ key, val string }{
 		{"T", string(m.Type)}, {"D", m.Driver}, {"K", m.Key},
 		{"R", m.Requester}, {"L", m.Token}, {"S", m.Sender},
-		{"P", m.TraceParent}, {"A", m.TraceState},
+		{"P", m.TraceParent}, {"A", m.TraceState}, {"U", m.Purpose},
 	}
 	n := 0
 	for _, f := range strs {
@@ -206,7 +233,7 @@ func Encode(m Message) ([]byte, error) {
 	}
 	var buf bytes.Buffer
 	buf.Grow(32 + len(m.Driver) + len(m.Key) + len(m.Requester) + len(m.Token) + len(m.Sender) +
-		len(m.TraceParent) + len(m.TraceState) + len(m.MAC) + len(m.Body))
+		len(m.TraceParent) + len(m.TraceState) + len(m.Purpose) + len(m.MAC) + len(m.Body))
 	e := msgpack.NewEncoder(&buf)
 	// A bytes.Buffer does not fail, so neither does the encoder; the errors
 	// are joined anyway rather than dropped.
@@ -277,7 +304,7 @@ func decodeMap(b []byte) (Message, error) {
 	}
 
 	var typ string
-	var seen []string     // known keys read so far; at most 10
+	var seen []string     // known keys read so far; at most 11
 	var stamped, mac bool // W and H held a value, not nil
 	for range n {
 		key, err := decodeString(&r, false)
@@ -302,6 +329,8 @@ func decodeMap(b []byte) (Message, error) {
 			dst = &m.TraceParent
 		case "A":
 			dst = &m.TraceState
+		case "U":
+			dst = &m.Purpose
 		case "W", "H", "Y":
 		default:
 			if _, err := r.Skip(); err != nil {
@@ -427,4 +456,18 @@ func ValidJobID(jobID string) error {
 		return fmt.Errorf("%w: %s", ErrInvalidJobID, reason)
 	}
 	return nil
+}
+
+// validPurpose reports whether p is a lower-case word (a-z and '_') of at
+// most MaxPurposeBytes.
+func validPurpose(p string) bool {
+	if len(p) == 0 || len(p) > MaxPurposeBytes {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; (c < 'a' || c > 'z') && c != '_' {
+			return false
+		}
+	}
+	return true
 }

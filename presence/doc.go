@@ -122,9 +122,9 @@
 // beat, 4.1 commands and 13 to 16 µs per beat averaged over full checks and
 // marks. With 200 servers beating, each publishing a count that changes
 // every fourth beat (playerdata-bench; docs/performance.md): 3.5 commands
-// and 15 to 18 µs of script time per beat, against 13 to 14 µs before
-// counts and 5 to 6.5 µs for the least beat a script can make (TIME and one
-// HSET) in the same runs. A full check also cleans: it looks at three
+// and a median of 18 µs of script time per beat (15 to 25 on a busy
+// machine), against 15 µs before counts and 6 µs for the least beat a
+// script can make (TIME and one HSET) in the same runs. A full check also cleans: it looks at three
 // random fields of its shard, two of the owners hash and two of the load
 // hash and drops expired or orphaned ones, O(1) work on which no answer
 // depends (Redis 7.0 has no per-field hash expiry).

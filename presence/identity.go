@@ -45,9 +45,11 @@ func (p *Presence) Claim(ctx context.Context) error {
 		}
 		if n == 0 {
 			first = ans
-			p.log.Info("presence: the JobID's beat is alive under another instance; "+
-				"waiting for it to lapse (a restarted process) or be renewed (a live one)",
-				"other_instance", ans.Other, "expires_in", ans.OtherExpiresAt.Sub(ans.At))
+			left := ans.OtherExpiresAt.Sub(ans.At)
+			p.log.Info(fmt.Sprintf("presence: waiting at most %v for this JobID's beat under another instance "+
+				"to lapse (a restarted process keeps its JobID; a live one renews it, and the claim fails "+
+				"with ErrJobIDInUse)", left.Round(time.Millisecond)),
+				"other_instance", ans.Other, "at_most", left)
 		} else if ans.Other != first.Other || ans.OtherExpiresAt.After(first.OtherExpiresAt) {
 			return fmt.Errorf("presence claim: %w", inUse)
 		}

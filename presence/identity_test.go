@@ -151,8 +151,16 @@ func TestClaim(t *testing.T) {
 				if waited > short.TTL+short.Beat {
 					t.Errorf("claim took %v, want at most about one TTL (%v)", waited, short.TTL)
 				}
-				if !strings.Contains(logs.String(), "waiting for it to lapse") {
-					t.Errorf("no log of the wait:\n%s", logs)
+				// One INFO line says the claim waits, at most how long, and why.
+				var lines []string
+				for _, l := range strings.Split(logs.String(), "\n") {
+					if strings.Contains(l, "waiting at most") {
+						lines = append(lines, l)
+					}
+				}
+				if len(lines) != 1 || !strings.Contains(lines[0], "level=INFO") || !strings.Contains(lines[0], "at_most=") ||
+					!strings.Contains(lines[0], "a restarted process keeps its JobID") {
+					t.Errorf("want one INFO line of the wait naming its bound and its reason:\n%s", logs)
 				}
 			}
 		})

@@ -51,7 +51,11 @@ func (p *Presence) judge(ctx context.Context, jobID string, res []int64) Reading
 		if err := p.checkLayout(ctx); err != nil {
 			return Reading{Status: Unknown, At: at, Err: fmt.Errorf("presence read %s: %w", jobID, err)}
 		}
-		return Reading{Status: Stopped, At: at}
+		r := Reading{Status: Stopped, At: at}
+		if res[1] >= 0 { // how long ago its last beat expired; -1: none left
+			r.LastBeat = at.Add(-ms - p.cfg.TTL)
+		}
+		return r
 	case 0:
 		return Reading{Status: Unknown, ExpiresIn: ms, At: at}
 	default:

@@ -188,7 +188,7 @@ func TestShardsOnRedisCluster(t *testing.T) {
 	for i := range servers {
 		job := "server-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
 		jobs = append(jobs, job)
-		p := newPresence(t, rdb, presence.Config{Key: key, JobID: job, Shards: shards})
+		p := newPresence(t, rdb, presence.Config{Key: key, JobID: job, Shards: shards, Sessions: func() int { return i }})
 		if err := p.Claim(ctx); err != nil {
 			t.Fatalf("Claim(%s): %v", job, err)
 		}
@@ -202,6 +202,17 @@ func TestShardsOnRedisCluster(t *testing.T) {
 	list, err := reader.List(ctx)
 	if err != nil || len(list) != servers {
 		t.Fatalf("List: %d entries, %v", len(list), err)
+	}
+	// Each shard's load hash answers in the shard's own slot: every count
+	// is read, least loaded first.
+	loads, err := reader.Loads(ctx)
+	if err != nil || len(loads) != servers {
+		t.Fatalf("Loads: %d entries, %v", len(loads), err)
+	}
+	for i, l := range loads {
+		if l.Sessions != i || l.JobID != jobs[i] {
+			t.Errorf("Loads[%d] = %+v, want %s with %d sessions", i, l, jobs[i], i)
+		}
 	}
 	again := newPresence(t, rdb, presence.Config{Key: key, JobID: jobs[0], Shards: shards, Beat: 100 * time.Millisecond, TTL: 300 * time.Millisecond})
 	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)

@@ -47,6 +47,12 @@ type Reading struct {
 	// nothing under its lease after At (see Lease), which is how a lock it
 	// last refreshed before At can be told from one it took after coming back.
 	At time.Time
+	// LastBeat, when Stopped, is the Redis clock's time of the server's last
+	// beat: its expiry minus the TTL (the servers share one TTL), so At minus
+	// LastBeat is how long it has been silent. Zero when that is not known: no
+	// beat of it is left in the hash (removed at a clean shutdown, or
+	// cleaned), or its beat was stamped ahead of the Redis clock.
+	LastBeat time.Time
 }
 
 // Entry is one server found in the presence hash by [Presence.List].

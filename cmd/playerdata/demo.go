@@ -113,8 +113,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		printDemoHeader(stdout, st, env, f.speed, len(cases))
 	}
 	var results []caseResult
+	once := &onceNotes{} // what the run says once, in the first case that meets it
 	for i, def := range cases {
-		res, err := playCase(ctx, env, def, f.speed, raw)
+		res, err := playCase(ctx, env, def, f.speed, raw, once)
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("case %s: interrupted", def.name)

@@ -169,11 +169,11 @@ type caseRun struct {
 // playCase plays def and returns its result. An error means the case could
 // not be played (a server unreachable, ctx cancelled), not that the
 // protocol misbehaved: that shows in the result.
-func playCase(ctx context.Context, env *labenv.Env, def *caseDef, speed float64, raw io.Writer) (caseResult, error) {
+func playCase(ctx context.Context, env *labenv.Env, def *caseDef, speed float64, raw io.Writer, once *onceNotes) (caseResult, error) {
 	if !def.timed {
 		speed = 1
 	}
-	c := &caseRun{env: env, ns: caseNamespace(env, def), def: def, t: timingsAt(speed), tl: newTimeline(raw),
+	c := &caseRun{env: env, ns: caseNamespace(env, def), def: def, t: timingsAt(speed), tl: newTimeline(raw, once),
 		key: rand.Text()} // the servers sign their messages, as a deployment's should
 	ctx, cancel := context.WithTimeout(ctx, 4*c.t.lockWait+30*time.Second)
 	defer cancel()

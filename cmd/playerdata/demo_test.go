@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"log/slog"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +115,18 @@ func TestDemoHuman(t *testing.T) {
 	}
 	if strings.Contains(r.stdout, "\x1b[") {
 		t.Error("demo coloured output that is not a terminal")
+	}
+	// A fact about the Redis is said once per run, not once per server and case.
+	if n := strings.Count(r.stdout, "answers neither INFO memory nor CONFIG GET"); n != 1 {
+		t.Errorf("the eviction-policy note is printed %d times, want once", n)
+	}
+	// The crashed A's silence is the time since its last beat: the case
+	// kills it at once and proves it stopped after about one presence TTL
+	// (1 s) and one beat (300 ms) at speed 10.
+	if m := regexp.MustCompile(`A proven stopped: .*\(its last beat ([0-9.]+) (ms|s) ago\)`).FindStringSubmatch(r.stdout); m == nil {
+		t.Errorf("demo output does not say how long ago A last beat")
+	} else if v, _ := strconv.ParseFloat(m[1], 64); m[2] != "s" || v < 1.0 {
+		t.Errorf("A's last beat %s %s ago, want at least the presence TTL (1 s)", m[1], m[2])
 	}
 	if t.Failed() {
 		t.Logf("output:\n%s", r.stdout)

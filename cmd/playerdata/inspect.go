@@ -95,7 +95,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("inspect %s: %w", key, err)
 	}
 	if !rep.Exists {
-		if err := r.checkScope(ctx, driver, defaultScanLimit, stderr); err != nil {
+		if err := r.checkScope(ctx, driver, defaultScanLimit); err != nil {
 			return err
 		}
 	}

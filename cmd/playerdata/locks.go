@@ -39,7 +39,9 @@ Flags:
   --json               print one JSON object
 
 Exit status: 0 listed (none held included), 1 failed, 2 usage, or a namespace
-or --driver that holds nothing (the ones that do are listed).
+or --driver that holds nothing, or a --job that holds no lock and has no
+presence entry (the ones that exist are listed, closest first), whatever
+the size of the Redis: a scan cut by --limit says so.
 `
 
 // locksReport is what locks shows, and its --json output.
@@ -54,6 +56,8 @@ type locksReport struct {
 	Records     int            `json:"records"`              // records read
 	Unreadable  int            `json:"unreadable,omitempty"` // matching keys that are not records
 	Scan        scanStats      `json:"scan"`
+
+	holders map[string]bool // the other servers holding the locks read (at most maxHolders)
 }
 
 // heldLock is one lock the job holds.
@@ -111,7 +115,12 @@ func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("locks: %w", err)
 	}
 	if rep.Records == 0 && rep.Unreadable == 0 {
-		if err := r.checkScope(ctx, driver, limit, stderr); err != nil {
+		if err := r.checkScope(ctx, driver, limit); err != nil {
+			return err
+		}
+	}
+	if len(rep.Locks) == 0 && rep.Presence.Status != "alive" {
+		if err := r.checkJob(ctx, job, rep.holders, rep.Scan); err != nil {
 			return err
 		}
 	}
@@ -122,7 +131,7 @@ func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // those whose lock job holds, examining about limit keys at most.
 func findLocks(ctx context.Context, r *reader, job, driver string, limit int) (*locksReport, error) {
 	rep := &locksReport{Namespace: r.ns, PresenceKey: r.presKey, Job: job, Driver: driver,
-		Pattern: recordPattern(r.ns, driver), Locks: []heldLock{}}
+		Pattern: recordPattern(r.ns, driver), Locks: []heldLock{}, holders: map[string]bool{}}
 	st, err := r.scan(ctx, rep.Pattern, limit, func(node redis.Cmdable, keys []string) (bool, error) {
 		locks, now, err := readLocks(ctx, node, keys)
 		if err != nil {
@@ -134,6 +143,9 @@ func findLocks(ctx context.Context, r *reader, job, driver string, limit int) (*
 				continue
 			}
 			rep.Records++
+			if l.Held() && l.Job != job && len(rep.holders) < maxHolders {
+				rep.holders[l.Job] = true
+			}
 			if !l.Held() || l.Job != job {
 				continue
 			}

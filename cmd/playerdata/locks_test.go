@@ -70,10 +70,11 @@ func testLocks(t *testing.T, e testEnv) {
 		}
 	})
 
-	t.Run("a server holding nothing", func(t *testing.T) {
+	t.Run("a server nobody knows", func(t *testing.T) {
+		// No lock, no presence entry: a mistyped --job (testMistypedJob).
 		r := runArgs(t, 10*time.Second, e.args("locks", "--job", "server-z")...)
-		if r.err != nil || !strings.Contains(r.stdout, "0 locks held by server-z") {
-			t.Fatalf("locks of server-z = %v:\n%s", r.err, r.stdout)
+		if exitStatus(r.err) != exitUsage || !strings.Contains(r.err.Error(), "servers, closest first: server-a (alive), server-b (alive)") {
+			t.Fatalf("locks of server-z = %v (status %d), want status 2 naming the servers", r.err, exitStatus(r.err))
 		}
 	})
 
@@ -163,5 +164,54 @@ func TestParseRecordKey(t *testing.T) {
 	}
 	if got := recordPattern("a*b", "P?"); got != `a\*b:{P\?:*}` {
 		t.Errorf("recordPattern = %q", got)
+	}
+}
+
+// A --job that names no server (no lock, no presence entry) is a mistake,
+// answered like a mistyped namespace or driver: status 2 and the servers
+// that exist, closest first. A server that exists but holds nothing is an
+// answer (status 0). And the status is the same on a Redis too large to
+// scan whole (a scan cut by --limit).
+func testMistypedJob(t *testing.T, e testEnv) {
+	a := e.startServer(t, "server-a", serverOpts{})
+	a.hold(t, "user:42", 10)
+	e.startServer(t, "server-b", serverOpts{}) // alive, holds nothing
+
+	r := runArgs(t, 10*time.Second, e.args("locks", "--job", "server-ab")...)
+	want := `server "server-ab" holds no lock among the records read and has no presence entry in `
+	list := `: is --job right?; servers, closest first: server-a (alive), server-b (alive) (`
+	if exitStatus(r.err) != exitUsage || !strings.HasPrefix(r.err.Error(), want) || !strings.Contains(r.err.Error(), list) {
+		t.Fatalf("locks --job server-ab = %v (status %d), want %q…%q… with status 2", r.err, exitStatus(r.err), want, list)
+	}
+	if r.stdout != "" {
+		t.Errorf("locks of an unknown job printed:\n%s", r.stdout)
+	}
+
+	r = runArgs(t, 10*time.Second, e.args("locks", "--job", "server-b")...)
+	if r.err != nil || !strings.Contains(r.stdout, "0 locks held by server-b") {
+		t.Fatalf("locks of a live server holding nothing = %v:\n%s", r.err, r.stdout)
+	}
+
+	// A Redis larger than the scan: 2,500 other records, scanned 1,000 keys
+	// at a time, and --limit 1000.
+	ctx := context.Background()
+	if _, err := e.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range 2500 {
+			p.HSet(ctx, e.rk("Other", fmt.Sprintf("user:%d", i)), record.FieldEpoch, 1)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--job", "server-ab"},
+		{"--job", "server-a", "--driver", "playerdata"},
+	} {
+		full := e.args("locks", append(args, "--limit", "1000")...)
+		r := runArgs(t, 30*time.Second, full...)
+		if exitStatus(r.err) != exitUsage || !strings.Contains(r.err.Error(), "keys examined of") {
+			t.Errorf("run(%q) on a scan cut by --limit = %v (status %d), want status 2 as on a whole scan, saying the scan was cut",
+				full, r.err, exitStatus(r.err))
+		}
 	}
 }

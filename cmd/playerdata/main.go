@@ -6,6 +6,7 @@
 //	playerdata inspect   one profile record: lock holder, lock age, presence, versions, data
 //	playerdata presence  every server in the presence hash: last beat, alive or stopped
 //	playerdata locks     the locks one server holds (a bounded SCAN)
+//	playerdata where     which server holds a profile, since when, and whether it is alive
 //	playerdata unlock    free one lock whose holder reads stopped or unknown
 //	playerdata send      send a message to a profile (Driver.Send)
 //	playerdata restore   put back a kept version of a profile (Driver.RestoreAt)
@@ -40,6 +41,7 @@ Usage:
   playerdata inspect  --driver NAME [--data] [reader flags] KEY
   playerdata presence [reader flags]
   playerdata locks    --job ID [--driver NAME] [--limit N] [reader flags]
+  playerdata where    --driver NAME [reader flags] KEY...
   playerdata unlock   [--driver NAME] [--dry-run] [lock rule flags] [reader flags] KEY
   playerdata send     --driver NAME [--nats URL] [--idempotency-key K] [--max-inbox N] [--allow-new] [reader flags] KEY BODY_JSON
   playerdata restore  --driver NAME --at TIME [--dry-run] [--nats URL] [--wait D] [reader flags] KEY
@@ -52,7 +54,7 @@ Usage:
 Redis: one Redis, Redis Cluster (the plain URL of any node) or Sentinel
 (redis://sentinel:26379?master_name=NAME, or a Sentinel's plain URL).
 
-Reader flags (inspect, presence, locks, unlock, send, restore, replay, repair):
+Reader flags (inspect, presence, locks, where, unlock, send, restore, replay, repair):
   --redis URL  --namespace NS  --presence-key NAME  --presence-shards N
   --presence-ttl D  --json
 Lock rule flags (unlock, repair): the servers' --beat D  --lock-ttl D  --lock-skew D
@@ -68,6 +70,8 @@ Commands:
   presence  list every server in the presence hash: last beat, alive/stopped
   locks     list the locks one server holds: key, driver, lock age,
             presence flag, epoch (a bounded SCAN of the records)
+  where     say which server holds each KEY, since when, and whether that
+            server is alive now: one sentence per key
   unlock    free one lock, only when the library's lock rule says it may
             change hands (its holder proven stopped: about one Beat; by age
             without the presence flag): one fenced call that changes nothing
@@ -101,7 +105,7 @@ Run "playerdata help COMMAND" or "playerdata COMMAND --help" for a command's fla
 const helpUsage = `Usage: playerdata help [COMMAND]
 
 Prints the general help, or the help of COMMAND (demo, inspect, presence,
-locks, unlock, send, restore, replay, bench, version, help) with its flags.
+locks, where, unlock, send, restore, replay, bench, version, help) with its flags.
 `
 
 // subcommand is one entry of the command table.
@@ -116,6 +120,7 @@ var commands = map[string]subcommand{
 	"inspect":  {inspectUsage, runInspect},
 	"presence": {presenceUsage, runPresence},
 	"locks":    {locksUsage, runLocks},
+	"where":    {whereUsage, runWhere},
 	"unlock":   {unlockUsage, runUnlock},
 	"send":     {sendUsage, runSend},
 	"restore":  {restoreUsage, runRestore},

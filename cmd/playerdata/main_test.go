@@ -70,6 +70,9 @@ func TestUsageErrors(t *testing.T) {
 		{"locks without job", []string{"locks"}, "--job is required"},
 		{"locks limit zero", []string{"locks", "--job", "a", "--limit", "0"}, "--limit 0"},
 		{"locks with an argument", []string{"locks", "--job", "a", "extra"}, `unexpected argument "extra"`},
+		{"where without driver", []string{"where", "user:1"}, "--driver is required"},
+		{"where without key", []string{"where", "--driver", "PlayerData"}, "at least one profile KEY is required"},
+		{"where with a bad key", []string{"where", "--driver", "PlayerData", "user:1", ""}, "invalid profile key"},
 		{"unlock without key", []string{"unlock", "--driver", "PlayerData"}, "KEY is required"},
 		{"unlock with two keys", []string{"unlock", "a", "b"}, "one KEY only"},
 		{"empty presence key", []string{"presence", "--presence-key", ""}, "--presence-key is empty"},
@@ -127,6 +130,12 @@ func TestHelpCommand(t *testing.T) {
 			if name == "demo" {
 				return // demo's --help is demo's own
 			}
+			if name == "bench" {
+				// Outside a checkout, without playerdata-bench: bench's own
+				// help (in one, it builds and runs playerdata-bench's:
+				// TestBenchBuildsFromACheckout).
+				t.Chdir(t.TempDir())
+			}
 			flags := runArgs(t, 5*time.Second, name, "--help")
 			if flags.err != nil || flags.stdout != cmd.usage {
 				t.Fatalf("%s --help = %v:\n%s", name, flags.err, flags.stdout)
@@ -146,7 +155,7 @@ func TestHelpCommand(t *testing.T) {
 // the command takes (the flag, then --help: nothing runs).
 func TestUsageListsEveryFlag(t *testing.T) {
 	flagRE := regexp.MustCompile(`(?m)^\s+(--?[a-z][a-z-]*)`)
-	for _, name := range []string{"inspect", "presence", "locks", "unlock", "version"} {
+	for _, name := range []string{"inspect", "presence", "locks", "where", "unlock", "version"} {
 		documented := flagRE.FindAllStringSubmatch(commands[name].usage, -1)
 		if len(documented) == 0 {
 			t.Fatalf("help %s lists no flags", name)

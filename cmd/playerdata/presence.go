@@ -112,7 +112,7 @@ func runPresence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 		if !exists {
-			if err := r.checkScope(ctx, "", defaultScanLimit, stderr); err != nil {
+			if err := r.checkScope(ctx, "", defaultScanLimit); err != nil {
 				return err
 			}
 			rep.Note = "no presence hash: no server has beaten into " + r.presKey +

@@ -17,7 +17,7 @@ import (
 
 // lockFields are the record fields readLocks reads, in recordLock's order.
 var lockFields = []string{record.FieldLockJob, record.FieldLockToken, record.FieldLockAt,
-	record.FieldLockPresence, record.FieldEpoch, record.FieldTrade}
+	record.FieldLockPresence, record.FieldEpoch, record.FieldTrade, record.FieldLockSince}
 
 // recordLock is the lock of one record as read.
 type recordLock struct {
@@ -29,7 +29,10 @@ type recordLock struct {
 	Presence  bool      // the presence flag
 	Epoch     int64
 	Trade     string // a pending trade's id, or ""
-	Err       error  // the record could not be read (not a hash)
+	// Since is when the holder's session took the lock (Redis clock); zero
+	// when not held or not known (record.LockSince).
+	Since time.Time
+	Err   error // the record could not be read (not a hash)
 }
 
 // Held reports whether the lock is taken.
@@ -91,6 +94,9 @@ func readLocks(ctx context.Context, rdb redis.Cmdable, keys []string) ([]recordL
 		l.Presence = str(3) == "1"
 		l.Epoch, _ = strconv.ParseInt(str(4), 10, 64)
 		l.Trade = str(5)
+		if l.Held() {
+			l.Since = record.LockSince(str(6), l.Epoch)
+		}
 		out[i] = l
 	}
 	return out, clock.Val(), nil

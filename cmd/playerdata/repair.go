@@ -169,7 +169,7 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if !res.Exists && len(res.Changed) == 0 && len(res.Left) == 0 {
 		// Not an all-clear: there is nothing here to repair. A namespace or
 		// driver that holds nothing is listed with what exists (status 2).
-		if err := r.checkScope(ctx, driver, defaultScanLimit, stderr); err != nil {
+		if err := r.checkScope(ctx, driver, defaultScanLimit); err != nil {
 			return err
 		}
 		return usagef("repair %s: no record of key %q under driver %s in namespace %q: nothing to repair", key, key, driver, r.ns)

@@ -152,7 +152,7 @@ func replay(ctx context.Context, r *reader, driver, key string, ids []string, dr
 		return nil, err
 	}
 	if len(rep.Chosen)+len(rep.Waiting) == 0 {
-		if err := r.checkScope(ctx, driver, defaultScanLimit, stderr); err != nil {
+		if err := r.checkScope(ctx, driver, defaultScanLimit); err != nil {
 			return nil, err
 		}
 	}

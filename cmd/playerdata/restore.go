@@ -206,7 +206,7 @@ func restore(ctx context.Context, r *reader, f *restoreFlags, key string, at tim
 		return nil, fmt.Errorf("restore %s: %w", key, err)
 	}
 	if !st.exists {
-		if err := r.checkScope(ctx, f.driver, defaultScanLimit, stderr); err != nil {
+		if err := r.checkScope(ctx, f.driver, defaultScanLimit); err != nil {
 			return nil, err
 		}
 		return nil, usagef("restore %s: no record of the key under driver %s in namespace %q: nothing to restore",

@@ -294,6 +294,9 @@ func testRestoreTakesTheLockLikeAnyLoad(t *testing.T, e testEnv) {
 		if r.err != nil {
 			t.Fatalf("restore with NATS: %v\n%s", r.err, r.stderr)
 		}
+		if n := strings.Count(r.stderr, "not authenticated"); n > 1 {
+			t.Errorf("restore --nats says %d times that requests are not authenticated, want at most once:\n%s", n, r.stderr)
+		}
 		if rep.Holder != "server-a" || rep.HolderPresence != "alive" || rep.Outcome != restoreDone {
 			t.Fatalf("report %+v, want server-a alive, then restored", rep)
 		}

@@ -9,7 +9,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -71,38 +70,34 @@ func (r *reader) hasRecord(ctx context.Context, pattern string, limit int) (bool
 
 // checkScope is asked when a command found nothing: it returns a usage
 // error (status 2) listing what exists when the namespace holds no record
-// and no presence hash, or when driver ("" for none) has no record in it;
-// when a scan cut short found nothing either, it warns on stderr instead.
-func (r *reader) checkScope(ctx context.Context, driver string, limit int, stderr io.Writer) error {
+// and no presence hash, or when driver ("" for none) has no record in it.
+// The status is the same whatever the size of the Redis: when the scan
+// (about limit keys) was cut short, the error says so and how to look
+// further (--limit), rather than exiting 0 on a large Redis and 2 on a
+// small one.
+func (r *reader) checkScope(ctx context.Context, driver string, limit int) error {
 	inUse, err := r.presenceHashExists(ctx)
 	if err != nil {
 		return err
 	}
 	if !inUse {
-		found, st, err := r.hasRecord(ctx, recordPattern(r.ns, ""), limit)
+		found, _, err := r.hasRecord(ctx, recordPattern(r.ns, ""), limit)
 		switch {
 		case err != nil:
 			return err
-		case !found && st.Complete:
-			return r.scopeError(ctx, limit, emptyNamespace(r.ns), "")
 		case !found:
-			fmt.Fprintf(stderr, "playerdata: warning: no presence hash %s, and no record of namespace %q among the first %d keys "+
-				"examined (of %d): is the namespace right?\n", r.presKey, r.ns, st.Examined, st.DBSize)
-			return nil
+			return r.scopeError(ctx, limit, emptyNamespace(r.ns), "")
 		}
 	}
 	if driver == "" {
 		return nil
 	}
-	found, st, err := r.hasRecord(ctx, recordPattern(r.ns, driver), limit)
+	found, _, err := r.hasRecord(ctx, recordPattern(r.ns, driver), limit)
 	switch {
 	case err != nil:
 		return err
-	case !found && st.Complete:
-		return r.scopeError(ctx, limit, fmt.Sprintf("driver %q has no record in namespace %q", driver, r.ns), driver)
 	case !found:
-		fmt.Fprintf(stderr, "playerdata: warning: no record of driver %q among the first %d keys examined (of %d): "+
-			"is --driver right?\n", driver, st.Examined, st.DBSize)
+		return r.scopeError(ctx, limit, fmt.Sprintf("driver %q has no record in namespace %q", driver, r.ns), driver)
 	}
 	return nil
 }
@@ -116,10 +111,7 @@ func (r *reader) scopeError(ctx context.Context, limit int, missing, driver stri
 	if err != nil {
 		return usagef("%s (listing what exists failed: %v)", missing, err)
 	}
-	scanned := fmt.Sprintf("a scan of %d keys on %d %s", st.Examined, st.Masters, plural(st.Masters, "master", "masters"))
-	if st.Cut {
-		scanned = fmt.Sprintf("the first %d keys examined of %d", st.Examined, st.DBSize)
-	}
+	scanned := scanText(st)
 	if driver != "" {
 		names := closest(driver, slices.Collect(maps.Keys(found[r.ns])))
 		if len(names) == 0 {
@@ -145,6 +137,14 @@ func (r *reader) scopeError(ctx context.Context, limit int, missing, driver stri
 		list = append(list, name)
 	}
 	return usagef("%s; namespaces with records, closest first: %s (%s)", missing, strings.Join(list, "; "), scanned)
+}
+
+// scanText says what a scan examined, for an error that found nothing.
+func scanText(st scanStats) string {
+	if st.Cut {
+		return fmt.Sprintf("the first %d keys examined of %d: the scan stops there", st.Examined, st.DBSize)
+	}
+	return fmt.Sprintf("a scan of %d keys on %d %s", st.Examined, st.Masters, plural(st.Masters, "master", "masters"))
 }
 
 // maxListed bounds the names a scope error lists.

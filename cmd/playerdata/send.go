@@ -177,7 +177,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("send %s: %w", key, err)
 		}
 		if n == 0 {
-			if err := r.checkScope(ctx, driver, defaultScanLimit, stderr); err != nil {
+			if err := r.checkScope(ctx, driver, defaultScanLimit); err != nil {
 				return err
 			}
 			return usagef("send %s: no record of the key under driver %s in namespace %q: check KEY, --driver and "+

@@ -145,6 +145,11 @@ func testUnknownPresenceSaysWhy(t *testing.T, e testEnv) {
 	a := e.startServer(t, "server-a", serverOpts{})
 	a.hold(t, "user:1", 1)
 	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Alive)
+	// p9 holds a lock (written by hand) but never beat: locks lists it and
+	// says why its presence reads unknown (a JobID with neither would be a
+	// mistyped --job: testMistypedJob).
+	e.putRecord(t, e.rk("PlayerData", "user:9"), record.FieldEpoch, 1, record.FieldLockJob, "p9",
+		record.FieldLockToken, "token-of-p9", record.FieldLockPresence, "1")
 	var rep locksReport
 	r := runArgs(t, 10*time.Second, e.args("locks", "--json", "--job", "p9")...)
 	if r.err != nil {

@@ -43,15 +43,42 @@ type timeline struct {
 	start time.Time
 	raw   io.Writer // every library record as it comes (-v), or nil
 
+	once   *onceNotes // the notes the whole demo says once
 	mu     sync.Mutex
 	events []event
 	muted  map[string]bool
 }
 
 // newTimeline starts a timeline now. raw, when not nil, receives every
-// library log record as a text line.
-func newTimeline(raw io.Writer) *timeline {
-	return &timeline{start: time.Now(), raw: raw, muted: make(map[string]bool)}
+// library log record as a text line; once holds the notes said already in
+// this demo run (shared by its cases).
+func newTimeline(raw io.Writer, once *onceNotes) *timeline {
+	return &timeline{start: time.Now(), raw: raw, once: once, muted: make(map[string]bool)}
+}
+
+// onceGroup opens the group of an event that a demo run says once, however
+// many servers and cases meet it (a fact about the Redis, not about a case).
+const onceGroup = "once:"
+
+// onceNotes is the set of once-groups a demo run has said; safe for
+// concurrent use.
+type onceNotes struct {
+	mu   sync.Mutex
+	said map[string]bool
+}
+
+// first reports whether group is said for the first time, and marks it said.
+func (o *onceNotes) first(group string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.said[group] {
+		return false
+	}
+	if o.said == nil {
+		o.said = make(map[string]bool)
+	}
+	o.said[group] = true
+	return true
 }
 
 // add records an event of server now.
@@ -143,6 +170,9 @@ func (h *captureHandler) Handle(_ context.Context, r slog.Record) error {
 	if text == "" {
 		return nil
 	}
+	if strings.HasPrefix(group, onceGroup) && h.tl.once != nil && !h.tl.once.first(group) {
+		return nil
+	}
 	h.tl.addAt(r.Time, h.server, kind, text, group)
 	return nil
 }
@@ -177,8 +207,12 @@ func describe(level slog.Level, msg string, a map[string]string) (text string, k
 	case msg == "handoff: stale lock whose holder is not alive":
 		return fmt.Sprintf("the lock is past LockTTL+LockSkew and %s reads %s", a["holder"], a["presence"]), kindWarn, ""
 	case strings.HasPrefix(msg, "handoff: server ") && strings.HasSuffix(msg, "stopped beating presence"):
-		return fmt.Sprintf("%s proven stopped: two stopped presence reads a beat apart (silent for %s)",
-			a["holder"], a["silent_for"]), kindWarn, ""
+		silence := "its last beat " + a["silent_for"] + " ago"
+		if a["silent_for"] == "" {
+			silence = "silent for at least " + a["silent_for_at_least"]
+		}
+		return fmt.Sprintf("%s proven stopped: two stopped presence reads a beat apart (%s)",
+			a["holder"], silence), kindWarn, ""
 	case strings.HasPrefix(msg, "presence: new Redis run detected"):
 		return "the presence hash is new (fresh namespace or Redis run): for one TTL a missing beat reads unknown, " +
 			"never stopped", kindNote, ""
@@ -186,7 +220,7 @@ func describe(level slog.Level, msg string, a map[string]string) (text string, k
 		return msg, kindGood, ""
 	case level == slog.LevelInfo && strings.HasPrefix(msg, "could not read Redis's eviction policy"):
 		return "this Redis answers neither INFO memory nor CONFIG GET (an in-process one, as the demo's embedded " +
-			"Redis, or a proxy): its eviction policy is not known", kindNote, ""
+			"Redis, or a proxy): its eviction policy is not known", kindNote, onceGroup + "eviction"
 	}
 	// Anything else, as the library says it; the library's other debug
 	// records (every join, every write) would drown the story.

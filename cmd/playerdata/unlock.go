@@ -169,7 +169,7 @@ func runUnlock(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("unlock %s: %w", key, err)
 	}
 	if rep.Outcome == unlockNoRecord {
-		if err := r.checkScope(ctx, driver, limit, stderr); err != nil {
+		if err := r.checkScope(ctx, driver, limit); err != nil {
 			return err
 		}
 	}

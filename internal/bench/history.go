@@ -385,17 +385,22 @@ func (k *keeper) write(ctx context.Context, rec *keptRecord, keep, plan bool) (t
 }
 
 // writeText prints the history figures.
-func (h HistoryCost) writeText(ew *errWriter) {
+func (h HistoryCost) writeText(ew *errWriter, mem, st measured) {
 	ew.printf("\nHistory (%d bytes of msgpack, %d values; a version kept per save, each changing a share of the values; %d records each):\n",
 		h.DataBytes, h.Values, h.Records)
 	ew.printf("  %-8s %-9s %-22s %-22s %s\n", "changed", "versions", "deltas: bytes/record", "whole copies", "stored whole, history hash")
 	for _, l := range h.Layouts {
+		if !mem.ok {
+			ew.printf("  %6d %%  %8.0f  %s\n", l.ChangePct, l.Versions, mem.na())
+			continue
+		}
 		ew.printf("  %6d %%  %8.0f  %8.0f = %4.1f× data  %8.0f = %4.1f× data  %.0f, %s\n", l.ChangePct, l.Versions,
 			l.RedisBytesPerRecord, l.Times, l.WholeCopyBytesPerRecord, l.WholeCopyTimes, l.Whole, orUnknown(l.Encoding))
 	}
 	s := h.Save
-	ew.printf("  a save keeping a version (24 kept, 5 %%, %d saves): Redis %.1f µs (whole copies %.1f), Redis CPU %.1f µs (%.1f), Go %.1f µs (%.1f)\n",
-		s.Calls, s.RedisUS, s.WholeRedisUS, s.RedisCPUUS, s.WholeRedisCPUUS, s.GoUS, s.WholeGoUS)
+	ew.printf("  a save keeping a version (24 kept, 5 %%, %d saves): Redis %s µs (whole copies %s), Redis CPU %s µs (%s), Go %.1f µs (%.1f)\n",
+		s.Calls, st.f("%.1f", s.RedisUS), st.f("%.1f", s.WholeRedisUS), st.f("%.1f", s.RedisCPUUS), st.f("%.1f", s.WholeRedisCPUUS),
+		s.GoUS, s.WholeGoUS)
 	r := h.ReadOldest
 	ew.printf("  ReadVersion of the oldest of 24: p50 %.3f ms, p99 %.3f, max %.3f (%d reads)\n", r.P50MS, r.P99MS, r.MaxMS, r.N)
 }

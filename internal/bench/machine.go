@@ -30,6 +30,8 @@ type Machine struct {
 	EmbeddedNATS  bool `json:"embedded_nats"`
 	// RedisStats: the server reported INFO cpu and commandstats.
 	RedisStats bool `json:"redis_stats"`
+	// RedisMemory: the server answered MEMORY USAGE (Redis bytes per record).
+	RedisMemory bool `json:"redis_memory"`
 	// LoadBefore and LoadAfter are /proc/loadavg's 1, 5 and 15 minute load
 	// averages at the start and the end.
 	LoadBefore string    `json:"load_before"`
@@ -43,7 +45,7 @@ func (r *runner) machine(ctx context.Context) Machine {
 	m := Machine{
 		Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), CPUModel: cpuModel(),
 		GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH,
-		EmbeddedRedis: r.env.EmbeddedRedis, EmbeddedNATS: r.env.EmbeddedNATS, RedisStats: r.stats,
+		EmbeddedRedis: r.env.EmbeddedRedis, EmbeddedNATS: r.env.EmbeddedNATS, RedisStats: r.stats, RedisMemory: r.mem,
 		LoadBefore: loadAverage(), StartedAt: time.Now().UTC().Truncate(time.Second),
 	}
 	if info, err := r.admin.Info(ctx, "server").Result(); err == nil {

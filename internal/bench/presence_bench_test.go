@@ -20,6 +20,7 @@ import (
 //
 //	go test -run '^$' -bench PresenceCost -benchtime 1x ./internal/bench/
 //
+// PRESENCE_BENCH_QUICK=1 takes --quick's beat and window (100 ms, 2 s).
 // PRESENCE_BENCH_REDIS=host:port runs it on that Redis instead (one that no
 // other client uses: e.g. a redis-server started at a higher CPU priority
 // than the bench, as on a host of its own, when the machine is busy).
@@ -36,7 +37,12 @@ func BenchmarkPresenceCost(b *testing.B) {
 	}
 	opt := &redis.Options{Addr: addr}
 	env := Env{RedisOptions: func() *redis.Options { o := *opt; return &o }, Namespace: ns, Progress: os.Stderr}
-	cfg, err := Config{}.withDefaults()
+	var cfg Config
+	if os.Getenv("PRESENCE_BENCH_QUICK") == "1" { // --quick's beat and window
+		q := QuickConfig()
+		cfg.PresenceBeat, cfg.PresenceWindow = q.PresenceBeat, q.PresenceWindow
+	}
+	cfg, err := cfg.withDefaults()
 	if err != nil {
 		b.Fatal(err)
 	}

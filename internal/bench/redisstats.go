@@ -41,14 +41,14 @@ func (r *runner) probe(ctx context.Context) {
 		r.stats = true
 	} else {
 		r.note("This Redis does not answer INFO cpu / INFO commandstats (" + oneLine(err) +
-			"): Redis CPU, script times and commands are reported as 0.")
+			"): Redis CPU, script times and commands are shown as n/a (0 in --json, with machine.redis_stats false).")
 	}
 	key := r.ns("probe")
 	if err := r.admin.Set(ctx, key, "x", 0).Err(); err == nil {
 		if err := r.admin.MemoryUsage(ctx, key, 0).Err(); err == nil {
 			r.mem = true
 		} else {
-			r.note("This Redis does not answer MEMORY USAGE key SAMPLES 0 (" + oneLine(err) + "): Redis bytes per record are reported as 0.")
+			r.note("This Redis does not answer MEMORY USAGE key SAMPLES 0 (" + oneLine(err) + "): Redis bytes per record are shown as n/a (0 in --json, with machine.redis_memory false).")
 		}
 		_ = r.admin.Del(ctx, key).Err()
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -66,6 +67,18 @@ func WriteReport(dir string, r *Result) error {
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
+	err = writeHTML(f, r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}
+
+// writeHTML writes the report's HTML page of r to w.
+func writeHTML(w io.Writer, r *Result) error {
 	type row struct {
 		Players int
 		CycleFigures
@@ -74,21 +87,14 @@ func WriteReport(dir string, r *Result) error {
 	for _, p := range r.Players() {
 		rows = append(rows, row{p, r.Cycle[strconv.Itoa(p)]})
 	}
-	err = reportTmpl.Execute(f, map[string]any{
+	return reportTmpl.Execute(w, map[string]any{
 		"R": r, "Rows": rows, "Warning": Warning,
 		"Embedded": r.Machine.EmbeddedRedis || r.Machine.EmbeddedNATS,
-		"Commands": map[string]string{sysOurs: commandLine(r.CycleCommands[sysOurs]),
-			sysRaw: commandLine(r.CycleCommands[sysRaw]), sysRedsync: commandLine(r.CycleCommands[sysRedsync])},
-		"Systems": systems,
-		"Charts":  map[string]string{"Throughput": ChartThroughput, "CPU": ChartRedisCPU, "Handoff": ChartHandoff, "CDF": ChartHandoffCDF},
+		"Commands": map[string]string{sysOurs: commandLine(r.CycleCommands[sysOurs], r.stats()),
+			sysRaw: commandLine(r.CycleCommands[sysRaw], r.stats()), sysRedsync: commandLine(r.CycleCommands[sysRedsync], r.stats())},
+		"Systems": systems, "Stats": r.stats(), "Mem": r.memory(),
+		"Charts": map[string]string{"Throughput": ChartThroughput, "CPU": ChartRedisCPU, "Handoff": ChartHandoff, "CDF": ChartHandoffCDF},
 	})
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	return nil
 }
 
 // WriteCharts draws the charts of r into dir (created if needed) as SVG

@@ -25,11 +25,11 @@ func (r *Result) WriteText(w io.Writer) error {
 	}
 	r.writeCycle(ew)
 
-	sc := r.Scripts
-	ew.printf("\nScripts (server-side µs per call, %d calls each): acquire %.1f, save %.1f, release %.1f, send %.1f; trivial script %.1f;\n",
-		sc.Calls, sc.Acquire, sc.Save, sc.Release, sc.Send, sc.Trivial)
-	ew.printf("  mean EVALSHA of the cycle rounds %.1f; time of the Redis commands inside: acquire %.1f, save %.1f, release %.1f\n",
-		sc.EvalSHA, sc.InnerUS["acquire"], sc.InnerUS["save"], sc.InnerUS["release"])
+	sc, st := r.Scripts, r.stats()
+	ew.printf("\nScripts (server-side µs per call, %d calls each): acquire %s, save %s, release %s, send %s; trivial script %s;\n",
+		sc.Calls, st.f("%.1f", sc.Acquire), st.f("%.1f", sc.Save), st.f("%.1f", sc.Release), st.f("%.1f", sc.Send), st.f("%.1f", sc.Trivial))
+	ew.printf("  mean EVALSHA of the cycle rounds %s; time of the Redis commands inside: acquire %s, save %s, release %s\n",
+		st.f("%.1f", sc.EvalSHA), st.f("%.1f", sc.InnerUS["acquire"]), st.f("%.1f", sc.InnerUS["save"]), st.f("%.1f", sc.InnerUS["release"]))
 
 	h := r.Handoff
 	ew.printf("\nHandoff (stale connection, %d handoffs, B's Join call → B holds the profile):\n", h.N)
@@ -63,23 +63,26 @@ func (r *Result) WriteText(w io.Writer) error {
 	p := r.Presence
 	ew.printf("\nPresence (%d servers beating every %.0f ms for %.1f s, %d beats, %d full checks), per server per beat:\n",
 		p.Servers, p.BeatMS, p.WindowS, p.Beats, p.FullChecks)
-	ew.printf("  %.2f Redis commands, %.2f round trips, %.1f µs of script, %.1f µs of Redis CPU; at the default 3 s beat these %d servers take %.2f%% of one Redis core\n",
-		p.CmdsPerBeat, p.RoundTripsPerBeat, p.ScriptUSPerBeat, p.RedisCPUUSPerBeat, p.Servers, p.RedisCPUPctAtDefaultBeat)
+	ew.printf("  %s Redis commands, %s round trips, %s µs of script, %s µs of Redis CPU; at the default 3 s beat these %d servers take %s of one Redis core\n",
+		st.f("%.2f", p.CmdsPerBeat), st.f("%.2f", p.RoundTripsPerBeat), st.f("%.1f", p.ScriptUSPerBeat), st.f("%.1f", p.RedisCPUUSPerBeat),
+		p.Servers, st.f("%.2f%%", p.RedisCPUPctAtDefaultBeat))
 	met := "missed"
 	if p.MeetsTarget {
 		met = "met"
 	}
-	ew.printf("  target ≤ %.0f µs of script per beat: %s (%.1f µs); %d of %d beats carried a session count (each server's changes every %d beats)\n",
-		p.TargetUSPerBeat, met, p.ScriptUSPerBeat, p.CountWrites, p.Beats, p.SessionsChangeEvery)
-	ew.printf("  floor (TIME and one HSET in a script, same servers and pace): %.1f µs of script, %.1f µs of Redis CPU per beat\n",
-		p.Floor.ScriptUSPerBeat, p.Floor.RedisCPUUSPerBeat)
+	ew.printf("  target ≤ %.0f µs of script per beat: %s (%s µs); %d of %d beats carried a session count (each server's changes every %d beats)\n",
+		p.TargetUSPerBeat, met, st.f("%.1f", p.ScriptUSPerBeat), p.CountWrites, p.Beats, p.SessionsChangeEvery)
+	ew.printf("  floor (TIME and one HSET in a script, same servers and pace): %s µs of script, %s µs of Redis CPU per beat\n",
+		st.f("%.1f", p.Floor.ScriptUSPerBeat), st.f("%.1f", p.Floor.RedisCPUUSPerBeat))
 
 	mm := r.Memory
 	ew.printf("\nMemory (%d records of %d data bytes, %d saves each):\n", mm.Records, mm.DataBytes, mm.Saves)
-	ew.printf("  Redis %.0f bytes per record: record %.0f, history %.0f (%.1f versions), inbox %.0f; with a full history (%.0f versions) %.0f\n",
-		mm.RedisBytesPerRecord, mm.RecordBytes, mm.HistoryBytes, mm.HistoryVersions, mm.InboxBytes, mm.FullHistoryVersions, mm.RedisBytesPerRecordFullHis)
+	mem := r.memory()
+	ew.printf("  Redis %s bytes per record: record %s, history %s (%.1f versions), inbox %s; with a full history (%.0f versions) %s\n",
+		mem.f("%.0f", mm.RedisBytesPerRecord), mem.f("%.0f", mm.RecordBytes), mem.f("%.0f", mm.HistoryBytes), mm.HistoryVersions,
+		mem.f("%.0f", mm.InboxBytes), mm.FullHistoryVersions, mem.f("%.0f", mm.RedisBytesPerRecordFullHis))
 	ew.printf("  Go heap %.0f bytes per resident profile (%d held at once)\n", mm.GoHeapPerProfile, mm.HeapProfiles)
-	mm.History.writeText(ew)
+	mm.History.writeText(ew, mem, st)
 
 	g := r.Messages
 	ew.printf("\nMessages (%d, Send on B → OnMessage ran on A): p50 %.3f ms, p90 %.3f, p99 %.3f, max %.3f; Send itself p50 %.3f ms\n",
@@ -120,7 +123,7 @@ func (r *Result) writeMachine(ew *errWriter) {
 // writeCycle writes the session cycle's table and what each cycle ran
 // inside Redis.
 func (r *Result) writeCycle(ew *errWriter) {
-	s := r.Settings
+	s, st := r.Settings, r.stats()
 	ew.printf("\nSession cycle: load under the lock → save → save-and-release, %d-byte data, %s players each on its own key,\n",
 		s.CycleDataBytes, r.playersList())
 	ew.printf("go-redis pool %d; cycles/s, median of %d interleaved rounds of %.0f ms after a warm-up\n", s.PoolSize, s.Rounds, s.RoundMS)
@@ -128,15 +131,16 @@ func (r *Result) writeCycle(ew *errWriter) {
 	fmt.Fprintln(tw, "  players\tours\traw\tredsync\tours/raw\tours/redsync\tRedis CPU µs/cycle: ours\traw\tredsync\tGo CPU µs/cycle: ours\traw\tredsync\t")
 	for _, p := range r.Players() {
 		c := r.Cycle[strconv.Itoa(p)]
-		fmt.Fprintf(tw, "  %d\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", p, c.OursOpsS, c.RawOpsS, c.RedsyncOpsS,
-			c.RatioRaw, c.RatioRedsync, c.RedisCPUUS, c.RawRedisCPUUS, c.RedsyncRedisCPUUS, c.GoCPUUS, c.RawGoCPUUS, c.RedsyncGoCPUUS)
+		fmt.Fprintf(tw, "  %d\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t\n", p, c.OursOpsS, c.RawOpsS, c.RedsyncOpsS,
+			c.RatioRaw, c.RatioRedsync, st.f("%.1f", c.RedisCPUUS), st.f("%.1f", c.RawRedisCPUUS), st.f("%.1f", c.RedsyncRedisCPUUS),
+			c.GoCPUUS, c.RawGoCPUUS, c.RedsyncGoCPUUS)
 	}
 	_ = tw.Flush()
 	ew.printf("  ours: Driver.Load, Update, Save, Update, Release (3 round trips); raw: HGETALL, HSET, HSET (3, no lock);\n")
 	ew.printf("  redsync: Lock (SET NX PX), HGETALL, HSET, HSET, Unlock (EVALSHA) (5)\n")
 	ew.printf("  per cycle inside Redis (INFO commandstats; a script's commands count in its EVALSHA time too):\n")
 	for _, sys := range systems {
-		ew.printf("    %-8s %s\n", sys, commandLine(r.CycleCommands[sys]))
+		ew.printf("    %-8s %s\n", sys, commandLine(r.CycleCommands[sys], st))
 	}
 }
 
@@ -153,8 +157,12 @@ func (r *Result) playersList() string {
 }
 
 // commandLine lists a system's commands per cycle, costliest first:
-// "evalsha 3.00 calls 95.1 µs; hset 3.00 calls 12.0 µs; ...".
-func commandLine(m map[string]CommandCost) string {
+// "evalsha 3.00 calls 95.1 µs; hset 3.00 calls 12.0 µs; ..."; n/a when st
+// says the server reports no command statistics.
+func commandLine(m map[string]CommandCost, st measured) string {
+	if !st.ok {
+		return st.na()
+	}
 	if len(m) == 0 {
 		return "(not reported by this Redis)"
 	}
@@ -200,3 +208,42 @@ func (e *errWriter) Write(p []byte) (int, error) {
 }
 
 func (e *errWriter) printf(format string, a ...any) { fmt.Fprintf(e, format, a...) }
+
+// measured says whether the server reported a kind of figure, and why not:
+// a figure it did not report prints as n/a with the reason, never as 0.
+type measured struct {
+	ok       bool
+	embedded bool // the Redis ran in this process (miniredis)
+}
+
+// stats is whether the Redis reported INFO cpu and commandstats (Redis
+// CPU, script times, commands).
+func (r *Result) stats() measured {
+	return measured{ok: r.Machine.RedisStats, embedded: r.Machine.EmbeddedRedis}
+}
+
+// memory is whether the Redis answered MEMORY USAGE (Redis bytes).
+func (r *Result) memory() measured {
+	return measured{ok: r.Machine.RedisMemory, embedded: r.Machine.EmbeddedRedis}
+}
+
+// f formats v with format, or says n/a when the figure was not measured.
+func (m measured) f(format string, v float64) string {
+	if !m.ok {
+		return m.na()
+	}
+	return fmt.Sprintf(format, v)
+}
+
+// Fig is f for the HTML report's template: v with digits decimals, or n/a.
+func (m measured) Fig(digits int, v float64) string {
+	return m.f("%."+strconv.Itoa(digits)+"f", v)
+}
+
+// na is what a figure that was not measured prints.
+func (m measured) na() string {
+	if m.embedded {
+		return "n/a (embedded Redis)"
+	}
+	return "n/a (not reported by this Redis)"
+}

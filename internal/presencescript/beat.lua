@@ -10,8 +10,9 @@
 --          instance (process) that wrote the JobID's beat.
 -- KEYS[3]  the shard's load hash, in the same Cluster slot: <JobID> =
 --          "<sessions>@<ms>", the server's session count and the Redis time
---          it was written at. Only written, never read here: every call on it
---          is a pcall, so a load hash another tool broke never fails a beat.
+--          it was written at. Written, and sampled by the cleaning, but no
+--          answer depends on it: every call on it is a pcall, so a load hash
+--          another tool broke never fails a beat.
 -- ARGV[1]  JobID of the beating server (non-empty, never starts with "\0")
 -- ARGV[2]  TTL in milliseconds
 -- ARGV[3]  instance of the beating process

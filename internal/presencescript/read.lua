@@ -6,9 +6,11 @@
 --
 -- Answers {code, ms, now}, now being the Redis time of the read (ms):
 --   {1, remaining, now}  alive: the beat expires in `remaining` ms (> 0)
---   {2, 0, now}          stopped: no live beat, and this Redis run has been seen
+--   {2, ago, now}        stopped: no live beat, and this Redis run has been seen
 --                        for at least one TTL, so a live server would have beaten
---                        into it
+--                        into it; `ago` is how long ago (ms) its last beat
+--                        expired, -1 when no beat of it is left (removed at a
+--                        clean shutdown, or cleaned)
 --   {0, wait, now}       unknown: no live beat, but that is no proof: the meta
 --                        fields are missing, name another Redis run (restart or
 --                        failover), or this run is younger than one TTL; `wait`
@@ -40,4 +42,7 @@ end
 if now - since < ttl then
   return {0, ttl - (now - since), now}
 end
-return {2, 0, now}
+if v == nil then
+  return {2, -1, now}
+end
+return {2, now - v, now}

@@ -61,10 +61,10 @@ func (a AcquireArgs) keys(key string) []string {
 	return []string{key, InboxKey(key), HistoryKey(key)}
 }
 
-// Call is the acquire.lua call for the record at key, to run in a pipeline
-// (see ParseAcquire for its answer).
-func (a AcquireArgs) Call(key string) rscript.Call {
-	return rscript.Call{Script: acquireScript, Keys: a.keys(key), Args: a.argv()}
+// Call is the acquire.lua call for the record at key, to run in a pipeline,
+// with the reader of its answer.
+func (a AcquireArgs) Call(key string) rscript.Pending[AcquireResult] {
+	return acquireScript.Call(key, a)
 }
 
 // ParseAcquireArgs reads the ARGV of an observed acquire.lua call.
@@ -186,11 +186,7 @@ type CorruptField struct {
 
 // Acquire runs acquire.lua on the record at key: one round trip.
 func Acquire(ctx context.Context, rdb redis.Scripter, key string, a AcquireArgs) (AcquireResult, error) {
-	v, err := acquireScript.Run(ctx, rdb, a.keys(key), a.argv()...).Result()
-	if err != nil {
-		return AcquireResult{}, err
-	}
-	return ParseAcquire(v)
+	return acquireScript.Run(ctx, rdb, key, a)
 }
 
 // ParseAcquire reads acquire.lua's answer.

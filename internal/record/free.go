@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -57,10 +58,26 @@ func Free(ctx context.Context, rdb redis.Scripter, key string, a FreeArgs) (Free
 	if a.Token == "" {
 		return FreeResult{}, fmt.Errorf("record: free %s: no token", key)
 	}
-	v, err := freeScript.Run(ctx, rdb, []string{key}, a.Token, a.Job, a.MaxAge.Milliseconds()).Result()
-	if err != nil {
-		return FreeResult{}, err
+	return freeScript.Run(ctx, rdb, key, a)
+}
+
+// keys are KEYS of free.lua: the record.
+func (a FreeArgs) keys(key string) []string { return []string{key} }
+
+// argv is ARGV of free.lua.
+func (a FreeArgs) argv() []any { return []any{a.Token, a.Job, a.MaxAge.Milliseconds()} }
+
+// ParseFreeArgs reads the ARGV of an observed free.lua call.
+func ParseFreeArgs(argv []string) (FreeArgs, error) {
+	if err := wantArgs(ScriptFree, argv, 3); err != nil {
+		return FreeArgs{}, err
 	}
+	ms, _ := strconv.ParseInt(arg(argv, 3), 10, 64)
+	return FreeArgs{Token: arg(argv, 1), Job: arg(argv, 2), MaxAge: time.Duration(ms) * time.Millisecond}, nil
+}
+
+// ParseFree reads free.lua's answer.
+func ParseFree(v any) (FreeResult, error) {
 	arr, ok := v.([]any)
 	if !ok || len(arr) == 0 {
 		return FreeResult{}, fmt.Errorf("%w: free answered %v", ErrUnexpectedAnswer, v)

@@ -229,7 +229,7 @@ func TestHistoryPlanOnlyOfTheHistoryAsRead(t *testing.T) {
 		t.Fatalf("forms %q after a stale plan, want dww (trimmed to 3, nothing rewritten)", got)
 	}
 	// A write of the same data again (a retried save) replaces the version.
-	if parsed, err := record.ParseSaveArgs(stringArgs(a.Call(h.key).Args)); err != nil || parsed.KeepPlan == nil ||
+	if parsed, err := record.ParseSaveArgs(stringArgs(a.Call(h.key).Call.Args)); err != nil || parsed.KeepPlan == nil ||
 		parsed.KeepPlan.Seen != "1" || parsed.KeepPlan.RewriteVer != plan.RewriteVer ||
 		parsed.KeepPlan.Rewrite.Len() != plan.Rewrite.Len() || parsed.Keep.Len() != a.Keep.Len() ||
 		len(parsed.KeepPlan.Drop) != len(plan.Drop) || parsed.KeepVer != a.KeepVer || !parsed.KeepAlways ||

@@ -132,15 +132,44 @@ type SendResult struct {
 }
 
 // SendCall is the send.lua call storing body in the inbox of the record at
-// key, to run on its own or in a pipeline (see ParseSend for its answer).
-func SendCall(key string, body []byte, a SendArgs) rscript.Call {
-	digest := ""
+// key, to run on its own or in a pipeline, with the reader of its answer.
+func SendCall(key string, body []byte, a SendArgs) rscript.Pending[SendResult] {
+	return sendScript.Call(key, sendCall{body: body, args: a})
+}
+
+// sendCall is what one send.lua call is made of.
+type sendCall struct {
+	body []byte
+	args SendArgs
+}
+
+// keys are KEYS of send.lua for the record at key.
+func (c sendCall) keys(key string) []string {
+	return []string{key, InboxKey(key), IdemKey(key), IdemAtKey(key)}
+}
+
+// argv is ARGV of send.lua.
+func (c sendCall) argv() []any {
+	a, digest := c.args, ""
 	if a.IdempotencyKey != "" {
-		digest = BodyDigest(body)
+		digest = BodyDigest(c.body)
 	}
-	return rscript.Call{Script: sendScript, Keys: []string{key, InboxKey(key), IdemKey(key), IdemAtKey(key)},
-		Args: []any{body, a.MaxInbox, a.IdempotencyKey, a.IdempotencyWindow.Milliseconds(), a.IdempotencyKeys, digest,
-			EntrySum(a.IdempotencyKey, body)}}
+	return []any{c.body, a.MaxInbox, a.IdempotencyKey, a.IdempotencyWindow.Milliseconds(), a.IdempotencyKeys, digest,
+		EntrySum(a.IdempotencyKey, c.body)}
+}
+
+// parseSendCall reads the ARGV of an observed send.lua call (the digest and
+// checksum it carries are computed from the body, so they are not read).
+func parseSendCall(argv []string) (sendCall, error) {
+	if err := wantArgs(ScriptSend, argv, 7); err != nil {
+		return sendCall{}, err
+	}
+	c := sendCall{body: []byte(arg(argv, 1)), args: SendArgs{IdempotencyKey: arg(argv, 3)}}
+	c.args.MaxInbox, _ = strconv.Atoi(arg(argv, 2))
+	ms, _ := strconv.ParseInt(arg(argv, 4), 10, 64)
+	c.args.IdempotencyWindow = time.Duration(ms) * time.Millisecond
+	c.args.IdempotencyKeys, _ = strconv.Atoi(arg(argv, 5))
+	return c, nil
 }
 
 // BodyDigest is the digest of a message body kept with its idempotency key:
@@ -154,12 +183,7 @@ func BodyDigest(body []byte) string {
 // holds a.MaxInbox messages already or an earlier send had the same
 // idempotency key: one round trip (send.lua).
 func Send(ctx context.Context, rdb redis.Scripter, key string, body []byte, a SendArgs) (SendResult, error) {
-	c := SendCall(key, body, a)
-	v, err := c.Script.Run(ctx, rdb, c.Keys, c.Args...).Result()
-	if err != nil {
-		return SendResult{}, err
-	}
-	return ParseSend(v)
+	return sendScript.Run(ctx, rdb, key, sendCall{body: body, args: a})
 }
 
 // ParseSend reads send.lua's answer.

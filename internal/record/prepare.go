@@ -18,10 +18,17 @@ type PrepareArgs struct {
 	Ver int64
 }
 
-// Call is the prepare.lua call for the record at key, to run in a pipeline.
-func (a PrepareArgs) Call(key string) rscript.Call {
-	return rscript.Call{Script: prepareScript, Keys: []string{key}, Args: []any{a.Token, a.Trade, a.Ver}}
+// Call is the prepare.lua call for the record at key, to run in a pipeline,
+// with the reader of its answer.
+func (a PrepareArgs) Call(key string) rscript.Pending[PrepareResult] {
+	return prepareScript.Call(key, a)
 }
+
+// keys are KEYS of prepare.lua: the record.
+func (a PrepareArgs) keys(key string) []string { return []string{key} }
+
+// argv is ARGV of prepare.lua.
+func (a PrepareArgs) argv() []any { return []any{a.Token, a.Trade, a.Ver} }
 
 // ParsePrepareArgs reads the ARGV of an observed prepare.lua call.
 func ParsePrepareArgs(argv []string) (PrepareArgs, error) {

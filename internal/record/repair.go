@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -47,11 +48,31 @@ func Repair(ctx context.Context, rdb redis.Scripter, key string, a RepairArgs) (
 	if a.Aside == "" {
 		a.Aside = fmt.Sprintf(":corrupt:%d", time.Now().UnixMilli())
 	}
-	v, err := repairScript.Run(ctx, rdb, []string{key, InboxKey(key), HistoryKey(key), TriesKey(key), DeadKey(key)},
-		flag(!a.DryRun), flag(a.Force), a.Aside, Format, a.Skew.Milliseconds(), a.FlagToken).Result()
-	if err != nil {
-		return RepairResult{}, err
+	return repairScript.Run(ctx, rdb, key, a)
+}
+
+// keys are KEYS of repair.lua for the record at key.
+func (a RepairArgs) keys(key string) []string {
+	return []string{key, InboxKey(key), HistoryKey(key), TriesKey(key), DeadKey(key)}
+}
+
+// argv is ARGV of repair.lua.
+func (a RepairArgs) argv() []any {
+	return []any{flag(!a.DryRun), flag(a.Force), a.Aside, Format, a.Skew.Milliseconds(), a.FlagToken}
+}
+
+// ParseRepairArgs reads the ARGV of an observed repair.lua call.
+func ParseRepairArgs(argv []string) (RepairArgs, error) {
+	if err := wantArgs(ScriptRepair, argv, 6); err != nil {
+		return RepairArgs{}, err
 	}
+	ms, _ := strconv.ParseInt(arg(argv, 5), 10, 64)
+	return RepairArgs{DryRun: arg(argv, 1) != "1", Force: arg(argv, 2) == "1", Aside: arg(argv, 3),
+		Skew: time.Duration(ms) * time.Millisecond, FlagToken: arg(argv, 6)}, nil
+}
+
+// ParseRepair reads repair.lua's answer.
+func ParseRepair(v any) (RepairResult, error) {
 	arr, ok := v.([]any)
 	if !ok || len(arr) != 2 {
 		return RepairResult{}, fmt.Errorf("%w: repair answered %v", ErrUnexpectedAnswer, v)

@@ -232,9 +232,10 @@ func (a SaveArgs) keys(key string) []string {
 	return []string{key}
 }
 
-// Call is the save.lua call for the record at key, to run in a pipeline.
-func (a SaveArgs) Call(key string) rscript.Call {
-	return rscript.Call{Script: saveScript, Keys: a.keys(key), Args: a.argv()}
+// Call is the save.lua call for the record at key, to run in a pipeline,
+// with the reader of its answer.
+func (a SaveArgs) Call(key string) rscript.Pending[SaveResult] {
+	return saveScript.Call(key, a)
 }
 
 // ParseSaveArgs reads the ARGV of an observed save.lua call. Job and
@@ -341,9 +342,15 @@ func (a *SaveArgs) parseKeep(argv []string, i int) (int, bool) {
 }
 
 // parseKeptPairs reads n field/value pairs from argv[j] (1-based) as one
-// kept value, and returns the index after them.
+// kept value, and returns the index after them. keptFields wrote either a
+// header and a body (two fields, the header shorter than a chunk) or one
+// value cut into chunks of HistChunk bytes.
 func parseKeptPairs(argv []string, j, n int) (KeptValue, int) {
 	var v KeptValue
+	if n == 2 && len(arg(argv, j+1)) < HistChunk {
+		v.Head, v.Body = []byte(arg(argv, j+1)), []byte(arg(argv, j+3))
+		return v, j + 4
+	}
 	for range n {
 		v.Head, j = append(v.Head, arg(argv, j+1)...), j+2
 	}
@@ -433,11 +440,7 @@ type Tries struct {
 
 // Save runs save.lua on the record at key: one round trip.
 func Save(ctx context.Context, rdb redis.Scripter, key string, a SaveArgs) (SaveResult, error) {
-	v, err := saveScript.Run(ctx, rdb, a.keys(key), a.argv()...).Result()
-	if err != nil {
-		return SaveResult{}, err
-	}
-	return ParseSave(v)
+	return saveScript.Run(ctx, rdb, key, a)
 }
 
 // The codes of save.lua's answers.

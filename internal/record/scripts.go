@@ -50,21 +50,28 @@ var (
 
 // The scripts are immutable values shared by every client.
 var (
-	acquireScript   = rscript.New(ScriptAcquire, acquireSrc)
-	saveScript      = rscript.New(ScriptSave, saveSrc)
-	prepareScript   = rscript.New(ScriptPrepare, prepareSrc)
-	versionsScript  = rscript.New(ScriptVersions, versionsSrc)
-	wipeScript      = rscript.New(ScriptWipe, wipeSrc)
-	sendScript      = rscript.New(ScriptSend, sendSrc)
+	acquireScript = rscript.NewTyped(ScriptAcquire, acquireSrc, rscript.Protocol[AcquireArgs, AcquireResult]{
+		Keys: AcquireArgs.keys, Args: AcquireArgs.argv, Parse: ParseAcquireArgs, Answer: ParseAcquire})
+	saveScript = rscript.NewTyped(ScriptSave, saveSrc, rscript.Protocol[SaveArgs, SaveResult]{
+		Keys: SaveArgs.keys, Args: SaveArgs.argv, Parse: ParseSaveArgs, Answer: ParseSave})
+	prepareScript = rscript.NewTyped(ScriptPrepare, prepareSrc, rscript.Protocol[PrepareArgs, PrepareResult]{
+		Keys: PrepareArgs.keys, Args: PrepareArgs.argv, Parse: ParsePrepareArgs, Answer: ParsePrepare})
+	sendScript = rscript.NewTyped(ScriptSend, sendSrc, rscript.Protocol[sendCall, SendResult]{
+		Keys: sendCall.keys, Args: sendCall.argv, Parse: parseSendCall, Answer: ParseSend})
+	versionsScript = rscript.New(ScriptVersions, versionsSrc)
+	wipeScript     = rscript.NewTyped(ScriptWipe, wipeSrc, rscript.Protocol[WipeArgs, bool]{
+		Keys: WipeArgs.keys, Args: WipeArgs.argv, Parse: parseWipeArgs, Answer: parseWipe})
+	repairScript = rscript.NewTyped(ScriptRepair, repairSrc, rscript.Protocol[RepairArgs, RepairResult]{
+		Keys: RepairArgs.keys, Args: RepairArgs.argv, Parse: ParseRepairArgs, Answer: ParseRepair})
+	freeScript = rscript.NewTyped(ScriptFree, freeSrc, rscript.Protocol[FreeArgs, FreeResult]{
+		Keys: FreeArgs.keys, Args: FreeArgs.argv, Parse: ParseFreeArgs, Answer: ParseFree})
 	replayScript    = rscript.New(ScriptReplay, replaySrc)
-	repairScript    = rscript.New(ScriptRepair, repairSrc)
-	freeScript      = rscript.New(ScriptFree, freeSrc)
 	moveScript      = rscript.New(ScriptFlip, moveSrc)
 	moveStateScript = rscript.New(ScriptMoveState, moveStateSrc)
 )
 
 // Scripts lists the record's scripts (for an rscript.Catalog).
 func Scripts() []*rscript.Script {
-	return []*rscript.Script{acquireScript, saveScript, prepareScript, versionsScript, wipeScript, sendScript, replayScript, repairScript,
-		freeScript, moveScript, moveStateScript}
+	return []*rscript.Script{acquireScript.Script, saveScript.Script, prepareScript.Script, versionsScript, wipeScript.Script,
+		sendScript.Script, replayScript, repairScript.Script, freeScript.Script, moveScript, moveStateScript}
 }

@@ -103,21 +103,21 @@ func BenchmarkScripts(b *testing.B) {
 		nextTokens()
 		calls := make([]rscript.Call, len(keys))
 		for i, k := range keys {
-			calls[i] = acq("bench-a", tokens[i]).Call(k)
+			calls[i] = acq("bench-a", tokens[i]).Call(k).Call
 		}
 		run(calls, acquired)
 	}
 	lockedAll := func() {
 		calls := make([]rscript.Call, len(keys))
 		for i, k := range keys {
-			calls[i] = acq("bench-b", "other-"+strconv.Itoa(i)).Call(k)
+			calls[i] = acq("bench-b", "other-"+strconv.Itoa(i)).Call(k).Call
 		}
 		run(calls, locked)
 	}
 	writeAll := func(mode record.WriteMode) {
 		calls := make([]rscript.Call, len(keys))
 		for i, k := range keys {
-			calls[i] = wr(mode, tokens[i], blobs[(n+len(mode))%2]).Call(k)
+			calls[i] = wr(mode, tokens[i], blobs[(n+len(mode))%2]).Call(k).Call
 		}
 		run(calls, written)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -138,11 +139,63 @@ func (h *History) readUnlisted(ctx context.Context, rdb redis.Cmdable, key strin
 	return nil
 }
 
-// Wipe erases the record at key and every key beside it (Keys)
-// unconditionally: one round trip. It reports whether there was any.
-func Wipe(ctx context.Context, rdb redis.Scripter, key string) (bool, error) {
-	n, err := wipeScript.Run(ctx, rdb, Keys(key)).Int64()
-	return n > 0, err
+// ErrWipeLost is wipe.lua's answer when the lock is not the caller's:
+// nothing was erased.
+var ErrWipeLost = errors.New("the lock is not this session's")
+
+// WipeArgs are the arguments of wipe.lua: the lock tokens of the caller's
+// session (its own, then earlier ones an adoption has not moved yet).
+type WipeArgs struct {
+	Tokens []string
+}
+
+// Wipe erases the record at key and every key beside it (Keys) under the
+// lock one of tokens names (a session's token, then the earlier ones an
+// adoption has not moved yet): one round trip. Without that lock it erases
+// nothing and answers an error wrapping ErrWipeLost.
+func Wipe(ctx context.Context, rdb redis.Scripter, key string, tokens ...string) error {
+	if len(tokens) == 0 || tokens[0] == "" {
+		return fmt.Errorf("record: wipe %s: no token", key)
+	}
+	lost, err := wipeScript.Run(ctx, rdb, key, WipeArgs{Tokens: tokens})
+	if err == nil && lost {
+		err = fmt.Errorf("%w (held under another token or free)", ErrWipeLost)
+	}
+	return err
+}
+
+// keys are KEYS of wipe.lua: the record and every key beside it.
+func (a WipeArgs) keys(key string) []string { return Keys(key) }
+
+// argv is ARGV of wipe.lua.
+func (a WipeArgs) argv() []any {
+	args := make([]any, len(a.Tokens))
+	for i, t := range a.Tokens {
+		args[i] = t
+	}
+	return args
+}
+
+// parseWipeArgs reads the ARGV of an observed wipe.lua call.
+func parseWipeArgs(argv []string) (WipeArgs, error) {
+	if len(argv) == 0 {
+		return WipeArgs{}, fmt.Errorf("record: %s call without a token", ScriptWipe)
+	}
+	return WipeArgs{Tokens: slices.Clone(argv)}, nil
+}
+
+// parseWipe reads wipe.lua's answer: whether the lock was not the caller's.
+func parseWipe(v any) (lost bool, err error) {
+	arr, tag, err := tagged(v)
+	switch {
+	case err != nil:
+		return false, err
+	case tag == "OK":
+		return false, nil
+	case tag == "LOST":
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: wipe answered %v", ErrUnexpectedAnswer, arr)
 }
 
 // ListForKeep lists the history of the record at key for a write that

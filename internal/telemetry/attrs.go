@@ -234,8 +234,8 @@ func (h TakeoverHow) String() string {
 	return label(h, "stopped", "aged", "own_run")
 }
 
-// HandoffMessage is the kind of a message between servers
-// (messaging.Type).
+// HandoffMessage is the kind of a message between servers (the Node
+// translates messaging.Type to it).
 type HandoffMessage uint8
 
 const (
@@ -246,6 +246,9 @@ const (
 	// MsgNotify is "pull the inbox of this key" (messaging.TypeNotify).
 	MsgNotify
 	handoffMessages
+
+	// MsgOther is a message of another type: nothing counts it.
+	MsgOther = handoffMessages
 )
 
 // String is the attribute value.
@@ -350,9 +353,8 @@ func (o AcquireOutcome) String() string {
 	return label(o, "taken", "locked", "too_new", "error")
 }
 
-// PresenceStatus is what a presence read found. Its values are in the order
-// of presence.Status (Unknown, Alive, Stopped), so
-// telemetry.PresenceStatus(r.Status) converts one.
+// PresenceStatus is what a presence read found (the Node translates
+// presence.Status to it).
 type PresenceStatus uint8
 
 const (

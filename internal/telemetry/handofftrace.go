@@ -2,93 +2,69 @@ package telemetry
 
 import (
 	"context"
-
-	"github.com/ckernel/playerdata/lockhandoff"
-	"github.com/ckernel/playerdata/messaging"
-	"github.com/ckernel/playerdata/presence"
+	"time"
 )
 
-// HandoffTrace is the lockhandoff.Trace that records a Handoff's work with
-// t: each message sent (StartSend), each message taken up (StartProcess)
-// and each proving presence read (StartPresenceRead). Its Start funcs put
-// the span they open in the context they return only while tracing is on,
-// so with tracing off they allocate nothing and the Done funcs only count.
-// A nil t gives a nil Trace.
-func (t *Telemetry) HandoffTrace() *lockhandoff.Trace {
-	if t == nil {
-		return nil
-	}
-	return &lockhandoff.Trace{
-		PublishStart: t.publishStart,
-		PublishDone:  t.publishDone,
-		ProcessStart: t.processStart,
-		ProcessDone:  processDone,
-		ReadStart:    t.readStart,
-		ReadDone:     readDone,
-	}
-}
+// The handoff's hooks, in telemetry's own terms: the Node adapts its
+// lockhandoff.Trace to them (datadriver/handofftrace.go), so this package
+// knows nothing of the bus's or presence's types. Each Start puts the span
+// it opens in the context it returns only while tracing is on, so with
+// tracing off they allocate nothing and the Done funcs only count.
 
-// The spans a HandoffTrace's Start funcs opened, in the contexts they
-// returned.
+// The spans the Start funcs opened, in the contexts they returned.
 type (
 	sendSpanKey     struct{}
 	processSpanKey  struct{}
 	presenceSpanKey struct{}
 )
 
-// handoffKind is the telemetry kind of a wire message's type
-// (handoffMessages, which nothing counts, for another).
-func handoffKind(typ messaging.Type) HandoffMessage {
-	switch typ {
-	case messaging.TypeRequest:
-		return MsgRequest
-	case messaging.TypeReply:
-		return MsgReply
-	case messaging.TypeNotify:
-		return MsgNotify
-	}
-	return handoffMessages
-}
-
-func (t *Telemetry) publishStart(ctx context.Context, to string, m *messaging.Message) context.Context {
-	s := t.StartSend(ctx, Message{Kind: handoffKind(m.Type), Driver: m.Driver, Key: m.Key, Peer: to})
-	m.TraceParent, m.TraceState = s.TraceContext()
+// HandoffPublishStart starts the publish of handoff message m to the server
+// to (m.Peer is set from it) and returns the context for
+// HandoffPublishDone and the trace context the message carries on the wire
+// ("" without a sampled span).
+func (t *Telemetry) HandoffPublishStart(ctx context.Context, to string, m Message) (context.Context, string, string) {
+	m.Peer = to
+	s := t.StartSend(ctx, m)
+	parent, state := s.TraceContext()
 	if s.span == nil {
-		return ctx
+		return ctx, parent, state
 	}
-	return context.WithValue(s.ctx, sendSpanKey{}, s)
+	return context.WithValue(s.ctx, sendSpanKey{}, s), parent, state
 }
 
-func (t *Telemetry) publishDone(ctx context.Context, _ string, m messaging.Message, err error) {
+// HandoffPublishDone ends the publish HandoffPublishStart began in ctx (or,
+// with tracing off, counts a message of kind): err is the publish's error.
+func (t *Telemetry) HandoffPublishDone(ctx context.Context, kind HandoffMessage, err error) {
 	s, ok := ctx.Value(sendSpanKey{}).(SendSpan)
 	if !ok {
-		if s = (SendSpan{t: t, kind: handoffKind(m.Type), ctx: ctx}); s.kind >= handoffMessages {
+		if s = (SendSpan{t: t, kind: kind, ctx: ctx}); s.kind >= handoffMessages || t == nil {
 			return
 		}
 	}
 	s.End(err)
 }
 
-func (t *Telemetry) processStart(ctx context.Context, m messaging.Message) context.Context {
-	peer := m.Sender // where a received message came from: a request's requester, else its sender
-	if m.Type == messaging.TypeRequest {
-		peer = m.Requester
-	}
-	pctx, p := t.StartProcess(ctx, Message{Kind: handoffKind(m.Type), Driver: m.Driver, Key: m.Key,
-		Peer: peer, TraceParent: m.TraceParent, TraceState: m.TraceState})
+// HandoffProcessStart starts the processing of received handoff message m
+// (m.Peer: where it came from) and returns the context for
+// HandoffProcessDone.
+func (t *Telemetry) HandoffProcessStart(ctx context.Context, m Message) context.Context {
+	pctx, p := t.StartProcess(ctx, m)
 	if p.span == nil {
 		return ctx
 	}
 	return context.WithValue(pctx, processSpanKey{}, p)
 }
 
-func processDone(ctx context.Context) {
+// HandoffProcessDone ends the processing HandoffProcessStart began in ctx.
+func HandoffProcessDone(ctx context.Context) {
 	if p, ok := ctx.Value(processSpanKey{}).(ProcessSpan); ok {
 		p.End()
 	}
 }
 
-func (t *Telemetry) readStart(ctx context.Context, job string) context.Context {
+// HandoffReadStart starts a proving presence read of server job and
+// returns the context for HandoffReadDone.
+func (t *Telemetry) HandoffReadStart(ctx context.Context, job string) context.Context {
 	rctx, p := t.StartPresenceRead(ctx, job)
 	if p.span == nil {
 		return ctx
@@ -96,8 +72,10 @@ func (t *Telemetry) readStart(ctx context.Context, job string) context.Context {
 	return context.WithValue(rctx, presenceSpanKey{}, p)
 }
 
-func readDone(ctx context.Context, r presence.Reading) {
+// HandoffReadDone ends the read HandoffReadStart began in ctx with what it
+// found.
+func HandoffReadDone(ctx context.Context, status PresenceStatus, expiresIn time.Duration, err error) {
 	if p, ok := ctx.Value(presenceSpanKey{}).(PresenceSpan); ok {
-		p.End(PresenceStatus(r.Status), r.ExpiresIn, r.Err)
+		p.End(status, expiresIn, err)
 	}
 }

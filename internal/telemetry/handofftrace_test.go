@@ -7,42 +7,41 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/internal/telemetry"
-	"github.com/ckernel/playerdata/messaging"
-	"github.com/ckernel/playerdata/presence"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
-// TestHandoffTraceRecordsEachMessage is TestHandoffTraceAcrossServers through the lockhandoff.Trace a Node hands
-// its Handoff: a request A publishes is processed on B under A's span, B's
+// TestHandoffTraceRecordsEachMessage is TestHandoffTraceAcrossServers through the handoff hooks a Node's
+// lockhandoff.Trace calls: a request A publishes is processed on B under A's span, B's
 // reply under B's processing, A's proving read under the join; each message
 // is counted once on each side, and a publish that fails is counted failed.
 func TestHandoffTraceRecordsEachMessage(t *testing.T) {
 	a := newSDK(t, "server-a", "game.CKHandoff", nil)
 	b := newSDK(t, "server-b", "game.CKHandoff", sdktrace.ParentBased(sdktrace.NeverSample()))
-	ta, tb := a.tel.HandoffTrace(), b.tel.HandoffTrace()
 	da := a.tel.Driver("PlayerData")
 
 	jctx := da.StartJoin(context.Background(), secretKey)
 	wctx := da.StartWait(jctx, telemetry.WaitOtherServer)
-	req := messaging.Message{Type: messaging.TypeRequest, Driver: "PlayerData", Key: secretKey, Requester: "server-a", Sender: "server-a"}
-	sctx := ta.PublishStart(wctx, "server-b", &req)
-	if req.TraceParent == "" {
-		t.Fatal("a sampled publish set no traceparent on the message")
+	req := telemetry.Message{Kind: telemetry.MsgRequest, Driver: "PlayerData", Key: secretKey}
+	sctx, parent, state := a.tel.HandoffPublishStart(wctx, "server-b", req)
+	if parent == "" {
+		t.Fatal("a sampled publish gave no traceparent for the message")
 	}
-	ta.PublishDone(sctx, "server-b", req, nil)
+	a.tel.HandoffPublishDone(sctx, req.Kind, nil)
 
-	pctx := tb.ProcessStart(context.Background(), req)
-	reply := messaging.Message{Type: messaging.TypeReply, Driver: "PlayerData", Key: secretKey, Sender: "server-b"}
-	rctx := tb.PublishStart(pctx, "server-a", &reply)
-	tb.PublishDone(rctx, "server-a", reply, errors.New("bus down"))
-	tb.ProcessDone(pctx)
+	req.Peer, req.TraceParent, req.TraceState = "server-a", parent, state
+	pctx := b.tel.HandoffProcessStart(context.Background(), req)
+	reply := telemetry.Message{Kind: telemetry.MsgReply, Driver: "PlayerData", Key: secretKey}
+	rctx, rparent, rstate := b.tel.HandoffPublishStart(pctx, "server-a", reply)
+	b.tel.HandoffPublishDone(rctx, reply.Kind, errors.New("bus down"))
+	telemetry.HandoffProcessDone(pctx)
 
-	actx := ta.ProcessStart(wctx, reply)
-	ta.ProcessDone(actx)
-	readCtx := ta.ReadStart(wctx, "server-b")
-	ta.ReadDone(readCtx, presence.Reading{Status: presence.Alive, ExpiresIn: time.Second})
+	reply.Peer, reply.TraceParent, reply.TraceState = "server-b", rparent, rstate
+	actx := a.tel.HandoffProcessStart(wctx, reply)
+	telemetry.HandoffProcessDone(actx)
+	readCtx := a.tel.HandoffReadStart(wctx, "server-b")
+	telemetry.HandoffReadDone(readCtx, telemetry.PresenceAlive, time.Second, nil)
 	da.JoinDone(jctx, time.Millisecond, telemetry.JoinHandoff, telemetry.JoinLoaded, nil)
 
 	as, bs := a.spans.GetSpans(), b.spans.GetSpans()
@@ -90,17 +89,19 @@ func TestHandoffTraceWithoutTracing(t *testing.T) {
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	s := &sdk{reader: reader, tel: telemetry.New(telemetry.Config{MeterProvider: mp, TracerProvider: tracenoop.NewTracerProvider(),
 		JobID: "server-a", NATSPrefix: "game.CKHandoff"})}
-	tr := s.tel.HandoffTrace()
 	ctx := context.Background()
-	m := messaging.Message{Type: messaging.TypeNotify, Driver: "PlayerData", Key: secretKey, Sender: "server-a"}
-	if got := tr.PublishStart(ctx, "server-b", &m); got != ctx || m.TraceParent != "" {
-		t.Fatalf("PublishStart without tracing: a new context, or traceparent %q", m.TraceParent)
+	m := telemetry.Message{Kind: telemetry.MsgNotify, Driver: "PlayerData", Key: secretKey}
+	got, parent, _ := s.tel.HandoffPublishStart(ctx, "server-b", m)
+	if got != ctx || parent != "" {
+		t.Fatalf("HandoffPublishStart without tracing: a new context, or traceparent %q", parent)
 	}
-	tr.PublishDone(ctx, "server-b", m, nil)
-	if got := tr.ProcessStart(ctx, m); got != ctx {
-		t.Fatal("ProcessStart without tracing: a new context")
+	s.tel.HandoffPublishDone(ctx, m.Kind, nil)
+	s.tel.HandoffPublishDone(ctx, telemetry.MsgOther, nil) // counted nowhere
+	m.Peer = "server-a"
+	if got := s.tel.HandoffProcessStart(ctx, m); got != ctx {
+		t.Fatal("HandoffProcessStart without tracing: a new context")
 	}
-	tr.ProcessDone(ctx)
+	telemetry.HandoffProcessDone(ctx)
 	sent, received := s.collect(t)["playerdata.handoff.sent"], s.collect(t)["playerdata.handoff.received"]
 	total := func(d any) (n int64) {
 		for _, p := range d.(metricdataSum).DataPoints {
@@ -112,17 +113,5 @@ func TestHandoffTraceWithoutTracing(t *testing.T) {
 		t.Errorf("sent %d, received %d; want 1 each", total(sent.Data), total(received.Data))
 	}
 	var nilTel *telemetry.Telemetry
-	if nilTel.HandoffTrace() != nil {
-		t.Error("a nil Telemetry's HandoffTrace is not nil")
-	}
-}
-
-// telemetry.PresenceStatus is presence.Status, value for value (the
-// HandoffTrace converts one into the other).
-func TestPresenceStatusMatchesTelemetry(t *testing.T) {
-	for _, s := range []presence.Status{presence.Unknown, presence.Alive, presence.Stopped} {
-		if got := telemetry.PresenceStatus(s).String(); got != s.String() {
-			t.Errorf("presence %s is telemetry %s", s, got)
-		}
-	}
+	nilTel.HandoffPublishDone(ctx, telemetry.MsgRequest, nil) // no panic, nothing recorded
 }

@@ -2,6 +2,7 @@ package telemetry_test
 
 import (
 	"context"
+	"os/exec"
 	"reflect"
 	"slices"
 	"strings"
@@ -235,6 +236,7 @@ func TestNoPlayerIDInMetrics(t *testing.T) {
 // driver name): they name spans or a driver, never a metric attribute.
 var spanOnly = []string{"Driver", "StartJoin", "StartWrite", "TakeoverDecision", "StartPresenceRead",
 	"StartSend", "StartProcess", "End",
+	"HandoffPublishStart", "HandoffProcessStart", "HandoffReadStart", // StartSend, StartProcess and StartPresenceRead for the Node's handoff
 	"RegisterRedis", // its one string is Redis's maxmemory-policy, a configuration value
 }
 
@@ -313,5 +315,20 @@ func TestEnumsOutOfRange(t *testing.T) {
 	}
 	if got := telemetry.JoinPath(99).String(); got != "invalid" {
 		t.Errorf("String of an invalid value: %q", got)
+	}
+}
+
+// TestTelemetryImportsNoPublicPackage: telemetry observes the domain in its
+// own terms; the public packages' types reach it only through the Node's
+// translation, so no public package's change ripples into it.
+func TestTelemetryImportsNoPublicPackage(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if rest, ok := strings.CutPrefix(dep, "github.com/ckernel/playerdata/"); ok && !strings.HasPrefix(rest, "internal/") {
+			t.Errorf("internal/telemetry depends on the public package %s", dep)
+		}
 	}
 }

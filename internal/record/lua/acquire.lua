@@ -37,7 +37,10 @@
 -- ('expired'). A lock with the presence flag never goes by age: only a proof that its
 -- holder stopped moves it, however old it looks (a step of the Redis clock changes ages).
 -- A token match takes exactly the lock the caller judged, never one written since.
--- Timestamps come from Redis TIME; epoch is incremented on every acquisition.
+-- Timestamps come from Redis TIME; epoch is incremented on every acquisition, and
+-- lock.since is stamped '<epoch>,<now ms>': when the lock's current holder took it (a reader
+-- trusts it only while its epoch is the record's: a build before lock.since takes locks
+-- without stamping it, and the epoch it leaves disagrees).
 --
 -- Cost: a call's Redis time grows with every argument, field and number turned into a
 -- string, so numbers the script writes are built as strings and stored values go back as
@@ -191,10 +194,10 @@ local now = t[1] .. string.sub(string.rep('0', 6 - #t[2]) .. t[2], 1, 3)
 epoch = (tonumber(epoch) or 0) + 1
 if how == 'new' then
   redis.call('HSET', rec, 'epoch', epoch, 'lock.job', ARGV[1], 'lock.token', ARGV[2], 'lock.at', now,
-    'lock.presence', ARGV[3], 'ver', '0', 'fmt', ARGV[6])
+    'lock.presence', ARGV[3], 'lock.since', epoch .. ',' .. now, 'ver', '0', 'fmt', ARGV[6])
 else
   redis.call('HSET', rec, 'epoch', epoch, 'lock.job', ARGV[1], 'lock.token', ARGV[2], 'lock.at', now,
-    'lock.presence', ARGV[3])
+    'lock.presence', ARGV[3], 'lock.since', epoch .. ',' .. now)
 end
 return {'OK', how, epoch, f[7] or '0', f[8], f[9], f[10], f[11], f[12], job or false, f[13], f[14], f[15], seq or false,
   now, inbox or false, more or 0, (how == 'new' and ARGV[6]) or fmt or false, f[17]}

@@ -28,7 +28,7 @@
 --
 -- The flip writes the data (as save.lua does: data, ver + 1, at, schema, schema.min,
 -- sum, fmt), the lock (lock.token, lock.job, lock.presence the target's, lock.at the
--- Redis time, epoch + 1: a new session) and the move (move.id, move.state COMMITTED,
+-- Redis time, epoch + 1: a new session, lock.since '<epoch>,<now>') and the move (move.id, move.state COMMITTED,
 -- move.from, move.to, move.at). Every field it computes with is checked first.
 --
 -- Answers:
@@ -80,6 +80,7 @@ local function put(k, v)
 end
 epoch = tonumber(epoch) + 1
 put('epoch', epoch)
+put('lock.since', epoch .. ',' .. now) -- when the target's session took the lock (Driver.Where)
 if hasData then
   ver = tostring(tonumber(ver) + 1)
   at = now

@@ -60,8 +60,8 @@
 --                           it is free and its last release was under one of these with
 --                           nobody writing since (released.ver == ver: a release whose
 --                           answer was lost, then an adoption). A write that finds it so
---                           moves the lock to ARGV[2] and increments epoch (a new
---                           session). A release that finds its own release (under ARGV[2]
+--                           moves the lock to ARGV[2], increments epoch and stamps
+--                           lock.since '<epoch>,<now>' (a new session). A release that finds its own release (under ARGV[2]
 --                           or an earlier token) already landed answers already-released
 --                           without writing, unless it carries newer data, which it
 --                           writes (the player went on after an adoption); a release
@@ -384,7 +384,7 @@ end
 if code == 2 then
   put('released', tok); put('released.ver', ver); put('lock.token', ''); put('lock.job', '')
 elseif moved == 1 then
-  put('lock.token', tok); put('lock.job', eJob); put('lock.presence', ePresence)
+  put('lock.token', tok); put('lock.job', eJob); put('lock.presence', ePresence); put('lock.since', epoch .. ',' .. now)
 end
 redis.call(unpack(set))
 return {code, vn, tonumber(epoch), moved, histAt, seq, flags, dead, hasData and now or 0, tries}
