@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
+
+	"github.com/ckernel/playerdata/internal/record"
 )
 
 // A drain moves every live session of a Node to its live peers (MoveTo)
@@ -37,31 +41,92 @@ type DrainResult struct {
 
 // drainPeers hands out targets: the live peers of the presence's session
 // counts, each pick going to the least loaded counting the profiles this
-// drain sent it, so that the players spread by load.
+// drain sent it, so that the players spread by load. With quotas (the
+// drain's reservation) a peer takes no more than its quota.
 type drainPeers struct {
-	mu    sync.Mutex
-	load  map[string]int
-	order []string
+	mu     sync.Mutex
+	load   map[string]int
+	order  []string
+	quotas map[string]int // nil: no reservation
 }
 
-// pick is the least loaded peer, counted one more; "" when none.
+// pick is the least loaded peer with quota left, counted one more; the
+// least loaded of all once every quota is spent; "" when none.
 func (dp *drainPeers) pick() string {
 	dp.mu.Lock()
 	defer dp.mu.Unlock()
 	best := ""
 	for _, j := range dp.order {
+		if dp.quotas != nil && dp.quotas[j] <= 0 {
+			continue
+		}
 		if best == "" || dp.load[j] < dp.load[best] {
 			best = j
 		}
 	}
+	if best == "" {
+		for _, j := range dp.order {
+			if best == "" || dp.load[j] < dp.load[best] {
+				best = j
+			}
+		}
+	}
 	if best != "" {
 		dp.load[best]++
+		if dp.quotas != nil {
+			dp.quotas[best]--
+		}
 	}
 	return best
 }
 
+// drop takes peer out of the drain's targets (it refused as closing or
+// draining).
+func (dp *drainPeers) drop(peer string) {
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	if i := slices.Index(dp.order, peer); i >= 0 && len(dp.order) > 1 {
+		dp.order = slices.Delete(dp.order, i, i+1)
+	}
+}
+
+// reserve places the drain's count profiles among the peers against the
+// other drains' live holds (drainhold.lua, one round trip) and holds them
+// until the drain's deadline plus one PresenceTTL, by when the peers' beats
+// count what arrived: concurrent drains do not pile onto one peer. A
+// failed reservation is logged and the drain goes on by the counts alone.
+func (n *Node) reserve(ctx context.Context, dp *drainPeers, count int) {
+	hold := defaultDrainHold
+	if dl, ok := ctx.Deadline(); ok {
+		hold = min(max(dl.Sub(n.clock.Now()), 0), maxDrainHold)
+	}
+	hold += n.cfg.PresenceTTL
+	peers := make([]record.PeerLoad, 0, len(dp.order))
+	for _, j := range dp.order {
+		peers = append(peers, record.PeerLoad{JobID: j, Sessions: dp.load[j]})
+	}
+	rctx, cancel := n.clock.WithTimeout(ctx, n.cfg.SaveTimeout)
+	defer cancel()
+	quotas, err := record.DrainHold(rctx, n.rdb, n.ns, n.jobID, hold, count, peers)
+	if err != nil {
+		n.log.Warn("drain: the headroom reservation failed; placing by the session counts alone", "err", err)
+		return
+	}
+	dp.quotas = quotas
+}
+
+// The bounds of a drain's hold when its ctx has no deadline, and at most.
+const (
+	defaultDrainHold = 30 * time.Second
+	maxDrainHold     = 5 * time.Minute
+)
+
 // Drain moves every live session of every driver to the live peers that
-// publish a session count in presence, least loaded first, at most
+// publish a session count in presence, least loaded first counting the
+// holds of other drains running meanwhile (a headroom reservation on the
+// Redis clock, seed 000's, held until ctx's deadline plus PresenceTTL); a
+// Node takes no move while it drains (a peer that refuses as closing or
+// draining is dropped, and the profile tried once elsewhere); at most
 // opts.Parallel at once, calling opts.OnMoved for each. A profile whose move
 // fails stays live here (Close releases it). It reads presence once (one
 // pipeline) and fails with an error, moving nothing, when no peer is live.
@@ -72,6 +137,8 @@ func (n *Node) Drain(ctx context.Context, opts DrainOptions) (DrainResult, error
 	if !n.handoffOn {
 		return res, fmt.Errorf("drain: %w: a drain needs the bus (handoff is off)", ErrInvalidConfig)
 	}
+	n.draining.Store(true) // peers draining meanwhile send nothing here
+	defer n.draining.Store(false)
 	loads, err := n.presence.Loads(ctx)
 	if err != nil && len(loads) == 0 {
 		return res, fmt.Errorf("drain: read the peers' loads: %w", err)
@@ -93,11 +160,18 @@ func (n *Node) Drain(ctx context.Context, opts DrainOptions) (DrainResult, error
 	n.mu.Lock()
 	drivers := n.driversLocked()
 	n.mu.Unlock()
+	var all [][]mover
+	total := 0
+	for _, d := range drivers {
+		mv := d.movers()
+		all, total = append(all, mv), total+len(mv)
+	}
+	n.reserve(ctx, dp, total)
 	var mu sync.Mutex
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
-	for _, d := range drivers {
-		for _, mv := range d.movers() {
+	for _, movers := range all {
+		for _, mv := range movers {
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
@@ -108,6 +182,13 @@ func (n *Node) Drain(ctx context.Context, opts DrainOptions) (DrainResult, error
 				defer func() { <-sem }()
 				to := dp.pick()
 				err := mv.moveTo(ctx, to)
+				var re *MoveRefusedError
+				if errors.As(err, &re) && re.Reason == RefusedClosing {
+					// A peer closing or draining meanwhile: once more elsewhere.
+					dp.drop(to)
+					to = dp.pick()
+					err = mv.moveTo(ctx, to)
+				}
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {

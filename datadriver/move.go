@@ -108,13 +108,22 @@ func (p *Profile[T]) move(ctx context.Context, to string) error {
 	if err != nil {
 		return err
 	}
+	ctx, span := p.d.tel.StartMove(ctx, p.key, to, prep.ID)
 	p.d.moveHook(movePrepared)
+	span.Step("prepare")
 	accept, err := p.askTarget(ctx, prep)
 	if err != nil {
+		span.End(err)
 		return err
 	}
 	p.d.moveHook(moveAccepted)
-	return p.flip(ctx, prep, snap, accept)
+	span.Step("accepted")
+	err = p.flip(ctx, prep, snap, accept)
+	if err == nil {
+		span.Step("flipped")
+	}
+	span.End(err)
+	return err
 }
 
 // closeGate makes Updates wait while the move runs (the data the prepare

@@ -9,7 +9,7 @@ import (
 
 // clusterMove moves two profiles A→B on the Redis Cluster: one whose
 // commit arrives, one whose commit is held until the target has read the
-// record to learn the flip landed (movestate.lua).
+// record to learn the flip landed (movestate.lua); then drains a third.
 func clusterMove(t *testing.T, sc *clusterScope) {
 	a, b := sc.server(t, "server-a"), sc.server(t, "server-b")
 	da, db := players(t, a), players(t, b)
@@ -41,5 +41,13 @@ func clusterMove(t *testing.T, sc *clusterScope) {
 	}
 	if rec := sc.record(t, "user:m2"); rec["lock.job"] != "server-b" || rec["move.state"] != "COMMITTED" {
 		t.Fatalf("record after the move: lock.job %q move.state %q", rec["lock.job"], rec["move.state"])
+	}
+
+	// A drain (its headroom reservation, drainhold.lua) of one more.
+	datadriver.SetMoveHook(da, nil)
+	joinWith(t, da, "user:m3", 73)
+	res, err := a.node.Drain(ctxT(t), datadriver.DrainOptions{})
+	if err != nil || res.Moved["server-b"] != 1 {
+		t.Fatalf("drain: %+v, %v", res, err)
 	}
 }

@@ -89,6 +89,8 @@ func (n *Node) onMove(wm messaging.Message) {
 		switch {
 		case closed:
 			answer = refusal(m, RefusedClosing, "the target's Node is closed")
+		case n.draining.Load():
+			answer = refusal(m, RefusedClosing, "the target's Node is draining")
 		case d == nil:
 			answer = refusal(m, RefusedNoDriver, "the target runs no driver "+m.Driver)
 		default:

@@ -80,8 +80,10 @@ type Node struct {
 	// closing is closed when Close begins (Closing).
 	closing chan struct{}
 
-	// moves are the answers this Node's moves wait for (move_node.go).
-	moves moveWaits
+	// moves are the answers this Node's moves wait for (move_node.go);
+	// draining is set while Drain runs (this Node takes no move then).
+	moves    moveWaits
+	draining atomic.Bool
 
 	mu      sync.Mutex
 	drivers map[string]driverHandle

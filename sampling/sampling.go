@@ -14,7 +14,8 @@ import (
 const WaitKey = telemetry.WaitKey
 
 // KeepWaits returns a sampler that records and samples every span started
-// with the attribute playerdata.wait=true (WaitKey), even under an
+// with the attribute playerdata.wait=true (WaitKey) or playerdata.move=true
+// (MoveKey: every move), even under an
 // unsampled parent, keeping the parent's tracestate, and asks base about
 // every other span. A nil base is sdktrace.ParentBased(sdktrace.AlwaysSample()),
 // the SDK's default.
@@ -30,10 +31,15 @@ type keepWaits struct{ base sdktrace.Sampler }
 
 var _ sdktrace.Sampler = keepWaits{}
 
-// ShouldSample samples a span marked as a wait, else asks the base sampler.
+// MoveKey is the attribute that marks the span of a move
+// (Profile.MoveTo), true from its start: KeepWaits samples every move.
+const MoveKey = telemetry.MoveKey
+
+// ShouldSample samples a span marked as a wait or a move, else asks the
+// base sampler.
 func (s keepWaits) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
 	for _, a := range p.Attributes {
-		if a.Key == WaitKey && a.Value.AsBool() {
+		if (a.Key == WaitKey || a.Key == MoveKey) && a.Value.AsBool() {
 			return sdktrace.SamplingResult{
 				Decision:   sdktrace.RecordAndSample,
 				Tracestate: trace.SpanContextFromContext(p.ParentContext).TraceState(),

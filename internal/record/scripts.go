@@ -21,6 +21,8 @@ const (
 	ScriptFlip = "flip"
 	// ScriptMoveState is movestate.lua: what a move reads of the record.
 	ScriptMoveState = "movestate"
+	// ScriptDrainHold is drainhold.lua: a drain's headroom reservation.
+	ScriptDrainHold = "drainhold"
 )
 
 var (
@@ -46,6 +48,8 @@ var (
 	moveSrc string
 	//go:embed lua/movestate.lua
 	moveStateSrc string
+	//go:embed lua/drainhold.lua
+	drainHoldSrc string
 )
 
 // The scripts are immutable values shared by every client.
@@ -68,10 +72,11 @@ var (
 	replayScript    = rscript.New(ScriptReplay, replaySrc)
 	moveScript      = rscript.New(ScriptFlip, moveSrc)
 	moveStateScript = rscript.New(ScriptMoveState, moveStateSrc)
+	drainHoldScript = rscript.New(ScriptDrainHold, drainHoldSrc)
 )
 
 // Scripts lists the record's scripts (for an rscript.Catalog).
 func Scripts() []*rscript.Script {
 	return []*rscript.Script{acquireScript.Script, saveScript.Script, prepareScript.Script, versionsScript, wipeScript.Script,
-		sendScript.Script, replayScript, repairScript.Script, freeScript.Script, moveScript, moveStateScript}
+		sendScript.Script, replayScript, repairScript.Script, freeScript.Script, moveScript, moveStateScript, drainHoldScript}
 }

@@ -235,7 +235,7 @@ func TestNoPlayerIDInMetrics(t *testing.T) {
 // spanOnly are the methods that may take free strings (a key, a JobID, a
 // driver name): they name spans or a driver, never a metric attribute.
 var spanOnly = []string{"Driver", "StartJoin", "StartWrite", "TakeoverDecision", "StartPresenceRead",
-	"StartSend", "StartProcess", "End",
+	"StartSend", "StartProcess", "End", "StartMove",
 	"HandoffPublishStart", "HandoffProcessStart", "HandoffReadStart", // StartSend, StartProcess and StartPresenceRead for the Node's handoff
 	"RegisterRedis", // its one string is Redis's maxmemory-policy, a configuration value
 }
