@@ -3,12 +3,14 @@ package datadriver
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/telemetry"
 	"github.com/ckernel/playerdata/messaging"
 	"github.com/ckernel/playerdata/presence"
 )
@@ -90,8 +92,30 @@ func (p *Profile[T]) MoveTo(ctx context.Context, jobID string) error {
 	return <-r.done
 }
 
-// move runs a move on the owner.
+// move runs a move on the owner, and records its duration and outcome
+// (playerdata.move.duration).
 func (p *Profile[T]) move(ctx context.Context, to string) error {
+	start := p.d.node.clock.Now()
+	err := p.moveOnce(ctx, to)
+	p.d.tel.MoveDone(ctx, p.d.node.clock.Since(start), moveOutcome(ctx, err))
+	return err
+}
+
+// moveOutcome classes a move's result for its metric.
+func moveOutcome(ctx context.Context, err error) telemetry.MoveOutcome {
+	switch {
+	case err == nil:
+		return telemetry.MoveLanded
+	case errors.Is(err, ErrMoveRefused):
+		return telemetry.MoveRefused
+	case ctx.Err() != nil:
+		return telemetry.MoveCancelled
+	}
+	return telemetry.MoveFailed
+}
+
+// moveOnce is one move, on the owner.
+func (p *Profile[T]) moveOnce(ctx context.Context, to string) error {
 	if err := p.updatable(); err != nil {
 		p.fenceOn(err)
 		return err

@@ -34,6 +34,8 @@ const (
 	JoinPathKey = attribute.Key("playerdata.join.path")
 	// JoinOutcomeKey is how a join ended (JoinOutcome).
 	JoinOutcomeKey = attribute.Key("playerdata.join.outcome")
+	// MoveOutcomeKey is how a move ended (MoveOutcome).
+	MoveOutcomeKey = attribute.Key("playerdata.move.outcome")
 	// WriteKindKey is what a write was for (WriteKind).
 	WriteKindKey = attribute.Key("playerdata.write.kind")
 	// WriteOutcomeKey is how a write ended (WriteOutcome).
@@ -128,6 +130,28 @@ const (
 // String is the attribute value.
 func (o JoinOutcome) String() string {
 	return label(o, "loaded", "refused", "failed", "cancelled")
+}
+
+// MoveOutcome is how a move (Profile.MoveTo) ended.
+type MoveOutcome uint8
+
+const (
+	// MoveLanded: the flip landed; the target holds the profile.
+	MoveLanded MoveOutcome = iota
+	// MoveRefused: the target did not take it (ErrMoveRefused); the
+	// session is still live here.
+	MoveRefused
+	// MoveFailed: any other error before the flip (a fence, a pending
+	// trade, Redis or NATS); the session is live here unless it ended.
+	MoveFailed
+	// MoveCancelled: the caller's context ended before the flip.
+	MoveCancelled
+	moveOutcomes
+)
+
+// String is the attribute value.
+func (o MoveOutcome) String() string {
+	return label(o, "moved", "refused", "failed", "cancelled")
 }
 
 // WriteKind is what a write of a record (one save.lua call) was for.

@@ -23,6 +23,7 @@ type Driver struct {
 	joinName   string // "join <name>", the join span's name
 
 	join     [joinPaths][joinOutcomes]opts
+	move     [moveOutcomes]opts
 	write    [writeKinds][writeOutcomes]opts
 	loss     [lossReasons]opts
 	takeover [takeoverHows]opts
@@ -46,6 +47,9 @@ func (t *Telemetry) Driver(name string) *Driver {
 		for o := range joinOutcomes {
 			d.join[p][o] = newOpts(dk, JoinPathKey.String(p.String()), JoinOutcomeKey.String(o.String()))
 		}
+	}
+	for o := range moveOutcomes {
+		d.move[o] = newOpts(dk, MoveOutcomeKey.String(o.String()))
 	}
 	for k := range writeKinds {
 		for o := range writeOutcomes {

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -51,4 +52,13 @@ func (m MoveSpan) End(err error) {
 		m.span.SetStatus(codes.Error, err.Error())
 	}
 	m.span.End()
+}
+
+// MoveDone records a move's duration (playerdata.move.duration) by how it
+// ended.
+func (d *Driver) MoveDone(ctx context.Context, dur time.Duration, outcome MoveOutcome) {
+	if d == nil || outcome >= moveOutcomes {
+		return
+	}
+	d.t.moveDuration.Record(ctx, dur.Seconds(), d.move[outcome].rec...)
 }

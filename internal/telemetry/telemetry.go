@@ -63,6 +63,7 @@ type Telemetry struct {
 	meter metric.Meter
 
 	joinDuration    metric.Float64Histogram
+	moveDuration    metric.Float64Histogram
 	writeDuration   metric.Float64Histogram
 	profiles        metric.Int64ObservableUpDownCounter
 	lockLosses      metric.Int64Counter
@@ -195,7 +196,7 @@ func (t *Telemetry) initInstruments() error {
 	// applies unless a View overrides them.
 	joinBuckets := []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 12.5, 15, 20, 30}
 	writeBuckets := []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
-	var errs [19]error
+	var errs [20]error
 	t.joinDuration, errs[0] = m.Float64Histogram("playerdata.join.duration",
 		metric.WithUnit("s"),
 		metric.WithDescription("Duration of joins (Driver.Join), from the call to the profile handed out or the error, by how the lock was obtained and how the join ended."),
@@ -256,6 +257,10 @@ func (t *Telemetry) initInstruments() error {
 	t.historyTrimmed, errs[18] = m.Int64Counter("playerdata.history.trimmed",
 		metric.WithUnit("{version}"),
 		metric.WithDescription("Kept versions trimmed, oldest first, by why: beyond History (count) or beyond HistoryBytes (bytes)."))
+	t.moveDuration, errs[19] = m.Float64Histogram("playerdata.move.duration",
+		metric.WithUnit("s"),
+		metric.WithDescription("Duration of moves (Profile.MoveTo), from the call to the flip landed or the error, by how the move ended."),
+		metric.WithExplicitBucketBoundaries(writeBuckets...))
 	return errors.Join(errs[:]...)
 }
 
