@@ -26,12 +26,10 @@ func (p *Profile[T]) flip(ctx context.Context, m moveMsg, snap snapshot, accept 
 	// Not cancelled with ctx: a flip sent is answered (or times out) before
 	// the move decides.
 	cctx, cancel := d.node.clock.WithTimeout(context.WithoutCancel(ctx), d.node.cfg.SaveTimeout+d.node.cfg.ReplicaTimeout)
-	v, _, err := d.node.runReplicated(cctx, args.Call(d.recordKey(p.key)))
+	call := args.Call(d.recordKey(p.key))
+	v, _, err := d.node.runReplicated(cctx, call.Call)
 	cancel()
-	var res record.MoveResult
-	if err == nil {
-		res, err = record.ParseMove(v)
-	}
+	res, err := call.Answer(v, err)
 	if err != nil {
 		return p.resolveFlip(m, accept, err)
 	}

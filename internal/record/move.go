@@ -90,8 +90,15 @@ type MoveResult struct {
 	Now     time.Time
 }
 
-// Call is move.lua's call on the record at key.
-func (a MoveArgs) Call(key string) rscript.Call {
+// Call is move.lua's call on the record at key, with the reader of its
+// answer.
+func (a MoveArgs) Call(key string) rscript.Pending[MoveResult] { return moveScript.Call(key, a) }
+
+// keys are KEYS of move.lua for the record at key.
+func (a MoveArgs) keys(key string) []string { return []string{key, InboxKey(key), TriesKey(key)} }
+
+// argv is ARGV of move.lua.
+func (a MoveArgs) argv() []any {
 	argv := []any{a.Token, a.Expiry.UnixMilli(), a.To, a.ToToken, flag(a.ToPresence), a.ID, a.From, "", "", "", a.Sum,
 		"0", "", ""}
 	if a.Data != nil {
@@ -103,17 +110,12 @@ func (a MoveArgs) Call(key string) rscript.Call {
 	for _, id := range a.Applied {
 		argv = append(argv, id)
 	}
-	return rscript.Call{Script: moveScript, Keys: []string{key, InboxKey(key), TriesKey(key)}, Args: argv}
+	return argv
 }
 
 // Move runs move.lua on the record at key: one round trip.
 func Move(ctx context.Context, rdb redis.Scripter, key string, a MoveArgs) (MoveResult, error) {
-	c := a.Call(key)
-	v, err := c.Script.Run(ctx, rdb, c.Keys, c.Args...).Result()
-	if err != nil {
-		return MoveResult{}, err
-	}
-	return ParseMove(v)
+	return moveScript.Run(ctx, rdb, key, a)
 }
 
 // ParseMove reads move.lua's answer.

@@ -15,8 +15,8 @@ func TestMoveArgsRoundTrip(t *testing.T) {
 		{Token: "src", Expiry: time.UnixMilli(5), To: "b", ToToken: "t", ID: "m2", From: "a"},
 	} {
 		c := a.Call("rec")
-		argv := make([]string, len(c.Args))
-		for i, v := range c.Args {
+		argv := make([]string, len(c.Call.Args))
+		for i, v := range c.Call.Args {
 			switch x := v.(type) {
 			case []byte:
 				argv[i] = string(x)
@@ -31,8 +31,8 @@ func TestMoveArgsRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, a) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", got, a)
 		}
-		if want := []string{"rec", InboxKey("rec"), TriesKey("rec")}; !reflect.DeepEqual(c.Keys, want) {
-			t.Fatalf("keys %v, want %v", c.Keys, want)
+		if want := []string{"rec", InboxKey("rec"), TriesKey("rec")}; !reflect.DeepEqual(c.Call.Keys, want) {
+			t.Fatalf("keys %v, want %v", c.Call.Keys, want)
 		}
 	}
 	if _, err := ParseMoveArgs([]string{"x"}); err == nil {

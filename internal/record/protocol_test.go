@@ -64,6 +64,11 @@ func TestEveryScriptsArgumentsReadBack(t *testing.T) {
 		{"wipe", roundTrip[WipeArgs, bool]{s: wipeScript, a: WipeArgs{Tokens: []string{"t", "earlier"}}}},
 		{"repair", roundTrip[RepairArgs, RepairResult]{s: repairScript, a: RepairArgs{DryRun: true, Force: true,
 			Skew: time.Second, FlagToken: "t", Aside: ":corrupt:1"}}},
+		{"move", roundTrip[MoveArgs, MoveResult]{s: moveScript, a: MoveArgs{Token: "t", Expiry: time.UnixMilli(1700000005000),
+			To: "b", ToToken: "bt", ToPresence: true, ID: "m1", From: "a", Data: []byte("d"), Schema: 2, SchemaMin: 1, Sum: "s",
+			Meta: &Meta{UserIDs: []byte("u"), Meta: []byte("m")}, Applied: []string{"1-0"}}}},
+		{"move-bare", roundTrip[MoveArgs, MoveResult]{s: moveScript, a: MoveArgs{Token: "t", Expiry: time.UnixMilli(1),
+			To: "b", ToToken: "bt", ID: "m1", From: "a"}}},
 		{"send", roundTrip[sendCall, SendResult]{s: sendScript, a: sendCall{body: []byte("gift"), args: SendArgs{MaxInbox: 100,
 			IdempotencyKey: "order-1", IdempotencyWindow: time.Hour, IdempotencyKeys: 1000}}}},
 	}

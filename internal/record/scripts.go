@@ -69,8 +69,9 @@ var (
 		Keys: RepairArgs.keys, Args: RepairArgs.argv, Parse: ParseRepairArgs, Answer: ParseRepair})
 	freeScript = rscript.NewTyped(ScriptFree, freeSrc, rscript.Protocol[FreeArgs, FreeResult]{
 		Keys: FreeArgs.keys, Args: FreeArgs.argv, Parse: ParseFreeArgs, Answer: ParseFree})
-	replayScript    = rscript.New(ScriptReplay, replaySrc)
-	moveScript      = rscript.New(ScriptFlip, moveSrc)
+	replayScript = rscript.New(ScriptReplay, replaySrc)
+	moveScript   = rscript.NewTyped(ScriptFlip, moveSrc, rscript.Protocol[MoveArgs, MoveResult]{
+		Keys: MoveArgs.keys, Args: MoveArgs.argv, Parse: ParseMoveArgs, Answer: ParseMove})
 	moveStateScript = rscript.New(ScriptMoveState, moveStateSrc)
 	drainHoldScript = rscript.New(ScriptDrainHold, drainHoldSrc)
 )
@@ -78,5 +79,5 @@ var (
 // Scripts lists the record's scripts (for an rscript.Catalog).
 func Scripts() []*rscript.Script {
 	return []*rscript.Script{acquireScript.Script, saveScript.Script, prepareScript.Script, versionsScript, wipeScript.Script,
-		sendScript.Script, replayScript, repairScript.Script, freeScript.Script, moveScript, moveStateScript, drainHoldScript}
+		sendScript.Script, replayScript, repairScript.Script, freeScript.Script, moveScript.Script, moveStateScript, drainHoldScript}
 }
