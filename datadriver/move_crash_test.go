@@ -196,3 +196,38 @@ func TestMoveTargetDiesAfterTheFlip(t *testing.T) {
 		t.Fatalf("coins after taking over from the dead target = %d, want 60", c)
 	}
 }
+
+// TestMoveCommitAfterTheTargetsLeaseLapsed: the commit reaches a target
+// whose presence lease lapsed since its accept. It must not install the
+// profile (another server may take the lock), and must not stop: the
+// target's driver keeps answering (the long simulation found it
+// deadlocked on its own mutex), and the lock, given back once the target
+// reaches Redis again, goes to the next join with the moved data.
+func TestMoveCommitAfterTheTargetsLeaseLapsed(t *testing.T) {
+	mp := newMovePair(t, func(c *datadriver.Config[player]) { c.LockWait = 10 * time.Second })
+	const key = "user:lapsed-target"
+	p := joinWith(t, mp.da, key, 41)
+	datadriver.SetMoveHook(mp.da, func(point string) {
+		if point == "accepted" {
+			cutRedis(mp.b) // the target's beats fail from now on
+			eventually(t, 10*time.Second, "the target's lease lapses", func() bool { return mp.b.node.Healthy() != nil })
+		}
+	})
+	if err := <-moveAsync(p, "server-b", 15*time.Second); err != nil {
+		t.Fatalf("MoveTo: %v (the flip runs on the source, whose Redis is fine)", err)
+	}
+	answered := make(chan bool, 1)
+	go func() { answered <- mp.db.MoveHeld(key) }()
+	select {
+	case held := <-answered:
+		if held {
+			t.Fatal("a target whose lease lapsed holds the moved profile")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the target's driver does not answer after a commit that came past its lease")
+	}
+	mp.b.faults.Clear() // the target reaches Redis again: it gives the lock back
+	if c := joinCoins(t, mp.da, key); c != 41 {
+		t.Fatalf("the next join got %d coins, want the 41 the flip wrote", c)
+	}
+}

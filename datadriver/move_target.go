@@ -236,9 +236,10 @@ func (d *Driver[T]) installLocked(in *moveIn[T], st flipState) {
 	p := d.movedProfile(in, st)
 	if err := p.leaseErr(d.node.clock.Now()); err != nil {
 		// The lease lapsed since the accept: another server may take the
-		// lock; the profile is not safe to use.
-		p.abandon()
-		d.goTracked(func() { d.giveBack(in.m.Key, in.accept.Token, nil) })
+		// lock; the profile is not safe to use. Ended here, under d.mu
+		// (endWith would take it again): the end gives the lock back in the
+		// background, as for any session that may still hold it.
+		p.endLocked(causeClosed, ErrClosed)
 		return
 	}
 	key := in.m.Key
