@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"time"
+
+	"github.com/benbjohnson/clock"
 )
 
 // Every write of a profile runs on its owner goroutine, one at a time, so
@@ -62,24 +64,73 @@ func (p *Profile[T]) own() {
 	refresh := d.node.clock.Timer(p.refreshIn())
 	defer refresh.Stop()
 	p.catchUpInbox()
-	for {
-		select {
-		case <-p.ctx.Done():
-			return
-		case r := <-p.reqs:
-			r.done <- r.run(r.ctx)
-		case <-p.leave:
-			p.releaseInBackground()
-		case <-p.pullC:
-			p.pullInbox("")
-		case <-autosave.C:
-			p.retryRefused()
-			autosave.Reset(p.autosave())
-		case <-refresh.C:
-			p.refresh()
+	for p.ctx.Err() == nil {
+		if !p.runReady(autosave, refresh) {
+			select {
+			case <-p.ctx.Done():
+				return
+			case r := <-p.reqs:
+				r.done <- r.run(r.ctx)
+			case <-p.leave:
+				p.releaseInBackground()
+			case <-p.pullC:
+				p.pullInbox("")
+			case <-autosave.C:
+				p.onAutosave(autosave)
+			case <-refresh.C:
+				p.refresh()
+			}
 		}
 		refresh.Reset(p.refreshIn())
 	}
+}
+
+// runReady runs one event that is waiting already, if any, and reports
+// whether it ran one. Events that came in while the owner was busy run in
+// a fixed order (a release asked for, a message waiting, the game's
+// request, the timers), not in the order a select would pick at random:
+// a replay of the same events runs them the same way (a message that
+// waited behind a long write is applied before a MoveTo that waited too,
+// and travels with it).
+func (p *Profile[T]) runReady(autosave, refresh *clock.Timer) bool {
+	select {
+	case <-p.leave:
+		p.releaseInBackground()
+		return true
+	default:
+	}
+	select {
+	case <-p.pullC:
+		p.pullInbox("")
+		return true
+	default:
+	}
+	select {
+	case r := <-p.reqs:
+		r.done <- r.run(r.ctx)
+		return true
+	default:
+	}
+	select {
+	case <-autosave.C:
+		p.onAutosave(autosave)
+		return true
+	default:
+	}
+	select {
+	case <-refresh.C:
+		p.refresh()
+		return true
+	default:
+	}
+	return false
+}
+
+// onAutosave is the autosave timer's event: a refused message due for a
+// retry is tried, then the profile saved (autosave), and the timer set again.
+func (p *Profile[T]) onAutosave(autosave *clock.Timer) {
+	p.retryRefused()
+	autosave.Reset(p.autosave())
 }
 
 // autosavePeriod is the autosave period; a retained profile retries its
