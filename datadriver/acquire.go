@@ -81,7 +81,7 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 			d.log.Debug("load waits for another server's lock", "key", key, "holder", l.Job, "presence", l.Presence,
 				"age", l.Age)
 		}
-		at, err := w.Next(ctx, l)
+		at, err := w.Next(ctx, lockhandoff.Lock(l))
 		if err != nil {
 			if errors.Is(err, lockhandoff.ErrDeadline) {
 				return nil, fmt.Errorf("load: %w: %w", ErrWaitTimeout, lockedError(key, l, false))

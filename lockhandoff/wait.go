@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 )
 
@@ -12,9 +11,20 @@ import (
 // can first expire, so that the read falls after it on the Redis clock.
 const expiryMargin = 5 * time.Millisecond
 
-// Lock is the lock an acquire found held by another server: the one lock
-// type of the project, owned by the record (see record.Lock).
-type Lock = record.Lock
+// Lock is the lock an acquire found held by another server. (The record's
+// own lock type has the same fields: a caller converts one to the other.)
+type Lock struct {
+	// Job is the holder's JobID.
+	Job string
+	// Token is its lock token.
+	Token string
+	// Presence is true when the lock carries the presence flag: its holder
+	// beats presence, so the lock moves when the holder is proven stopped.
+	Presence bool
+	// Age is the time since the holder took the lock or last wrote under it
+	// (Redis clock; 0 for a lock stamped ahead of it).
+	Age time.Duration
+}
 
 // Attempt is what the next acquire may claim about the holder.
 type Attempt struct {
