@@ -93,6 +93,7 @@ func (s *sim) observeAcquire(job, key string, call testsupport.ScriptCall) {
 	s.acquiredTampered(job, key, res.Epoch, a.Token, res.How)
 	now := time.Now()
 	s.mu.Lock()
+	s.restoredLoadLocked(job, key, a.Token, res.Ver, string(res.Data))
 	written := s.lockAt[key] // the lock just taken was last written then
 	s.lockAt[key] = now
 	s.mu.Unlock()
@@ -154,6 +155,7 @@ func (s *sim) observeSave(job, key string, call testsupport.ScriptCall) {
 			s.fail("invariant 1: %s wrote %s with the token of epoch %d while the record is at epoch %d",
 				job, key, want, res.Epoch)
 		}
+		s.restoredWrite(key, a.Token, res.Ver, a.Data)
 		if a.Data != nil {
 			s.mu.Lock()
 			if s.landed[key] == nil {

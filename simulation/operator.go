@@ -101,6 +101,12 @@ func (s *sim) operatorUnlock() {
 	case r < 3 && len(playing) > 0:
 		pl = playing[s.rng.IntN(len(playing))]
 	}
+	// Half the time the operator restores the record instead (restore.go;
+	// drawn from a stream of its own: the main stream's draws are as they
+	// were).
+	if s.opRng.IntN(2) == 0 && s.operatorRestore(pl) {
+		return
+	}
 	s.unlock(pl)
 }
 

@@ -306,7 +306,10 @@ type sim struct {
 	// The keyed sends (msgkeys.go): their draws, the last key handed out,
 	// the message each key of a record names, and whether what refuses
 	// stubborn messages was mended (the run's end).
-	keyRng    *rand.Rand
+	keyRng *rand.Rand
+	// opRng draws the operator's restores (restore.go), apart from the
+	// main stream.
+	opRng     *rand.Rand
 	lastKey   int
 	keyOwners map[string]*keyOwner // record key+"\x00"+idempotency key -> its message
 	mended    bool
@@ -339,6 +342,7 @@ func newSim(tb testing.TB, cfg Config) *sim {
 		msgIDs:       make(map[string]uint64),
 		byRecord:     make(map[string]*player),
 		keyRng:       rand.New(rand.NewPCG(cfg.Seed, 0x6a09e667f3bcc909)),
+		opRng:        rand.New(rand.NewPCG(cfg.Seed, 0xbb67ae8584caa73b)),
 		keyOwners:    make(map[string]*keyOwner),
 		tampers:      newTamperState(),
 	}

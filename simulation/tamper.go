@@ -65,6 +65,7 @@ type tamperState struct {
 	reclaim   map[string]time.Time             // job -> an eviction of the owners hash it has to re-claim its entry after
 	touched   map[*player]bool                 // players whose record a tamper damaged or deleted
 	unlockAt  map[*player]time.Time            // the operator's next unlock of a player's record (operator.go)
+	restores  map[string]*restoreOp            // record key -> the operator's restore under way (restore.go)
 	gemsShift int64                            // gems the deletions took, less the Defaults' gems each record starts over with
 }
 
@@ -86,37 +87,43 @@ func newTamperState() tamperState {
 		reclaim:   make(map[string]time.Time),
 		touched:   make(map[*player]bool),
 		unlockAt:  make(map[*player]time.Time),
+		restores:  make(map[string]*restoreOp),
 	}
 }
 
 // Tampers counts what the tampers did and what the library answered.
 type Tampers struct {
-	Corrupted      int           // fields broken, or an inbox or history replaced by a key of the wrong type
-	Deleted        int           // records deleted
-	HeldDeleted    int           // of them, while a server held their lock
-	OwnersEvicted  int           // evictions of the presence owners hash
-	Repairs        int           // operator repairs that changed something
-	Forced         int           // of them, with --force (a lock naming no holder freed, a missing record started over)
-	Unlocks        int           // operator unlocks (of records held or not, by servers live, paused, cut or crashed)
-	UnlocksFreed   int           // of them, that freed a lock (the lock rule said yes)
-	UnlocksAlive   int           // of them, refused: the holder read alive
-	UnlocksUnknown int           // of them, refused: the holder's presence read unknown (or not yet proven stopped)
-	JoinsRefused   int           // joins answered ErrCorruptRecord
-	SlowestRefusal time.Duration // the longest a join took to be refused, from the damage or its start
-	WritesRefused  int           // writes answered corrupt: nothing written
-	WritesGone     int           // writes that found their record gone: nothing written
-	KickedCorrupt  int           // sessions kicked with ReasonRecordCorrupt
-	KickedGone     int           // sessions kicked with ReasonRecordGone
-	Exempted       int           // Updates let off invariant 9 after a deletion (see exemptDeleted)
-	Reclaimed      int           // owner entries a full beat re-claimed after an eviction
+	Corrupted       int           // fields broken, or an inbox or history replaced by a key of the wrong type
+	Deleted         int           // records deleted
+	HeldDeleted     int           // of them, while a server held their lock
+	OwnersEvicted   int           // evictions of the presence owners hash
+	Repairs         int           // operator repairs that changed something
+	Forced          int           // of them, with --force (a lock naming no holder freed, a missing record started over)
+	Unlocks         int           // operator unlocks (of records held or not, by servers live, paused, cut or crashed)
+	UnlocksFreed    int           // of them, that freed a lock (the lock rule said yes)
+	UnlocksAlive    int           // of them, refused: the holder read alive
+	UnlocksUnknown  int           // of them, refused: the holder's presence read unknown (or not yet proven stopped)
+	Restores        int           // operator restores (Driver.RestoreAt, as `playerdata restore` runs it), whoever held the record
+	RestoresDone    int           // of them, that took the lock and restored (or found the data as of then current)
+	Rewound         int           // restores that wrote older data than the record held
+	RewoundMessages int           // messages the rewound data no longer holds (lost by the operator's choice)
+	JoinsRefused    int           // joins answered ErrCorruptRecord
+	SlowestRefusal  time.Duration // the longest a join took to be refused, from the damage or its start
+	WritesRefused   int           // writes answered corrupt: nothing written
+	WritesGone      int           // writes that found their record gone: nothing written
+	KickedCorrupt   int           // sessions kicked with ReasonRecordCorrupt
+	KickedGone      int           // sessions kicked with ReasonRecordGone
+	Exempted        int           // Updates let off invariant 9 after a deletion (see exemptDeleted)
+	Reclaimed       int           // owner entries a full beat re-claimed after an eviction
 }
 
 // String is the per-run summary line's part on the tampers.
 func (t Tampers) String() string {
 	return fmt.Sprintf("tampers: %d corrupted, %d deleted (%d held), %d owners evictions, %d repairs (%d forced), "+
-		"%d unlocks (%d freed, %d refused alive, %d unknown); %d joins refused (slowest %s), %d writes refused, %d found gone, %d kicked corrupt, "+
+		"%d unlocks (%d freed, %d refused alive, %d unknown), %d restores (%d done, %d rewound, %d messages undone); %d joins refused (slowest %s), %d writes refused, %d found gone, %d kicked corrupt, "+
 		"%d kicked gone, %d updates exempted, %d owner entries re-claimed",
 		t.Corrupted, t.Deleted, t.HeldDeleted, t.OwnersEvicted, t.Repairs, t.Forced, t.Unlocks, t.UnlocksFreed, t.UnlocksAlive, t.UnlocksUnknown,
+		t.Restores, t.RestoresDone, t.Rewound, t.RewoundMessages,
 		t.JoinsRefused, t.SlowestRefusal,
 		t.WritesRefused, t.WritesGone, t.KickedCorrupt, t.KickedGone, t.Exempted, t.Reclaimed)
 }
