@@ -13,8 +13,8 @@ import (
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/tradescript"
 	"github.com/ckernel/playerdata/testsupport"
-	"github.com/ckernel/playerdata/transactions"
 )
 
 // What another tool writes into a record never wedges its key: a join
@@ -192,7 +192,7 @@ func TestATradeSettleOnABrokenRecord(t *testing.T) {
 	plain := r.Client(t)
 	var broke sync.Once
 	s.faults.SetBefore(func(ctx context.Context, cmd redis.Cmder) error {
-		if isScript(cmd, transactions.ScriptMove) { // the commit: prepared, settled next
+		if isScript(cmd, tradescript.NameMove) { // the commit: prepared, settled next
 			broke.Do(func() { plain.HSet(ctx, rk, "ver", "not-a-number") })
 		}
 		return nil

@@ -16,8 +16,8 @@ import (
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/tradescript"
 	"github.com/ckernel/playerdata/testsupport"
-	"github.com/ckernel/playerdata/transactions"
 )
 
 // The Redis Cluster tests: the scenarios of the single-Redis tests (handoff,
@@ -251,7 +251,7 @@ func checkTradePipelines(t *testing.T, sc *clusterScope, pipelines [][]scriptCal
 	var prepare, settle []scriptCall
 	for _, p := range pipelines {
 		switch {
-		case slices.ContainsFunc(p, func(c scriptCall) bool { return c.Script == transactions.ScriptBegin && c.Keys[0] == journal }):
+		case slices.ContainsFunc(p, func(c scriptCall) bool { return c.Script == tradescript.NameBegin && c.Keys[0] == journal }):
 			prepare = p
 		case slices.ContainsFunc(p, func(c scriptCall) bool { return c.Mode == string(record.ModeSettle) }) &&
 			slices.ContainsFunc(p, func(c scriptCall) bool { return c.Keys[0] == records[0] }):
@@ -423,7 +423,7 @@ func clusterTradeRecovery(t *testing.T, sc *clusterScope) {
 			}
 			var journal string
 			for _, c := range sc.audit.of(sc.ns).calls {
-				if c.Script == transactions.ScriptBegin {
+				if c.Script == tradescript.NameBegin {
 					journal = c.Keys[0]
 				}
 			}
@@ -696,7 +696,7 @@ func TestClusterScriptsTouchOneSlot(t *testing.T) {
 		}
 	}
 	var want []string
-	for _, s := range slices.Concat(record.Scripts(), transactions.Scripts(), presencescript.All()) {
+	for _, s := range slices.Concat(record.Scripts(), tradescript.All(), presencescript.All()) {
 		if s.Name() != presencescript.NameList { // the operator CLI's, not a server's
 			want = append(want, s.Name())
 		}

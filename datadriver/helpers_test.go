@@ -10,6 +10,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/tradescript"
 	"github.com/ckernel/playerdata/transactions"
 
 	"github.com/redis/go-redis/v9"
@@ -205,11 +206,11 @@ func holdFirst(s *server, match func(cmd redis.Cmder) bool) (in <-chan struct{},
 // isCommit matches the trade journal's commit.
 func isCommit(cmd redis.Cmder) bool {
 	in, ok := testsupport.Identify(cmd)
-	if !ok || in.Script != transactions.ScriptMove {
+	if !ok || in.Script != tradescript.NameMove {
 		return false
 	}
-	a, err := transactions.ParseMoveArgs(in.Args)
-	return err == nil && a.To == transactions.Committed
+	a, err := tradescript.ParseMoveArgs(in.Args)
+	return err == nil && a.To == string(transactions.Committed)
 }
 
 // pair is two servers A and B on one Redis and one NATS, with the fast

@@ -3,11 +3,12 @@ package datadriver_test
 import (
 	"context"
 	"fmt"
-	"github.com/ckernel/playerdata/messaging"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ckernel/playerdata/messaging"
 
 	"github.com/redis/go-redis/v9"
 

@@ -3,11 +3,12 @@ package datadriver_test
 import (
 	"context"
 	"errors"
-	"github.com/vmihailenco/msgpack/v5"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/redis/go-redis/v9"
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
-	"github.com/ckernel/playerdata/internal/rscript"
 	"github.com/ckernel/playerdata/testsupport"
 	"github.com/ckernel/playerdata/transactions"
 )
@@ -201,12 +200,8 @@ func TestPeekCommittedTrade(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		call, err := j.BeginCall(tc.id, "server-a", []transactions.Participant{{Driver: "PlayerData", Key: key, Token: "t", Ver: 1, Image: img}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		vals, errs := rscript.Run(ctx, rdb, []rscript.Call{call})
-		if err := transactions.Begun(tc.id, vals[0], errs[0]); err != nil {
+		if err := j.Begin(ctx, tc.id, "server-a",
+			[]transactions.Participant{{Driver: "PlayerData", Key: key, Token: "t", Ver: 1, Image: img}}); err != nil {
 			t.Fatal(err)
 		}
 		if tc.commit {

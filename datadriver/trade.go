@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/tradescript"
 
 	"github.com/ckernel/playerdata/internal/rscript"
 	"github.com/ckernel/playerdata/transactions"
@@ -168,13 +169,13 @@ func (r *tradeRun) getOutcome() tradeOutcome {
 // execute runs prepare, commit and settle.
 func (r *tradeRun) execute(ctx context.Context, tx *Tx) error {
 	node := r.parties[0].tradeNode()
-	parts := make([]transactions.Participant, len(r.parties))
+	parts := make([]tradescript.Part, len(r.parties))
 	calls := make([]rscript.Call, 0, len(r.parties)+1)
 	for i, p := range r.parties {
 		token, ver := p.lockInfo()
 		schema, schemaMin := p.imageSchema()
-		parts[i] = transactions.Participant{Driver: p.tradeDriver(), Key: p.tradeKey(), Token: token, Ver: ver,
-			Image: r.images[i], Schema: schema, SchemaMin: schemaMin}
+		parts[i] = tradescript.Part{Desc: tradescript.Desc{Driver: p.tradeDriver(), Key: p.tradeKey(), Token: token, Ver: ver,
+			Schema: schema, SchemaMin: schemaMin}, Image: r.images[i]}
 	}
 	prepares := make([]rscript.Pending[record.PrepareResult], len(r.parties))
 	for i, p := range r.parties {
@@ -184,18 +185,15 @@ func (r *tradeRun) execute(ctx context.Context, tx *Tx) error {
 	// The journal entry goes last: an entry that exists has its marks before
 	// it, so a crash leaves no PREPARED entry that no participant's recovery
 	// would find (and a PREPARED entry expires on its own after Retain).
-	begin, err := r.journal.BeginCall(r.id, node.jobID, parts)
-	if err != nil {
-		return err
-	}
-	calls = append(calls, begin)
+	begin := beginCall(r.journal, r.id, node.jobID, parts)
+	calls = append(calls, begin.Call)
 
 	// 1. Prepare: every record's mark and the journal entry, one round trip.
 	sctx, cancel := node.clock.WithTimeout(ctx, node.cfg.SaveTimeout)
 	vals, errs := rscript.Run(sctx, node.rdb, calls)
 	cancel()
 	n := len(r.parties)
-	prepErr := transactions.Begun(r.id, vals[n], errs[n])
+	prepErr := begun(r.id, begin, vals[n], errs[n])
 	marked := make([]bool, n) // the mark may be on the record
 	for i, p := range r.parties {
 		res, err := prepares[i].Answer(vals[i], errs[i])
@@ -234,7 +232,7 @@ func (r *tradeRun) execute(ctx context.Context, tx *Tx) error {
 // settle writes every committed image into its record in one round trip; a
 // record whose settle fails is settled by its next save, or, when its lock
 // is lost, by its next owner from the journal.
-func (r *tradeRun) settle(ctx context.Context, tx *Tx, parts []transactions.Participant) {
+func (r *tradeRun) settle(ctx context.Context, tx *Tx, parts []tradescript.Part) {
 	node := r.parties[0].tradeNode()
 	for i, p := range r.parties {
 		p.applyImage(tx.copies[p], r.images[i])

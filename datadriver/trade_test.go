@@ -14,7 +14,6 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/datadriver"
-	"github.com/ckernel/playerdata/internal/rscript"
 	"github.com/ckernel/playerdata/testsupport"
 	"github.com/ckernel/playerdata/transactions"
 )
@@ -630,12 +629,9 @@ func TestTradeRecoveryByJournalState(t *testing.T) {
 func beginJournal(tb testing.TB, r *testsupport.Redis, j *transactions.Journal, id string, image []byte) {
 	tb.Helper()
 	key := strings.TrimPrefix(id, "trade-")
-	call, err := j.BeginCall(id, "server-gone", []transactions.Participant{{Driver: "PlayerData", Key: key, Image: image}})
+	err := j.Begin(context.Background(), id, "server-gone",
+		[]transactions.Participant{{Driver: "PlayerData", Key: key, Image: image}})
 	if err != nil {
-		tb.Fatal(err)
-	}
-	vals, errs := rscript.Run(context.Background(), r.Client(tb), []rscript.Call{call})
-	if err := transactions.Begun(id, vals[0], errs[0]); err != nil {
 		tb.Fatal(err)
 	}
 }

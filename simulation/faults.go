@@ -10,9 +10,9 @@ import (
 	"github.com/ckernel/playerdata/internal/enum"
 	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/tradescript"
 	"github.com/ckernel/playerdata/messaging"
 	"github.com/ckernel/playerdata/testsupport"
-	"github.com/ckernel/playerdata/transactions"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -68,7 +68,7 @@ func kindOfCall(srv *server, in testsupport.Invocation) (callKind, bool) {
 		return callAcquire, true
 	case record.ScriptSend:
 		return callSend, true
-	case transactions.ScriptMove:
+	case tradescript.NameMove:
 		return callTrade, true
 	}
 	return 0, false

@@ -8,31 +8,22 @@ import (
 	"testing"
 
 	"github.com/ckernel/playerdata/internal/damage"
+	"github.com/ckernel/playerdata/internal/tradescript"
 )
 
 // entryFields is a journal entry of two participants as begin.lua writes it
-// from BeginCall's arguments (TestJournalLifecycle reads entries the
+// from the coordinator's arguments (TestJournalLifecycle reads entries the
 // script wrote).
 func entryFields(tb testing.TB, state State) map[string]string {
 	tb.Helper()
-	c, err := New(nil, "", 0).BeginCall("t1", "server-a", []Participant{
-		{Driver: "PlayerData", Key: "a", Token: "ta", Ver: 3, Image: []byte("image-a"), Schema: 2, SchemaMin: 1},
-		{Driver: "Inventory", Key: "b", Token: "tb", Ver: 0, Image: []byte("image-b")},
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	arg := func(i int) string {
-		switch v := c.Args[i].(type) {
-		case []byte:
-			return string(v)
-		case string:
-			return v
-		}
-		return strconv.Itoa(c.Args[i].(int))
-	}
+	a := tradescript.BeginArgs{Coordinator: "server-a", Retain: DefaultRetain, Parts: []tradescript.Part{
+		{Desc: tradescript.Desc{Driver: "PlayerData", Key: "a", Token: "ta", Ver: 3, Schema: 2, SchemaMin: 1}, Image: []byte("image-a")},
+		{Desc: tradescript.Desc{Driver: "Inventory", Key: "b", Token: "tb", Ver: 0}, Image: []byte("image-b")},
+	}}
+	wire := tradescript.Begin().Wire(a)
+	arg := func(i int) string { return wire[i] }
 	const at = "1765000000123"
-	m := map[string]string{"state": string(state), "coord": arg(0), "at": at, "n": arg(1), "c": arg(len(c.Args)-1) + "," + at}
+	m := map[string]string{"state": string(state), "coord": arg(0), "at": at, "n": arg(1), "c": arg(len(wire)-1) + "," + at}
 	for i := range 2 {
 		m["p"+strconv.Itoa(i)], m["img"+strconv.Itoa(i)] = arg(3+2*i), arg(4+2*i)
 	}

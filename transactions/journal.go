@@ -2,7 +2,6 @@ package transactions
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -10,10 +9,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/internal/checksum"
 	"github.com/ckernel/playerdata/internal/rscript"
+	"github.com/ckernel/playerdata/internal/tradescript"
 )
 
 // State is a trade's state in the journal.
@@ -30,43 +29,17 @@ const (
 // operator to look at a trade a player reports.
 const DefaultRetain = 24 * time.Hour
 
-var (
-	//go:embed lua/begin.lua
-	beginSrc string
-	//go:embed lua/move.lua
-	moveSrc string
-	//go:embed lua/settled.lua
-	settledSrc string
-)
-
-// The names of the journal's scripts, as an rscript.Catalog reports them.
-const (
-	ScriptBegin   = "trade-begin"
-	ScriptMove    = "trade-move"
-	ScriptSettled = "trade-settled"
-)
-
-// The scripts are immutable values shared by every client.
-var (
-	beginScript   = rscript.New(ScriptBegin, beginSrc)
-	moveScript    = rscript.New(ScriptMove, moveSrc)
-	settledScript = rscript.New(ScriptSettled, settledSrc)
-)
-
-// Scripts lists the journal's scripts (for an rscript.Catalog).
-func Scripts() []*rscript.Script { return []*rscript.Script{beginScript, moveScript, settledScript} }
-
 // Participant is one profile in a trade.
 type Participant struct {
-	Driver string `msgpack:"d"`
-	Key    string `msgpack:"k"`
-	Token  string `msgpack:"l"` // the coordinator's lock token at prepare
-	Ver    int64  `msgpack:"v"` // the record version at prepare
-	Image  []byte `msgpack:"-"` // the post-trade data (stored in its own field)
+	Driver string
+	Key    string
+	Token  string // the coordinator's lock token at prepare
+	Ver    int64  // the record version at prepare
+	Image  []byte // the post-trade data
 	// Schema and SchemaMin are the image's schema version and the lowest
 	// that may read it, written with it.
-	Schema    int `msgpack:"s,omitempty"`
-	SchemaMin int `msgpack:"m,omitempty"`
+	Schema    int
+	SchemaMin int
 }
 
 // Entry is a journal entry as read.
@@ -116,38 +89,29 @@ func (j *Journal) Key(id string) string {
 	return j.ns + ":" + k
 }
 
-// BeginCall is the call that opens trade id as PREPARED, for a pipeline with
-// the participants' prepare marks (see Begun for its answer).
-func (j *Journal) BeginCall(id, coordinator string, parts []Participant) (rscript.Call, error) {
-	args := []any{coordinator, len(parts), j.retain.Milliseconds()}
-	sum := [][]byte{[]byte(coordinator), []byte(strconv.Itoa(len(parts)))}
-	for _, p := range parts {
-		desc, err := msgpack.Marshal(&p)
-		if err != nil {
-			return rscript.Call{}, fmt.Errorf("trade %s: encode participant: %w", id, err)
-		}
-		args = append(args, desc, p.Image)
-		sum = append(sum, desc, p.Image)
-	}
-	args = append(args, checksum.Of(sum...))
-	return rscript.Call{Script: beginScript, Keys: []string{j.Key(id)}, Args: args}, nil
-}
+// Retain is how long a settled entry is kept (and a PREPARED one that
+// never commits).
+func (j *Journal) Retain() time.Duration { return j.retain }
 
-// Begun interprets BeginCall's answer: nil when the entry was opened, a
-// *StateError when one existed already.
-func Begun(id string, v any, err error) error {
-	if err != nil {
+// Begin opens trade id as PREPARED, coordinated by coordinator: nil, or a
+// *StateError when the id has an entry already (a participant's recovery
+// aborted it). A PREPARED entry that never commits expires after Retain.
+// (A trade's coordinator opens it in the same round trip as the
+// participants' marks; Begin is the same script alone.)
+func (j *Journal) Begin(ctx context.Context, id, coordinator string, parts []Participant) error {
+	a := tradescript.BeginArgs{Coordinator: coordinator, Retain: j.retain, Parts: make([]tradescript.Part, len(parts))}
+	for i, p := range parts {
+		a.Parts[i] = tradescript.Part{Desc: tradescript.Desc{Driver: p.Driver, Key: p.Key, Token: p.Token, Ver: p.Ver,
+			Schema: p.Schema, SchemaMin: p.SchemaMin}, Image: p.Image}
+	}
+	r, err := tradescript.Begin().Run(ctx, j.rdb, j.Key(id), a)
+	switch {
+	case err != nil:
 		return fmt.Errorf("trade %s: begin: %w", id, err)
+	case !r.Done:
+		return &StateError{ID: id, State: State(r.State)}
 	}
-	arr, _ := v.([]any)
-	if len(arr) > 0 && arr[0] == "OK" {
-		return nil
-	}
-	if len(arr) > 1 && arr[0] == "EXISTS" {
-		s, _ := arr[1].(string)
-		return &StateError{ID: id, State: State(s)}
-	}
-	return fmt.Errorf("trade %s: begin: unexpected answer %v", id, v)
+	return nil
 }
 
 // Commit moves trade id PREPARED -> COMMITTED: the commit point. Another
@@ -176,79 +140,46 @@ func (j *Journal) Abort(ctx context.Context, id string) error {
 	return err
 }
 
-// MoveArgs are the arguments of the compare-and-set script (trade-move):
-// From is the expected state ("" for no entry), To the new one.
-type MoveArgs struct {
-	From, To State
-	Retain   time.Duration
-}
-
-// argv is ARGV of move.lua.
-func (a MoveArgs) argv() []any { return []any{string(a.From), string(a.To), a.Retain.Milliseconds()} }
-
-// ParseMoveArgs reads the ARGV of an observed trade-move call (a commit is
-// From Prepared, To Committed).
-func ParseMoveArgs(argv []string) (MoveArgs, error) {
-	if len(argv) != 3 {
-		return MoveArgs{}, fmt.Errorf("transactions: %s call with %d arguments, want 3", ScriptMove, len(argv))
-	}
-	ms, err := strconv.ParseInt(argv[2], 10, 64)
-	if err != nil {
-		return MoveArgs{}, fmt.Errorf("transactions: %s retention %q: %w", ScriptMove, argv[2], err)
-	}
-	return MoveArgs{From: State(argv[0]), To: State(argv[1]), Retain: time.Duration(ms) * time.Millisecond}, nil
-}
-
 // CommitWait is Commit, then WAIT for replicas replicas to acknowledge it on
 // the same connection, within timeout (one pipeline). It returns how many
 // did; the commit stands either way.
 func (j *Journal) CommitWait(ctx context.Context, id string, replicas int, timeout time.Duration) (int64, error) {
-	v, acked, err := rscript.RunWait(ctx, j.rdb, j.moveCall(id, Prepared, Committed), replicas, timeout)
-	return acked, moved(id, Prepared, Committed, v, err)
+	c := j.moveCall(id, Prepared, Committed)
+	v, acked, err := rscript.RunWait(ctx, j.rdb, c.Call, replicas, timeout)
+	r, err := c.Answer(v, err)
+	return acked, moved(id, Prepared, Committed, r, err)
 }
 
 // moveCall is the compare-and-set of trade id from one state to another.
-func (j *Journal) moveCall(id string, from, to State) rscript.Call {
-	return rscript.Call{Script: moveScript, Keys: []string{j.Key(id)}, Args: MoveArgs{From: from, To: to, Retain: j.retain}.argv()}
+func (j *Journal) moveCall(id string, from, to State) rscript.Pending[tradescript.Result] {
+	return tradescript.Move().Call(j.Key(id), tradescript.MoveArgs{From: string(from), To: string(to), Retain: j.retain})
 }
 
 func (j *Journal) cas(ctx context.Context, id string, from, to State) error {
-	c := j.moveCall(id, from, to)
-	v, err := c.Script.Run(ctx, j.rdb, c.Keys, c.Args...).Result()
-	return moved(id, from, to, v, err)
+	r, err := tradescript.Move().Run(ctx, j.rdb, j.Key(id), tradescript.MoveArgs{From: string(from), To: string(to), Retain: j.retain})
+	return moved(id, from, to, r, err)
 }
 
 // moved reads the compare-and-set's answer.
-func moved(id string, from, to State, v any, err error) error {
-	if err != nil {
-		return fmt.Errorf("trade %s: %s -> %s: %w", id, from, to, err)
-	}
-	arr, _ := v.([]any)
+func moved(id string, from, to State, r tradescript.Result, err error) error {
 	switch {
-	case len(arr) > 0 && arr[0] == "OK":
-		return nil
-	case len(arr) > 1 && arr[0] == "STATE":
-		s, _ := arr[1].(string)
-		return &StateError{ID: id, State: State(s)}
+	case err != nil:
+		return fmt.Errorf("trade %s: %s -> %s: %w", id, from, to, err)
+	case !r.Done:
+		return &StateError{ID: id, State: State(r.State)}
 	}
-	return fmt.Errorf("trade %s: %s -> %s: unexpected answer %v", id, from, to, v)
+	return nil
 }
 
 // MarkSettled records that participants idx of a committed trade have their
 // image in their record; once all have, the entry expires after Retain.
 func (j *Journal) MarkSettled(ctx context.Context, id string, idx ...int) error {
-	args := []any{j.retain.Milliseconds()}
-	for _, i := range idx {
-		args = append(args, i)
-	}
-	v, err := settledScript.Run(ctx, j.rdb, []string{j.Key(id)}, args...).Result()
+	r, err := tradescript.Settled().Run(ctx, j.rdb, j.Key(id), tradescript.SettledArgs{Retain: j.retain, Idx: idx})
 	if err != nil {
 		return fmt.Errorf("trade %s: mark settled: %w", id, err)
 	}
-	arr, _ := v.([]any)
-	if len(arr) > 1 && arr[0] == "STATE" {
-		s, _ := arr[1].(string)
-		return &StateError{ID: id, State: State(s)}
+	if !r.Done {
+		return &StateError{ID: id, State: State(r.State)}
 	}
 	return nil
 }
@@ -288,11 +219,12 @@ func parseEntry(id string, m map[string]string) (*Entry, error) {
 		return nil, fmt.Errorf("trade %s: %w: participant count %q", id, ErrCorrupt, m["n"])
 	}
 	for i := range n {
-		var p Participant
 		desc, ok := m["p"+strconv.Itoa(i)]
-		if !ok || msgpack.Unmarshal([]byte(desc), &p) != nil {
+		d, err := tradescript.DecodeDesc([]byte(desc))
+		if !ok || err != nil {
 			return nil, fmt.Errorf("trade %s: %w: participant %d", id, ErrCorrupt, i)
 		}
+		p := Participant{Driver: d.Driver, Key: d.Key, Token: d.Token, Ver: d.Ver, Schema: d.Schema, SchemaMin: d.SchemaMin}
 		img, ok := m["img"+strconv.Itoa(i)]
 		if !ok {
 			return nil, fmt.Errorf("trade %s: %w: image %d missing", id, ErrCorrupt, i)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ckernel/playerdata/internal/rscript"
 	"github.com/ckernel/playerdata/testsupport"
 	"github.com/ckernel/playerdata/transactions"
 )
@@ -18,14 +17,9 @@ func parts() []transactions.Participant {
 	}
 }
 
-func begin(t *testing.T, r *testsupport.Redis, j *transactions.Journal, id string) error {
+func begin(t *testing.T, _ *testsupport.Redis, j *transactions.Journal, id string) error {
 	t.Helper()
-	c, err := j.BeginCall(id, "server-a", parts())
-	if err != nil {
-		t.Fatal(err)
-	}
-	vals, errs := rscript.Run(context.Background(), r.Client(t), []rscript.Call{c})
-	return transactions.Begun(id, vals[0], errs[0])
+	return j.Begin(context.Background(), id, "server-a", parts())
 }
 
 func TestJournalLifecycle(t *testing.T) {

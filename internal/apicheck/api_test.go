@@ -2,6 +2,8 @@ package apicheck_test
 
 import (
 	"flag"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,4 +65,67 @@ func TestAPIIsRecorded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNoInternalTypeInTheSurface fails when a public package's exported API
+// names a type of an internal package (in a signature, a field or an
+// alias): a user could hold such a value but never name or build it.
+func TestNoInternalTypeInTheSurface(t *testing.T) {
+	root := filepath.Join("..", "..")
+	for _, pkg := range public {
+		t.Run(pkg, func(t *testing.T) {
+			dir := filepath.Join(root, pkg)
+			internal, err := internalImports(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := apicheck.List(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range got {
+				for _, name := range internal {
+					if strings.Contains(l, " "+name+".") || strings.Contains(l, "("+name+".") ||
+						strings.Contains(l, "*"+name+".") || strings.Contains(l, "]"+name+".") ||
+						strings.Contains(l, ","+name+".") {
+						t.Errorf("%s names a type of internal package %s", l, name)
+					}
+				}
+			}
+		})
+	}
+}
+
+// internalImports lists the names under which dir's non-test files import
+// a package of this module's internal tree.
+func internalImports(dir string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
+		if err != nil {
+			return nil, err
+		}
+		for _, imp := range af.Imports {
+			path := strings.Trim(imp.Path.Value, `"`)
+			if !strings.Contains(path, "/internal/") {
+				continue
+			}
+			name := filepath.Base(path)
+			if imp.Name != nil {
+				name = imp.Name.Name
+			}
+			if !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+		}
+	}
+	return names, nil
 }

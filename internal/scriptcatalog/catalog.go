@@ -7,12 +7,12 @@ import (
 	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/internal/rscript"
-	"github.com/ckernel/playerdata/transactions"
+	"github.com/ckernel/playerdata/internal/tradescript"
 	"github.com/redis/go-redis/v9"
 )
 
 // all is built once and only read.
-var all = rscript.NewCatalog(append(append(record.Scripts(), presencescript.All()...), transactions.Scripts()...)...)
+var all = rscript.NewCatalog(append(append(record.Scripts(), presencescript.All()...), tradescript.All()...)...)
 
 // Identify tells which of the project's scripts an EVALSHA or EVAL command
 // runs, with its keys and arguments; false for any other command.

@@ -8,7 +8,7 @@
 -- ARGV[4 .. 3+2n]  for each participant i (0-based): its descriptor (msgpack: driver, key,
 --          token, ver at prepare), then its post-trade data image
 -- ARGV[4+2n] the entry's checksum (CRC-32C of ARGV[1], ARGV[2] and every descriptor and
---          image: transactions.entrySum)
+--          image: tradescript.BeginArgs)
 --
 -- Fields written: state, coord, at (ms, Redis TIME), n, p<i>, img<i>, and c
 -- "<checksum>,<at>" (a copy of at: the script cannot compute a CRC).
