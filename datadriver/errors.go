@@ -53,7 +53,8 @@ var (
 // Errors of Send with an IdempotencyKey; nothing is stored with either.
 var (
 	// ErrIdempotencyConflict: the key names a message of the profile sent
-	// with another body.
+	// with another body, or, within IdempotencyWindow, a message sent to
+	// another profile key or through another driver of the namespace.
 	ErrIdempotencyConflict = errors.New("idempotency key names another message")
 	// ErrTooManyIdempotencyKeys: the profile remembers MaxIdempotencyKeys
 	// keys, none forgettable yet (each inside its IdempotencyWindow, or with
