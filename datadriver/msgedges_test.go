@@ -223,12 +223,12 @@ func TestRetryPastTheWindowDependsOnTimeAlone(t *testing.T) {
 	da, db := giftDriver(t, pr.a, window), giftDriver(t, pr.b, window)
 	var dup [2]bool
 	for i, between := range []bool{false, true} {
-		key := fmt.Sprint("user:", i)
+		key, order := fmt.Sprint("user:", i), fmt.Sprint("order-", i) // a key names one message of the namespace
 		p, err := da.Join(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		first, err := db.Send(ctx, key, gift{Coins: 1}, datadriver.IdempotencyKey("order-1"))
+		first, err := db.Send(ctx, key, gift{Coins: 1}, datadriver.IdempotencyKey(order))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +243,7 @@ func TestRetryPastTheWindowDependsOnTimeAlone(t *testing.T) {
 			}
 		}
 		var rc datadriver.SendReceipt
-		id, err := db.Send(ctx, key, gift{Coins: 1}, datadriver.IdempotencyKey("order-1"), datadriver.Receipt(&rc))
+		id, err := db.Send(ctx, key, gift{Coins: 1}, datadriver.IdempotencyKey(order), datadriver.Receipt(&rc))
 		if err != nil {
 			t.Fatal(err)
 		}
