@@ -159,8 +159,8 @@ func (d *Driver[T]) sendRefused(ctx context.Context, key string, o sendOptions, 
 		return fmt.Errorf("send: %w", d.corruptField(key, res.Corrupt))
 	case res.Outcome == record.IdempotencyConflict:
 		d.tel.MessageSent(ctx, telemetry.SendKeyConflict)
-		return fmt.Errorf("send %q: %w: idempotency key %q names message %s, sent with another body; nothing stored",
-			key, ErrIdempotencyConflict, o.idempotencyKey, res.ID)
+		return &IdempotencyConflictError{Key: key, IdempotencyKey: o.idempotencyKey, Driver: d.cfg.Name, Owner: key,
+			MessageID: res.ID, Window: d.cfg.IdempotencyWindow}
 	case res.Outcome == record.TooManyKeys:
 		d.tel.MessageSent(ctx, telemetry.SendKeysFull)
 		return fmt.Errorf("send %q: %w: it remembers %d (MaxIdempotencyKeys), each inside its IdempotencyWindow (%s) "+

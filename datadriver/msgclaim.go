@@ -48,13 +48,8 @@ func (d *Driver[T]) claimIdempotencyKey(ctx context.Context, key string, o sendO
 			"claim is %s; nothing stored (deleting the claim frees the key)", res.Why)}
 	case res.Outcome == record.ClaimedByOther:
 		d.tel.MessageSent(ctx, telemetry.SendKeyConflict)
-		same := "another body"
-		if res.Digest == digest {
-			same = "the same body"
-		}
-		return fmt.Errorf("send %q: %w: idempotency key %q names a message sent to %q of driver %s (with %s) within "+
-			"IdempotencyWindow (%s); a key names one message of the namespace; nothing stored", key,
-			ErrIdempotencyConflict, k, res.Key, res.Driver, same, d.cfg.IdempotencyWindow)
+		return &IdempotencyConflictError{Key: key, IdempotencyKey: k, Driver: res.Driver, Owner: res.Key,
+			SameBody: res.Digest == digest, Window: d.cfg.IdempotencyWindow}
 	}
 	return nil
 }

@@ -226,8 +226,7 @@ func send(ctx context.Context, r *reader, f *readFlags, af *adminFlags, s sendSp
 		return nil, fmt.Errorf("%w: nothing was stored (--max-inbox %d: messages leave the inbox as the server holding "+
 			"the profile applies and saves them)", err, maxInbox)
 	case errors.Is(err, datadriver.ErrIdempotencyConflict):
-		return nil, fmt.Errorf("%w (--idempotency-key names one message of the profile: give this one a key of its own, "+
-			"or send the first body again to retry it)", err)
+		return nil, fmt.Errorf("%w (%s)", err, conflictHint(err))
 	case errors.Is(err, datadriver.ErrTooManyIdempotencyKeys):
 		return nil, fmt.Errorf("%w (--max-idempotency-keys %d, --idempotency-window %s: the servers' values)", err,
 			s.maxKeys, s.window)
@@ -252,6 +251,18 @@ func send(ctx context.Context, r *reader, f *readFlags, af *adminFlags, s sendSp
 	}
 	rep.Next = sendNext(rep, natsURL != "")
 	return rep, nil
+}
+
+// conflictHint says what to do about an ErrIdempotencyConflict: the key
+// names a message of another profile (the error names it), or another
+// body's message of this one.
+func conflictHint(err error) string {
+	if ce := (*datadriver.IdempotencyConflictError)(nil); errors.As(err, &ce) && ce.OtherProfile() {
+		return "--idempotency-key names one message of the namespace, and that message went to the profile named " +
+			"above within the servers' --idempotency-window: give this one a key of its own"
+	}
+	return "--idempotency-key names one message of the profile: give this one a key of its own, or send the first " +
+		"body again to retry it"
 }
 
 // receiptState is where a sent message is: "waiting", "applied" or "dead".
