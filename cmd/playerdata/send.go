@@ -48,8 +48,10 @@ lost connection) may have stored the message: retry it with the same
 profile remembers stores nothing and says it was a duplicate (of which
 message, and whether it still waits, was applied or lies in the dead
 letters; one still waiting is announced to its holder again), and one that
-reuses the key with another BODY_JSON is refused (the key names one
-message). The body is compared as stored: the msgpack of BODY_JSON.
+reuses the key with another BODY_JSON, or within the window for another
+KEY or --driver of the namespace, is refused, saying which profile the key
+names (the key names one message). The body is compared as stored: the
+msgpack of BODY_JSON.
 
 Flags:
   --driver NAME         the driver's Config.Name, e.g. PlayerData (required)
