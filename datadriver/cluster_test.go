@@ -553,6 +553,27 @@ func clusterMessages(t *testing.T, sc *clusterScope) {
 		eventually(t, 5*time.Second, "the replayed message applied", func() bool { return walletOf(p).Coins == 13 })
 	})
 
+	t.Run("a key names one message across masters", func(t *testing.T) {
+		// Two profiles on different masters, the key's claim on a third
+		// slot: the key sent to one is refused for the other.
+		one, two := sc.profilesOnDifferentMasters("PlayerData", "keyed:")
+		dc := giftDriver(t, sc.server(t, "server-e")) // A crashed above
+		first, err := dc.Send(ctx, one, gift{Coins: 3}, datadriver.IdempotencyKey("order-c"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Send(ctx, two, gift{Coins: 3}, datadriver.IdempotencyKey("order-c")); !errors.Is(err,
+			datadriver.ErrIdempotencyConflict) {
+			t.Fatalf("order-c to %s after %s = %v, want ErrIdempotencyConflict", two, one, err)
+		}
+		if n := sc.inboxLen(t, two); n != 0 {
+			t.Fatalf("%s's inbox holds %d messages after the refused send, want 0", two, n)
+		}
+		if id, err := db.Send(ctx, one, gift{Coins: 3}, datadriver.IdempotencyKey("order-c")); err != nil || id != first {
+			t.Fatalf("a retry of order-c to %s from B = %q, %v; want the first id %s", one, id, err, first)
+		}
+	})
+
 	t.Run("a broken record repaired", func(t *testing.T) {
 		c := sc.server(t, "server-d")
 		dc := giftDriver(t, c)

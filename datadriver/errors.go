@@ -53,7 +53,8 @@ var (
 // Errors of Send with an IdempotencyKey; nothing is stored with either.
 var (
 	// ErrIdempotencyConflict: the key names a message of the profile sent
-	// with another body.
+	// with another body, or, within IdempotencyWindow, a message sent to
+	// another profile key or through another driver of the namespace.
 	ErrIdempotencyConflict = errors.New("idempotency key names another message")
 	// ErrTooManyIdempotencyKeys: the profile remembers MaxIdempotencyKeys
 	// keys, none forgettable yet (each inside its IdempotencyWindow, or with
@@ -109,6 +110,48 @@ func (e *LockedError) Is(target error) bool { return target == ErrLocked }
 func lockedError(key string, l record.Lock, local bool) *LockedError {
 	return &LockedError{Key: key, Holder: l.Job, Age: l.Age, Presence: l.Presence, Local: local}
 }
+
+// IdempotencyConflictError says what a refused Send's IdempotencyKey names
+// already. It matches ErrIdempotencyConflict with errors.Is; nothing was
+// stored.
+type IdempotencyConflictError struct {
+	// Key is the refused Send's profile key; IdempotencyKey its key.
+	Key, IdempotencyKey string
+	// Driver and Owner name the profile the key's message was sent to:
+	// another one (another profile key or driver of the namespace, within
+	// Window), or Key itself, with another body (MessageID).
+	Driver, Owner string
+	// MessageID is the first message's id when the key names a message of
+	// Key's own profile; "" when it names another profile's.
+	MessageID string
+	// SameBody says the other profile's message has this Send's body.
+	SameBody bool
+	// Window is the IdempotencyWindow within which a key names one message
+	// of the namespace.
+	Window time.Duration
+}
+
+// OtherProfile reports whether the key names a message of another profile
+// (or driver) rather than another body's message of this one.
+func (e *IdempotencyConflictError) OtherProfile() bool { return e.MessageID == "" }
+
+// Error implements error.
+func (e *IdempotencyConflictError) Error() string {
+	if !e.OtherProfile() {
+		return fmt.Sprintf("send %q: %v: idempotency key %q names message %s, sent with another body; nothing stored",
+			e.Key, ErrIdempotencyConflict, e.IdempotencyKey, e.MessageID)
+	}
+	body := "another body"
+	if e.SameBody {
+		body = "the same body"
+	}
+	return fmt.Sprintf("send %q: %v: idempotency key %q names a message sent to %q of driver %s (with %s) within "+
+		"IdempotencyWindow (%s); a key names one message of the namespace; nothing stored", e.Key,
+		ErrIdempotencyConflict, e.IdempotencyKey, e.Owner, e.Driver, body, e.Window)
+}
+
+// Is makes errors.Is(err, ErrIdempotencyConflict) true.
+func (e *IdempotencyConflictError) Is(target error) bool { return target == ErrIdempotencyConflict }
 
 // CorruptRecordError says why a record could not be used. It matches
 // ErrCorruptRecord with errors.Is.

@@ -44,12 +44,14 @@ type sendOptions struct {
 	receipt        *SendReceipt
 }
 
-// IdempotencyKey makes a Send safe to retry: the key names the message
-// within its profile. A Send to the same profile with the same key and the
-// same body, within Config.IdempotencyWindow of the first (and however late
+// IdempotencyKey makes a Send safe to retry: the key names one message of
+// the namespace. A Send to the same profile with the same key and the same
+// body, within Config.IdempotencyWindow of the first (and however late
 // while the first message waits or is a dead letter), stores nothing and
-// answers the first id; with another body it fails with
-// ErrIdempotencyConflict. Use the id of what the message pays for (an
+// answers the first id; with another body, or within the window to
+// another profile key or driver, it fails with ErrIdempotencyConflict.
+// A keyed Send costs one more round trip than an unkeyed one (the key's
+// namespace-wide claim). Use the id of what the message pays for (an
 // order, a grant).
 func IdempotencyKey(k string) SendOption {
 	return func(o *sendOptions) { o.idempotencyKey = k }
@@ -85,8 +87,9 @@ const maxIdempotencyKeyBytes = 256
 // at once; else the next load does. It answers the message id,
 // ErrInboxFull, ErrTooLarge, ErrIdempotencyConflict or
 // ErrTooManyIdempotencyKeys (nothing stored), ErrCorruptRecord, or with
-// MinReplicas ErrNotReplicated (stored). A Send that failed without an
-// answer may have stored the message: retry it with the same
+// MinReplicas ErrNotReplicated (stored). A keyed Send first claims its key
+// for the namespace (one more round trip: msgclaim.go). A Send that failed
+// without an answer may have stored the message: retry it with the same
 // IdempotencyKey. A duplicate whose message still waits tells the holder
 // again, as the first Send did.
 func (d *Driver[T]) Send(ctx context.Context, key string, body any, opts ...SendOption) (string, error) {
@@ -107,6 +110,9 @@ func (d *Driver[T]) Send(ctx context.Context, key string, body any, opts ...Send
 	}
 	if len(b) > d.cfg.MaxMessageBytes {
 		return "", fmt.Errorf("send %q: %w: the body is %d bytes, limit %d", key, ErrTooLarge, len(b), d.cfg.MaxMessageBytes)
+	}
+	if err := d.claimIdempotencyKey(ctx, key, o, b); err != nil {
+		return "", err
 	}
 	args := record.SendArgs{MaxInbox: d.cfg.MaxInbox, IdempotencyKey: o.idempotencyKey,
 		IdempotencyWindow: d.cfg.IdempotencyWindow, IdempotencyKeys: d.cfg.MaxIdempotencyKeys}
@@ -153,8 +159,8 @@ func (d *Driver[T]) sendRefused(ctx context.Context, key string, o sendOptions, 
 		return fmt.Errorf("send: %w", d.corruptField(key, res.Corrupt))
 	case res.Outcome == record.IdempotencyConflict:
 		d.tel.MessageSent(ctx, telemetry.SendKeyConflict)
-		return fmt.Errorf("send %q: %w: idempotency key %q names message %s, sent with another body; nothing stored",
-			key, ErrIdempotencyConflict, o.idempotencyKey, res.ID)
+		return &IdempotencyConflictError{Key: key, IdempotencyKey: o.idempotencyKey, Driver: d.cfg.Name, Owner: key,
+			MessageID: res.ID, Window: d.cfg.IdempotencyWindow}
 	case res.Outcome == record.TooManyKeys:
 		d.tel.MessageSent(ctx, telemetry.SendKeysFull)
 		return fmt.Errorf("send %q: %w: it remembers %d (MaxIdempotencyKeys), each inside its IdempotencyWindow (%s) "+

@@ -9,11 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/testsupport"
 )
 
 // The edges of exactly-once messages (issue 33), each on real redis-server
@@ -71,9 +68,7 @@ func rejoinedWallet(t *testing.T, ctx context.Context, p *datadriver.Profile[wal
 
 // sendKeyed sends gift{coins} to user:1 from d under idempotency key k.
 func sendKeyed(ctx context.Context, d *datadriver.Driver[wallet], k string, coins int) (string, datadriver.SendReceipt, error) {
-	var rc datadriver.SendReceipt
-	id, err := d.Send(ctx, "user:1", gift{Coins: coins}, datadriver.IdempotencyKey(k), datadriver.Receipt(&rc))
-	return id, rc, err
+	return sendTo(ctx, d, "user:1", k, coins)
 }
 
 // Row 1: a key reused with another body is refused with
@@ -223,12 +218,12 @@ func TestRetryPastTheWindowDependsOnTimeAlone(t *testing.T) {
 	da, db := giftDriver(t, pr.a, window), giftDriver(t, pr.b, window)
 	var dup [2]bool
 	for i, between := range []bool{false, true} {
-		key := fmt.Sprint("user:", i)
+		key, order := fmt.Sprint("user:", i), fmt.Sprint("order-", i) // a key names one message of the namespace
 		p, err := da.Join(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		first, err := db.Send(ctx, key, gift{Coins: 1}, datadriver.IdempotencyKey("order-1"))
+		first, err := db.Send(ctx, key, gift{Coins: 1}, datadriver.IdempotencyKey(order))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +238,7 @@ func TestRetryPastTheWindowDependsOnTimeAlone(t *testing.T) {
 			}
 		}
 		var rc datadriver.SendReceipt
-		id, err := db.Send(ctx, key, gift{Coins: 1}, datadriver.IdempotencyKey("order-1"), datadriver.Receipt(&rc))
+		id, err := db.Send(ctx, key, gift{Coins: 1}, datadriver.IdempotencyKey(order), datadriver.Receipt(&rc))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -258,12 +253,7 @@ func TestRetryPastTheWindowDependsOnTimeAlone(t *testing.T) {
 // loseFirstSendAnswer has s's next send.lua call run in Redis and its
 // answer lost (set tells it did).
 func loseFirstSendAnswer(s *server, set *atomic.Bool) {
-	s.faults.SetAfter(func(_ context.Context, cmd redis.Cmder, err error) error {
-		if err == nil && isScript(cmd, record.ScriptSend) && set.CompareAndSwap(false, true) {
-			return testsupport.ErrInjected
-		}
-		return err
-	})
+	failScriptOnce(s, record.ScriptSend, true, set)
 }
 
 // Row 5: a retried Send whose first attempt stored the message (its answer

@@ -67,6 +67,18 @@ func testSendTwiceWithAnIdempotencyKey(t *testing.T, e testEnv) {
 	if ids := e.inbox(t, e.rk("PlayerData", "user:43")); len(ids) != 1 {
 		t.Fatalf("inbox %v after the refused send, want the first message alone", ids)
 	}
+
+	// The key sent to another profile: refused, saying which profile the
+	// key names, and nothing stored there.
+	r = runArgs(t, 10*time.Second, e.args("send", "--driver", "PlayerData", "--allow-new", "--idempotency-key", "order-8",
+		"user:44", `{"coins": 5}`)...)
+	if exitStatus(r.err) != exitFailed || !strings.Contains(r.err.Error(), `names a message sent to "user:43" of driver PlayerData`) ||
+		!strings.Contains(r.err.Error(), "nothing stored") || strings.Contains(r.err.Error(), "send the first body again") {
+		t.Fatalf("the key sent to another profile = %v (status %d), want status 1 naming user:43", r.err, exitStatus(r.err))
+	}
+	if ids := e.inbox(t, e.rk("PlayerData", "user:44")); len(ids) != 0 {
+		t.Fatalf("inbox %v of the other profile after the refused send, want none", ids)
+	}
 }
 
 // A message the live holder refused waits in the inbox; once OnMessage is

@@ -48,8 +48,10 @@ lost connection) may have stored the message: retry it with the same
 profile remembers stores nothing and says it was a duplicate (of which
 message, and whether it still waits, was applied or lies in the dead
 letters; one still waiting is announced to its holder again), and one that
-reuses the key with another BODY_JSON is refused (the key names one
-message). The body is compared as stored: the msgpack of BODY_JSON.
+reuses the key with another BODY_JSON, or within the window for another
+KEY or --driver of the namespace, is refused, saying which profile the key
+names (the key names one message). The body is compared as stored: the
+msgpack of BODY_JSON.
 
 Flags:
   --driver NAME         the driver's Config.Name, e.g. PlayerData (required)
@@ -226,8 +228,7 @@ func send(ctx context.Context, r *reader, f *readFlags, af *adminFlags, s sendSp
 		return nil, fmt.Errorf("%w: nothing was stored (--max-inbox %d: messages leave the inbox as the server holding "+
 			"the profile applies and saves them)", err, maxInbox)
 	case errors.Is(err, datadriver.ErrIdempotencyConflict):
-		return nil, fmt.Errorf("%w (--idempotency-key names one message of the profile: give this one a key of its own, "+
-			"or send the first body again to retry it)", err)
+		return nil, fmt.Errorf("%w (%s)", err, conflictHint(err))
 	case errors.Is(err, datadriver.ErrTooManyIdempotencyKeys):
 		return nil, fmt.Errorf("%w (--max-idempotency-keys %d, --idempotency-window %s: the servers' values)", err,
 			s.maxKeys, s.window)
@@ -252,6 +253,18 @@ func send(ctx context.Context, r *reader, f *readFlags, af *adminFlags, s sendSp
 	}
 	rep.Next = sendNext(rep, natsURL != "")
 	return rep, nil
+}
+
+// conflictHint says what to do about an ErrIdempotencyConflict: the key
+// names a message of another profile (the error names it), or another
+// body's message of this one.
+func conflictHint(err error) string {
+	if ce := (*datadriver.IdempotencyConflictError)(nil); errors.As(err, &ce) && ce.OtherProfile() {
+		return "--idempotency-key names one message of the namespace, and that message went to the profile named " +
+			"above within the servers' --idempotency-window: give this one a key of its own"
+	}
+	return "--idempotency-key names one message of the profile: give this one a key of its own, or send the first " +
+		"body again to retry it"
 }
 
 // receiptState is where a sent message is: "waiting", "applied" or "dead".

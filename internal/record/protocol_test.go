@@ -71,6 +71,8 @@ func TestEveryScriptsArgumentsReadBack(t *testing.T) {
 			To: "b", ToToken: "bt", ID: "m1", From: "a"}}},
 		{"send", roundTrip[sendCall, SendResult]{s: sendScript, a: sendCall{body: []byte("gift"), args: SendArgs{MaxInbox: 100,
 			IdempotencyKey: "order-1", IdempotencyWindow: time.Hour, IdempotencyKeys: 1000}}}},
+		{"claim", roundTrip[ClaimArgs, ClaimResult]{s: claimScript, a: ClaimArgs{Driver: "PlayerData", Key: "user:1",
+			Digest: BodyDigest([]byte("gift")), Window: time.Hour}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

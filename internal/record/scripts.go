@@ -23,6 +23,8 @@ const (
 	ScriptMoveState = "movestate"
 	// ScriptDrainHold is drainhold.lua: a drain's headroom reservation.
 	ScriptDrainHold = "drainhold"
+	// ScriptClaim is claim.lua: an idempotency key's namespace-wide claim.
+	ScriptClaim = "claim"
 )
 
 var (
@@ -50,6 +52,8 @@ var (
 	moveStateSrc string
 	//go:embed lua/drainhold.lua
 	drainHoldSrc string
+	//go:embed lua/claim.lua
+	claimSrc string
 )
 
 // The scripts are immutable values shared by every client.
@@ -74,10 +78,13 @@ var (
 		Keys: MoveArgs.keys, Args: MoveArgs.argv, Parse: ParseMoveArgs, Answer: ParseMove})
 	moveStateScript = rscript.New(ScriptMoveState, moveStateSrc)
 	drainHoldScript = rscript.New(ScriptDrainHold, drainHoldSrc)
+	claimScript     = rscript.NewTyped(ScriptClaim, claimSrc, rscript.Protocol[ClaimArgs, ClaimResult]{
+		Keys: ClaimArgs.keys, Args: ClaimArgs.argv, Parse: ParseClaimArgs, Answer: ParseClaim})
 )
 
 // Scripts lists the record's scripts (for an rscript.Catalog).
 func Scripts() []*rscript.Script {
 	return []*rscript.Script{acquireScript.Script, saveScript.Script, prepareScript.Script, versionsScript, wipeScript.Script,
-		sendScript.Script, replayScript, repairScript.Script, freeScript.Script, moveScript.Script, moveStateScript, drainHoldScript}
+		sendScript.Script, replayScript, repairScript.Script, freeScript.Script, moveScript.Script, moveStateScript, drainHoldScript,
+		claimScript.Script}
 }
