@@ -49,11 +49,13 @@ func (r *Result) writeRatios(ew *errWriter) {
 }
 
 // WriteComparison writes, for each ratio of now, the reference's beside
-// it: both ratios, the change, the target and now's verdict, and "worse"
-// where the ratio moved away from its target's side by more than 10 % of
-// the reference's. It ends with the load average of both runs (the
-// machine's noise). The reference's ratios are computed from its figures,
-// so a result written before ratios existed compares too.
+// it (a figure without a baseline, such as a resident profile's
+// goroutines, beside the reference's figure): both, the change, the target
+// and now's verdict, and "WORSE" where it moved away from its target's side
+// by more than 10 % of the reference's. Its header gives the load average
+// of both runs (the machine's noise). The reference's ratios are computed
+// from its figures, so a result written before ratios existed compares
+// too.
 func WriteComparison(w io.Writer, ref, now *Result) error {
 	ew := &errWriter{w: w}
 	refs := map[string]Ratio{}
@@ -64,27 +66,55 @@ func WriteComparison(w io.Writer, ref, now *Result) error {
 		orUnknown(ref.Machine.LoadBefore), now.Machine.StartedAt.Format("2006-01-02 15:04"), orUnknown(now.Machine.LoadBefore))
 	tw := tabwriter.NewWriter(ew, 2, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  ratio\treference\tnow\tchange\ttarget\t\t")
-	worse := 0
+	n := 0 // worse
 	for _, x := range ComputeRatios(now) {
 		rx, ok := refs[x.Name]
 		change, mark := "", ""
-		if ok && rx.Ratio > 0 && x.Ratio > 0 {
-			d := x.Ratio/rx.Ratio - 1
-			change = fmt.Sprintf("%+.0f %%", 100*d)
-			if t := x.Target; t != nil && !t.OnFigure && ((t.AtLeast && d < -regression) || (!t.AtLeast && d > regression)) {
-				mark = "WORSE"
-				worse++
-			}
+		was, is := compared(rx), compared(x)
+		if ok && was > 0 && is > 0 {
+			change = fmt.Sprintf("%+.0f %%", 100*(is/was-1))
+		}
+		// A ratio of ours to a floor that bounds the figure itself (8 µs per
+		// script) moves with the floor too: only its verdict says.
+		if t := x.Target; ok && t != nil && (!t.OnFigure || x.Base == 0) && (was > 0 || x.Base == 0) && worse(t, was, is) {
+			mark = "WORSE"
+			n++
 		}
 		refRatio := "—"
 		if ok {
-			refRatio = fmtRatio(rx.Ratio)
+			refRatio = fmtCompared(rx)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t\n", x.Name, refRatio, fmtRatio(x.Ratio), change, verdict(x), mark)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t\n", x.Name, refRatio, fmtCompared(x), change, verdict(x), mark)
 	}
 	_ = tw.Flush()
-	ew.printf("%d ratios worse than the reference by more than %.0f %% (of those with a target).\n", worse, 100*regression)
+	ew.printf("%d ratios worse than the reference by more than %.0f %% (of those with a target).\n", n, 100*regression)
 	return ew.err
+}
+
+// worse reports whether now moved away from t's side of was by more than
+// regression (of was: a figure that was 0 is worse at any rise).
+func worse(t *Target, was, now float64) bool {
+	if t.AtLeast {
+		return now < was*(1-regression)
+	}
+	return now > was*(1+regression)
+}
+
+// compared is what a comparison compares of x: its ratio, or its figure
+// when it has no baseline (a resident profile's objects and goroutines).
+func compared(x Ratio) float64 {
+	if x.Base == 0 {
+		return x.Of
+	}
+	return x.Ratio
+}
+
+// fmtCompared formats compared(x): a ratio, or a figure with its unit.
+func fmtCompared(x Ratio) string {
+	if x.Base == 0 {
+		return fmtFigure(x.Of, x.Unit)
+	}
+	return fmtRatio(x.Ratio)
 }
 
 // fmtRatio formats a ratio, or a dash for one not measured.

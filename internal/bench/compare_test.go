@@ -111,9 +111,9 @@ func TestRatioVerdicts(t *testing.T) {
 	})
 }
 
-// TestWriteComparison: a run slower than the reference at 64 players is
-// marked worse on the ratios it moved away from their targets, and only
-// there.
+// TestWriteComparison: a run slower than the reference at 64 players, with
+// a goroutine more per resident profile, is marked worse on the ratios and
+// the figure it moved away from their targets, and only there.
 func TestWriteComparison(t *testing.T) {
 	ref := docsResult(t)
 	var now Result
@@ -125,6 +125,7 @@ func TestWriteComparison(t *testing.T) {
 	c.OursOpsS /= 2
 	c.GoCPUUS *= 2
 	now.Cycle["64"] = c
+	now.Memory.GoroutinesPerProfile = ref.Memory.GoroutinesPerProfile + 1 // a figure without a baseline
 	var out bytes.Buffer
 	if err := WriteComparison(&out, ref, &now); err != nil {
 		t.Fatal(err)
@@ -136,7 +137,8 @@ func TestWriteComparison(t *testing.T) {
 		}
 	}
 	for name, worse := range map[string]bool{"cycle.64.vs_raw": true, "cycle.64.vs_redsync": true,
-		"cycle.64.go_cpu_vs_raw": true, "cycle.8.vs_raw": false, "handoff.p50_vs_floor": false} {
+		"cycle.64.go_cpu_vs_raw": true, "profile.goroutines": true, "cycle.8.vs_raw": false, "handoff.p50_vs_floor": false,
+		"profile.objects": false} {
 		l, ok := lines[name]
 		if !ok {
 			t.Errorf("no line for %s:\n%s", name, out.String())
@@ -146,8 +148,8 @@ func TestWriteComparison(t *testing.T) {
 			t.Errorf("%s: worse %v, want %v: %q", name, !worse, worse, l)
 		}
 	}
-	if !strings.Contains(out.String(), "3 ratios worse") {
-		t.Errorf("the summary does not count 3 worse ratios:\n%s", out.String())
+	if !strings.Contains(out.String(), "4 ratios worse") {
+		t.Errorf("the summary does not count 4 worse ratios:\n%s", out.String())
 	}
 	if !strings.Contains(out.String(), fmt.Sprintf("load %s", ref.Machine.LoadBefore)) {
 		t.Errorf("the load average of the reference is not shown:\n%s", out.String())
