@@ -31,14 +31,7 @@ import (
 // counts it ("evalsha-µs/call") and per cycle. CYCLE_BENCH_REDIS=host:port
 // runs it on that Redis instead. Nothing is asserted.
 func BenchmarkCycle(b *testing.B) {
-	addr, ns := os.Getenv("CYCLE_BENCH_REDIS"), "cycle-bench"
-	if addr == "" {
-		r := testsupport.StartOwnRedis(b)
-		if r.Kind != testsupport.KindRedisServer {
-			b.Skip("needs a redis-server of its own (INFO commandstats)")
-		}
-		addr, ns = r.Addr, r.Namespace
-	}
+	addr, ns := benchRedis(b, "CYCLE_BENCH_REDIS", "cycle-bench")
 	opt := &redis.Options{Addr: addr, PoolSize: 128}
 	rdb := redis.NewClient(opt)
 	b.Cleanup(func() { _ = rdb.Close() })
@@ -112,4 +105,20 @@ func reportCommands(b *testing.B, d serverDelta) {
 		b.ReportMetric(float64(c.Calls)/float64(b.N), name+"-calls/cycle")
 	}
 	b.ReportMetric(d.cpuUS/float64(b.N), "redis-cpu-µs/cycle")
+}
+
+// benchRedis is the Redis a benchmark measures: the one the environment
+// variable env names (host:port; ns is then the benchmark's namespace), or
+// a redis-server of its own, so that no other client's commands are
+// counted. Without a redis-server it skips b.
+func benchRedis(b *testing.B, env, ns string) (addr, namespace string) {
+	b.Helper()
+	if addr := os.Getenv(env); addr != "" {
+		return addr, ns
+	}
+	r := testsupport.StartOwnRedis(b)
+	if r.Kind != testsupport.KindRedisServer {
+		b.Skip("needs a redis-server of its own (INFO commandstats and cpu)")
+	}
+	return r.Addr, r.Namespace
 }
