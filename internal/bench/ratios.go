@@ -74,7 +74,7 @@ func (t Target) met(ratio, figure float64) bool {
 	return v <= t.Value
 }
 
-// Issue 35's targets.
+// Issue 35's targets (never changed: ComputeRatios hands out copies).
 var (
 	targetVsRaw     = &Target{AtLeast: true, Value: 0.65}
 	targetVsRedsync = &Target{AtLeast: true, Value: 1.25}
@@ -92,9 +92,9 @@ var (
 	targetCrash = &Target{Value: 1.02}
 )
 
-// targetPlayers are the concurrencies the cycle's throughput targets
-// name; Go CPU is held at every one.
-var targetPlayers = map[int]bool{8: true, 64: true}
+// targetAt reports whether the cycle's throughput targets name players
+// (8 and 64); Go CPU is held at every concurrency.
+func targetAt(players int) bool { return players == 8 || players == 64 }
 
 // ComputeRatios returns r's ratios, in a fixed order: the session cycle at
 // each concurrency, the scripts, the handoff, the move, the crash
@@ -104,7 +104,11 @@ var targetPlayers = map[int]bool{8: true, 64: true}
 func ComputeRatios(r *Result) []Ratio {
 	var out []Ratio
 	add := func(name, what string, of, base float64, unit string, t *Target) {
-		x := Ratio{Name: name, What: what, Of: of, Base: base, Unit: unit, Ratio: round3(ratio(of, base)), Target: t}
+		x := Ratio{Name: name, What: what, Of: of, Base: base, Unit: unit, Ratio: round3(ratio(of, base))}
+		if t != nil { // a copy: the caller may change its Ratios
+			c := *t
+			x.Target, t = &c, &c
+		}
 		if t != nil && ((t.OnFigure && of > 0) || (!t.OnFigure && of > 0 && base > 0)) {
 			ok := t.met(x.Ratio, of)
 			x.Met = &ok
@@ -112,7 +116,7 @@ func ComputeRatios(r *Result) []Ratio {
 		out = append(out, x)
 	}
 	pick := func(at int, t *Target) *Target {
-		if targetPlayers[at] {
+		if targetAt(at) {
 			return t
 		}
 		return nil
@@ -151,8 +155,9 @@ func ComputeRatios(r *Result) []Ratio {
 	add("profile.objects", "heap objects of a resident profile", m.GoObjectsPerProfile, 0, "objects", nil)
 	add("profile.goroutines", "goroutines of a resident profile", m.GoroutinesPerProfile, 0, "goroutines", nil)
 	if m.GoObjectsPerProfile > 0 { // measured (a run before these figures has neither)
-		ok := targetGoroutine.met(0, m.GoroutinesPerProfile)
-		out[len(out)-1].Target, out[len(out)-1].Met = targetGoroutine, &ok
+		t := *targetGoroutine
+		ok := t.met(0, m.GoroutinesPerProfile)
+		out[len(out)-1].Target, out[len(out)-1].Met = &t, &ok
 	}
 	return out
 }
