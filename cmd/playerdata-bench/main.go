@@ -71,7 +71,16 @@ Flags:
   --quick            a shorter run: ends within a minute
   --json             print one JSON object instead of the text
   --report DIR       also write charts (SVG), result.json and index.html into DIR
+  --compare FILE     then print, for each ratio, FILE's (a result --json wrote,
+                     e.g. docs/bench/reference.json) beside this run's, marking
+                     those that moved away from their target by over 10 %
+  --result FILE      with --compare: measure nothing, compare FILE's result
   --big-history      measure only the big-profile history (minutes)
+
+Every comparison is also a ratio (a figure ÷ its baseline or floor in the
+same run), named with issue 35's target and whether it is met: --json's
+"ratios", the last table of the text. Ratios move far less with the
+machine's load than the times they divide, so they compare run to run.
 
 Exit status: 0 measured, 1 a measurement failed or a server cannot be
 reached, 2 usage.
@@ -123,6 +132,7 @@ type flags struct {
 	redisURL, natsURL, prefix string
 	quick, json, bigHistory   bool
 	report                    string
+	compare, result           string
 }
 
 // parse parses args; --help prints the usage to stdout (flag.ErrHelp).
@@ -137,6 +147,8 @@ func parse(args []string, stdout io.Writer) (flags, error) {
 	fs.BoolVar(&f.json, "json", false, "")
 	fs.StringVar(&f.report, "report", "", "")
 	fs.BoolVar(&f.bigHistory, "big-history", false, "")
+	fs.StringVar(&f.compare, "compare", "", "")
+	fs.StringVar(&f.result, "result", "", "")
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -149,6 +161,12 @@ func parse(args []string, stdout io.Writer) (flags, error) {
 	}
 	if f.bigHistory && f.report != "" {
 		return f, usagef("--report draws the other measurements: not with --big-history")
+	}
+	if f.bigHistory && f.compare != "" {
+		return f, usagef("--compare compares the other measurements: not with --big-history")
+	}
+	if f.result != "" && f.compare == "" {
+		return f, usagef("--result names the result to compare: give --compare too")
 	}
 	if err := messaging.ValidJobID(f.prefix); err != nil {
 		return f, usagef("--namespace %q: %v", f.prefix, err)
@@ -172,9 +190,54 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	env, err := labenv.Start(ctx, labenv.Config{RedisURL: f.redisURL, NATSURL: f.natsURL, Prefix: f.prefix, Tool: "playerdata-bench"})
+	var ref *bench.Result
+	if f.compare != "" {
+		if ref, err = bench.ReadResult(f.compare); err != nil { // before a run of minutes
+			return fmt.Errorf("--compare: %w", err)
+		}
+	}
+	if f.result != "" {
+		now, err := bench.ReadResult(f.result)
+		if err != nil {
+			return fmt.Errorf("--result: %w", err)
+		}
+		return bench.WriteComparison(stdout, ref, now)
+	}
+	res, err := measure(ctx, f, stderr)
 	if err != nil {
 		return err
+	}
+	if f.report != "" {
+		if err := bench.WriteReport(f.report, res); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		fmt.Fprintf(stderr, "playerdata-bench: report written to %s\n", f.report)
+	}
+	if f.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(res)
+	} else {
+		err = res.WriteText(stdout)
+	}
+	if err != nil || ref == nil {
+		return err
+	}
+	out := stdout
+	if f.json { // stdout holds one JSON object
+		out = stderr
+	} else {
+		fmt.Fprintln(out)
+	}
+	return bench.WriteComparison(out, ref, res)
+}
+
+// measure starts the servers (or reaches the given ones) and runs the
+// bench as f says.
+func measure(ctx context.Context, f flags, stderr io.Writer) (*bench.Result, error) {
+	env, err := labenv.Start(ctx, labenv.Config{RedisURL: f.redisURL, NATSURL: f.natsURL, Prefix: f.prefix, Tool: "playerdata-bench"})
+	if err != nil {
+		return nil, err
 	}
 	defer env.Close()
 	if env.Embedded || env.EmbeddedNATS {
@@ -194,20 +257,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	res, err := bench.Run(ctx, benv, cfg)
 	if err != nil {
-		return fmt.Errorf("bench: %w", err)
+		return nil, fmt.Errorf("bench: %w", err)
 	}
-	if f.report != "" {
-		if err := bench.WriteReport(f.report, res); err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-		fmt.Fprintf(stderr, "playerdata-bench: report written to %s\n", f.report)
-	}
-	if f.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	return res.WriteText(stdout)
+	return res, nil
 }
 
 // pingerCommand runs this program as the big-profile history's other

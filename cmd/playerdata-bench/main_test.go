@@ -15,10 +15,10 @@ import (
 	"github.com/ckernel/playerdata/testsupport"
 )
 
-// TestBenchQuickJSON runs "bench --quick --json --report" on testsupport's
-// Redis and NATS and checks the JSON holds every field with sane values
-// (bench.CheckJSON: positive figures, ordered percentiles, consistent
-// ratios; no timing bound).
+// TestBenchQuickJSON runs "bench --quick --json --report --compare" on
+// testsupport's Redis and NATS and checks the JSON holds every field with
+// sane values (bench.CheckJSON: positive figures, ordered percentiles,
+// consistent ratios; no timing bound), and the comparison went to stderr.
 func TestBenchQuickJSON(t *testing.T) {
 	if testing.Short() {
 		t.Skip("bench --quick runs for about 20 s")
@@ -32,7 +32,7 @@ func TestBenchQuickJSON(t *testing.T) {
 	}
 	dir := t.TempDir()
 	res := runArgs(t, 3*time.Minute, "--quick", "--json", "--redis", url, "--nats", n.URL,
-		"--namespace", r.Namespace, "--report", dir)
+		"--namespace", r.Namespace, "--report", dir, "--compare", filepath.Join("..", "..", "docs", "bench", "reference.json"))
 	if res.err != nil {
 		t.Fatalf("bench --quick --json: %v\nstderr:\n%s", res.err, res.stderr)
 	}
@@ -59,6 +59,9 @@ func TestBenchQuickJSON(t *testing.T) {
 			t.Errorf("cycle has no %s players", players)
 		}
 	}
+	if !strings.Contains(res.stderr, "Ratios, reference") { // stdout holds the JSON alone
+		t.Errorf("--compare printed no comparison on stderr:\n%s", res.stderr)
+	}
 	if strings.Contains(res.stderr, "NOT representative") {
 		t.Errorf("bench warned of embedded servers while given real ones:\n%s", res.stderr)
 	}
@@ -80,6 +83,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"an argument", []string{"extra"}, `unexpected argument "extra"`},
 		{"bad namespace", []string{"--namespace", "a.b"}, `--namespace "a.b"`},
 		{"unknown flag", []string{"--rounds", "3"}, "flag provided but not defined: -rounds"},
+		{"a result without a reference", []string{"--result", "now.json"}, "give --compare too"},
+		{"compare with the big history", []string{"--big-history", "--compare", "ref.json"}, "not with --big-history"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runArgs(t, 5*time.Second, tc.args...)
@@ -91,6 +96,30 @@ func TestBenchUsageErrors(t *testing.T) {
 				t.Fatalf("run(%q) printed more than its one line:\n%s%s", tc.args, r.stdout, r.stderr)
 			}
 		})
+	}
+}
+
+// TestBenchCompare: --compare with --result prints the reference's ratios
+// beside the result's, without measuring; a reference that is not a
+// result is refused before anything runs.
+func TestBenchCompare(t *testing.T) {
+	ref := filepath.Join("..", "..", "docs", "bench", "reference.json")
+	r := runArgs(t, 5*time.Second, "--compare", ref, "--result", ref)
+	if r.err != nil {
+		t.Fatalf("--compare --result: %v", r.err)
+	}
+	for _, want := range []string{"Ratios, reference", "cycle.64.vs_redsync", "handoff.p50_vs_floor", "≥ 1.25×",
+		"0 ratios worse than the reference"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the comparison lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"quick": true}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := runArgs(t, 5*time.Second, "--compare", bad); r.err == nil || !strings.Contains(r.err.Error(), "not a bench result") {
+		t.Errorf("--compare of a file that is no result = %v", r.err)
 	}
 }
 

@@ -226,6 +226,10 @@ type Result struct {
 	Memory        Memory                            `json:"memory"`
 	Messages      Messages                          `json:"messages"`
 	Flood         Flood                             `json:"flood"`
+	// Ratios are the run's comparisons, each figure divided by its baseline
+	// or floor measured in the same run, with issue 35's targets
+	// (ComputeRatios): what stays comparable from run to run.
+	Ratios []Ratio `json:"ratios,omitempty"`
 	// BigHistory is the big-profile history, measured alone (Config.BigHistory).
 	BigHistory *BigHistory `json:"big_history,omitempty"`
 	// Notes say what a figure does not show (a server without INFO cpu,
@@ -343,6 +347,9 @@ func Run(ctx context.Context, env Env, cfg Config) (*Result, error) {
 	}
 	r.res.Machine.DurationS = time.Since(start).Seconds()
 	r.res.Machine.LoadAfter = loadAverage()
+	if !cfg.BigHistory {
+		r.res.Ratios = ComputeRatios(r.res)
+	}
 	return r.res, nil
 }
 

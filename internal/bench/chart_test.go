@@ -18,15 +18,20 @@ import (
 	"gonum.org/v1/plot/vg/recorder"
 )
 
-// docsBench holds the README's charts and the run they were drawn from.
-const docsBench = "../../docs/bench"
+// docsBench holds the README's charts and the run they were drawn from,
+// the reference (docsReference) a run compares itself with (--compare).
+const (
+	docsBench     = "../../docs/bench"
+	docsReference = "reference.json"
+)
 
-var updateCharts = flag.Bool("update-charts", false, "redraw docs/bench/*.svg from docs/bench/result.json")
+var updateCharts = flag.Bool("update-charts", false,
+	"redraw docs/bench/*.svg and docs/performance.md's ratio table from docs/bench/reference.json")
 
 // docsResult is the committed full run.
 func docsResult(t *testing.T) *Result {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(docsBench, ReportJSON))
+	b, err := os.ReadFile(filepath.Join(docsBench, docsReference))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +75,7 @@ func TestDocsCharts(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("docs/bench/%s is not what docs/bench/result.json draws: run go test ./internal/bench -run TestDocsCharts -update-charts", f)
+			t.Errorf("docs/bench/%s is not what docs/bench/reference.json draws: run go test ./internal/bench -run TestDocsCharts -update-charts", f)
 		}
 	}
 }

@@ -50,7 +50,7 @@ func CheckJSON(data []byte) error {
 	for _, sys := range systems {
 		c.present("cycle_commands", sys)
 	}
-	for _, f := range []string{"evalsha", "acquire", "save", "release", "send", "trivial"} {
+	for _, f := range []string{"evalsha", "acquire", "save", "release", "send", "trivial", "floor"} {
 		c.posIf(stats, "scripts_us", f)
 	}
 
@@ -89,12 +89,41 @@ func CheckJSON(data []byte) error {
 	c.posIf(stats, "memory", "redis_bytes_per_record_full_history")
 	c.present("memory", "history_versions")
 	c.pos("memory", "go_heap_per_profile")
+	c.pos("memory", "go_objects_per_profile")
+	c.present("memory", "goroutines_per_profile")
 	c.history(stats)
 
 	c.latency("messages")
 	c.latency("messages", "send")
 	c.flood()
+	c.ratios(data)
 	return errors.Join(c.errs...)
+}
+
+// ratios checks the result's ratios: every one ComputeRatios makes of the
+// result's own figures, each the quotient of the two figures it names,
+// with the verdict its target gives.
+func (c *checker) ratios(data []byte) {
+	var r Result
+	if err := json.Unmarshal(data, &r); err != nil {
+		c.fail("ratios: %v", err)
+		return
+	}
+	want := ComputeRatios(&r)
+	if len(r.Ratios) != len(want) {
+		c.fail("ratios: %d, want %d", len(r.Ratios), len(want))
+		return
+	}
+	for i, x := range r.Ratios {
+		w := want[i]
+		c.quotient(x.Ratio, x.Of, x.Base, "ratios."+x.Name)
+		switch {
+		case x.Name != w.Name || x.Of != w.Of || x.Base != w.Base:
+			c.fail("ratios[%d]: %s %v ÷ %v, but the figures give %s %v ÷ %v", i, x.Name, x.Of, x.Base, w.Name, w.Of, w.Base)
+		case (x.Met == nil) != (w.Met == nil) || (x.Met != nil && *x.Met != *w.Met):
+			c.fail("ratios.%s: the verdict is not what its target gives", x.Name)
+		}
+	}
 }
 
 // checker walks a decoded JSON object and collects problems.

@@ -44,7 +44,11 @@ type Memory struct {
 	RedisBytesPerRecordFullHis float64 `json:"redis_bytes_per_record_full_history"`
 	// GoHeapPerProfile is the heap one resident profile holds, in bytes.
 	GoHeapPerProfile float64 `json:"go_heap_per_profile"`
-	HeapProfiles     int     `json:"heap_profiles"`
+	// GoObjectsPerProfile is the heap objects one resident profile holds,
+	// GoroutinesPerProfile the goroutines (issue 35: none of its own).
+	GoObjectsPerProfile  float64 `json:"go_objects_per_profile"`
+	GoroutinesPerProfile float64 `json:"goroutines_per_profile"`
+	HeapProfiles         int     `json:"heap_profiles"`
 	// History is what kept versions cost, by layout, beside whole copies.
 	History HistoryCost `json:"history"`
 }
@@ -86,12 +90,14 @@ func (r *runner) runMemory(ctx context.Context) error {
 		return fmt.Errorf("history: %w", err)
 	}
 
-	if m.GoHeapPerProfile, err = heapPerProfile(ctx, drv, r.cfg.HeapProfiles, size, rng); err != nil {
+	if m.GoHeapPerProfile, m.GoObjectsPerProfile, m.GoroutinesPerProfile, err = heapPerProfile(ctx, drv,
+		r.cfg.HeapProfiles, size, rng); err != nil {
 		return err
 	}
-	r.progress("  Redis %.0f bytes per record of %d bytes (record %.0f, history %.0f with %.1f versions, inbox %.0f); %.0f with %.0f versions; Go heap %.0f bytes per resident profile",
+	r.progress("  Redis %.0f bytes per record of %d bytes (record %.0f, history %.0f with %.1f versions, inbox %.0f); %.0f with %.0f versions; "+
+		"a resident profile: Go heap %.0f bytes, %.1f objects, %.2f goroutines",
 		m.RedisBytesPerRecord, m.DataBytes, m.RecordBytes, m.HistoryBytes, m.HistoryVersions, m.InboxBytes,
-		m.RedisBytesPerRecordFullHis, m.FullHistoryVersions, m.GoHeapPerProfile)
+		m.RedisBytesPerRecordFullHis, m.FullHistoryVersions, m.GoHeapPerProfile, m.GoObjectsPerProfile, m.GoroutinesPerProfile)
 	return nil
 }
 
@@ -179,47 +185,54 @@ func fillRecord[T any](ctx context.Context, r *runner, drv *datadriver.Driver[T]
 }
 
 // heapPerProfile creates n records, then loads and holds them all, and
-// returns the heap the loads added per profile.
-func heapPerProfile(ctx context.Context, drv *datadriver.Driver[profileData], n, size int, rng *rand.ChaCha8) (float64, error) {
+// returns what the loads added per profile: heap bytes, heap objects and
+// goroutines.
+func heapPerProfile(ctx context.Context, drv *datadriver.Driver[profileData], n, size int, rng *rand.ChaCha8) (
+	heap, objects, goroutines float64, err error) {
 	key := func(i int) string { return fmt.Sprintf("heap-%d", i) }
 	for i := range n {
 		p, err := drv.Load(ctx, key(i), datadriver.LoadOptions{})
 		if err != nil {
-			return 0, err
+			return 0, 0, 0, err
 		}
 		blob := newBlob(size, rng)
 		if err := p.Update(func(d *profileData) { d.Blob = blob }); err != nil {
-			return 0, err
+			return 0, 0, 0, err
 		}
 		if err := p.Release(ctx); err != nil {
-			return 0, err
+			return 0, 0, 0, err
 		}
 	}
 	held := make([]*datadriver.Profile[profileData], n)
-	before := heapInUse()
+	before, g0 := heapInUse(), runtime.NumGoroutine()
 	for i := range held {
 		p, err := drv.Load(ctx, key(i), datadriver.LoadOptions{})
 		if err != nil {
-			return 0, err
+			return 0, 0, 0, err
 		}
 		held[i] = p
 	}
-	after := heapInUse()
+	after, g1 := heapInUse(), runtime.NumGoroutine()
 	var errs []error
 	for _, p := range held {
 		errs = append(errs, p.Release(ctx))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return 0, err
+		return 0, 0, 0, err
 	}
-	return round1(float64(int64(after)-int64(before)) / float64(n)), nil
+	per := func(a, b uint64) float64 { return float64(int64(a)-int64(b)) / float64(n) }
+	return round1(per(after.bytes, before.bytes)), round1(per(after.objects, before.objects)),
+		round3(float64(g1-g0) / float64(n)), nil
 }
 
-// heapInUse is HeapAlloc after a full collection.
-func heapInUse() uint64 {
+// heapUse is the heap in use: bytes and objects.
+type heapUse struct{ bytes, objects uint64 }
+
+// heapInUse is HeapAlloc and HeapObjects after a full collection.
+func heapInUse() heapUse {
 	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
+	return heapUse{ms.HeapAlloc, ms.HeapObjects}
 }

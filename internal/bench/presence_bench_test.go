@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/ckernel/playerdata/testsupport"
 )
 
 // BenchmarkPresenceCost runs playerdata-bench's presence measurement alone
@@ -27,14 +25,7 @@ import (
 //
 // Each figure is logged and reported as a metric; nothing is asserted.
 func BenchmarkPresenceCost(b *testing.B) {
-	addr, ns := os.Getenv("PRESENCE_BENCH_REDIS"), "presence-bench"
-	if addr == "" {
-		r := testsupport.StartOwnRedis(b)
-		if r.Kind != testsupport.KindRedisServer {
-			b.Skip("needs a redis-server of its own (INFO commandstats and cpu)")
-		}
-		addr, ns = r.Addr, r.Namespace
-	}
+	addr, ns := benchRedis(b, "PRESENCE_BENCH_REDIS", "presence-bench")
 	opt := &redis.Options{Addr: addr}
 	env := Env{RedisOptions: func() *redis.Options { o := *opt; return &o }, Namespace: ns, Progress: os.Stderr}
 	var cfg Config

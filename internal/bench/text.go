@@ -81,7 +81,8 @@ func (r *Result) WriteText(w io.Writer) error {
 	ew.printf("  Redis %s bytes per record: record %s, history %s (%.1f versions), inbox %s; with a full history (%.0f versions) %s\n",
 		mem.f("%.0f", mm.RedisBytesPerRecord), mem.f("%.0f", mm.RecordBytes), mem.f("%.0f", mm.HistoryBytes), mm.HistoryVersions,
 		mem.f("%.0f", mm.InboxBytes), mm.FullHistoryVersions, mem.f("%.0f", mm.RedisBytesPerRecordFullHis))
-	ew.printf("  Go heap %.0f bytes per resident profile (%d held at once)\n", mm.GoHeapPerProfile, mm.HeapProfiles)
+	ew.printf("  a resident profile (%d held at once): Go heap %.0f bytes, %.1f heap objects, %.2f goroutines\n", mm.HeapProfiles,
+		mm.GoHeapPerProfile, mm.GoObjectsPerProfile, mm.GoroutinesPerProfile)
 	mm.History.writeText(ew, mem, st)
 
 	g := r.Messages
@@ -89,6 +90,7 @@ func (r *Result) WriteText(w io.Writer) error {
 		g.N, g.P50MS, g.P90MS, g.P99MS, g.MaxMS, g.SendMS.P50MS)
 
 	r.Flood.writeText(ew)
+	r.writeRatios(ew)
 	r.writeNotes(ew)
 	return ew.err
 }

@@ -74,7 +74,7 @@ local fmt, token, job, lockAt, presence, epoch = f[1], f[2], f[3], f[4], f[5], f
 
 -- A stored integer: decimal digits only, short enough to be exact in a Lua number.
 local function isint(v)
-  return string.match(v, '^%d+$') ~= nil and #v <= 15
+  return #v <= 15 and string.find(v, '^%d+$') ~= nil
 end
 if fmt and not isint(fmt) then
   return {'CORRUPT', 'fmt', 'not an integer'}
@@ -82,11 +82,20 @@ end
 if fmt and fmt ~= ARGV[6] and tonumber(fmt) > tonumber(ARGV[6]) then
   return {'FORMAT', fmt}
 end
-for _, i in ipairs({14, 13, 6, 7, 9, 15, 16}) do
-  if f[i] and not isint(f[i]) then
-    local names = {[6] = 'epoch', [7] = 'ver', [9] = 'at', [13] = 'schema', [14] = 'schema.min',
-      [15] = 'hist.at', [16] = 'inbox.seq'}
-    return {'CORRUPT', names[i], 'not an integer'}
+-- The integer fields, all checked by one match (an absent field stands as '0'); only when it
+-- fails are they checked one by one, to name the first that is not an integer. A call per
+-- field cost about 3 µs of the script (issue 35).
+local i1, i2, i3, i4, i5, i6, i7 = f[14] or '0', f[13] or '0', f[6] or '0', f[7] or '0', f[9] or '0', f[15] or '0',
+  f[16] or '0'
+if #i1 > 15 or #i2 > 15 or #i3 > 15 or #i4 > 15 or #i5 > 15 or #i6 > 15 or #i7 > 15 or
+    not string.find(i1 .. ',' .. i2 .. ',' .. i3 .. ',' .. i4 .. ',' .. i5 .. ',' .. i6 .. ',' .. i7,
+      '^%d+,%d+,%d+,%d+,%d+,%d+,%d+$') then
+  for _, i in ipairs({14, 13, 6, 7, 9, 15, 16}) do
+    if f[i] and not isint(f[i]) then
+      local names = {[6] = 'epoch', [7] = 'ver', [9] = 'at', [13] = 'schema', [14] = 'schema.min',
+        [15] = 'hist.at', [16] = 'inbox.seq'}
+      return {'CORRUPT', names[i], 'not an integer'}
+    end
   end
 end
 if f[14] and f[14] ~= ARGV[7] and tonumber(f[14]) > tonumber(ARGV[7]) then
