@@ -59,6 +59,7 @@ type Keys struct {
 	Retries    int // Send calls that retried a keyed message
 	Duplicates int // answered the first id: the message was stored already
 	Conflicts  int // refused with ErrIdempotencyConflict: the key names another message
+	Cross      int // of the claims, refused because the key names another player's message
 	Bound      int // refused with ErrTooManyIdempotencyKeys
 	DeadDups   int // duplicates whose message lay in the dead letters
 }
@@ -67,9 +68,9 @@ type Keys struct {
 func (m Messages) String() string {
 	return fmt.Sprintf("messages: %d sent, %d acknowledged, %d refused (%d inbox full, %d too large), "+
 		"%d failed (%d of them stored), %d applied exactly once, %d refusals by OnMessage, %d dead letters replayed; "+
-		"%d keyed sends (%d retries): %d duplicates (%d of dead letters), %d key conflicts, %d at the key bound",
+		"%d keyed sends (%d retries): %d duplicates (%d of dead letters), %d key conflicts (%d another player's), %d at the key bound",
 		m.Sent, m.Acked, m.Full+m.TooLarge, m.Full, m.TooLarge, m.Failed, m.Landed, m.Applied, m.Refusals, m.Replayed,
-		m.Keys.Keyed, m.Keys.Retries, m.Keys.Duplicates, m.Keys.DeadDups, m.Keys.Conflicts, m.Keys.Bound)
+		m.Keys.Keyed, m.Keys.Retries, m.Keys.Duplicates, m.Keys.DeadDups, m.Keys.Conflicts, m.Keys.Cross, m.Keys.Bound)
 }
 
 // gift is the body of a message the simulation sends.

@@ -2,9 +2,11 @@ package simulation
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/testsupport"
 )
 
 // Sends with an idempotency key, the edges of invariant 10: a game that
@@ -33,6 +35,9 @@ const (
 	// message to the same player (a caller's bug); stubbornRate the share
 	// of messages OnMessage refuses until the end.
 	keyedRate, conflictRate, stubbornRate = 0.5, 0.15, 0.04
+	// crossRate is the share of the other keyed messages that reuse the
+	// key of a message to another player (the same bug across profiles).
+	crossRate = 0.05
 	// keySlack covers the time between a send.lua call and the observer's
 	// seeing it (a call that hangs before its answer comes back).
 	keySlack = 30 * time.Second
@@ -73,6 +78,24 @@ func (s *sim) drawKey(m *sentMsg) {
 	}
 	if len(earlier) > 0 && r.Float64() < conflictRate {
 		m.key = earlier[r.IntN(len(earlier))].key
+	} else if r.Float64() < crossRate {
+		// The key of a message to another player: a key names one message
+		// of the namespace, so it is refused (claim.lua) while the other's
+		// claim stands.
+		var others []*sentMsg
+		for _, pl := range s.players {
+			if pl == m.to {
+				continue
+			}
+			for _, e := range pl.sent {
+				if e.key != "" {
+					others = append(others, e)
+				}
+			}
+		}
+		if len(others) > 0 {
+			m.key = others[r.IntN(len(others))].key
+		}
 	}
 	n := 0
 	switch x := r.Float64(); {
@@ -189,4 +212,70 @@ func ownerText(o *keyOwner) string {
 		return "no message was seen stored under it"
 	}
 	return fmt.Sprintf("it names message #%d (%s), stored at %s", o.m.n, o.m.id, o.at.Format("15:04:05.000"))
+}
+
+// claimOwner is the record whose message claimed an idempotency key for
+// the namespace (claim.lua), as the observer saw it, and when.
+type claimOwner struct {
+	rk string
+	at time.Time
+}
+
+// observeClaim checks a claim.lua call of job: a key claimed for one
+// player's record is claimed for no other while that claim stands (the
+// simulation's Redis never expires the claim: miniredis keeps its TTL
+// until time is fast-forwarded, which the simulation does not do); a
+// claim that names another record is answered only when another record
+// claimed the key; and a claim refused marks the Sends of that key to this
+// player as told so (Send answers ErrIdempotencyConflict).
+func (s *sim) observeClaim(job, claimKey string, call testsupport.ScriptCall) {
+	a, err1 := record.ParseClaimArgs(call.Args)
+	res, err2 := record.ParseClaim(call.Val)
+	if err1 != nil || err2 != nil {
+		s.fail("claim call unreadable: %v %v", err1, err2)
+		return
+	}
+	idem := strings.TrimPrefix(claimKey, record.ClaimKey("sim", ""))
+	rk := recordKey(a.Key)
+	now := time.Now()
+	s.mu.Lock()
+	owner, pl := s.claimOwners[idem], s.byRecord[rk]
+	problem := ""
+	switch res.Outcome {
+	case record.Claimed:
+		if owner != nil && owner.rk != rk {
+			problem = fmt.Sprintf("key %q claimed for %s, which %s claimed %s earlier", idem, rk, owner.rk, now.Sub(owner.at))
+		}
+		s.claimOwners[idem] = &claimOwner{rk: rk, at: now}
+	case record.SameTarget:
+		if owner != nil && owner.rk != rk {
+			problem = fmt.Sprintf("key %q answered as %s's own, but %s claimed it", idem, rk, owner.rk)
+		}
+	case record.ClaimedByOther:
+		if owner == nil || owner.rk == rk {
+			problem = fmt.Sprintf("key %q refused for %s as another profile's, but %s", idem, rk, claimText(owner))
+		}
+		if pl != nil {
+			for _, m := range pl.sent {
+				if m.key == idem {
+					m.answer(msgConflict)
+				}
+			}
+		}
+		s.result.Messages.Keys.Cross++
+	case record.ClaimCorrupt:
+		problem = fmt.Sprintf("key %q: the claim reads corrupt: %s", idem, res.Why)
+	}
+	s.mu.Unlock()
+	if problem != "" {
+		s.fail("invariant 10: %s (%s)", problem, job)
+	}
+}
+
+// claimText says which record claimed a key, for a failure.
+func claimText(o *claimOwner) string {
+	if o == nil {
+		return "no claim of it was seen"
+	}
+	return fmt.Sprintf("%s claimed it at %s", o.rk, o.at.Format("15:04:05.000"))
 }

@@ -48,6 +48,8 @@ func (s *sim) observe(job string, call testsupport.ScriptCall) {
 		s.observeSave(job, key, call)
 	case record.ScriptFlip:
 		s.observeFlip(job, key, call)
+	case record.ScriptClaim:
+		s.observeClaim(job, key, call)
 	}
 }
 

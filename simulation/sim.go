@@ -312,7 +312,9 @@ type sim struct {
 	opRng     *rand.Rand
 	lastKey   int
 	keyOwners map[string]*keyOwner // record key+"\x00"+idempotency key -> its message
-	mended    bool
+	// claimOwners are the namespace's claims of idempotency keys (msgkeys.go).
+	claimOwners map[string]*claimOwner
+	mended      bool
 
 	// Invariant 11: what the tampers did (tamper.go).
 	tampers tamperState
@@ -344,6 +346,7 @@ func newSim(tb testing.TB, cfg Config) *sim {
 		keyRng:       rand.New(rand.NewPCG(cfg.Seed, 0x6a09e667f3bcc909)),
 		opRng:        rand.New(rand.NewPCG(cfg.Seed, 0xbb67ae8584caa73b)),
 		keyOwners:    make(map[string]*keyOwner),
+		claimOwners:  make(map[string]*claimOwner),
 		tampers:      newTamperState(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
