@@ -231,16 +231,30 @@ func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) err
 	}
 	err = p.do(ctx, func(ctx context.Context) error {
 		p.dataMu.Lock()
+		was, wasUnknown := p.data, p.unknown
 		p.data, p.unknown = data, unknown
 		p.dataMu.Unlock()
 		// The data is at the kept version's schema (or this driver's, which
 		// migrated it): the save stamps the larger of the two, never the
 		// replaced data's, so a newer server migrates it again on load. The
 		// replaced data's min-reader stays: it never lets an older server in.
+		schema, corrupt, keep := p.w.schema, p.w.corrupt, p.w.keepNext
 		p.w.schema = target.schema
 		p.w.corrupt = false
 		p.w.keepNext = true // the data before the restore is kept (even corrupt: nothing stored is lost)
-		return p.write(ctx, writeSave)
+		err := p.write(ctx, writeSave)
+		if err != nil {
+			// A restore that failed puts nothing back: the profile holds the
+			// data it loaded again, so that the release (now, or retried
+			// later) does not write the version after all. (A write whose
+			// answer was lost may have landed: the release writes the loaded
+			// data over it.)
+			p.dataMu.Lock()
+			p.data, p.unknown = was, wasUnknown
+			p.dataMu.Unlock()
+			p.w.schema, p.w.corrupt, p.w.keepNext = schema, corrupt, keep
+		}
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("restore %q: %w", p.key, err)
