@@ -35,6 +35,8 @@ const (
 type movesIn[T any] struct {
 	pending map[string]*moveIn[T]
 	held    map[string]*heldMove[T]
+	// out are the moves in flight from here, by key (move_status.go).
+	out map[string]moveOut
 	// hook, set by tests only (SetMoveHook), is called at each point of a
 	// move this driver's profiles make.
 	hook func(point string)
