@@ -128,7 +128,7 @@ func openNode(ctx context.Context, cfg config, log *slog.Logger) (conns, error) 
 			return c, err
 		}
 		l := &lostCommits{log: log}
-		c.rdb.AddHook(l)
+		c.rdb.AddHook(l.hook())
 		ncfg.Bus = l.bus(b)
 		l.toggleOnSignal(ctx)
 	}

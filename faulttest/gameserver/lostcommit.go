@@ -13,6 +13,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/redisfault"
 	"github.com/ckernel/playerdata/internal/scriptcatalog"
 	"github.com/ckernel/playerdata/messaging"
 )
@@ -73,26 +74,19 @@ func (b commitDropBus) Publish(ctx context.Context, jobID string, m messaging.Me
 	return b.Bus.Publish(ctx, jobID, m)
 }
 
-// DialHook and ProcessPipelineHook pass through (redis.Hook).
-func (l *lostCommits) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (l *lostCommits) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-// ProcessHook runs every command; while the fault is on, every second flip
-// (move.lua) that ran is reported failed.
-func (l *lostCommits) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
+// hook is a Redis hook that, while the fault is on, reports every second
+// flip (move.lua) that ran as failed.
+func (l *lostCommits) hook() *redisfault.Hook {
+	h := &redisfault.Hook{}
+	h.SetAfter(func(_ context.Context, cmd redis.Cmder, err error) error {
 		if err != nil || !l.on.Load() {
 			return err
 		}
 		if in, ok := scriptcatalog.Identify(cmd); ok && in.Name() == record.ScriptFlip && l.flips.Add(1)%2 == 1 {
 			l.log.Warn("fault: a flip's answer lost", "key", in.Keys)
-			cmd.SetErr(errAnswerLost)
 			return errAnswerLost
 		}
-		return err
-	}
+		return nil
+	})
+	return h
 }
