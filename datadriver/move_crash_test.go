@@ -3,6 +3,7 @@ package datadriver_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -271,5 +272,34 @@ func TestMoveFlipAnswerAndCommitLost(t *testing.T) {
 	}
 	if f := recordFields(t, mp.r, "PlayerData", key); f["lock.job"] != "server-b" || f[record.FieldMoveState] != record.MoveCommitted {
 		t.Fatalf("record after the move: %v", f)
+	}
+}
+
+// A move whose data the target's T cannot hold (the two servers' types
+// differ): the prepare is only scanned, so the move lands; the target
+// cannot decode the data once the flip landed, builds no profile, and
+// gives the lock back. The moved bytes stay in the record: the source's
+// driver loads them again.
+func TestMoveWhoseDataTheTargetCannotDecode(t *testing.T) {
+	pr := newPair(t)
+	da := players(t, pr.a)
+	type otherPlayer struct{ Coins string }
+	if _, err := datadriver.NewDriver(pr.b.node, datadriver.Config[otherPlayer]{Name: "PlayerData", Autosave: -1}); err != nil {
+		t.Fatal(err)
+	}
+	const key = "user:other-type"
+	p := joinWith(t, da, key, 41)
+	if err := p.MoveTo(ctxT(t), "server-b"); err != nil {
+		t.Fatalf("MoveTo: %v", err)
+	}
+	eventually(t, 5*time.Second, "the target gives the lock back", func() bool {
+		f := recordFields(t, pr.r, "PlayerData", key)
+		return f["lock.token"] == "" && f[record.FieldMoveState] == record.MoveCommitted
+	})
+	if !strings.Contains(pr.b.logs.String(), "does not decode here") {
+		t.Errorf("the target did not log the data it could not decode:\n%s", pr.b.logs.String())
+	}
+	if c := joinCoins(t, da, key); c != 41 {
+		t.Fatalf("coins loaded again on the source = %d, want 41 (the moved data)", c)
 	}
 }
