@@ -133,18 +133,21 @@ func (p *Profile[T]) moveOnce(ctx context.Context, to string) error {
 		return err
 	}
 	ctx, span := p.d.tel.StartMove(ctx, p.key, to, prep.ID)
+	p.d.outSet(p.key, moveOut{id: prep.ID, to: to, state: record.MovePrepared})
+	defer p.d.outDone(p.key, prep.ID)
 	p.d.moveHook(movePrepared)
 	span.Step("prepare")
 	accept, err := p.askTarget(ctx, prep)
-	if err != nil {
-		span.End(err)
-		return err
-	}
-	p.d.moveHook(moveAccepted)
-	span.Step("accepted")
-	err = p.flip(ctx, prep, snap, accept)
 	if err == nil {
-		span.Step("flipped")
+		p.d.outSet(p.key, moveOut{id: prep.ID, to: to, state: record.MoveAccepted})
+		p.d.moveHook(moveAccepted)
+		span.Step("accepted")
+		if err = p.flip(ctx, prep, snap, accept); err == nil {
+			span.Step("flipped")
+		}
+	}
+	if err != nil {
+		p.markCancelled(prep, err) // off the move's path: MoveTo does not wait for it
 	}
 	span.End(err)
 	return err

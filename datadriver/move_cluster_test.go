@@ -1,18 +1,33 @@
 package datadriver_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
 )
 
-// clusterMove moves two profiles A→B on the Redis Cluster: one whose
+// clusterMove moves profiles A→B on the Redis Cluster: one refused, one whose
 // commit arrives, one whose commit is held until the target has read the
 // record to learn the flip landed (movestate.lua); then drains a third.
 func clusterMove(t *testing.T, sc *clusterScope) {
 	a, b := sc.server(t, "server-a"), sc.server(t, "server-b")
-	da, db := players(t, a), players(t, b)
+	da := players(t, a)
+
+	// A move refused (B runs no driver yet): its source writes it to the
+	// record as CANCELLED (movemark.lua).
+	p0 := joinWith(t, da, "user:m0", 70)
+	if err := p0.MoveTo(ctxT(t), "server-b"); !errors.Is(err, datadriver.ErrMoveRefused) {
+		t.Fatalf("MoveTo a server without the driver: %v, want ErrMoveRefused", err)
+	}
+	eventually(t, 5*time.Second, "the cancelled move in the record", func() bool {
+		return sc.record(t, "user:m0")["move.state"] == "CANCELLED"
+	})
+	if err := p0.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	db := players(t, b)
 
 	p := joinWith(t, da, "user:m1", 71)
 	if err := p.MoveTo(ctxT(t), "server-b"); err != nil {

@@ -3,6 +3,7 @@ package datadriver_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,5 +230,76 @@ func TestMoveCommitAfterTheTargetsLeaseLapsed(t *testing.T) {
 	mp.b.faults.Clear() // the target reaches Redis again: it gives the lock back
 	if c := joinCoins(t, mp.da, key); c != 41 {
 		t.Fatalf("the next join got %d coins, want the 41 the flip wrote", c)
+	}
+}
+
+// A flip that landed but whose answer was lost to the source, and whose
+// commit never reaches the target (both lost): the source reads the record
+// and ends with ErrMoved (MoveTo answers nil); the target learns from the record that it owns the key, and its Join
+// gets the moved data.
+func TestMoveFlipAnswerAndCommitLost(t *testing.T) {
+	mp := newMovePair(t)
+	const key = "user:answer-lost"
+	p := joinWith(t, mp.da, key, 30)
+	mp.a.faults.SetAfter(func(_ context.Context, cmd redis.Cmder, err error) error {
+		if err == nil && isScript(cmd, record.ScriptFlip) {
+			return testsupport.ErrInjected // it ran; its answer is lost
+		}
+		return err
+	})
+	release, flipped := make(chan struct{}), make(chan struct{})
+	datadriver.SetMoveHook(mp.da, func(point string) {
+		if point == "flipped" {
+			close(flipped)
+			<-release // the source knows the flip landed; its commit is held back
+		}
+	})
+	moved := moveAsync(p, "server-b", 10*time.Second)
+	select {
+	case <-flipped:
+	case err := <-moved:
+		t.Fatalf("MoveTo with the flip's answer lost ended before the record said it landed: %v", err)
+	}
+	if c := joinCoins(t, mp.db, key); c != 30 {
+		t.Fatalf("target coins = %d, want 30 (the moved data)", c)
+	}
+	close(release)
+	if err := <-moved; err != nil {
+		t.Fatalf("MoveTo with the flip's answer lost: %v, want nil (the record says it landed)", err)
+	}
+	if err := p.Update(func(d *player) { d.Coins = 99 }); !errors.Is(err, datadriver.ErrMoved) {
+		t.Fatalf("Update on the source after the move: %v, want ErrMoved", err)
+	}
+	if f := recordFields(t, mp.r, "PlayerData", key); f["lock.job"] != "server-b" || f[record.FieldMoveState] != record.MoveCommitted {
+		t.Fatalf("record after the move: %v", f)
+	}
+}
+
+// A move whose data the target's T cannot hold (the two servers' types
+// differ): the prepare is only scanned, so the move lands; the target
+// cannot decode the data once the flip landed, builds no profile, and
+// gives the lock back. The moved bytes stay in the record: the source's
+// driver loads them again.
+func TestMoveWhoseDataTheTargetCannotDecode(t *testing.T) {
+	pr := newPair(t)
+	da := players(t, pr.a)
+	type otherPlayer struct{ Coins string }
+	if _, err := datadriver.NewDriver(pr.b.node, datadriver.Config[otherPlayer]{Name: "PlayerData", Autosave: -1}); err != nil {
+		t.Fatal(err)
+	}
+	const key = "user:other-type"
+	p := joinWith(t, da, key, 41)
+	if err := p.MoveTo(ctxT(t), "server-b"); err != nil {
+		t.Fatalf("MoveTo: %v", err)
+	}
+	eventually(t, 5*time.Second, "the target gives the lock back", func() bool {
+		f := recordFields(t, pr.r, "PlayerData", key)
+		return f["lock.token"] == "" && f[record.FieldMoveState] == record.MoveCommitted
+	})
+	if !strings.Contains(pr.b.logs.String(), "does not decode here") {
+		t.Errorf("the target did not log the data it could not decode:\n%s", pr.b.logs.String())
+	}
+	if c := joinCoins(t, da, key); c != 41 {
+		t.Fatalf("coins loaded again on the source = %d, want 41 (the moved data)", c)
 	}
 }

@@ -3,6 +3,7 @@ package datadriver
 import (
 	"sync"
 
+	"github.com/ckernel/playerdata/internal/movestatus"
 	"github.com/ckernel/playerdata/messaging"
 )
 
@@ -68,6 +69,9 @@ func (n *Node) onMove(wm messaging.Message) {
 		}
 		return
 	case stepPrepare, stepCommit:
+	case movestatus.StepQuery:
+		n.answerMoveStatus(m, signed)
+		return
 	default:
 		return
 	}

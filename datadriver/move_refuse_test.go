@@ -3,6 +3,7 @@ package datadriver_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
 )
 
 // encodedPlayer is a player's data as a prepare carries it.
@@ -118,6 +120,13 @@ func TestMoveToErrorsLeaveTheSessionLive(t *testing.T) {
 			t.Fatalf("MoveTo a server without the driver: %v, want refused no-driver", err)
 		}
 		stillLive(t, p, 3)
+		// The refused move is the record's last move, CANCELLED with its
+		// reason (written after MoveTo answered).
+		eventually(t, 3*time.Second, "the cancelled move in the record", func() bool {
+			f := recordFields(t, pr.r, "PlayerData", "user:nodriver")
+			return f[record.FieldMoveState] == record.MoveCancelled && f[record.FieldMoveTo] == "server-b" &&
+				strings.Contains(f[record.FieldMoveWhy], "no-driver") && f["lock.job"] == "server-a"
+		})
 	})
 	t.Run("not alive", func(t *testing.T) {
 		p := joinWith(t, da, "user:dead", 4)

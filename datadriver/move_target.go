@@ -7,7 +7,6 @@ import (
 
 	"github.com/benbjohnson/clock"
 
-	"github.com/ckernel/playerdata/internal/datacodec"
 	"github.com/ckernel/playerdata/internal/record"
 )
 
@@ -35,6 +34,8 @@ const (
 type movesIn[T any] struct {
 	pending map[string]*moveIn[T]
 	held    map[string]*heldMove[T]
+	// out are the moves in flight from here, by key (move_status.go).
+	out map[string]moveOut
 	// hook, set by tests only (SetMoveHook), is called at each point of a
 	// move this driver's profiles make.
 	hook func(point string)
@@ -59,12 +60,11 @@ func (d *Driver[T]) moveHook(point string) {
 
 // moveIn is a move this driver accepted and whose flip it has not seen.
 type moveIn[T any] struct {
-	m          moveMsg // the prepare
-	accept     moveMsg // the answer (a repeated prepare gets it again)
-	gen        uint64  // the presence lease generation the lock lives under
-	data       T
-	unknown    *datacodec.Unknown
-	acceptedAt time.Time // local: the flip lands after it
+	m          moveMsg      // the prepare
+	accept     moveMsg      // the answer (a repeated prepare gets it again)
+	gen        uint64       // the presence lease generation the lock lives under
+	dec        movedData[T] // the data, decoded once the flip landed
+	acceptedAt time.Time    // local: the flip lands after it
 	timer      *clock.Timer
 	resolved   chan struct{} // closed once it is installed or dropped
 	// releaseAsked: another server asked for the lock it would hold;
@@ -101,8 +101,7 @@ func (d *Driver[T]) movePrepare(m moveMsg, signed bool) moveMsg {
 	if ans, ok := d.repeatedPrepare(m); ok {
 		return ans
 	}
-	data, unknown, err := d.codec.Decode(m.Data, m.Schema)
-	if err != nil {
+	if err := wellFormed(m.Data); err != nil { // decoded once the flip landed (move_decode.go)
 		return refusal(m, RefusedBadData, err.Error())
 	}
 	var probe Profile[T]
@@ -128,8 +127,7 @@ func (d *Driver[T]) movePrepare(m moveMsg, signed bool) moveMsg {
 	case d.profiles[m.Key] != nil || d.loading[m.Key]:
 		return refusal(m, RefusedHeld, "this server has the key already")
 	}
-	in := &moveIn[T]{m: m, gen: gen, data: data, unknown: unknown, acceptedAt: d.node.clock.Now(),
-		resolved: make(chan struct{})}
+	in := &moveIn[T]{m: m, gen: gen, acceptedAt: d.node.clock.Now(), resolved: make(chan struct{})}
 	in.accept = moveMsg{Step: stepAccept, ID: m.ID, Driver: m.Driver, Key: m.Key, To: m.From, Token: token}
 	in.accept.Presence = d.presenceFlag()
 	if d.moves.pending == nil {
@@ -169,10 +167,16 @@ func (d *Driver[T]) repeatedPrepareLocked(m moveMsg) (moveMsg, bool) {
 // under).
 func (d *Driver[T]) moveCommit(m moveMsg) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	in := d.moves.pending[m.Key]
+	d.mu.Unlock()
 	if in == nil || in.m.ID != m.ID || in.accept.Token != m.Token || in.m.From != m.From {
 		return // late, repeated or forged
+	}
+	_ = in.decode(d.codec) // outside the lock; installLocked reads the outcome
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.moves.pending[m.Key] != in {
+		return // resolved meanwhile
 	}
 	d.installLocked(in, flipState{ver: m.Ver, epoch: m.Epoch, inboxSeq: m.InboxSeq, at: time.UnixMilli(m.At),
 		lockAt: time.UnixMilli(m.LockAt)})
@@ -193,6 +197,9 @@ func (d *Driver[T]) resolveMove(in *moveIn[T]) {
 	ctx, cancel := d.node.clock.WithTimeout(d.ctx, d.node.cfg.SaveTimeout)
 	st, err := record.ReadMoveState(ctx, d.node.rdb, d.recordKey(key))
 	cancel()
+	if err == nil && st.Token == in.accept.Token {
+		_ = in.decode(d.codec) // outside the lock; installLocked reads the outcome
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.moves.pending[key] != in {
@@ -233,6 +240,15 @@ func (d *Driver[T]) installLocked(in *moveIn[T], st flipState) {
 		return
 	}
 	d.dropLocked(in)
+	if err := in.decode(d.codec); err != nil {
+		// The flip landed: the record holds the source's bytes, which this
+		// driver cannot read. No profile is built; the lock is given back.
+		d.log.Error("a moved profile's data does not decode here; its lock is given back (the data stays in the record)",
+			"key", in.m.Key, "from", in.m.From, "move", in.m.ID, "err", err)
+		token := in.accept.Token
+		d.goTracked(func() { d.giveBack(in.m.Key, token, nil) })
+		return
+	}
 	p := d.movedProfile(in, st)
 	if err := p.leaseErr(d.node.clock.Now()); err != nil {
 		// The lease lapsed since the accept: another server may take the
@@ -261,7 +277,7 @@ func (d *Driver[T]) movedProfile(in *moveIn[T], st flipState) *Profile[T] {
 	m := in.m
 	now := d.node.clock.Now()
 	p := &Profile[T]{
-		d: d, key: m.Key, data: in.data, unknown: in.unknown, done: make(chan struct{}), token: in.accept.Token,
+		d: d, key: m.Key, data: in.dec.data, unknown: in.dec.unknown, done: make(chan struct{}), token: in.accept.Token,
 		leaseGen: in.gen, reqs: make(chan request), leave: make(chan struct{}, 1), pullC: make(chan struct{}, 1),
 		w: writer{ver: st.ver, lastData: m.Data, schema: m.Schema, schemaMin: m.SchemaMin,
 			stored: record.KeptMeta{At: st.at, Schema: m.Schema, SchemaMin: m.SchemaMin}, uids: m.UIDs, meta: m.Meta,

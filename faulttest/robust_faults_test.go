@@ -3,6 +3,7 @@
 package faulttest
 
 import (
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,11 +25,12 @@ const (
 	faultClockForward  = "clock-step-forward" // Redis's wall clock steps +300 s (past LockTTL + LockSkew)
 	faultClockBack     = "clock-step-back"    // Redis's wall clock steps -30 s
 	faultPromotion     = "sentinel-promotion" // kill -9 of the primary, Sentinel promotes a replica; MinReplicas 1
+	faultLostCommit    = "lost-commit"        // a's moves: every commit to the target dropped, every second flip's answer lost to a
 )
 
 // allFaults is every fault, in the order the suite and the report list them.
 var allFaults = []string{faultKill, faultPause, faultCutRedis, faultCutNATS, faultDropToRedis, faultDropFromRedis,
-	faultRedisRestart, faultClockForward, faultClockBack, faultPromotion}
+	faultRedisRestart, faultClockForward, faultClockBack, faultPromotion, faultLostCommit}
 
 // cuts are the network faults: which service, which direction.
 var cuts = map[string]struct {
@@ -65,7 +67,7 @@ func faultInfra(t *testing.T, p plan) *infra {
 			in.operatorRedis += "&addr=" + a
 		}
 		return in
-	case faultKill, faultPause:
+	case faultKill, faultPause, faultLostCommit:
 		return loopbackInfra(t, testsupport.StartOwnRedis(t).Addr)
 	}
 	t.Fatalf("unknown fault %q", p.fault)
@@ -101,5 +103,33 @@ func applyFault(r *robustRun) {
 	case faultPromotion:
 		promoted := r.in.sentinel.KillPrimary(t)
 		t.Logf("robustness: Sentinel promoted %s", promoted.Addr)
+	case faultLostCommit:
+		loseCommits(r, a)
 	}
+}
+
+// loseCommits turns a's lost-commit fault on (SIGUSR2: the gameserver's
+// -lost-commit-fault) for the hold, longer if needed until a's log shows a
+// commit dropped (at most 30 s: a's workers move a session every few
+// hundred ms), then off. The flips whose commit or answer was lost are in
+// the history like every move: the model checks that the target owns the
+// key after the flip and the source plays it no more.
+func loseCommits(r *robustRun, a *trafficServer) {
+	t := r.t
+	count := func(what string) int {
+		b, _ := os.ReadFile(a.log)
+		return strings.Count(string(b), what)
+	}
+	a.signal(t, syscall.SIGUSR2)
+	start := time.Now()
+	for time.Since(start) < r.p.hold || count("fault: move commit dropped") == 0 {
+		if time.Since(start) > 30*time.Second {
+			t.Errorf("lost-commit: no move of a flipped while its commits were dropped (30 s)")
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	a.signal(t, syscall.SIGUSR2)
+	t.Logf("robustness: lost-commit: %d commits dropped, %d flip answers lost", count("fault: move commit dropped"),
+		count("fault: a flip's answer lost"))
 }

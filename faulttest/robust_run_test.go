@@ -253,6 +253,9 @@ func (r *robustRun) start(job string, n int) *trafficServer {
 		"-workers", strconv.Itoa(robustWorkers), "-seed", strconv.FormatInt(r.p.seed*10+int64(n), 10),
 		"-beat", "250ms", "-ttl", "1s", "-lock-wait", "2s", "-redis-timeout", "300ms", "-save-timeout", "1s",
 		"-nats", r.in.natsURL(job), "-log-level", "WARN", "-move-to", otherJobs(job)}
+	if r.p.fault == faultLostCommit && job == "a" {
+		args = append(args, "-lost-commit-fault")
+	}
 	if r.in.sentinels != "" {
 		args = append(args, "-sentinels", r.in.sentinels, "-master", r.in.master, "-min-replicas", strconv.Itoa(r.in.minReplicas))
 	} else {

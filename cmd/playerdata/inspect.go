@@ -55,6 +55,12 @@ Flags:
   --presence-key NAME  the servers' NodeConfig.PresenceKey (default CKPresence)
   --presence-shards N  override the shard count the servers mark in "<key>:shards"
   --presence-ttl D     the servers' PresenceTTL, to read presence as they do (default 10s)
+  --nats URL           also ask the lock's holder over NATS which move of the
+                       profile is in flight (PREPARED, ACCEPTED); default
+                       $NATS_URL; without it only the record's last move shows
+                       (COMMITTED, CANCELLED)
+  --subject-prefix P   the servers' NodeConfig.SubjectPrefix (default CKHandoff)
+  --request-key-file F the servers' NodeConfig.RequestKey, to sign the question
   --json               print one JSON object
 
 Exit status: 0 shown (a missing record included), 1 failed, 2 usage, or a
@@ -69,7 +75,9 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		driver   string
 		showData bool
 	)
+	var af adminFlags
 	f.add(cmd)
+	af.add(cmd)
 	cmd.fs.StringVar(&driver, "driver", "", "")
 	cmd.fs.BoolVar(&showData, "data", false, "")
 	pos, err := cmd.parse(args, stdout)
@@ -84,6 +92,9 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case len(pos) > 1:
 		return cmd.mistake("one KEY only, got %d", len(pos))
 	}
+	if err := af.check(cmd); err != nil {
+		return err
+	}
 	key := pos[0]
 	r, err := f.openProfile(ctx, cmd, driver, key)
 	if err != nil {
@@ -92,6 +103,9 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer r.Close()
 	rep, err := inspectRecord(ctx, r, driver, key, showData)
 	if err != nil {
+		return fmt.Errorf("inspect %s: %w", key, err)
+	}
+	if err := askMoveInFlight(ctx, r, &af, rep, stderr); err != nil {
 		return fmt.Errorf("inspect %s: %w", key, err)
 	}
 	if !rep.Exists {
@@ -142,7 +156,12 @@ type inspectReport struct {
 	Broken      []brokenField  `json:"broken,omitempty"`
 	LastRelease *releaseReport `json:"last_release,omitempty"`
 	LastMove    *moveReport    `json:"last_move,omitempty"`
-	Trade       *tradeReport   `json:"trade,omitempty"`
+	// MoveInFlight is the holder's move of the profile in flight (with
+	// --nats; nil when none is); MoveQuery says why it is unknown (no
+	// --nats, no holder, no answer).
+	MoveInFlight *moveReport  `json:"move_in_flight,omitempty"`
+	MoveQuery    string       `json:"move_query,omitempty"`
+	Trade        *tradeReport `json:"trade,omitempty"`
 	// Inbox is the messages sent to the profile that wait to be applied
 	// (there may be some for a key with no record: a send to a profile
 	// never loaded).
@@ -195,13 +214,16 @@ type releaseReport struct {
 	Ver         int64  `json:"ver"`
 }
 
-// moveReport is the record's last move (Profile.MoveTo): its flip wrote it.
+// moveReport is a move (Profile.MoveTo): the record's last one, which its
+// flip (COMMITTED) or its source once it failed (CANCELLED) wrote, or the
+// one in flight, as its source answers (PREPARED, ACCEPTED; with --nats).
 type moveReport struct {
 	ID    string    `json:"id"`
-	State string    `json:"state"` // COMMITTED: the flip landed
+	State string    `json:"state"` // PREPARED, ACCEPTED, COMMITTED, CANCELLED
 	From  string    `json:"from"`
 	To    string    `json:"to"`
-	At    time.Time `json:"at"` // the flip (Redis clock)
+	At    time.Time `json:"at,omitzero"`   // the flip or the cancel (Redis clock); none in flight
+	Why   string    `json:"why,omitempty"` // why a CANCELLED move ended
 }
 
 // tradeReport is a pending trade and its journal entry.
@@ -237,7 +259,8 @@ type versionReport struct {
 var inspectFields = []string{record.FieldLockJob, record.FieldLockToken, record.FieldLockAt, record.FieldLockPresence,
 	record.FieldEpoch, record.FieldVer, record.FieldAt, record.FieldReleased, record.FieldReleasedVer,
 	record.FieldTrade, record.FieldFormat, record.FieldSchema, record.FieldSchemaMin, record.FieldHistAt, record.FieldInboxSeq,
-	record.FieldSum, record.FieldMoveID, record.FieldMoveState, record.FieldMoveFrom, record.FieldMoveTo, record.FieldMoveAt}
+	record.FieldSum, record.FieldMoveID, record.FieldMoveState, record.FieldMoveFrom, record.FieldMoveTo, record.FieldMoveAt,
+	record.FieldMoveWhy}
 
 // inspectRecord reads the record of driver/key and what it points to (the
 // holder's presence, the kept versions, the trade journal).
@@ -308,7 +331,7 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 	}
 	if v[record.FieldMoveID] != "" {
 		rep.LastMove = &moveReport{ID: v[record.FieldMoveID], State: v[record.FieldMoveState], From: v[record.FieldMoveFrom],
-			To: v[record.FieldMoveTo], At: at(record.FieldMoveAt)}
+			To: v[record.FieldMoveTo], At: at(record.FieldMoveAt), Why: v[record.FieldMoveWhy]}
 	}
 	versions, histBytes, err := readVersions(ctx, rdb, rk)
 	if err != nil {

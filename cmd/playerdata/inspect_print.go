@@ -57,7 +57,18 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 		row("released", fmt.Sprintf("last release by token %s… at ver %d", r.LastRelease.TokenPrefix, r.LastRelease.Ver))
 	}
 	if m := r.LastMove; m != nil {
-		row("moved", fmt.Sprintf("move %s %s: %s → %s, %s", m.ID, m.State, m.From, m.To, when(m.At)))
+		line := fmt.Sprintf("move %s %s: %s → %s, %s", m.ID, m.State, m.From, m.To, when(m.At))
+		if m.Why != "" {
+			line += " (" + m.Why + ")"
+		}
+		row("moved", line)
+	}
+	switch m := r.MoveInFlight; {
+	case m != nil:
+		row("moving", st.yellow(fmt.Sprintf("move %s %s: %s → %s (in flight, as the holder answers)", m.ID, m.State,
+			m.From, m.To)))
+	case r.MoveQuery != "" && r.Lock != nil && r.Lock.Held:
+		row("moving", r.MoveQuery)
 	}
 	row("trade", tradeLine(st, r.Trade))
 	printMessages(w, st, r.Inbox, row)

@@ -36,6 +36,8 @@ type config struct {
 	master      string // the sentinels' master name
 	minReplicas int    // NodeConfig.MinReplicas
 
+	lostCommit bool // SIGUSR2 toggles the lost-commit fault (lostcommit.go)
+
 	traffic trafficConfig
 }
 
@@ -94,6 +96,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.sentinels, "sentinels", "", "comma-separated Sentinel addresses: a failover client of -master instead of -redis")
 	fs.StringVar(&c.master, "master", "", "the Sentinel master name (with -sentinels)")
 	fs.IntVar(&c.minReplicas, "min-replicas", 0, "NodeConfig.MinReplicas")
+	fs.BoolVar(&c.lostCommit, "lost-commit-fault", false,
+		"SIGUSR2 turns the lost-commit fault on and off: move commits dropped, every second flip's answer lost")
 	fs.BoolVar(&c.traffic.on, "traffic", false, "traffic mode: workers Join, Update, Save, Release and hold random keys, recording every operation in -history")
 	fs.StringVar(&c.traffic.history, "history", "", "traffic mode: the history file (appended, one line per call and return)")
 	fs.IntVar(&c.traffic.workers, "workers", 3, "traffic mode: workers, each with at most one session")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/faulttest"
+	"github.com/ckernel/playerdata/messaging"
 )
 
 const (
@@ -109,12 +110,29 @@ func openNode(ctx context.Context, cfg config, log *slog.Logger) (conns, error) 
 		}
 		c.nc = nc
 	}
-	node, err := datadriver.NewNode(ctx, datadriver.NodeConfig{
+	ncfg := datadriver.NodeConfig{
 		JobID: cfg.job, Redis: c.rdb, NATS: c.nc, Namespace: cfg.ns, Logger: log,
 		Beat: cfg.beat, PresenceTTL: cfg.ttl, FenceMargin: cfg.fenceMargin,
 		RequestRepeat: cfg.requestRepeat, ParkMin: cfg.parkMin, ParkMax: cfg.parkMax,
 		SaveTimeout: cfg.saveTimeout, MinReplicas: cfg.minReplicas,
-	})
+	}
+	if cfg.lostCommit && c.nc != nil {
+		// The Node's own bus, as it would make it, wrapped by the fault.
+		prefix := messaging.DefaultPrefix
+		if cfg.ns != "" {
+			prefix = cfg.ns + "." + prefix
+		}
+		b, err := messaging.NewNATSBus(c.nc, messaging.WithPrefix(prefix), messaging.WithLogger(log))
+		if err != nil {
+			c.closeClients()
+			return c, err
+		}
+		l := &lostCommits{log: log}
+		c.rdb.AddHook(l.hook())
+		ncfg.Bus = l.bus(b)
+		l.toggleOnSignal(ctx)
+	}
+	node, err := datadriver.NewNode(ctx, ncfg)
 	if err != nil {
 		c.closeClients()
 		return c, fmt.Errorf("new node: %w", err)

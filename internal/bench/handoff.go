@@ -113,7 +113,55 @@ func (s *handoffServer) close(ctx context.Context) {
 // runHandoff times Handoffs stale-connection handoffs, alternating the
 // joiner, each followed by one trivial EVALSHA and one NATS request/reply.
 func (r *runner) runHandoff(ctx context.Context) error {
-	ns := r.ns("handoff")
+	return r.withPair(ctx, "handoff", func(servers [2]*handoffServer, echo string) error {
+		const key = "hot"
+		p, err := servers[0].drv.Join(ctx, key)
+		if err != nil {
+			return err
+		}
+		hand := make([]float64, 0, r.cfg.Handoffs)
+		redisCalls := func() int64 { return servers[0].calls.RoundTrips() + servers[1].calls.RoundTrips() }
+		var calls int64 // Redis round trips during the timed Joins
+		evalsha, natsRTT, err := r.pairRounds(ctx, echo, func(i int) (*handoffServer, error) {
+			joiner := servers[i%2]
+			before := redisCalls()
+			start := time.Now()
+			q, err := joiner.drv.Join(ctx, key)
+			took := time.Since(start)
+			if err != nil {
+				return nil, fmt.Errorf("handoff %d: %w", i, err)
+			}
+			during := redisCalls() - before
+			p = q
+			if i > handoffWarmup {
+				hand, calls = append(hand, msOf(took)), calls+during
+			}
+			return servers[1], p.Update(func(d *profileData) { d.Coins++ })
+		})
+		if err != nil {
+			return err
+		}
+		if err := p.Release(ctx); err != nil {
+			return err
+		}
+		h := &r.res.Handoff
+		h.Latency = summarize(hand)
+		h.FloorEvalSHA = summarize(evalsha)
+		h.FloorNATS = summarize(natsRTT)
+		h.RedisCallsPerHandoff = round1(float64(calls) / float64(r.cfg.Handoffs))
+		h.FloorComposedP50MS = round3(h.RedisCallsPerHandoff*h.FloorEvalSHA.P50MS + h.FloorNATS.P50MS)
+		r.res.handoffSamples, r.res.evalshaSamples, r.res.natsSamples = hand, evalsha, natsRTT
+		r.progress("  %d handoffs: p50 %.2f ms, p90 %.2f, p99 %.2f, max %.2f; floors p50: EVALSHA %.3f ms, NATS request %.3f ms, composed %.3f ms",
+			h.N, h.P50MS, h.P90MS, h.P99MS, h.MaxMS, h.FloorEvalSHA.P50MS, h.FloorNATS.P50MS, h.FloorComposedP50MS)
+		return nil
+	})
+}
+
+// withPair runs f with two servers under a fresh namespace named after
+// what (deleted afterwards) and the subject of a NATS echo that the first
+// server's connection answers (the floors' request/reply).
+func (r *runner) withPair(ctx context.Context, what string, f func(servers [2]*handoffServer, echo string) error) error {
+	ns := r.ns(what)
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
@@ -128,7 +176,6 @@ func (r *runner) runHandoff(ctx context.Context) error {
 		defer s.close(ctx)
 		servers[i] = s
 	}
-	// The NATS floor: A's connection answers, B's asks.
 	echo := ns + ".echo"
 	sub, err := servers[0].nc.Subscribe(echo, func(m *nats.Msg) { _ = m.Respond(m.Data) })
 	if err != nil {
@@ -138,53 +185,31 @@ func (r *runner) runHandoff(ctx context.Context) error {
 	if err := servers[0].nc.Flush(); err != nil {
 		return fmt.Errorf("flush the NATS echo subscription: %w", err)
 	}
+	return f(servers, echo)
+}
 
-	const key = "hot"
-	p, err := servers[0].drv.Join(ctx, key)
-	if err != nil {
-		return err
-	}
-	hand, evalsha, natsRTT := make([]float64, 0, r.cfg.Handoffs), make([]float64, 0, r.cfg.Handoffs), make([]float64, 0, r.cfg.Handoffs)
-	redisCalls := func() int64 { return servers[0].calls.RoundTrips() + servers[1].calls.RoundTrips() }
-	var calls int64 // Redis round trips during the timed Joins
-	for i := 1; i <= handoffWarmup+r.cfg.Handoffs; i++ {
-		joiner := servers[i%2]
-		before := redisCalls()
-		start := time.Now()
-		q, err := joiner.drv.Join(ctx, key)
-		took := time.Since(start)
+// pairRounds runs handoffWarmup + Handoffs rounds: round i (from 1) runs
+// step(i), which times its own operation (keeping it once i >
+// handoffWarmup) and names the server whose connections time the floors
+// that follow it. It answers the floors of the timed rounds, in ms.
+func (r *runner) pairRounds(ctx context.Context, echo string, step func(i int) (*handoffServer, error)) (evalsha, natsRTT []float64,
+	err error) {
+	n := r.cfg.Handoffs
+	evalsha, natsRTT = make([]float64, 0, n), make([]float64, 0, n)
+	for i := 1; i <= handoffWarmup+n; i++ {
+		s, err := step(i)
 		if err != nil {
-			return fmt.Errorf("handoff %d: %w", i, err)
+			return nil, nil, err
 		}
-		during := redisCalls() - before
-		p = q
-		if err := p.Update(func(d *profileData) { d.Coins++ }); err != nil {
-			return err
-		}
-		evalRTT, natsTook, err := floors(ctx, servers[1], echo)
+		evalRTT, natsTook, err := floors(ctx, s, echo)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if i > handoffWarmup {
-			hand = append(hand, msOf(took))
-			evalsha = append(evalsha, msOf(evalRTT))
-			natsRTT = append(natsRTT, msOf(natsTook))
-			calls += during
+			evalsha, natsRTT = append(evalsha, msOf(evalRTT)), append(natsRTT, msOf(natsTook))
 		}
 	}
-	if err := p.Release(ctx); err != nil {
-		return err
-	}
-	h := &r.res.Handoff
-	h.Latency = summarize(hand)
-	h.FloorEvalSHA = summarize(evalsha)
-	h.FloorNATS = summarize(natsRTT)
-	h.RedisCallsPerHandoff = round1(float64(calls) / float64(r.cfg.Handoffs))
-	h.FloorComposedP50MS = round3(h.RedisCallsPerHandoff*h.FloorEvalSHA.P50MS + h.FloorNATS.P50MS)
-	r.res.handoffSamples, r.res.evalshaSamples, r.res.natsSamples = hand, evalsha, natsRTT
-	r.progress("  %d handoffs: p50 %.2f ms, p90 %.2f, p99 %.2f, max %.2f; floors p50: EVALSHA %.3f ms, NATS request %.3f ms, composed %.3f ms",
-		h.N, h.P50MS, h.P90MS, h.P99MS, h.MaxMS, h.FloorEvalSHA.P50MS, h.FloorNATS.P50MS, h.FloorComposedP50MS)
-	return nil
+	return evalsha, natsRTT, nil
 }
 
 // floors times, on s's connections, one trivial EVALSHA and one NATS

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/nats-io/nats.go"
 )
 
 // Move is Profile.MoveTo between two servers, and the target's Join of the
@@ -39,87 +37,61 @@ const moveCommitWait = 5 * time.Second
 // two servers, each followed by the target's Join, one trivial EVALSHA and
 // one NATS request/reply.
 func (r *runner) runMove(ctx context.Context) error {
-	ns := r.ns("move")
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		_ = r.deleteNamespace(cctx, ns)
-	}()
-	var servers [2]*handoffServer
-	for i, job := range []string{"bench-a-" + randomID(), "bench-b-" + randomID()} {
-		s, err := r.startServer(ctx, ns, job, nil, nil)
+	return r.withPair(ctx, "move", func(servers [2]*handoffServer, echo string) error {
+		const key = "moving"
+		p, err := servers[0].drv.Join(ctx, key)
 		if err != nil {
 			return err
 		}
-		defer s.close(ctx)
-		servers[i] = s
-	}
-	echo := ns + ".echo"
-	sub, err := servers[0].nc.Subscribe(echo, func(m *nats.Msg) { _ = m.Respond(m.Data) })
-	if err != nil {
-		return fmt.Errorf("subscribe the NATS echo: %w", err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := servers[0].nc.Flush(); err != nil {
-		return fmt.Errorf("flush the NATS echo subscription: %w", err)
-	}
-	const key = "moving"
-	p, err := servers[0].drv.Join(ctx, key)
-	if err != nil {
-		return err
-	}
-	n := r.cfg.Handoffs
-	moves, joins, evalsha, natsRTT := make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n)
-	var moveCalls, joinCalls int64
-	for i := 1; i <= handoffWarmup+n; i++ {
-		src, dst := servers[(i+1)%2], servers[i%2]
-		before := src.calls.RoundTrips()
-		start := time.Now()
-		if err := p.MoveTo(ctx, dst.node.JobID()); err != nil {
-			return fmt.Errorf("move %d: %w", i, err)
-		}
-		moved := time.Since(start)
-		during := src.calls.RoundTrips() - before
-		// The commit is one message behind the flip: wait for it (the Join
-		// would otherwise read the record once), then time the Join.
-		if err := waitHeld(ctx, dst, key); err != nil {
-			return fmt.Errorf("move %d: %w", i, err)
-		}
-		before = dst.calls.RoundTrips()
-		start = time.Now()
-		q, err := dst.drv.Join(ctx, key)
-		joined := time.Since(start)
-		if err != nil {
-			return fmt.Errorf("join after move %d: %w", i, err)
-		}
-		jc := dst.calls.RoundTrips() - before
-		p = q
-		if err := p.Update(func(d *profileData) { d.Coins++ }); err != nil {
-			return err
-		}
-		evalRTT, natsTook, err := floors(ctx, src, echo)
+		n := r.cfg.Handoffs
+		moves, joins := make([]float64, 0, n), make([]float64, 0, n)
+		var moveCalls, joinCalls int64
+		evalsha, natsRTT, err := r.pairRounds(ctx, echo, func(i int) (*handoffServer, error) {
+			src, dst := servers[(i+1)%2], servers[i%2]
+			before := src.calls.RoundTrips()
+			start := time.Now()
+			if err := p.MoveTo(ctx, dst.node.JobID()); err != nil {
+				return nil, fmt.Errorf("move %d: %w", i, err)
+			}
+			moved := time.Since(start)
+			during := src.calls.RoundTrips() - before
+			// The commit is one message behind the flip: wait for it (the
+			// Join would otherwise read the record once), then time the Join.
+			if err := waitHeld(ctx, dst, key); err != nil {
+				return nil, fmt.Errorf("move %d: %w", i, err)
+			}
+			before = dst.calls.RoundTrips()
+			start = time.Now()
+			q, err := dst.drv.Join(ctx, key)
+			joined := time.Since(start)
+			if err != nil {
+				return nil, fmt.Errorf("join after move %d: %w", i, err)
+			}
+			jc := dst.calls.RoundTrips() - before
+			p = q
+			if i > handoffWarmup {
+				moves, joins = append(moves, msOf(moved)), append(joins, msOf(joined))
+				moveCalls, joinCalls = moveCalls+during, joinCalls+jc
+			}
+			return src, p.Update(func(d *profileData) { d.Coins++ })
+		})
 		if err != nil {
 			return err
 		}
-		if i > handoffWarmup {
-			moves, joins = append(moves, msOf(moved)), append(joins, msOf(joined))
-			evalsha, natsRTT = append(evalsha, msOf(evalRTT)), append(natsRTT, msOf(natsTook))
-			moveCalls, joinCalls = moveCalls+during, joinCalls+jc
+		if err := p.Release(ctx); err != nil {
+			return err
 		}
-	}
-	if err := p.Release(ctx); err != nil {
-		return err
-	}
-	m := &r.res.Move
-	m.Latency, m.Join = summarize(moves), summarize(joins)
-	m.FloorEvalSHA, m.FloorNATS = summarize(evalsha), summarize(natsRTT)
-	m.RedisCallsPerMove = round1(float64(moveCalls) / float64(n))
-	m.RedisCallsPerJoin = round1(float64(joinCalls) / float64(n))
-	m.FloorComposedP50MS = round3(m.FloorEvalSHA.P50MS + m.FloorNATS.P50MS)
-	r.progress("  %d moves: p50 %.3f ms, p99 %.3f (floor: NATS request %.3f + EVALSHA %.3f = %.3f ms); target's Join p50 %.3f ms "+
-		"with %.1f Redis round trips", m.N, m.P50MS, m.P99MS, m.FloorNATS.P50MS, m.FloorEvalSHA.P50MS, m.FloorComposedP50MS,
-		m.Join.P50MS, m.RedisCallsPerJoin)
-	return nil
+		m := &r.res.Move
+		m.Latency, m.Join = summarize(moves), summarize(joins)
+		m.FloorEvalSHA, m.FloorNATS = summarize(evalsha), summarize(natsRTT)
+		m.RedisCallsPerMove = round1(float64(moveCalls) / float64(n))
+		m.RedisCallsPerJoin = round1(float64(joinCalls) / float64(n))
+		m.FloorComposedP50MS = round3(m.FloorEvalSHA.P50MS + m.FloorNATS.P50MS)
+		r.progress("  %d moves: p50 %.3f ms, p99 %.3f (floor: NATS request %.3f + EVALSHA %.3f = %.3f ms); target's Join p50 %.3f ms "+
+			"with %.1f Redis round trips", m.N, m.P50MS, m.P99MS, m.FloorNATS.P50MS, m.FloorEvalSHA.P50MS, m.FloorComposedP50MS,
+			m.Join.P50MS, m.RedisCallsPerJoin)
+		return nil
+	})
 }
 
 // waitHeld waits until s holds the moved profile of key, ready for a Join

@@ -20,12 +20,27 @@ const (
 	// FieldMoveFrom and FieldMoveTo are the JobIDs it moved from and to.
 	FieldMoveFrom = "move.from"
 	FieldMoveTo   = "move.to"
-	// FieldMoveAt is when it flipped (ms, Redis clock).
+	// FieldMoveAt is when it flipped, or was cancelled (ms, Redis clock).
 	FieldMoveAt = "move.at"
+	// FieldMoveWhy says why a cancelled move ended ("" for a commit).
+	FieldMoveWhy = "move.why"
 )
 
-// MoveCommitted is the state the flip writes: the target holds the lock.
-const MoveCommitted = "COMMITTED"
+// The states of a move. The record holds the last move's COMMITTED (the
+// flip writes it) or CANCELLED (movemark.lua); PREPARED and ACCEPTED are a
+// move in flight, which only its source knows (datadriver answers a
+// status query on the bus).
+const (
+	// MovePrepared: the source sent the prepare; no answer yet.
+	MovePrepared = "PREPARED"
+	// MoveAccepted: the target accepted; the flip is sent or about to be.
+	MoveAccepted = "ACCEPTED"
+	// MoveCommitted is the state the flip writes: the target holds the lock.
+	MoveCommitted = "COMMITTED"
+	// MoveCancelled: the move ended without a flip; the source kept the
+	// lock (FieldMoveWhy says why).
+	MoveCancelled = "CANCELLED"
+)
 
 // MoveArgs are the arguments of move.lua, the lease flip of a move.
 type MoveArgs struct {

@@ -21,6 +21,8 @@ const (
 	ScriptFlip = "flip"
 	// ScriptMoveState is movestate.lua: what a move reads of the record.
 	ScriptMoveState = "movestate"
+	// ScriptMoveMark is movemark.lua: a cancelled move as the last move.
+	ScriptMoveMark = "movemark"
 	// ScriptDrainHold is drainhold.lua: a drain's headroom reservation.
 	ScriptDrainHold = "drainhold"
 	// ScriptClaim is claim.lua: an idempotency key's namespace-wide claim.
@@ -50,6 +52,8 @@ var (
 	moveSrc string
 	//go:embed lua/movestate.lua
 	moveStateSrc string
+	//go:embed lua/movemark.lua
+	moveMarkSrc string
 	//go:embed lua/drainhold.lua
 	drainHoldSrc string
 	//go:embed lua/claim.lua
@@ -77,6 +81,7 @@ var (
 	moveScript   = rscript.NewTyped(ScriptFlip, moveSrc, rscript.Protocol[MoveArgs, MoveResult]{
 		Keys: MoveArgs.keys, Args: MoveArgs.argv, Parse: ParseMoveArgs, Answer: ParseMove})
 	moveStateScript = rscript.New(ScriptMoveState, moveStateSrc)
+	moveMarkScript  = rscript.New(ScriptMoveMark, moveMarkSrc)
 	drainHoldScript = rscript.New(ScriptDrainHold, drainHoldSrc)
 	claimScript     = rscript.NewTyped(ScriptClaim, claimSrc, rscript.Protocol[ClaimArgs, ClaimResult]{
 		Keys: ClaimArgs.keys, Args: ClaimArgs.argv, Parse: ParseClaimArgs, Answer: ParseClaim})
@@ -85,6 +90,6 @@ var (
 // Scripts lists the record's scripts (for an rscript.Catalog).
 func Scripts() []*rscript.Script {
 	return []*rscript.Script{acquireScript.Script, saveScript.Script, prepareScript.Script, versionsScript, wipeScript.Script,
-		sendScript.Script, replayScript, repairScript.Script, freeScript.Script, moveScript.Script, moveStateScript, drainHoldScript,
-		claimScript.Script}
+		sendScript.Script, replayScript, repairScript.Script, freeScript.Script, moveScript.Script, moveStateScript, moveMarkScript,
+		drainHoldScript, claimScript.Script}
 }

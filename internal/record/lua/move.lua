@@ -29,7 +29,7 @@
 -- The flip writes the data (as save.lua does: data, ver + 1, at, schema, schema.min,
 -- sum, fmt), the lock (lock.token, lock.job, lock.presence the target's, lock.at the
 -- Redis time, epoch + 1: a new session, lock.since '<epoch>,<now>') and the move (move.id, move.state COMMITTED,
--- move.from, move.to, move.at). Every field it computes with is checked first.
+-- move.from, move.to, move.at; move.why, which movemark.lua writes for a cancelled move, emptied). Every field it computes with is checked first.
 --
 -- Answers:
 --   {1, ver, epoch, at, lockAt, inboxSeq}  flipped: ver and epoch as they are now, at the
@@ -73,7 +73,7 @@ end
 local hasData = ARGV[8] ~= ''
 local set = {'HSET', rec, 'lock.token', ARGV[4], 'lock.job', ARGV[3], 'lock.presence', ARGV[5],
   'lock.at', now, 'move.id', ARGV[6], 'move.state', 'COMMITTED', 'move.from', ARGV[7],
-  'move.to', ARGV[3], 'move.at', now}
+  'move.to', ARGV[3], 'move.at', now, 'move.why', ''}
 local function put(k, v)
   set[#set + 1] = k
   set[#set + 1] = v
