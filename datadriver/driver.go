@@ -55,7 +55,11 @@ type Driver[T any] struct {
 	// moves are the profiles moved here and not joined yet (move_target.go).
 	moves  movesIn[T]
 	closed bool
-	wg     sync.WaitGroup // loads, autosave loops and callbacks
+	wg     sync.WaitGroup // loads, profiles' executors (drains) and background writes
+	// execMu orders the start of a drain (spawn) before shutdown's wait:
+	// once execClosed is set no drain starts.
+	execMu     sync.RWMutex
+	execClosed bool
 	// lastSessions is the session count last taken (sessions.go).
 	lastSessions atomic.Int64
 }
@@ -220,6 +224,7 @@ func (d *Driver[T]) shutdown(ctx context.Context) error {
 	}
 	d.mu.Unlock()
 	d.cancel()
+	d.closeExecutors()
 	d.wg.Wait()
 	d.node.handoff.Unregister(d.cfg.Name)
 	d.stop()
