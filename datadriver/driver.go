@@ -105,7 +105,6 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 	}
 	d.ctx, d.cancel = context.WithCancel(node.ctx)
 	d.loads, d.cancelLoads = context.WithCancel(d.ctx)
-	go d.callbacks.run()
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()

@@ -1,0 +1,141 @@
+package datadriver_test
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/testsupport"
+)
+
+// calls records the callbacks a game heard, in order.
+type calls struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (c *calls) add(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got = append(c.got, s)
+}
+
+func (c *calls) list() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.got)
+}
+
+// A handoff's Kick is heard before the leave cleanup (OnRelease) runs, even
+// when the Kick takes a while (here it waits up to 100 ms for the cleanup:
+// a cleanup run beside it would come between its start and end).
+func TestKickBeforeOnRelease(t *testing.T) {
+	pr := newPair(t)
+	var c calls
+	released := make(chan struct{})
+	da := players(t, pr.a, func(cfg *datadriver.Config[player]) {
+		cfg.Kick = func(key string, reason datadriver.KickReason) {
+			c.add("kick " + reason.String())
+			select {
+			case <-released:
+			case <-time.After(100 * time.Millisecond):
+			}
+			c.add("kick returned")
+		}
+	})
+	db := players(t, pr.b)
+	ctx := ctxT(t)
+	pa, err := da.Join(ctx, "user:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa.OnRelease(func(*player) { c.add("OnRelease"); close(released) })
+	if _, err := db.Join(ctx, "user:1"); err != nil {
+		t.Fatal(err)
+	}
+	awaitEnd(t, pa)
+	want := []string{"kick " + datadriver.ReasonJoinedElsewhere.String(), "kick returned", "OnRelease"}
+	if got := c.list(); !slices.Equal(got, want) {
+		t.Fatalf("callbacks %q, want %q", got, want)
+	}
+}
+
+// A lost lock's Kick is heard before its OnLockLost, however long the Kick
+// takes.
+func TestKickBeforeOnLockLost(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a")
+	var c calls
+	lost := make(chan struct{})
+	da := players(t, a, func(cfg *datadriver.Config[player]) {
+		cfg.Kick = func(key string, reason datadriver.KickReason) {
+			c.add("kick " + reason.String())
+			select {
+			case <-lost:
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		cfg.OnLockLost = func(key string, err error) { c.add("OnLockLost"); close(lost) }
+	})
+	ctx := ctxT(t)
+	p, err := da.Join(ctx, "user:5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Client(t).HSet(ctx, r.Namespace+":{PlayerData:user:5}", "lock.token", "someone-else", "lock.job", "server-z").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Save(ctx); !errors.Is(err, datadriver.ErrLockLost) {
+		t.Fatalf("Save = %v, want ErrLockLost", err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no OnLockLost")
+	}
+	want := []string{"kick " + datadriver.ReasonLockLost.String(), "OnLockLost"}
+	if got := c.list(); !slices.Equal(got, want) {
+		t.Fatalf("callbacks %q, want %q", got, want)
+	}
+}
+
+// A Kick that blocks holds up its own key's callbacks, not another key's.
+func TestBlockedCallbackHoldsUpOnlyItsKey(t *testing.T) {
+	pr := newPair(t)
+	unblock := make(chan struct{})
+	t.Cleanup(func() { close(unblock) }) // before the servers close (cleanups run last first)
+	slowKicked := make(chan struct{})
+	fastKicked := make(chan struct{}, 1)
+	da := players(t, pr.a, func(cfg *datadriver.Config[player]) {
+		cfg.Kick = func(key string, reason datadriver.KickReason) {
+			if key == "user:slow" {
+				close(slowKicked)
+				<-unblock
+				return
+			}
+			fastKicked <- struct{}{}
+		}
+	})
+	db := players(t, pr.b)
+	ctx := ctxT(t)
+	for _, k := range []string{"user:slow", "user:fast"} {
+		if _, err := da.Join(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Join(ctx, "user:slow"); err != nil {
+		t.Fatal(err)
+	}
+	<-slowKicked
+	if _, err := db.Join(ctx, "user:fast"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-fastKicked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Kick of user:fast waited for the blocked Kick of user:slow")
+	}
+}
