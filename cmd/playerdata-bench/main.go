@@ -72,6 +72,7 @@ Flags:
   --json             print one JSON object instead of the text
   --report DIR       also write charts (SVG), result.json and index.html into DIR
   --big-history      measure only the big-profile history (minutes)
+  --only NAME        run only the measurement NAME ("memory", "handoff", ...)
 
 Exit status: 0 measured, 1 a measurement failed or a server cannot be
 reached, 2 usage.
@@ -122,7 +123,7 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 type flags struct {
 	redisURL, natsURL, prefix string
 	quick, json, bigHistory   bool
-	report                    string
+	report, only              string
 }
 
 // parse parses args; --help prints the usage to stdout (flag.ErrHelp).
@@ -137,6 +138,7 @@ func parse(args []string, stdout io.Writer) (flags, error) {
 	fs.BoolVar(&f.json, "json", false, "")
 	fs.StringVar(&f.report, "report", "", "")
 	fs.BoolVar(&f.bigHistory, "big-history", false, "")
+	fs.StringVar(&f.only, "only", "", "")
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -184,7 +186,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if f.quick {
 		cfg = bench.QuickConfig()
 	}
-	cfg.BigHistory = f.bigHistory
+	cfg.BigHistory, cfg.Only = f.bigHistory, f.only
 	benv := bench.Env{
 		RedisOptions: env.RedisOptions, NATSURL: env.NATSURL, Namespace: env.Namespace,
 		EmbeddedRedis: env.Embedded, EmbeddedNATS: env.EmbeddedNATS, Progress: stderr,

@@ -44,7 +44,11 @@ type Memory struct {
 	RedisBytesPerRecordFullHis float64 `json:"redis_bytes_per_record_full_history"`
 	// GoHeapPerProfile is the heap one resident profile holds, in bytes.
 	GoHeapPerProfile float64 `json:"go_heap_per_profile"`
-	HeapProfiles     int     `json:"heap_profiles"`
+	// HeapObjectsPerProfile and GoroutinesPerProfile are the heap objects
+	// and the goroutines one resident profile holds.
+	HeapObjectsPerProfile float64 `json:"heap_objects_per_profile"`
+	GoroutinesPerProfile  float64 `json:"goroutines_per_profile"`
+	HeapProfiles          int     `json:"heap_profiles"`
 	// History is what kept versions cost, by layout, beside whole copies.
 	History HistoryCost `json:"history"`
 }
@@ -86,12 +90,15 @@ func (r *runner) runMemory(ctx context.Context) error {
 		return fmt.Errorf("history: %w", err)
 	}
 
-	if m.GoHeapPerProfile, err = heapPerProfile(ctx, drv, r.cfg.HeapProfiles, size, rng); err != nil {
+	held, err := heapPerProfile(ctx, drv, r.cfg.HeapProfiles, size, rng)
+	if err != nil {
 		return err
 	}
-	r.progress("  Redis %.0f bytes per record of %d bytes (record %.0f, history %.0f with %.1f versions, inbox %.0f); %.0f with %.0f versions; Go heap %.0f bytes per resident profile",
+	m.GoHeapPerProfile, m.HeapObjectsPerProfile, m.GoroutinesPerProfile = held.bytes, held.objects, held.goroutines
+	r.progress("  Redis %.0f bytes per record of %d bytes (record %.0f, history %.0f with %.1f versions, inbox %.0f); %.0f with %.0f versions; Go heap %.0f bytes, %.1f objects and %.2f goroutines per resident profile",
 		m.RedisBytesPerRecord, m.DataBytes, m.RecordBytes, m.HistoryBytes, m.HistoryVersions, m.InboxBytes,
-		m.RedisBytesPerRecordFullHis, m.FullHistoryVersions, m.GoHeapPerProfile)
+		m.RedisBytesPerRecordFullHis, m.FullHistoryVersions, m.GoHeapPerProfile, m.HeapObjectsPerProfile,
+		m.GoroutinesPerProfile)
 	return nil
 }
 
@@ -178,48 +185,57 @@ func fillRecord[T any](ctx context.Context, r *runner, drv *datadriver.Driver[T]
 	return out, nil
 }
 
+// residentCost is what one resident profile holds: heap bytes, heap
+// objects and goroutines.
+type residentCost struct{ bytes, objects, goroutines float64 }
+
 // heapPerProfile creates n records, then loads and holds them all, and
-// returns the heap the loads added per profile.
-func heapPerProfile(ctx context.Context, drv *datadriver.Driver[profileData], n, size int, rng *rand.ChaCha8) (float64, error) {
+// returns what the loads added per profile.
+func heapPerProfile(ctx context.Context, drv *datadriver.Driver[profileData], n, size int, rng *rand.ChaCha8) (residentCost, error) {
+	var cost residentCost
 	key := func(i int) string { return fmt.Sprintf("heap-%d", i) }
 	for i := range n {
 		p, err := drv.Load(ctx, key(i), datadriver.LoadOptions{})
 		if err != nil {
-			return 0, err
+			return cost, err
 		}
 		blob := newBlob(size, rng)
 		if err := p.Update(func(d *profileData) { d.Blob = blob }); err != nil {
-			return 0, err
+			return cost, err
 		}
 		if err := p.Release(ctx); err != nil {
-			return 0, err
+			return cost, err
 		}
 	}
 	held := make([]*datadriver.Profile[profileData], n)
-	before := heapInUse()
+	before, goBefore := heapInUse(), runtime.NumGoroutine()
 	for i := range held {
 		p, err := drv.Load(ctx, key(i), datadriver.LoadOptions{})
 		if err != nil {
-			return 0, err
+			return cost, err
 		}
 		held[i] = p
 	}
-	after := heapInUse()
+	after, goAfter := heapInUse(), runtime.NumGoroutine()
 	var errs []error
 	for _, p := range held {
 		errs = append(errs, p.Release(ctx))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return 0, err
+		return cost, err
 	}
-	return round1(float64(int64(after)-int64(before)) / float64(n)), nil
+	per := func(a, b uint64) float64 { return float64(int64(a)-int64(b)) / float64(n) }
+	cost = residentCost{bytes: round1(per(after.HeapAlloc, before.HeapAlloc)),
+		objects:    round1(per(after.HeapObjects, before.HeapObjects)),
+		goroutines: float64(goAfter-goBefore) / float64(n)}
+	return cost, nil
 }
 
-// heapInUse is HeapAlloc after a full collection.
-func heapInUse() uint64 {
+// heapInUse is the heap statistics after a full collection.
+func heapInUse() runtime.MemStats {
 	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
+	return ms
 }

@@ -81,7 +81,8 @@ func (r *Result) WriteText(w io.Writer) error {
 	ew.printf("  Redis %s bytes per record: record %s, history %s (%.1f versions), inbox %s; with a full history (%.0f versions) %s\n",
 		mem.f("%.0f", mm.RedisBytesPerRecord), mem.f("%.0f", mm.RecordBytes), mem.f("%.0f", mm.HistoryBytes), mm.HistoryVersions,
 		mem.f("%.0f", mm.InboxBytes), mm.FullHistoryVersions, mem.f("%.0f", mm.RedisBytesPerRecordFullHis))
-	ew.printf("  Go heap %.0f bytes per resident profile (%d held at once)\n", mm.GoHeapPerProfile, mm.HeapProfiles)
+	ew.printf("  Go heap %.0f bytes, %.1f objects, %.2f goroutines per resident profile (%d held at once)\n",
+		mm.GoHeapPerProfile, mm.HeapObjectsPerProfile, mm.GoroutinesPerProfile, mm.HeapProfiles)
 	mm.History.writeText(ew, mem, st)
 
 	g := r.Messages
