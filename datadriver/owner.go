@@ -34,6 +34,7 @@ type request struct {
 	ctx  context.Context
 	run  func(ctx context.Context) error
 	done chan error // buffered 1
+	next *request   // the next in its mailbox
 }
 
 // signal is a mailbox event that carries no data: posted twice before it
@@ -50,11 +51,13 @@ const (
 // mailbox is a profile's executor: its queued work and whether a drain
 // runs it.
 type mailbox struct {
-	mu      sync.Mutex
-	reqs    []*request
-	signals signal
-	running bool // a drain runs
-	started bool // startLocked ran: events posted before wait for it
+	mu sync.Mutex
+	// head and tail are the queued requests, first to last, linked by next
+	// (smaller than a slice in every resident profile).
+	head, tail *request
+	signals    signal
+	running    bool // a drain runs
+	started    bool // startLocked ran: events posted before wait for it
 }
 
 // do runs f on the executor, after what is queued there now, and returns
@@ -83,7 +86,12 @@ func (p *Profile[T]) enqueue(r *request) error {
 	if p.ctx.Err() != nil {
 		return p.endErr()
 	}
-	m.reqs = append(m.reqs, r)
+	if m.tail == nil {
+		m.head = r
+	} else {
+		m.tail.next = r
+	}
+	m.tail = r
 	p.wakeLocked()
 	return nil
 }
@@ -94,12 +102,21 @@ func (p *Profile[T]) withdraw(r *request) bool {
 	m := &p.mb
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for i, q := range m.reqs {
-		if q == r {
-			m.reqs = append(m.reqs[:i], m.reqs[i+1:]...)
-			r.done <- r.ctx.Err()
-			return true
+	var prev *request
+	for q := m.head; q != nil; prev, q = q, q.next {
+		if q != r {
+			continue
 		}
+		if prev == nil {
+			m.head = q.next
+		} else {
+			prev.next = q.next
+		}
+		if m.tail == q {
+			m.tail = prev
+		}
+		r.done <- r.ctx.Err()
+		return true
 	}
 	return false
 }
@@ -136,10 +153,10 @@ func (p *Profile[T]) wakeLocked() {
 // the signals. p.mb.mu held.
 func (p *Profile[T]) failQueuedLocked() {
 	m := &p.mb
-	for _, r := range m.reqs {
+	for r := m.head; r != nil; r = r.next {
 		r.done <- p.endErr()
 	}
-	m.reqs, m.signals = nil, 0
+	m.head, m.tail, m.signals = nil, nil, 0
 }
 
 // endErr is the profile's end error (ErrClosed while it is not known).
@@ -206,13 +223,15 @@ func (p *Profile[T]) next() (signal, *request) {
 		m.signals &^= s
 		return s, nil
 	}
-	if len(m.reqs) == 0 {
-		m.running, m.reqs = false, nil
+	r := m.head
+	if r == nil {
+		m.running = false
 		return 0, nil
 	}
-	r := m.reqs[0]
-	m.reqs[0] = nil
-	m.reqs = m.reqs[1:]
+	m.head, r.next = r.next, nil
+	if m.head == nil {
+		m.tail = nil
+	}
 	return 0, r
 }
 

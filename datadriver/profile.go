@@ -53,10 +53,9 @@ type Profile[T any] struct {
 	// may be written: a change failed halfway (a panic) or after its lease
 	// lapsed, or the session ended. Every write's snapshot checks it.
 	stopped atomic.Bool
-
 	// Its life (life.go): changed only by the transitions there, under d.mu;
 	// the atomics are read without it.
-	phase atomic.Int32 // a phase
+	phase atomic.Int32 // a phase (beside stopped: no padding between them)
 	token string       // the lock token
 	// earlier are tokens the lock may still carry while an adoption has not
 	// landed.
@@ -104,10 +103,6 @@ type writer struct {
 	// tell when the next version is due. keepNext: the next data write keeps
 	// the data it replaces (a restore).
 	histAt, redisNow, loadedAt time.Time
-	keepNext                   bool
-	// corrupt is set on a profile loaded for RestoreAt whose stored data
-	// does not decode: it never writes its data, only a restored version.
-	corrupt bool
 	// inboxSeq is how many messages were ever sent to the profile, as the
 	// last load or save saw it; seenSeq what the last pull saw.
 	inboxSeq, seenSeq int64
@@ -122,6 +117,10 @@ type writer struct {
 	autosaveAt time.Time
 	// warned says which broken keys were logged already (history, inbox).
 	warnedHistory, warnedInbox, warnedVersion bool
+	keepNext                                  bool // see histAt
+	// corrupt is set on a profile loaded for RestoreAt whose stored data
+	// does not decode: it never writes its data, only a restored version.
+	corrupt bool
 	// retry is when refused messages are tried again (msgretry.go).
 	retry inboxRetry
 }
