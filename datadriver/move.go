@@ -20,7 +20,7 @@ import (
 // its token to the target's in one fenced script, so that no moment has
 // two owners or none.
 //
-//	source (owner goroutine; Updates wait)    target
+//	source (executor;        Updates wait)    target
 //	  prepare{id, expiry, data} ───────────▶  checks; keeps one pending move per key
 //	  ◀──────────────── accept{id, token}     (a repeated prepare: the same accept)
 //	  move.lua: lock source→target, data,
