@@ -1,14 +1,12 @@
 package datadriver_test
 
 import (
-	"errors"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
-	"github.com/ckernel/playerdata/testsupport"
 )
 
 // calls records the callbacks a game heard, in order.
@@ -58,45 +56,6 @@ func TestKickBeforeOnRelease(t *testing.T) {
 	}
 	awaitEnd(t, pa)
 	want := []string{"kick " + datadriver.ReasonJoinedElsewhere.String(), "kick returned", "OnRelease"}
-	if got := c.list(); !slices.Equal(got, want) {
-		t.Fatalf("callbacks %q, want %q", got, want)
-	}
-}
-
-// A lost lock's Kick is heard before its OnLockLost, however long the Kick
-// takes.
-func TestKickBeforeOnLockLost(t *testing.T) {
-	r := testsupport.StartRedis(t)
-	a := newServer(t, r, "server-a")
-	var c calls
-	lost := make(chan struct{})
-	da := players(t, a, func(cfg *datadriver.Config[player]) {
-		cfg.Kick = func(key string, reason datadriver.KickReason) {
-			c.add("kick " + reason.String())
-			select {
-			case <-lost:
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-		cfg.OnLockLost = func(key string, err error) { c.add("OnLockLost"); close(lost) }
-	})
-	ctx := ctxT(t)
-	p, err := da.Join(ctx, "user:5")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Client(t).HSet(ctx, r.Namespace+":{PlayerData:user:5}", "lock.token", "someone-else", "lock.job", "server-z").Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Save(ctx); !errors.Is(err, datadriver.ErrLockLost) {
-		t.Fatalf("Save = %v, want ErrLockLost", err)
-	}
-	select {
-	case <-lost:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no OnLockLost")
-	}
-	want := []string{"kick " + datadriver.ReasonLockLost.String(), "OnLockLost"}
 	if got := c.list(); !slices.Equal(got, want) {
 		t.Fatalf("callbacks %q, want %q", got, want)
 	}

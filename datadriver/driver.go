@@ -171,12 +171,19 @@ func (d *Driver[T]) goTracked(f func()) bool {
 	if d.closed {
 		return false
 	}
+	d.goCounted(f)
+	return true
+}
+
+// goCounted runs f on a goroutine counted in d.wg. The caller makes sure
+// shutdown's d.wg.Wait has not begun (d.closed or d.execClosed unset under
+// their lock).
+func (d *Driver[T]) goCounted(f func()) {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
 		f()
 	}()
-	return true
 }
 
 // track counts a load, so that shutdown waits for it; false when the

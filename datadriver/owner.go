@@ -267,11 +267,7 @@ func (d *Driver[T]) spawn(f func()) bool {
 	if d.execClosed {
 		return false
 	}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		f()
-	}()
+	d.goCounted(f)
 	return true
 }
 
