@@ -1,6 +1,8 @@
 package datadriver_test
 
 import (
+	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -97,4 +99,27 @@ func TestBlockedCallbackHoldsUpOnlyItsKey(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the Kick of user:fast waited for the blocked Kick of user:slow")
 	}
+}
+
+// Loaded profiles that nothing is asked of hold no goroutine: their
+// executors run on demand (a drain per burst of work) and end when idle.
+func TestIdleProfilesHoldNoGoroutine(t *testing.T) {
+	pr := newPair(t)
+	d, ctx := players(t, pr.a), ctxT(t)
+	const n = 200
+	before := runtime.NumGoroutine()
+	for i := range n {
+		p, err := d.Join(ctx, fmt.Sprintf("user:%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Save(ctx); err != nil { // work on its executor
+			t.Fatal(err)
+		}
+	}
+	// A drain ends when its mailbox is empty; a goroutine of its own per
+	// profile would keep n more for good.
+	eventually(t, 10*time.Second, "the executors' goroutines end", func() bool {
+		return runtime.NumGoroutine()-before < n/10
+	})
 }
