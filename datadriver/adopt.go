@@ -35,7 +35,7 @@ func (d *Driver[T]) adopt(ctx context.Context, p *Profile[T]) (bool, error) {
 	return adopted, err
 }
 
-// adoptOnOwner is adopt's work on the owner goroutine.
+// adoptOnOwner is adopt's work on the profile's executor (owner.go).
 func (p *Profile[T]) adoptOnOwner(ctx context.Context) (bool, error) {
 	d := p.d
 	if p.ended.Load() != nil {

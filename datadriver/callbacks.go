@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"runtime/debug"
-	"sync"
 )
 
 // The game's callbacks (Kick, OnLockLost, OnSaveError, Update's function,
@@ -13,11 +12,14 @@ import (
 // into an error matching ErrCallbackPanic, so the server and its other
 // players go on.
 //
-// Kick, OnLockLost, OnSaveError and OnSaved run on the driver's dispatcher, one
-// goroutine that runs them one at a time in the order they were called
-// (nats.go delivers a connection's events so): a game hears Kick before
-// OnLockLost for a key, never the other way. They must not block for long:
-// every later callback of the driver waits for them.
+// Kick, OnLockLost, OnSaveError and OnSaved run on the driver's dispatcher
+// (dispatch.go): the callbacks of one key one at a time, in the order they
+// were called (nats.go delivers a connection's events so), so a game hears
+// Kick before OnLockLost for a key, never the other way; a leave's cleanups
+// (OnRelease) wait for the Kick of the same key first (awaitCallbacks). Keys
+// take turns on at most maxCallbackRunners goroutines, so a slow callback
+// holds up the later callbacks of its own key, and other keys' only while
+// maxCallbackRunners keys have a callback running at once.
 
 // presenceFlag reports whether this driver's locks carry presence=1: the
 // Node beats presence and the driver has handoff on.
@@ -48,7 +50,7 @@ func (d *Driver[T]) logPanic(key string, err error) {
 
 // callback queues fn, the game callback name for key, on the dispatcher.
 func (d *Driver[T]) callback(key, name string, fn func()) {
-	d.callbacks.push(func() {
+	d.callbacks.push(key, func() {
 		if err := protect(name, fn); err != nil {
 			d.logPanic(key, err)
 		}
@@ -72,64 +74,4 @@ func (d *Driver[T]) saveFailed(key string, err error) {
 	}
 	onErr := d.cfg.OnSaveError
 	d.callback(key, "OnSaveError", func() { onErr(key, err) })
-}
-
-// dispatcher runs callbacks one at a time, in the order they were pushed, on
-// a goroutine of its own (run), until it is closed and drained.
-type dispatcher struct {
-	mu     sync.Mutex
-	queue  []func()
-	closed bool
-	wake   chan struct{} // buffered 1
-	done   chan struct{} // closed when run returns
-}
-
-func newDispatcher() *dispatcher {
-	return &dispatcher{wake: make(chan struct{}, 1), done: make(chan struct{})}
-}
-
-// push queues f; after close it is dropped.
-func (q *dispatcher) push(f func()) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.closed {
-		return
-	}
-	q.queue = append(q.queue, f)
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-}
-
-// run is the dispatcher's goroutine.
-func (q *dispatcher) run() {
-	defer close(q.done)
-	for {
-		q.mu.Lock()
-		batch, closed := q.queue, q.closed
-		q.queue = nil
-		q.mu.Unlock()
-		for _, f := range batch {
-			f()
-		}
-		if len(batch) == 0 && closed {
-			return
-		}
-		if len(batch) == 0 {
-			<-q.wake
-		}
-	}
-}
-
-// close stops taking callbacks and waits until the queued ones ran.
-func (q *dispatcher) close() {
-	q.mu.Lock()
-	q.closed = true
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-	<-q.done
 }

@@ -170,8 +170,11 @@ type Config[T any] struct {
 	MaxDataBytes       int // bound of one encoded profile (ErrTooLarge) [DefaultMaxDataBytes]
 	// Kick is called once per session the driver ends by itself;
 	// OnLockLost after it for a session that ends without its progress;
-	// OnSaveError when a background write fails. They run in order on one
-	// goroutine of the driver: they must not block for long. [nil]
+	// OnSaveError when a background write fails. The callbacks of one key
+	// run one at a time in the order they were called (a leave's OnRelease
+	// cleanups wait up to 500 ms for its Kick to return); keys take turns on
+	// at most 8 goroutines, so a callback that blocks holds up its own key,
+	// and other keys only while 8 keys have a callback running. [nil]
 	Kick        func(key string, reason KickReason)
 	OnLockLost  func(key string, err error)
 	OnSaveError func(key string, err error)
@@ -179,9 +182,9 @@ type Config[T any] struct {
 	// autosave, the release, an adoption's save, a trade's settle; not a
 	// lock refresh, which writes no data) with what it stored: the version
 	// and time, how many Updates it includes, and whether MinReplicas
-	// acknowledged it (see Saved and Profile.LastSaved). It runs on the
-	// same goroutine as Kick, in the order the writes landed, a panic
-	// recovered and logged: it must not block for long. [nil]
+	// acknowledged it (see Saved and Profile.LastSaved). It runs like Kick,
+	// in the order the key's writes landed, a panic recovered and logged:
+	// it must not block for long. [nil]
 	OnSaved func(key string, s Saved)
 	// DisableHandoff: this driver's locks carry no presence flag and it
 	// answers no requests. [false]

@@ -55,7 +55,11 @@ type Driver[T any] struct {
 	// moves are the profiles moved here and not joined yet (move_target.go).
 	moves  movesIn[T]
 	closed bool
-	wg     sync.WaitGroup // loads, autosave loops and callbacks
+	wg     sync.WaitGroup // loads, profiles' executors (drains) and background writes
+	// execMu orders the start of a drain (spawn) before shutdown's wait:
+	// once execClosed is set no drain starts.
+	execMu     sync.RWMutex
+	execClosed bool
 	// lastSessions is the session count last taken (sessions.go).
 	lastSessions atomic.Int64
 }
@@ -101,7 +105,6 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 	}
 	d.ctx, d.cancel = context.WithCancel(node.ctx)
 	d.loads, d.cancelLoads = context.WithCancel(d.ctx)
-	go d.callbacks.run()
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
@@ -168,12 +171,19 @@ func (d *Driver[T]) goTracked(f func()) bool {
 	if d.closed {
 		return false
 	}
+	d.goCounted(f)
+	return true
+}
+
+// goCounted runs f on a goroutine counted in d.wg. The caller makes sure
+// shutdown's d.wg.Wait has not begun (d.closed or d.execClosed unset under
+// their lock).
+func (d *Driver[T]) goCounted(f func()) {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
 		f()
 	}()
-	return true
 }
 
 // track counts a load, so that shutdown waits for it; false when the
@@ -220,6 +230,7 @@ func (d *Driver[T]) shutdown(ctx context.Context) error {
 	}
 	d.mu.Unlock()
 	d.cancel()
+	d.closeExecutors()
 	d.wg.Wait()
 	d.node.handoff.Unregister(d.cfg.Name)
 	d.stop()

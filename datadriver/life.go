@@ -128,14 +128,9 @@ func (p *Profile[T]) leaveLocked(c cause, now bool) bool {
 	return true
 }
 
-// releaseNow asks the owner to run the release (non-blocking: one pending
-// ask is enough).
-func (p *Profile[T]) releaseNow() {
-	select {
-	case p.leave <- struct{}{}:
-	default:
-	}
-}
+// releaseNow asks the executor to run the release (non-blocking: one
+// pending ask is enough).
+func (p *Profile[T]) releaseNow() { p.post(sigLeave) }
 
 // kickLocked tells the game, once in the session's life, that it stopped
 // for c. d.mu held.
@@ -190,6 +185,7 @@ func (p *Profile[T]) endLocked(c cause, err error) bool {
 		p.ageFence.Stop()
 	}
 	p.cancel()
+	p.stopExecutorLocked()
 	close(p.done)
 	if c.holdsLock() && d.ctx.Err() == nil {
 		// In the background: the end never waits on I/O. A write of the

@@ -201,10 +201,7 @@ func (p *Profile[T]) pullNow() {
 	if p.d.cfg.OnMessage == nil {
 		return
 	}
-	select {
-	case p.pullC <- struct{}{}:
-	default:
-	}
+	p.post(sigPull)
 }
 
 // catchUpInbox runs when the owner starts: what the join applied and

@@ -20,7 +20,7 @@ import (
 // its token to the target's in one fenced script, so that no moment has
 // two owners or none.
 //
-//	source (owner goroutine; Updates wait)    target
+//	source (executor;        Updates wait)    target
 //	  prepare{id, expiry, data} ───────────▶  checks; keeps one pending move per key
 //	  ◀──────────────── accept{id, token}     (a repeated prepare: the same accept)
 //	  move.lua: lock source→target, data,
@@ -77,13 +77,17 @@ func (p *Profile[T]) MoveTo(ctx context.Context, jobID string) error {
 	if !d.node.handoffOn || d.cfg.DisableHandoff {
 		return fmt.Errorf("move %q: %w: a move needs the bus (handoff is off)", p.key, ErrInvalidConfig)
 	}
-	r := request{ctx: ctx, run: func(ctx context.Context) error { return p.move(ctx, jobID) }, done: make(chan error, 1)}
+	r := &request{ctx: ctx, run: func(ctx context.Context) error { return p.move(ctx, jobID) }, done: make(chan error, 1)}
+	if err := p.enqueue(r); err != nil {
+		return err
+	}
 	select {
-	case p.reqs <- r:
-	case <-p.done:
-		return p.Err()
+	case err := <-r.done:
+		return err
 	case <-ctx.Done():
-		return ctx.Err()
+		if p.withdraw(r) {
+			return ctx.Err()
+		}
 	}
 	// Once under way, the move's own answer is awaited whatever ctx does:
 	// its waits end with ctx, but a flip sent may have landed, and only the

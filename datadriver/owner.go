@@ -4,133 +4,294 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"sync"
 	"time"
-
-	"github.com/benbjohnson/clock"
 )
 
-// Every write of a profile runs on its owner goroutine, one at a time, so
-// the write state (Profile.w) has one owner and needs no lock: a game's Save
+// A profile's writes run on its executor, one at a time, in order, so the
+// write state (Profile.w) has one owner and needs no lock: a game's Save
 // and Release, autosaves, lock refreshes, the release a handoff asks for
-// and its retries, adoption, inbox pulls and restores. A trade borrows the
-// owner: the owner runs the trade's entry, then waits while the trade's
-// coordinator uses the write state, until the trade leaves. The owner ends
-// with the profile.
-// Timers that guard safety (the presence lease, the age deadline) are not
-// the owner's: they end the session whatever its writes are doing.
+// and its retries, adoption, inbox pulls and restores. The executor is a
+// mailbox, not a goroutine: posting to an idle mailbox starts one drain, a
+// goroutine that runs the mailbox's events one at a time and exits when it
+// is empty, so an idle profile costs no goroutine (as actor runtimes
+// dispatch: Orleans, Akka). A drain is a goroutine of its own rather than
+// a worker of a fixed pool on purpose: a trade borrows the executor (the
+// drain runs the trade's entry, then waits while the trade's coordinator
+// uses the write state, until the trade leaves), and a coordinator holding
+// several profiles' executors would deadlock a pool whose workers were all
+// parked so. The drain ends with the profile: what is still queued then is
+// answered with the end's error.
+//
+// The autosave and the lock refresh are one timer (clock.AfterFunc) that
+// posts a tick; the work runs on the executor. Timers that guard safety
+// (the presence lease, the age deadline) are not the executor's: they end
+// the session whatever its writes are doing.
 
-// request is work for a profile's owner, whose caller waits for its
+// request is work for a profile's executor, whose caller waits for its
 // answer.
 type request struct {
 	ctx  context.Context
 	run  func(ctx context.Context) error
 	done chan error // buffered 1
+	next *request   // the next in its mailbox
 }
 
-// do runs f on the owner goroutine, after what runs there now, and returns
+// signal is a mailbox event that carries no data: posted twice before it
+// runs, it runs once.
+type signal uint8
+
+const (
+	sigStart signal = 1 << iota // the executor's first work: catch up with the inbox
+	sigLeave                    // run the release now (a handoff, a retried release)
+	sigPull                     // a message waits in the inbox
+	sigTick                     // the autosave or the lock refresh may be due
+)
+
+// mailbox is a profile's executor: its queued work and whether a drain
+// runs it.
+type mailbox struct {
+	mu sync.Mutex
+	// head and tail are the queued requests, first to last, linked by next
+	// (smaller than a slice in every resident profile).
+	head, tail *request
+	signals    signal
+	running    bool // a drain runs
+	started    bool // startLocked ran: events posted before wait for it
+}
+
+// do runs f on the executor, after what is queued there now, and returns
 // its error. ctx bounds the wait and is f's context. A profile that has
 // ended answers its end error.
 func (p *Profile[T]) do(ctx context.Context, f func(context.Context) error) error {
-	r := request{ctx: ctx, run: f, done: make(chan error, 1)}
-	select {
-	case p.reqs <- r:
-	case <-p.done:
-		return p.Err()
-	case <-ctx.Done():
-		return ctx.Err()
+	r := &request{ctx: ctx, run: f, done: make(chan error, 1)}
+	if err := p.enqueue(r); err != nil {
+		return err
 	}
 	select {
 	case err := <-r.done:
 		return err
 	case <-ctx.Done():
-		return ctx.Err() // f sees ctx end too, and returns soon
+		p.withdraw(r) // or f runs, sees ctx end too, and returns soon
+		return ctx.Err()
 	}
 }
 
-// start starts the owner of a profile that was just handed out, and its age
-// deadline. d.mu held.
-func (p *Profile[T]) startLocked() {
-	p.armAgeFenceLocked()
-	p.d.wg.Add(1)
-	go p.own()
+// enqueue queues r on the executor; r.done will get its answer. A profile
+// that has ended answers its end error at once.
+func (p *Profile[T]) enqueue(r *request) error {
+	m := &p.mb
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p.ctx.Err() != nil {
+		return p.endErr()
+	}
+	if m.tail == nil {
+		m.head = r
+	} else {
+		m.tail.next = r
+	}
+	m.tail = r
+	p.wakeLocked()
+	return nil
 }
 
-// own is the owner goroutine.
-func (p *Profile[T]) own() {
-	d := p.d
-	defer d.wg.Done()
-	autosave := d.node.clock.Timer(p.phase0(p.autosavePeriod()))
-	defer autosave.Stop()
-	refresh := d.node.clock.Timer(p.refreshIn())
-	defer refresh.Stop()
-	p.catchUpInbox()
-	for p.ctx.Err() == nil {
-		if !p.runReady(autosave, refresh) {
-			select {
-			case <-p.ctx.Done():
-				return
-			case r := <-p.reqs:
-				r.done <- r.run(r.ctx)
-			case <-p.leave:
-				p.releaseInBackground()
-			case <-p.pullC:
-				p.pullInbox("")
-			case <-autosave.C:
-				p.onAutosave(autosave)
-			case <-refresh.C:
-				p.refresh()
-			}
+// withdraw takes r off the queue if its run has not begun, answering its
+// context's error, and reports whether it did.
+func (p *Profile[T]) withdraw(r *request) bool {
+	m := &p.mb
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var prev *request
+	for q := m.head; q != nil; prev, q = q, q.next {
+		if q != r {
+			continue
 		}
-		refresh.Reset(p.refreshIn())
-	}
-}
-
-// runReady runs one event that is waiting already, if any, and reports
-// whether it ran one. Events that came in while the owner was busy run in
-// a fixed order (a release asked for, a message waiting, the game's
-// request, the timers), not in the order a select would pick at random:
-// a replay of the same events runs them the same way (a message that
-// waited behind a long write is applied before a MoveTo that waited too,
-// and travels with it).
-func (p *Profile[T]) runReady(autosave, refresh *clock.Timer) bool {
-	select {
-	case <-p.leave:
-		p.releaseInBackground()
+		if prev == nil {
+			m.head = q.next
+		} else {
+			prev.next = q.next
+		}
+		if m.tail == q {
+			m.tail = prev
+		}
+		r.done <- r.ctx.Err()
 		return true
-	default:
-	}
-	select {
-	case <-p.pullC:
-		p.pullInbox("")
-		return true
-	default:
-	}
-	select {
-	case r := <-p.reqs:
-		r.done <- r.run(r.ctx)
-		return true
-	default:
-	}
-	select {
-	case <-autosave.C:
-		p.onAutosave(autosave)
-		return true
-	default:
-	}
-	select {
-	case <-refresh.C:
-		p.refresh()
-		return true
-	default:
 	}
 	return false
 }
 
-// onAutosave is the autosave timer's event: a refused message due for a
-// retry is tried, then the profile saved (autosave), and the timer set again.
-func (p *Profile[T]) onAutosave(autosave *clock.Timer) {
-	p.retryRefused()
-	autosave.Reset(p.autosave())
+// post posts s to the executor (non-blocking: one pending s is enough);
+// dropped once the profile has ended.
+func (p *Profile[T]) post(s signal) {
+	m := &p.mb
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p.ctx.Err() != nil {
+		return
+	}
+	m.signals |= s
+	p.wakeLocked()
+}
+
+// wakeLocked starts a drain when none runs and the executor has started.
+// p.mb.mu held.
+func (p *Profile[T]) wakeLocked() {
+	m := &p.mb
+	if m.running || !m.started {
+		return
+	}
+	if !p.d.spawn(p.drain) {
+		// The driver is closed: nothing runs any more.
+		p.failQueuedLocked()
+		return
+	}
+	m.running = true
+}
+
+// failQueuedLocked answers what is queued with the end's error and drops
+// the signals. p.mb.mu held.
+func (p *Profile[T]) failQueuedLocked() {
+	m := &p.mb
+	for r := m.head; r != nil; r = r.next {
+		r.done <- p.endErr()
+	}
+	m.head, m.tail, m.signals = nil, nil, 0
+}
+
+// endErr is the profile's end error (ErrClosed while it is not known).
+func (p *Profile[T]) endErr() error {
+	if err := p.Err(); err != nil {
+		return err
+	}
+	return ErrClosed
+}
+
+// startLocked starts the executor of a profile that was just handed out:
+// its first work (the inbox's catch-up), its autosave and refresh timer,
+// and its age deadline. d.mu held.
+func (p *Profile[T]) startLocked() {
+	p.armAgeFenceLocked()
+	p.w.autosaveAt = p.d.node.clock.Now().Add(p.phase0(p.autosavePeriod()))
+	p.wake = p.d.node.clock.AfterFunc(p.nextTick(), func() { p.post(sigTick) })
+	m := &p.mb
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.started = true
+	m.signals |= sigStart
+	p.wakeLocked()
+}
+
+// drain runs the mailbox's events one at a time until it is empty or the
+// profile ends: the signals first (the start's catch-up before all), then
+// one request, and again.
+func (p *Profile[T]) drain() {
+	for {
+		s, r := p.next()
+		switch {
+		case s == 0 && r == nil:
+			return
+		case s != 0:
+			p.runSignal(s)
+		default:
+			if err := r.ctx.Err(); err != nil {
+				r.done <- err // its caller gave up (withdraw raced it)
+			} else {
+				r.done <- r.run(r.ctx)
+			}
+		}
+		if p.ctx.Err() == nil {
+			p.wake.Reset(p.nextTick())
+		}
+	}
+}
+
+// next takes the mailbox's next event; none when it is empty or the
+// profile ended (then the drain stops, and what was queued is answered).
+func (p *Profile[T]) next() (signal, *request) {
+	m := &p.mb
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p.ctx.Err() != nil {
+		p.failQueuedLocked()
+		m.running = false
+		p.wake.Stop()
+		return 0, nil
+	}
+	if m.signals != 0 {
+		s := m.signals & -m.signals // the lowest: sigStart first
+		m.signals &^= s
+		return s, nil
+	}
+	r := m.head
+	if r == nil {
+		m.running = false
+		return 0, nil
+	}
+	m.head, r.next = r.next, nil
+	if m.head == nil {
+		m.tail = nil
+	}
+	return 0, r
+}
+
+// runSignal runs the work of s on the executor.
+func (p *Profile[T]) runSignal(s signal) {
+	switch s {
+	case sigStart:
+		p.catchUpInbox()
+	case sigLeave:
+		p.releaseInBackground()
+	case sigPull:
+		p.pullInbox("")
+	case sigTick:
+		if !p.d.node.clock.Now().Before(p.w.autosaveAt) {
+			p.retryRefused()
+			p.w.autosaveAt = p.d.node.clock.Now().Add(p.autosave())
+		}
+		p.refresh()
+	}
+}
+
+// nextTick is how long until the autosave or the refresh is due, whichever
+// comes first.
+func (p *Profile[T]) nextTick() time.Duration {
+	return max(min(p.w.autosaveAt.Sub(p.d.node.clock.Now()), p.refreshIn()), 0)
+}
+
+// spawn runs f on a goroutine the driver waits for at shutdown; false once
+// the driver's executors are closed (f does not run).
+func (d *Driver[T]) spawn(f func()) bool {
+	d.execMu.RLock()
+	defer d.execMu.RUnlock()
+	if d.execClosed {
+		return false
+	}
+	d.goCounted(f)
+	return true
+}
+
+// stopExecutorLocked stops the autosave and refresh timer of a profile
+// that ends, and answers what is queued when no drain runs to do it. d.mu
+// held.
+func (p *Profile[T]) stopExecutorLocked() {
+	if p.wake != nil {
+		p.wake.Stop()
+	}
+	m := &p.mb
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.running {
+		p.failQueuedLocked()
+	}
+}
+
+// closeExecutors stops spawn from starting drains: every one started
+// before is counted in d.wg.
+func (d *Driver[T]) closeExecutors() {
+	d.execMu.Lock()
+	d.execClosed = true
+	d.execMu.Unlock()
 }
 
 // autosavePeriod is the autosave period; a retained profile retries its

@@ -16,7 +16,8 @@ import (
 // Profile is one loaded profile, live under its session lock until it is
 // released or its session ends otherwise; its methods are safe for
 // concurrent use. Its life has one owner (life.go) and its writes run one
-// at a time on its own goroutine (owner.go); its data is under one lock that
+// at a time on its executor (owner.go: a mailbox drained on demand, no
+// goroutine while the profile is idle); its data is under one lock that
 // nothing holds across I/O.
 type Profile[T any] struct {
 	d   *Driver[T]
@@ -52,10 +53,9 @@ type Profile[T any] struct {
 	// may be written: a change failed halfway (a panic) or after its lease
 	// lapsed, or the session ended. Every write's snapshot checks it.
 	stopped atomic.Bool
-
 	// Its life (life.go): changed only by the transitions there, under d.mu;
 	// the atomics are read without it.
-	phase atomic.Int32 // a phase
+	phase atomic.Int32 // a phase (beside stopped: no padding between them)
 	token string       // the lock token
 	// earlier are tokens the lock may still carry while an adoption has not
 	// landed.
@@ -73,16 +73,16 @@ type Profile[T any] struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 
-	// Its writes: the owner goroutine's (owner.go).
-	w     writer
-	reqs  chan request  // work for the owner, waited for by its caller
-	leave chan struct{} // buffered 1: run the release now (a handoff, a retried release)
-	pullC chan struct{} // buffered 1: a message waits in the inbox
-	// tradeLeave is closed when the trade borrowing the owner leaves.
+	// Its writes: the executor's (owner.go).
+	w  writer
+	mb mailbox // the executor's queue
+	// wake posts the tick of the autosave and the lock refresh.
+	wake *clock.Timer
+	// tradeLeave is closed when the trade borrowing the executor leaves.
 	tradeLeave chan struct{}
 }
 
-// writer is the owner goroutine's state: what the profile's writes know of
+// writer is the executor's state: what the profile's writes know of
 // the record.
 type writer struct {
 	ver      int64  // the record version the last landed write made or loaded
@@ -103,10 +103,6 @@ type writer struct {
 	// tell when the next version is due. keepNext: the next data write keeps
 	// the data it replaces (a restore).
 	histAt, redisNow, loadedAt time.Time
-	keepNext                   bool
-	// corrupt is set on a profile loaded for RestoreAt whose stored data
-	// does not decode: it never writes its data, only a restored version.
-	corrupt bool
 	// inboxSeq is how many messages were ever sent to the profile, as the
 	// last load or save saw it; seenSeq what the last pull saw.
 	inboxSeq, seenSeq int64
@@ -117,8 +113,14 @@ type writer struct {
 	// LockTTL/2 after it); refreshRetry is no refresh before this (one
 	// failed).
 	lastWrite, refreshRetry time.Time
+	// autosaveAt is when the next autosave is due.
+	autosaveAt time.Time
 	// warned says which broken keys were logged already (history, inbox).
 	warnedHistory, warnedInbox, warnedVersion bool
+	keepNext                                  bool // see histAt
+	// corrupt is set on a profile loaded for RestoreAt whose stored data
+	// does not decode: it never writes its data, only a restored version.
+	corrupt bool
 	// retry is when refused messages are tried again (msgretry.go).
 	retry inboxRetry
 }

@@ -45,6 +45,7 @@ func (p *Profile[T]) release(ctx context.Context) error {
 		// a new session now.
 		return fmt.Errorf("release %q: a rejoin on this server took the profile over", p.key)
 	}
+	p.awaitCallbacks(ctx)
 	cerr := p.runCleanups()
 	err := p.write(ctx, writeRelease)
 	var landed *landedButErr

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -232,14 +233,26 @@ func TestStaleLockWithoutPresenceTakenByAge(t *testing.T) {
 	}
 }
 
+// A lost lock is heard as Kick, then OnLockLost, however long the Kick
+// takes (here it waits up to 100 ms for OnLockLost, which must not come
+// meanwhile).
 func TestLockLostSignals(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	a := newServer(t, r, "server-a")
 	kicked := make(chan datadriver.KickReason, 1)
 	lost := make(chan error, 1)
+	lostRan := make(chan struct{})
+	var early atomic.Bool
 	da := players(t, a, func(c *datadriver.Config[player]) {
-		c.Kick = func(key string, reason datadriver.KickReason) { kicked <- reason }
-		c.OnLockLost = func(key string, err error) { lost <- err }
+		c.Kick = func(key string, reason datadriver.KickReason) {
+			select {
+			case <-lostRan:
+				early.Store(true)
+			case <-time.After(100 * time.Millisecond):
+			}
+			kicked <- reason
+		}
+		c.OnLockLost = func(key string, err error) { close(lostRan); lost <- err }
 	})
 	ctx := ctxT(t)
 	p, err := da.Join(ctx, "user:5")
@@ -258,6 +271,9 @@ func TestLockLostSignals(t *testing.T) {
 	}
 	if err := <-lost; !errors.Is(err, datadriver.ErrLockLost) {
 		t.Fatalf("OnLockLost got %v", err)
+	}
+	if early.Load() {
+		t.Fatal("OnLockLost ran before Kick returned")
 	}
 	if !errors.Is(p.Err(), datadriver.ErrLockLost) {
 		t.Fatalf("Err = %v", p.Err())

@@ -70,7 +70,7 @@ func (p *Profile[T]) lockInfo() (string, int64) {
 func (p *Profile[T]) enterTrade(ctx context.Context) error {
 	entered := make(chan error, 1)
 	leave := make(chan struct{})
-	r := request{ctx: ctx, done: make(chan error, 1), run: func(ctx context.Context) error {
+	r := &request{ctx: ctx, done: make(chan error, 1), run: func(ctx context.Context) error {
 		err := p.readyForTrade(ctx)
 		if err == nil {
 			p.tradeLeave = leave
@@ -81,16 +81,28 @@ func (p *Profile[T]) enterTrade(ctx context.Context) error {
 		}
 		return err
 	}}
-	select {
-	case p.reqs <- r:
-	case <-p.done:
-		return p.Err()
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := p.enqueue(r); err != nil {
+		return err
 	}
-	// The owner answers within a bounded time (its writes are bounded by
-	// SaveTimeout); not waiting for it would leave it borrowed for good.
-	return <-entered
+	select {
+	case err := <-entered:
+		return err
+	case err := <-r.done: // answered without running: the profile ended
+		return err
+	case <-ctx.Done():
+		if p.withdraw(r) {
+			return ctx.Err()
+		}
+	}
+	// Once running, the entry answers within a bounded time (its writes are
+	// bounded by SaveTimeout); not waiting for it would leave the executor
+	// borrowed for good.
+	select {
+	case err := <-entered:
+		return err
+	case err := <-r.done:
+		return err
+	}
 }
 
 // readyForTrade brings the record in step with the profile before a trade

@@ -76,6 +76,7 @@ Flags:
                      those that moved away from their target by over 10 %
   --result FILE      with --compare: measure nothing, compare FILE's result
   --big-history      measure only the big-profile history (minutes)
+  --only NAME        run only the measurement NAME ("memory", "handoff", ...)
 
 Every comparison is also a ratio (a figure ÷ its baseline or floor in the
 same run), named with issue 35's target and whether it is met: --json's
@@ -131,7 +132,7 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 type flags struct {
 	redisURL, natsURL, prefix string
 	quick, json, bigHistory   bool
-	report                    string
+	report, only              string
 	compare, result           string
 }
 
@@ -149,6 +150,7 @@ func parse(args []string, stdout io.Writer) (flags, error) {
 	fs.BoolVar(&f.bigHistory, "big-history", false, "")
 	fs.StringVar(&f.compare, "compare", "", "")
 	fs.StringVar(&f.result, "result", "", "")
+	fs.StringVar(&f.only, "only", "", "")
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -247,7 +249,7 @@ func measure(ctx context.Context, f flags, stderr io.Writer) (*bench.Result, err
 	if f.quick {
 		cfg = bench.QuickConfig()
 	}
-	cfg.BigHistory = f.bigHistory
+	cfg.BigHistory, cfg.Only = f.bigHistory, f.only
 	benv := bench.Env{
 		RedisOptions: env.RedisOptions, NATSURL: env.NATSURL, Namespace: env.Namespace,
 		EmbeddedRedis: env.Embedded, EmbeddedNATS: env.EmbeddedNATS, Progress: stderr,

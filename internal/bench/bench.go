@@ -117,6 +117,10 @@ type Config struct {
 	// takes minutes.
 	// default: false (the other measurements)
 	BigHistory bool
+	// Only runs just the measurement of this name ("memory", "handoff",
+	// ...: the names Run prints); unknown names are refused.
+	// default: "" (all of them)
+	Only string
 }
 
 // QuickConfig is a run that ends within a minute on a small machine: fewer
@@ -328,6 +332,18 @@ func Run(ctx context.Context, env Env, cfg Config) (*Result, error) {
 		{"memory", r.runMemory},
 		{"messages", r.runMessages},
 		{"flood", r.runFlood},
+	}
+	if cfg.Only != "" {
+		i := slices.IndexFunc(steps, func(s struct {
+			name string
+			run  func(context.Context) error
+		}) bool {
+			return s.name == cfg.Only
+		})
+		if i < 0 {
+			return nil, fmt.Errorf("%w: no measurement named %q", ErrInvalidConfig, cfg.Only)
+		}
+		steps = steps[i : i+1]
 	}
 	if cfg.BigHistory {
 		steps = steps[:0]
