@@ -107,7 +107,7 @@ func (n *Node) reserve(ctx context.Context, dp *drainPeers, count int) {
 	}
 	rctx, cancel := n.clock.WithTimeout(ctx, n.cfg.SaveTimeout)
 	defer cancel()
-	quotas, err := record.DrainHold(rctx, n.rdb, n.ns, n.jobID, hold, count, peers)
+	quotas, err := record.DrainHold(rctx, n.rdb, n.ns, record.DrainHoldArgs{Drainer: n.jobID, TTL: hold, N: count, Peers: peers})
 	if err != nil {
 		n.log.Warn("drain: the headroom reservation failed; placing by the session counts alone", "err", err)
 		return

@@ -178,10 +178,23 @@ type MoveState struct {
 // ReadMoveState reads the record at key for a move: one round trip
 // (movestate.lua, so that the time is the record's node's).
 func ReadMoveState(ctx context.Context, rdb redis.Scripter, key string) (MoveState, error) {
-	v, err := moveStateScript.Run(ctx, rdb, []string{key}).Result()
-	if err != nil {
-		return MoveState{}, err
-	}
+	return moveStateScript.Run(ctx, rdb, key, moveStateArgs{})
+}
+
+// moveStateArgs are movestate.lua's arguments: none but its record.
+type moveStateArgs struct{}
+
+func (moveStateArgs) keys(key string) []string { return []string{key} }
+func (moveStateArgs) argv() []any              { return nil }
+
+// parseMoveStateArgs reads the (empty) ARGV of an observed movestate.lua
+// call.
+func parseMoveStateArgs(argv []string) (moveStateArgs, error) {
+	return moveStateArgs{}, wantArgs(ScriptMoveState, argv, 0)
+}
+
+// parseMoveState reads movestate.lua's answer.
+func parseMoveState(v any) (MoveState, error) {
 	arr, ok := v.([]any)
 	if !ok || len(arr) < 9 {
 		return MoveState{}, fmt.Errorf("%w: movestate answered %v", ErrUnexpectedAnswer, v)

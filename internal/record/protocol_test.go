@@ -73,6 +73,12 @@ func TestEveryScriptsArgumentsReadBack(t *testing.T) {
 			IdempotencyKey: "order-1", IdempotencyWindow: time.Hour, IdempotencyKeys: 1000}}}},
 		{"claim", roundTrip[ClaimArgs, ClaimResult]{s: claimScript, a: ClaimArgs{Driver: "PlayerData", Key: "user:1",
 			Digest: BodyDigest([]byte("gift")), Window: time.Hour}}},
+		{"movestate", roundTrip[moveStateArgs, MoveState]{s: moveStateScript, a: moveStateArgs{}}},
+		{"movemark", roundTrip[MoveMark, bool]{s: moveMarkScript, a: MoveMark{Token: "t", ID: "m1", State: MoveCancelled,
+			From: "a", To: "b", Why: "refused (no-driver): the target runs no driver of this name"}}},
+		{"drainhold", roundTrip[DrainHoldArgs, map[string]int]{s: drainHoldScript, a: DrainHoldArgs{Drainer: "a",
+			TTL: 30 * time.Second, N: 2000, Peers: []PeerLoad{{JobID: "b", Sessions: 10}, {JobID: "c", Sessions: 0}}}}},
+		{"drainhold-retire", roundTrip[DrainHoldArgs, map[string]int]{s: drainHoldScript, a: DrainHoldArgs{Drainer: "a"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -62,34 +62,43 @@ var (
 
 // The scripts are immutable values shared by every client.
 var (
-	acquireScript = rscript.NewTyped(ScriptAcquire, acquireSrc, rscript.Protocol[AcquireArgs, AcquireResult]{
-		Keys: AcquireArgs.keys, Args: AcquireArgs.argv, Parse: ParseAcquireArgs, Answer: ParseAcquire})
-	saveScript = rscript.NewTyped(ScriptSave, saveSrc, rscript.Protocol[SaveArgs, SaveResult]{
-		Keys: SaveArgs.keys, Args: SaveArgs.argv, Parse: ParseSaveArgs, Answer: ParseSave})
-	prepareScript = rscript.NewTyped(ScriptPrepare, prepareSrc, rscript.Protocol[PrepareArgs, PrepareResult]{
-		Keys: PrepareArgs.keys, Args: PrepareArgs.argv, Parse: ParsePrepareArgs, Answer: ParsePrepare})
-	sendScript = rscript.NewTyped(ScriptSend, sendSrc, rscript.Protocol[sendCall, SendResult]{
-		Keys: sendCall.keys, Args: sendCall.argv, Parse: parseSendCall, Answer: ParseSend})
-	versionsScript = rscript.New(ScriptVersions, versionsSrc)
-	wipeScript     = rscript.NewTyped(ScriptWipe, wipeSrc, rscript.Protocol[WipeArgs, bool]{
-		Keys: WipeArgs.keys, Args: WipeArgs.argv, Parse: parseWipeArgs, Answer: parseWipe})
-	repairScript = rscript.NewTyped(ScriptRepair, repairSrc, rscript.Protocol[RepairArgs, RepairResult]{
-		Keys: RepairArgs.keys, Args: RepairArgs.argv, Parse: ParseRepairArgs, Answer: ParseRepair})
-	freeScript = rscript.NewTyped(ScriptFree, freeSrc, rscript.Protocol[FreeArgs, FreeResult]{
-		Keys: FreeArgs.keys, Args: FreeArgs.argv, Parse: ParseFreeArgs, Answer: ParseFree})
-	replayScript = rscript.New(ScriptReplay, replaySrc)
-	moveScript   = rscript.NewTyped(ScriptFlip, moveSrc, rscript.Protocol[MoveArgs, MoveResult]{
-		Keys: MoveArgs.keys, Args: MoveArgs.argv, Parse: ParseMoveArgs, Answer: ParseMove})
-	moveStateScript = rscript.New(ScriptMoveState, moveStateSrc)
-	moveMarkScript  = rscript.New(ScriptMoveMark, moveMarkSrc)
-	drainHoldScript = rscript.New(ScriptDrainHold, drainHoldSrc)
-	claimScript     = rscript.NewTyped(ScriptClaim, claimSrc, rscript.Protocol[ClaimArgs, ClaimResult]{
-		Keys: ClaimArgs.keys, Args: ClaimArgs.argv, Parse: ParseClaimArgs, Answer: ParseClaim})
+	acquireScript   = typed(ScriptAcquire, acquireSrc, ParseAcquireArgs, ParseAcquire)
+	saveScript      = typed(ScriptSave, saveSrc, ParseSaveArgs, ParseSave)
+	prepareScript   = typed(ScriptPrepare, prepareSrc, ParsePrepareArgs, ParsePrepare)
+	sendScript      = typed(ScriptSend, sendSrc, parseSendCall, ParseSend)
+	versionsScript  = rscript.New(ScriptVersions, versionsSrc)
+	wipeScript      = typed(ScriptWipe, wipeSrc, parseWipeArgs, parseWipe)
+	repairScript    = typed(ScriptRepair, repairSrc, ParseRepairArgs, ParseRepair)
+	freeScript      = typed(ScriptFree, freeSrc, ParseFreeArgs, ParseFree)
+	replayScript    = rscript.New(ScriptReplay, replaySrc)
+	moveScript      = typed(ScriptFlip, moveSrc, ParseMoveArgs, ParseMove)
+	moveStateScript = typed(ScriptMoveState, moveStateSrc, parseMoveStateArgs, parseMoveState)
+	moveMarkScript  = typed(ScriptMoveMark, moveMarkSrc, ParseMoveMarkArgs, parseMoveMark)
+	drainHoldScript = typed(ScriptDrainHold, drainHoldSrc, ParseDrainHoldArgs, parseDrainHold)
+	claimScript     = typed(ScriptClaim, claimSrc, ParseClaimArgs, ParseClaim)
 )
+
+// wire is an arguments struct of a record script: its KEYS for a key and
+// its ARGV.
+type wire interface {
+	keys(key string) []string
+	argv() []any
+}
+
+// typed is the script src under name with its protocol: A's KEYS and ARGV,
+// parse reading an observed call back, answer reading its answer.
+func typed[A wire, R any](name, src string, parse func([]string) (A, error), answer func(any) (R, error)) *rscript.Typed[A, R] {
+	return rscript.NewTyped(name, src, rscript.Protocol[A, R]{
+		Keys:   func(a A, key string) []string { return a.keys(key) },
+		Args:   func(a A) []any { return a.argv() },
+		Parse:  parse,
+		Answer: answer,
+	})
+}
 
 // Scripts lists the record's scripts (for an rscript.Catalog).
 func Scripts() []*rscript.Script {
 	return []*rscript.Script{acquireScript.Script, saveScript.Script, prepareScript.Script, versionsScript, wipeScript.Script,
-		sendScript.Script, replayScript, repairScript.Script, freeScript.Script, moveScript.Script, moveStateScript, moveMarkScript,
-		drainHoldScript, claimScript.Script}
+		sendScript.Script, replayScript, repairScript.Script, freeScript.Script, moveScript.Script, moveStateScript.Script,
+		moveMarkScript.Script, drainHoldScript.Script, claimScript.Script}
 }
