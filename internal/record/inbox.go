@@ -302,15 +302,40 @@ type ReplayResult struct {
 // waiting in the inbox stays, its refusal count dropped. Ids that name
 // neither are passed over. One round trip (replay.lua).
 func Replay(ctx context.Context, rdb redis.Scripter, key string, ids []string) (ReplayResult, error) {
-	args := make([]any, len(ids))
-	for i, id := range ids {
+	return replayScript.Run(ctx, rdb, key, ReplayArgs{IDs: ids})
+}
+
+// ReplayArgs are replay.lua's arguments: the ids of the messages to try
+// again (none: every dead letter and every refused waiting message).
+type ReplayArgs struct {
+	IDs []string
+}
+
+// keys are KEYS of replay.lua: the record, its inbox, dead letters,
+// refusal counts and idempotency keys.
+func (a ReplayArgs) keys(key string) []string {
+	return []string{key, InboxKey(key), DeadKey(key), TriesKey(key), IdemKey(key), IdemAtKey(key)}
+}
+
+// argv is ARGV of replay.lua.
+func (a ReplayArgs) argv() []any {
+	args := make([]any, len(a.IDs))
+	for i, id := range a.IDs {
 		args[i] = id
 	}
-	v, err := replayScript.Run(ctx, rdb, []string{key, InboxKey(key), DeadKey(key), TriesKey(key), IdemKey(key),
-		IdemAtKey(key)}, args...).Result()
-	if err != nil {
-		return ReplayResult{}, err
+	return args
+}
+
+// ParseReplayArgs reads the ARGV of an observed replay.lua call.
+func ParseReplayArgs(argv []string) (ReplayArgs, error) {
+	if len(argv) == 0 {
+		return ReplayArgs{}, nil
 	}
+	return ReplayArgs{IDs: append([]string(nil), argv...)}, nil
+}
+
+// parseReplay reads replay.lua's answer.
+func parseReplay(v any) (ReplayResult, error) {
 	arr, ok := v.([]any)
 	if !ok || len(arr) < 3 {
 		return ReplayResult{}, fmt.Errorf("%w: replay answered %v", ErrUnexpectedAnswer, v)

@@ -78,6 +78,8 @@ func TestEveryScriptsArgumentsReadBack(t *testing.T) {
 			From: "a", To: "b", Why: "refused (no-driver): the target runs no driver of this name"}}},
 		{"drainhold", roundTrip[DrainHoldArgs, map[string]int]{s: drainHoldScript, a: DrainHoldArgs{Drainer: "a",
 			TTL: 30 * time.Second, N: 2000, Peers: []PeerLoad{{JobID: "b", Sessions: 10}, {JobID: "c", Sessions: 0}}}}},
+		{"replay", roundTrip[ReplayArgs, ReplayResult]{s: replayScript, a: ReplayArgs{IDs: []string{"1-0", "2-0"}}}},
+		{"replay-all", roundTrip[ReplayArgs, ReplayResult]{s: replayScript, a: ReplayArgs{}}},
 		{"drainhold-retire", roundTrip[DrainHoldArgs, map[string]int]{s: drainHoldScript, a: DrainHoldArgs{Drainer: "a"}}},
 	}
 	for _, c := range cases {

@@ -70,7 +70,7 @@ var (
 	wipeScript      = typed(ScriptWipe, wipeSrc, parseWipeArgs, parseWipe)
 	repairScript    = typed(ScriptRepair, repairSrc, ParseRepairArgs, ParseRepair)
 	freeScript      = typed(ScriptFree, freeSrc, ParseFreeArgs, ParseFree)
-	replayScript    = rscript.New(ScriptReplay, replaySrc)
+	replayScript    = typed(ScriptReplay, replaySrc, ParseReplayArgs, parseReplay)
 	moveScript      = typed(ScriptFlip, moveSrc, ParseMoveArgs, ParseMove)
 	moveStateScript = typed(ScriptMoveState, moveStateSrc, parseMoveStateArgs, parseMoveState)
 	moveMarkScript  = typed(ScriptMoveMark, moveMarkSrc, ParseMoveMarkArgs, parseMoveMark)
@@ -99,6 +99,6 @@ func typed[A wire, R any](name, src string, parse func([]string) (A, error), ans
 // Scripts lists the record's scripts (for an rscript.Catalog).
 func Scripts() []*rscript.Script {
 	return []*rscript.Script{acquireScript.Script, saveScript.Script, prepareScript.Script, versionsScript, wipeScript.Script,
-		sendScript.Script, replayScript, repairScript.Script, freeScript.Script, moveScript.Script, moveStateScript.Script,
+		sendScript.Script, replayScript.Script, repairScript.Script, freeScript.Script, moveScript.Script, moveStateScript.Script,
 		moveMarkScript.Script, drainHoldScript.Script, claimScript.Script}
 }
