@@ -35,9 +35,10 @@ type Fault struct {
 // sender does at the instant it publishes is then over before the message
 // arrives, instead of racing with what the receiver does about it, and
 // messages sent at one instant can be made to arrive at different ones.
-// Messages due at one instant are queued in the order of their content, so
-// that two published at one instant by different goroutines (an order that
-// is the scheduler's) arrive in the same order in every replay.
+// Messages due at one instant arrive one per nanosecond in the order of
+// their content, so that two published at one instant by different
+// goroutines (an order that is the scheduler's) arrive in the same order in
+// every replay, and each is handled before the next arrives.
 type MemBus struct {
 	clock clock.Clock
 
@@ -298,24 +299,33 @@ func (b *MemBus) sendLocked(to string, raw []byte, delays []time.Duration) {
 		b.seq++
 		m := &dueMessage{at: b.clock.Now().Add(d), to: to, raw: raw, seq: b.seq}
 		b.due = append(b.due, m)
-		b.wg.Add(1)
-		var t *clock.Timer
-		t = b.clock.AfterFunc(d, func() {
-			defer b.wg.Done()
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			delete(b.timers, t)
-			b.deliverDueLocked(m.at)
-		})
-		b.timers[t] = struct{}{}
+		b.armLocked(d, m.at)
 	}
 }
 
-// deliverDueLocked delivers the delayed messages due by at, in time order
-// and, at one instant, in the order of their content: the timers of
-// messages due at one instant fire on goroutines of their own, in the
-// scheduler's order, and the first of them delivers them all. b.mu must be
-// held.
+// armLocked delivers what is due by at after d. b.mu must be held.
+func (b *MemBus) armLocked(d time.Duration, at time.Time) {
+	b.wg.Add(1)
+	var t *clock.Timer
+	t = b.clock.AfterFunc(d, func() {
+		defer b.wg.Done()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		delete(b.timers, t)
+		b.deliverDueLocked(at)
+	})
+	b.timers[t] = struct{}{}
+}
+
+// deliverDueLocked delivers the first of the delayed messages due by at
+// (in time order and, at one instant, in the order of their content) and
+// puts the others off by a nanosecond, so that one message arrives per
+// instant: the timers of messages due at one instant fire on goroutines of
+// their own, in the scheduler's order, and the first of them delivers;
+// on a virtual clock what the receiver does about a message is then over
+// before the next one arrives, instead of racing with it (four
+// notifications of one key at one instant were one pull or two, as the
+// scheduler had it). b.mu must be held.
 func (b *MemBus) deliverDueLocked(at time.Time) {
 	var now []*dueMessage
 	b.due = slices.DeleteFunc(b.due, func(m *dueMessage) bool {
@@ -325,10 +335,21 @@ func (b *MemBus) deliverDueLocked(at time.Time) {
 		now = append(now, m)
 		return true
 	})
-	slices.SortFunc(now, (*dueMessage).compare)
-	for _, m := range now {
-		b.deliverLocked(m.to, m.raw)
+	if len(now) == 0 {
+		return
 	}
+	first := slices.MinFunc(now, (*dueMessage).compare)
+	if len(now) > 1 && !b.closed {
+		later := at.Add(time.Nanosecond)
+		for _, m := range now {
+			if m != first {
+				m.at = later
+				b.due = append(b.due, m)
+			}
+		}
+		b.armLocked(time.Nanosecond, later)
+	}
+	b.deliverLocked(first.to, first.raw)
 }
 
 // deliverLocked queues raw for the subscriber of to. b.mu must be held.
