@@ -191,7 +191,7 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		done:     make(chan struct{}),
 		token:    token,
 		leaseGen: gen,
-		w: writer{ver: a.Ver, lastData: a.Data, schema: a.Schema, schemaMin: a.SchemaMin, corrupt: corrupt,
+		w: writer{ver: a.Ver, data: storedOf(a.Data), schema: a.Schema, schemaMin: a.SchemaMin, corrupt: corrupt,
 			stored: record.KeptMeta{At: a.At, Schema: a.Schema, SchemaMin: a.SchemaMin}, uids: a.UserIDs, meta: a.Meta,
 			histAt: a.HistAt, redisNow: a.Now, loadedAt: sentAt, lastWrite: sentAt, inboxSeq: a.InboxSeq},
 	}

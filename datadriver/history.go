@@ -1,6 +1,7 @@
 package datadriver
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -43,7 +44,7 @@ const historyReadTimeout = time.Second
 // replaces to be kept. The caller holds the save slot.
 func (p *Profile[T]) versionDue() bool {
 	w := &p.w
-	if p.d.cfg.History <= 0 || len(w.lastData) == 0 {
+	if p.d.cfg.History <= 0 || w.data.n == 0 {
 		return false
 	}
 	now := w.redisNow.Add(p.d.node.clock.Since(w.loadedAt)) // the Redis clock, reckoned
@@ -51,26 +52,38 @@ func (p *Profile[T]) versionDue() bool {
 }
 
 // keepVersion fills the history arguments of req, a data write that keeps
-// the data it replaces (w.lastData, version w.ver): that data whole, and
-// the plan of what else the write does to the history (record.History.Plan:
-// the trim, by count and by bytes, and the previous newest version
-// rewritten as a delta), from a listing of the history (its fields and
-// headers, and the newest version's value: no read of the rest). Runs on
-// the owner.
-func (p *Profile[T]) keepVersion(req *record.SaveArgs) {
+// the data it replaces (version w.ver, read from the record: the executor
+// keeps no copy of it): that data whole, and the plan of what else the
+// write does to the history (record.History.Plan: the trim, by count and
+// by bytes, and the previous newest version rewritten as a delta), from a
+// listing of the history (its fields and headers, and the newest version's
+// value: no read of the rest). A version that could not be read is not
+// kept by this write (the next data write tries again), unless the write
+// must keep it (a restore's): then the write is not sent. Runs on the
+// owner.
+func (p *Profile[T]) keepVersion(req *record.SaveArgs) error {
 	d, w := p.d, &p.w
+	replaced, err := p.readStored()
+	if err != nil {
+		if w.keepNext {
+			return fmt.Errorf("%s %q: the data a restore replaces must be kept: %w", req.Mode, p.key, err)
+		}
+		d.log.Debug("the data a version keeps was not read: the next write keeps it", "key", p.key, "err", err)
+		return nil
+	}
 	req.KeepVer, req.KeepMeta, req.KeepAlways = w.ver, w.stored, w.keepNext
 	h, err := p.listForKeep()
 	if err != nil {
 		d.log.Debug("history not listed: the version is kept whole", "key", p.key, "err", err)
 	}
-	req.Keep = record.NewKeptWhole(w.ver, h.Newest(w.ver), w.stored, w.lastData, d.zenc)
+	req.Keep = record.NewKeptWhole(w.ver, h.Newest(w.ver), w.stored, replaced, d.zenc)
 	if err != nil || w.histAt.IsZero() {
-		return // without a listing, the script trims by count and rewrites nothing
+		return nil // without a listing, the script trims by count and rewrites nothing
 	}
-	plan := h.Plan(record.KeepSpec{Ver: w.ver, Data: w.lastData, Value: req.Keep, Count: d.cfg.History,
+	plan := h.Plan(record.KeepSpec{Ver: w.ver, Data: replaced, Value: req.Keep, Count: d.cfg.History,
 		Budget: d.cfg.HistoryBytes, MaxChain: record.HistChain}, d.zdec)
 	req.KeepPlan = &plan
+	return nil
 }
 
 // listForKeep lists the history for a write that keeps a version, within

@@ -279,7 +279,7 @@ func (d *Driver[T]) movedProfile(in *moveIn[T], st flipState) *Profile[T] {
 	p := &Profile[T]{
 		d: d, key: m.Key, data: in.dec.data, unknown: in.dec.unknown, done: make(chan struct{}), token: in.accept.Token,
 		leaseGen: in.gen,
-		w: writer{ver: st.ver, lastData: m.Data, schema: m.Schema, schemaMin: m.SchemaMin,
+		w: writer{ver: st.ver, data: storedOf(m.Data), schema: m.Schema, schemaMin: m.SchemaMin,
 			stored: record.KeptMeta{At: st.at, Schema: m.Schema, SchemaMin: m.SchemaMin}, uids: m.UIDs, meta: m.Meta,
 			histAt: msOrZero(m.HistAt), redisNow: st.lockAt, loadedAt: now, lastWrite: in.acceptedAt,
 			inboxSeq: st.inboxSeq, seenSeq: m.SeenSeq},

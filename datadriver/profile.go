@@ -86,12 +86,12 @@ type Profile[T any] struct {
 // the record.
 type writer struct {
 	ver      int64  // the record version the last landed write made or loaded
-	lastData []byte // the data of that version: an unchanged profile saves no data
+	data     storedData // what it knows of the data of that version: an unchanged profile saves no data
 	// schema and schemaMin are the schema version and min-reader of the
 	// data in memory: as loaded or as the last landed write set them, or a
 	// restored version's.
 	schema, schemaMin int
-	// stored is the stored data's (lastData's) write time, schema and
+	// stored is the stored data's write time, schema and
 	// min-reader, as loaded or as the last landed write stamped them: what
 	// a version kept of it says.
 	stored record.KeptMeta

@@ -1,7 +1,6 @@
 package datadriver
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,10 +25,13 @@ var errRecordGone = errors.New("the record vanished from Redis while held (delet
 // applied and refused.
 type snapshot struct {
 	data, uids, meta []byte
-	metaGen          uint64
-	updates          uint64 // Profile.Updates when it was taken
-	applied          []string
-	refused          []record.Refusal
+	// stored is what the executor keeps of data once a write of it lands
+	// (set by buildWrite for a write that sends data).
+	stored  storedData
+	metaGen uint64
+	updates uint64 // Profile.Updates when it was taken
+	applied []string
+	refused []record.Refusal
 }
 
 // snapshot takes what a write sends, or says why nothing may be written: the
@@ -136,7 +138,7 @@ func (p *Profile[T]) buildWrite(kind writeKind, trade string) (
 		if err := p.leaseErr(d.node.clock.Now()); err != nil {
 			return req, snapshot{}, nil, err
 		}
-		return req, snapshot{data: p.w.lastData}, nil, nil
+		return req, snapshot{}, nil, nil
 	}
 	snap, err := p.snapshot()
 	if err != nil {
@@ -145,7 +147,7 @@ func (p *Profile[T]) buildWrite(kind writeKind, trade string) (
 	if p.w.corrupt {
 		// A corrupt record loaded for a restore: its data was never decoded,
 		// so it is never written (a release gives the lock back untouched).
-		snap = snapshot{data: p.w.lastData}
+		snap = snapshot{}
 	}
 	var tooLarge error
 	if len(snap.data) > d.cfg.MaxDataBytes {
@@ -156,13 +158,18 @@ func (p *Profile[T]) buildWrite(kind writeKind, trade string) (
 		// The lock goes free all the same, with the last data that fit (and
 		// without the messages it applied, which stay in the inbox), so that
 		// the player can join anywhere at once.
-		snap.data, snap.applied = p.w.lastData, nil
+		snap.data, snap.applied = nil, nil
 	}
-	if !bytes.Equal(snap.data, p.w.lastData) {
+	if snap.data != nil {
+		snap.stored = storedOf(snap.data)
+	}
+	if snap.data != nil && snap.stored != p.w.data {
 		req.Data = snap.data
 		req.Schema, req.SchemaMin = d.codec.WriteVersion(p.w.schema, p.w.schemaMin)
 		if p.w.keepNext || p.versionDue() {
-			p.keepVersion(&req)
+			if err := p.keepVersion(&req); err != nil {
+				return req, snap, nil, err
+			}
 		}
 	}
 	if snap.uids != nil {
@@ -181,22 +188,23 @@ func (p *Profile[T]) sumOf(req record.SaveArgs) string {
 		return ""
 	}
 	w := &p.w
-	data, schema, schemaMin, uids, meta := w.lastData, w.stored.Schema, w.stored.SchemaMin, w.uids, w.meta
+	data, schema, schemaMin, uids, meta := w.data.sum, w.stored.Schema, w.stored.SchemaMin, w.uids, w.meta
 	if req.Data != nil {
-		data, schema, schemaMin = req.Data, req.Schema, req.SchemaMin
+		data, schema, schemaMin = record.DataSum(req.Data), req.Schema, req.SchemaMin
 	}
 	if req.Meta != nil {
 		uids, meta = req.Meta.UserIDs, req.Meta.Meta
 	}
-	return record.RecordSum(data, schema, schemaMin, uids, meta)
+	return record.RecordSumAfter(data, schema, schemaMin, uids, meta)
 }
 
 // landed records a write of the profile that landed.
 func (p *Profile[T]) landed(req record.SaveArgs, snap snapshot, res writeRes, trade string) {
 	d := p.d
 	w := &p.w
-	w.ver, w.lastData = res.Ver, snap.data // snap.data is the stored data when the write sent none
+	w.ver = res.Ver
 	if req.Data != nil {
+		w.data = snap.stored
 		w.schema, w.schemaMin = req.Schema, req.SchemaMin
 		w.stored = record.KeptMeta{At: res.At, Schema: req.Schema, SchemaMin: req.SchemaMin}
 		w.keepNext = false

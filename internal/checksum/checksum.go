@@ -17,15 +17,27 @@ var table = crc32.MakeTable(crc32.Castagnoli)
 
 // Of is the CRC-32C of parts, each prefixed with its length (so that bytes
 // moved from one part to the next change it), as 8 lowercase hex digits.
-func Of(parts ...[]byte) string {
+func Of(parts ...[]byte) string { return Running(0).Then(parts...).String() }
+
+// Running is a checksum part way through its parts: Of(a, b, c) is
+// Running(0).Then(a).Then(b, c).String(). Whoever checksums the same first
+// part again and again (a record's data, beside metadata that changes)
+// keeps its Running instead of the part.
+type Running uint32
+
+// Then is r followed by parts.
+func (r Running) Then(parts ...[]byte) Running {
 	var n [binary.MaxVarintLen64]byte
-	c := uint32(0)
+	c := uint32(r)
 	for _, b := range parts {
 		c = crc32.Update(c, table, n[:binary.PutUvarint(n[:], uint64(len(b)))])
 		c = crc32.Update(c, table, b)
 	}
-	return fmt.Sprintf("%08x", c)
+	return Running(c)
 }
+
+// String is the checksum of the parts r has run over, as Of gives it.
+func (r Running) String() string { return fmt.Sprintf("%08x", uint32(r)) }
 
 // Valid reports whether s has the form Of gives.
 func Valid(s string) bool {

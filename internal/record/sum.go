@@ -21,7 +21,17 @@ import (
 // RecordSum is the checksum of what a record holds beside its lock: its
 // data, schema, min-reader, user ids and metadata, each length-prefixed.
 func RecordSum(data []byte, schema, schemaMin int, uids, meta []byte) string {
-	return checksum.Of(data, []byte(strconv.Itoa(schema)), []byte(strconv.Itoa(schemaMin)), uids, meta)
+	return RecordSumAfter(DataSum(data), schema, schemaMin, uids, meta)
+}
+
+// DataSum is the record checksum run over data, its first part: a holder
+// that keeps it instead of the stored data checksums a write that leaves
+// the data as stored (RecordSumAfter) without holding the data twice.
+func DataSum(data []byte) checksum.Running { return checksum.Running(0).Then(data) }
+
+// RecordSumAfter is RecordSum of the data that data sums, with the rest.
+func RecordSumAfter(data checksum.Running, schema, schemaMin int, uids, meta []byte) string {
+	return data.Then([]byte(strconv.Itoa(schema)), []byte(strconv.Itoa(schemaMin)), uids, meta).String()
 }
 
 // SumField is the sum field save.lua writes for a record at ver, written
