@@ -85,8 +85,8 @@ type Profile[T any] struct {
 // writer is the executor's state: what the profile's writes know of
 // the record.
 type writer struct {
-	ver      int64  // the record version the last landed write made or loaded
-	data     storedData // what it knows of the data of that version: an unchanged profile saves no data
+	ver  int64      // the record version the last landed write made or loaded
+	data storedData // what it knows of the data of that version: an unchanged profile saves no data
 	// schema and schemaMin are the schema version and min-reader of the
 	// data in memory: as loaded or as the last landed write set them, or a
 	// restored version's.
