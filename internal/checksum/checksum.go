@@ -7,8 +7,8 @@ package checksum
 
 import (
 	"encoding/binary"
-	"fmt"
 	"hash/crc32"
+	"strconv"
 )
 
 // table is CRC-32C (Castagnoli), which has hardware support on amd64 and
@@ -27,17 +27,50 @@ type Running uint32
 
 // Then is r followed by parts.
 func (r Running) Then(parts ...[]byte) Running {
-	var n [binary.MaxVarintLen64]byte
-	c := uint32(r)
 	for _, b := range parts {
-		c = crc32.Update(c, table, n[:binary.PutUvarint(n[:], uint64(len(b)))])
-		c = crc32.Update(c, table, b)
+		r = r.Part(b)
 	}
-	return Running(c)
+	return r
+}
+
+// Part is r followed by one part. It allocates nothing: the length prefix
+// runs through the table byte by byte (a slice of a local array handed to
+// crc32.Update would escape to the heap), the part itself through
+// crc32.Update (the hardware's CRC-32C).
+func (r Running) Part(b []byte) Running {
+	var n [binary.MaxVarintLen64]byte
+	return Running(crc32.Update(r.small(n[:binary.PutUvarint(n[:], uint64(len(b)))]), table, b))
+}
+
+// Int is r followed by one part, the decimal digits of v (as
+// strconv.Itoa writes them), without allocating.
+func (r Running) Int(v int64) Running {
+	var d [20]byte
+	digits := strconv.AppendInt(d[:0], v, 10)
+	var n [binary.MaxVarintLen64]byte
+	return Running(Running(r.small(n[:binary.PutUvarint(n[:], uint64(len(digits)))])).small(digits))
+}
+
+// small runs the CRC over a few bytes with the table, byte by byte: the
+// same CRC as crc32.Update, without handing it the slice.
+func (r Running) small(p []byte) uint32 {
+	c := ^uint32(r)
+	for _, v := range p {
+		c = table[byte(c)^v] ^ (c >> 8)
+	}
+	return ^c
 }
 
 // String is the checksum of the parts r has run over, as Of gives it.
-func (r Running) String() string { return fmt.Sprintf("%08x", uint32(r)) }
+func (r Running) String() string {
+	const digits = "0123456789abcdef"
+	var s [8]byte
+	for i := 7; i >= 0; i-- {
+		s[i] = digits[r&0xf]
+		r >>= 4
+	}
+	return string(s[:])
+}
 
 // Valid reports whether s has the form Of gives.
 func Valid(s string) bool {

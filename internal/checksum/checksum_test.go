@@ -1,6 +1,8 @@
 package checksum_test
 
 import (
+	"bytes"
+	"strconv"
 	"testing"
 
 	"github.com/ckernel/playerdata/internal/checksum"
@@ -26,5 +28,28 @@ func TestOf(t *testing.T) {
 		if checksum.Valid(s) {
 			t.Errorf("Valid(%q) = true", s)
 		}
+	}
+}
+
+// A checksum run part by part (Running) is the checksum of the same parts
+// at once, whichever way the parts are split between Then, Part and Int
+// (the record's data is run once and kept; its schema numbers later), and
+// it allocates nothing but the string.
+func TestRunningIsOf(t *testing.T) {
+	data := bytes.Repeat([]byte("profile "), 200)
+	for _, tc := range []struct{ schema, min int64 }{{0, 0}, {3, 1}, {-1, 12345678901}} {
+		s, m := strconv.FormatInt(tc.schema, 10), strconv.FormatInt(tc.min, 10)
+		want := checksum.Of(data, []byte(s), []byte(m), []byte("uids"), nil)
+		got := checksum.Running(0).Part(data).Int(tc.schema).Int(tc.min).Part([]byte("uids")).Part(nil).String()
+		if got != want {
+			t.Fatalf("schema %d/%d: run part by part %s, at once %s", tc.schema, tc.min, got, want)
+		}
+		if then := checksum.Running(0).Then(data, []byte(s)).Then([]byte(m), []byte("uids"), nil).String(); then != want {
+			t.Fatalf("schema %d/%d: Then %s, Of %s", tc.schema, tc.min, then, want)
+		}
+	}
+	r := checksum.Running(0).Part(data)
+	if n := testing.AllocsPerRun(100, func() { r = r.Int(7).Part(data) }); n != 0 {
+		t.Fatalf("Part and Int allocate %.0f times", n)
 	}
 }

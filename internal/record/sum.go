@@ -27,11 +27,11 @@ func RecordSum(data []byte, schema, schemaMin int, uids, meta []byte) string {
 // DataSum is the record checksum run over data, its first part: a holder
 // that keeps it instead of the stored data checksums a write that leaves
 // the data as stored (RecordSumAfter) without holding the data twice.
-func DataSum(data []byte) checksum.Running { return checksum.Running(0).Then(data) }
+func DataSum(data []byte) checksum.Running { return checksum.Running(0).Part(data) }
 
 // RecordSumAfter is RecordSum of the data that data sums, with the rest.
 func RecordSumAfter(data checksum.Running, schema, schemaMin int, uids, meta []byte) string {
-	return data.Then([]byte(strconv.Itoa(schema)), []byte(strconv.Itoa(schemaMin)), uids, meta).String()
+	return data.Int(int64(schema)).Int(int64(schemaMin)).Part(uids).Part(meta).String()
 }
 
 // SumField is the sum field save.lua writes for a record at ver, written
