@@ -74,6 +74,8 @@ func TestEveryScriptsArgumentsReadBack(t *testing.T) {
 		{"claim", roundTrip[ClaimArgs, ClaimResult]{s: claimScript, a: ClaimArgs{Driver: "PlayerData", Key: "user:1",
 			Digest: BodyDigest([]byte("gift")), Window: time.Hour}}},
 		{"movestate", roundTrip[moveStateArgs, MoveState]{s: moveStateScript, a: moveStateArgs{}}},
+		{"versions", roundTrip[VersionsArgs, versionsAnswer]{s: versionsScript, a: VersionsArgs{}}},
+		{"versions-newest", roundTrip[VersionsArgs, versionsAnswer]{s: versionsScript, a: VersionsArgs{WithNewest: true}}},
 		{"movemark", roundTrip[MoveMark, bool]{s: moveMarkScript, a: MoveMark{Token: "t", ID: "m1", State: MoveCancelled,
 			From: "a", To: "b", Why: "refused (no-driver): the target runs no driver of this name"}}},
 		{"drainhold", roundTrip[DrainHoldArgs, map[string]int]{s: drainHoldScript, a: DrainHoldArgs{Drainer: "a",

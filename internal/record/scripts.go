@@ -66,7 +66,7 @@ var (
 	saveScript      = typed(ScriptSave, saveSrc, ParseSaveArgs, ParseSave)
 	prepareScript   = typed(ScriptPrepare, prepareSrc, ParsePrepareArgs, ParsePrepare)
 	sendScript      = typed(ScriptSend, sendSrc, parseSendCall, ParseSend)
-	versionsScript  = rscript.New(ScriptVersions, versionsSrc)
+	versionsScript  = typed(ScriptVersions, versionsSrc, ParseVersionsArgs, parseVersions)
 	wipeScript      = typed(ScriptWipe, wipeSrc, parseWipeArgs, parseWipe)
 	repairScript    = typed(ScriptRepair, repairSrc, ParseRepairArgs, ParseRepair)
 	freeScript      = typed(ScriptFree, freeSrc, ParseFreeArgs, ParseFree)
@@ -98,7 +98,7 @@ func typed[A wire, R any](name, src string, parse func([]string) (A, error), ans
 
 // Scripts lists the record's scripts (for an rscript.Catalog).
 func Scripts() []*rscript.Script {
-	return []*rscript.Script{acquireScript.Script, saveScript.Script, prepareScript.Script, versionsScript, wipeScript.Script,
+	return []*rscript.Script{acquireScript.Script, saveScript.Script, prepareScript.Script, versionsScript.Script, wipeScript.Script,
 		sendScript.Script, replayScript.Script, repairScript.Script, freeScript.Script, moveScript.Script, moveStateScript.Script,
 		moveMarkScript.Script, drainHoldScript.Script, claimScript.Script}
 }

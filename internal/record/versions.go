@@ -34,42 +34,86 @@ func Versions(ctx context.Context, rdb redis.Cmdable, key string) (VersionsResul
 	return listVersions(ctx, rdb, key, false)
 }
 
+// VersionsArgs are versions.lua's arguments.
+type VersionsArgs struct {
+	// WithNewest also fetches the newest kept version's values (what
+	// History.Plan needs of it).
+	WithNewest bool
+}
+
+func (VersionsArgs) keys(key string) []string { return []string{key, HistoryKey(key)} }
+
+func (a VersionsArgs) argv() []any {
+	if a.WithNewest {
+		return []any{"1"}
+	}
+	return []any{"0"}
+}
+
+// ParseVersionsArgs reads the ARGV of an observed versions.lua call.
+func ParseVersionsArgs(argv []string) (VersionsArgs, error) {
+	if err := wantArgs(ScriptVersions, argv, 1); err != nil {
+		return VersionsArgs{}, err
+	}
+	switch arg(argv, 1) {
+	case "0":
+		return VersionsArgs{}, nil
+	case "1":
+		return VersionsArgs{WithNewest: true}, nil
+	}
+	return VersionsArgs{}, fmt.Errorf("record: %s flag %q, want 0 or 1", ScriptVersions, arg(argv, 1))
+}
+
+// versionsAnswer is versions.lua's answer as it comes: the current
+// version's fields, and the history's listing, still to be sorted out.
+type versionsAnswer struct {
+	ver, at      any
+	hasData      bool
+	seen, sum    string
+	all          bool  // the whole history hash, names and values (a listpack)
+	flat, newest []any // the listing; the newest version's fields and values
+}
+
+// parseVersions reads versions.lua's answer.
+func parseVersions(v any) (versionsAnswer, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 8 {
+		return versionsAnswer{}, fmt.Errorf("%w: versions answered %T", ErrUnexpectedAnswer, v)
+	}
+	a := versionsAnswer{ver: arr[0], at: arr[1], hasData: str(arr[2]) == "1", seen: str(arr[3]), all: str(arr[4]) == "all",
+		sum: str(arr[7])}
+	a.flat, _ = arr[5].([]any)
+	a.newest, _ = arr[6].([]any)
+	return a, nil
+}
+
 // listVersions is Versions; withNewest also fetches the newest kept
 // version's value in the same script (History.Plan needs it).
 func listVersions(ctx context.Context, rdb redis.Cmdable, key string, withNewest bool) (VersionsResult, error) {
-	flag := "0"
-	if withNewest {
-		flag = "1"
-	}
-	v, err := versionsScript.Run(ctx, rdb, []string{key, HistoryKey(key)}, flag).Result()
+	a, err := versionsScript.Run(ctx, rdb, key, VersionsArgs{WithNewest: withNewest})
 	if err != nil {
 		return VersionsResult{}, err
 	}
-	arr, ok := v.([]any)
-	if !ok || len(arr) != 8 {
-		return VersionsResult{}, fmt.Errorf("%w: versions answered %T", ErrUnexpectedAnswer, v)
+	res := VersionsResult{Ver: num(a.ver), At: msTime(a.at), HasData: a.hasData}
+	if a.sum != "" {
+		_, res.Current = StoredRecord{Sum: a.sum, Ver: str(a.ver), At: str(a.at)}.copies()
 	}
-	res := VersionsResult{Ver: num(arr[0]), At: msTime(arr[1]), HasData: str(arr[2]) == "1"}
-	if sum := str(arr[7]); sum != "" {
-		_, res.Current = StoredRecord{Sum: sum, Ver: str(arr[0]), At: str(arr[1])}.copies()
-	}
-	flat, _ := arr[5].([]any)
-	newest, _ := arr[6].([]any)
+	newest := a.newest
 	var listed []listedField
-	if str(arr[4]) == "all" { // the whole hash, name and value
-		listed, newest = listedOfAll(flat, withNewest)
+	if a.all { // the whole hash, name and value
+		listed, newest = listedOfAll(a.flat, withNewest)
 	} else {
-		listed = make([]listedField, 0, len(flat)/3)
-		for i := 0; i+2 < len(flat); i += 3 {
-			f := listedField{name: str(flat[i]), size: int(num(flat[i+2]))}
-			if s, ok := flat[i+1].(string); ok {
+		listed = make([]listedField, 0, len(a.flat)/3)
+		for i := 0; i+2 < len(a.flat); i += 3 {
+			f := listedField{name: str(a.flat[i]), size: int(num(a.flat[i+2]))}
+			if s, ok := a.flat[i+1].(string); ok {
 				f.head = &s
 			}
 			listed = append(listed, f)
 		}
 	}
 	res.History = parseListing(listed)
-	res.History.Seen = str(arr[3])
+	res.History.Seen = a.seen
 	if len(newest) > 0 {
 		res.History.takeNewest(newest)
 	}
