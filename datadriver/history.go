@@ -57,13 +57,13 @@ func (p *Profile[T]) versionDue() bool {
 // write does to the history (record.History.Plan: the trim, by count and
 // by bytes, and the previous newest version rewritten as a delta), from a
 // listing of the history (its fields and headers, and the newest version's
-// value: no read of the rest). A version that could not be read is not
-// kept by this write (the next data write tries again), unless the write
-// must keep it (a restore's): then the write is not sent. Runs on the
-// owner.
+// value: no read of the rest) read with the data by one script. A version
+// whose data could not be read is not kept by this write (the next data
+// write tries again), unless the write must keep it (a restore's): then
+// the write is not sent. Runs on the owner.
 func (p *Profile[T]) keepVersion(req *record.SaveArgs) error {
 	d, w := p.d, &p.w
-	replaced, err := p.readStored()
+	h, replaced, planned, err := p.listForKeep()
 	if err != nil {
 		if w.keepNext {
 			return fmt.Errorf("%s %q: the data a restore replaces must be kept: %w", req.Mode, p.key, err)
@@ -72,12 +72,8 @@ func (p *Profile[T]) keepVersion(req *record.SaveArgs) error {
 		return nil
 	}
 	req.KeepVer, req.KeepMeta, req.KeepAlways = w.ver, w.stored, w.keepNext
-	h, err := p.listForKeep()
-	if err != nil {
-		d.log.Debug("history not listed: the version is kept whole", "key", p.key, "err", err)
-	}
 	req.Keep = record.NewKeptWhole(w.ver, h.Newest(w.ver), w.stored, replaced, d.zenc)
-	if err != nil || w.histAt.IsZero() {
+	if !planned {
 		return nil // without a listing, the script trims by count and rewrites nothing
 	}
 	plan := h.Plan(record.KeepSpec{Ver: w.ver, Data: replaced, Value: req.Keep, Count: d.cfg.History,
@@ -86,16 +82,34 @@ func (p *Profile[T]) keepVersion(req *record.SaveArgs) error {
 	return nil
 }
 
-// listForKeep lists the history for a write that keeps a version, within
-// historyReadTimeout; a record that never kept one has none to list.
-func (p *Profile[T]) listForKeep() (*record.History, error) {
-	if p.w.histAt.IsZero() {
-		return &record.History{}, nil
-	}
+// listForKeep reads, for a write that keeps a version, within
+// historyReadTimeout, the history's listing and the data the version
+// keeps (one script), or the data alone (one HGET) for a record that never
+// kept a version or whose history could not be listed (the version is then
+// kept whole, without a plan); planned says whether h is a listing. The
+// data must be the data the executor's last landed write left.
+func (p *Profile[T]) listForKeep() (h *record.History, data []byte, planned bool, err error) {
 	ctx, cancel := p.d.node.clock.WithTimeout(p.ctx, historyReadTimeout)
 	defer cancel()
-	h, err := record.ListForKeep(ctx, p.d.node.rdb, p.d.recordKey(p.key))
-	return &h, err
+	rk := p.d.recordKey(p.key)
+	h = &record.History{}
+	if !p.w.histAt.IsZero() {
+		var listed record.History
+		if listed, data, err = record.ListForKeep(ctx, p.d.node.rdb, rk); err == nil {
+			h, planned = &listed, true
+		} else {
+			p.d.log.Debug("history not listed: the version is kept whole", "key", p.key, "err", err)
+		}
+	}
+	if !planned {
+		if data, err = p.d.node.rdb.HGet(ctx, rk, record.FieldData).Bytes(); err != nil {
+			return nil, nil, false, fmt.Errorf("read the stored data: %w", err)
+		}
+	}
+	if !p.w.data.same(data) {
+		return nil, nil, false, errStoredDataChanged
+	}
+	return h, data, planned, nil
 }
 
 // newZstd returns the driver's compressor and decompressor, closed with the

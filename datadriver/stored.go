@@ -3,7 +3,6 @@ package datadriver
 import (
 	"crypto/sha256"
 	"errors"
-	"fmt"
 
 	"github.com/ckernel/playerdata/internal/checksum"
 	"github.com/ckernel/playerdata/internal/record"
@@ -53,19 +52,3 @@ func (s storedData) same(data []byte) bool {
 // the executor's last landed write left (another writer wrote the record:
 // the write that keeps it will be refused by its fence too).
 var errStoredDataChanged = errors.New("the stored data is not the data of the last landed write")
-
-// readStored reads the record's stored data (for a version the next write
-// keeps), within historyReadTimeout, and checks it is the data the
-// executor knows of.
-func (p *Profile[T]) readStored() ([]byte, error) {
-	ctx, cancel := p.d.node.clock.WithTimeout(p.ctx, historyReadTimeout)
-	defer cancel()
-	data, err := p.d.node.rdb.HGet(ctx, p.d.recordKey(p.key), record.FieldData).Bytes()
-	if err != nil {
-		return nil, fmt.Errorf("read the stored data: %w", err)
-	}
-	if !p.w.data.same(data) {
-		return nil, errStoredDataChanged
-	}
-	return data, nil
-}

@@ -13,12 +13,17 @@ import (
 	"github.com/ckernel/playerdata/testsupport"
 )
 
-// failDataReads makes every HGET of a record's data field fail, as a read
-// that times out would.
+// failDataReads makes every read of a record's data for a kept version
+// fail, as a read that times out would: an HGET of the data field, and
+// the history's listing that reads it (a script whose KEYS[2] is the
+// history hash and that writes nothing: versions.lua).
 func failDataReads(s *server) {
 	s.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
 		if strings.EqualFold(cmd.Name(), "hget") && len(cmd.Args()) == 3 && cmd.Args()[2] == "data" {
 			return errors.New("injected: the read of the data timed out")
+		}
+		if k, ok := testsupport.ScriptKey(cmd, 2); ok && strings.HasSuffix(k, ":hist") && isScript(cmd, "versions") {
+			return errors.New("injected: the history's listing timed out")
 		}
 		return nil
 	})

@@ -358,7 +358,7 @@ func (k *keeper) write(ctx context.Context, rec *keptRecord, keep, plan bool) (t
 	if keep && rec.data != nil {
 		h := &record.History{}
 		if plan {
-			if *h, err = record.ListForKeep(ctx, k.rdb, rec.key); err != nil {
+			if *h, _, err = record.ListForKeep(ctx, k.rdb, rec.key); err != nil {
 				return 0, err
 			}
 		}

@@ -85,9 +85,12 @@ func (h *historian) write(data []byte) record.SaveArgs {
 // plan lists the history and plans the write that keeps h.data (value).
 func (h *historian) plan(value record.KeptValue) record.HistoryPlan {
 	h.t.Helper()
-	hist, err := record.ListForKeep(context.Background(), h.rdb, h.key)
+	hist, stored, err := record.ListForKeep(context.Background(), h.rdb, h.key)
 	if err != nil {
 		h.t.Fatal(err)
+	}
+	if held, _ := h.rdb.HGet(context.Background(), h.key, record.FieldData).Bytes(); !bytes.Equal(stored, held) {
+		h.t.Fatalf("ListForKeep read %d bytes of data, the record holds %d (the version a write keeps)", len(stored), len(held))
 	}
 	budget := h.budget
 	if budget == 0 {

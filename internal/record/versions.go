@@ -31,7 +31,8 @@ type VersionsResult struct {
 // not their data), then, for each version of an earlier layout too long
 // for the script to read its metadata, one HGET of that version.
 func Versions(ctx context.Context, rdb redis.Cmdable, key string) (VersionsResult, error) {
-	return listVersions(ctx, rdb, key, false)
+	res, _, err := listVersions(ctx, rdb, key, VersionsArgs{})
+	return res, err
 }
 
 // VersionsArgs are versions.lua's arguments.
@@ -39,12 +40,18 @@ type VersionsArgs struct {
 	// WithNewest also fetches the newest kept version's values (what
 	// History.Plan needs of it).
 	WithNewest bool
+	// WithData also fetches the record's data (the version a write keeps;
+	// with WithNewest only).
+	WithData bool
 }
 
 func (VersionsArgs) keys(key string) []string { return []string{key, HistoryKey(key)} }
 
 func (a VersionsArgs) argv() []any {
-	if a.WithNewest {
+	switch {
+	case a.WithNewest && a.WithData:
+		return []any{"2"}
+	case a.WithNewest:
 		return []any{"1"}
 	}
 	return []any{"0"}
@@ -60,8 +67,10 @@ func ParseVersionsArgs(argv []string) (VersionsArgs, error) {
 		return VersionsArgs{}, nil
 	case "1":
 		return VersionsArgs{WithNewest: true}, nil
+	case "2":
+		return VersionsArgs{WithNewest: true, WithData: true}, nil
 	}
-	return VersionsArgs{}, fmt.Errorf("record: %s flag %q, want 0 or 1", ScriptVersions, arg(argv, 1))
+	return VersionsArgs{}, fmt.Errorf("record: %s flag %q, want 0, 1 or 2", ScriptVersions, arg(argv, 1))
 }
 
 // versionsAnswer is versions.lua's answer as it comes: the current
@@ -70,29 +79,34 @@ type versionsAnswer struct {
 	ver, at      any
 	hasData      bool
 	seen, sum    string
-	all          bool  // the whole history hash, names and values (a listpack)
-	flat, newest []any // the listing; the newest version's fields and values
+	all          bool   // the whole history hash, names and values (a listpack)
+	flat, newest []any  // the listing; the newest version's fields and values
+	data         []byte // the record's data (WithData; nil: none)
 }
 
 // parseVersions reads versions.lua's answer.
 func parseVersions(v any) (versionsAnswer, error) {
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 8 {
+	if !ok || len(arr) != 9 {
 		return versionsAnswer{}, fmt.Errorf("%w: versions answered %T", ErrUnexpectedAnswer, v)
 	}
 	a := versionsAnswer{ver: arr[0], at: arr[1], hasData: str(arr[2]) == "1", seen: str(arr[3]), all: str(arr[4]) == "all",
 		sum: str(arr[7])}
 	a.flat, _ = arr[5].([]any)
 	a.newest, _ = arr[6].([]any)
+	if d, ok := arr[8].(string); ok {
+		a.data = []byte(d)
+	}
 	return a, nil
 }
 
-// listVersions is Versions; withNewest also fetches the newest kept
-// version's value in the same script (History.Plan needs it).
-func listVersions(ctx context.Context, rdb redis.Cmdable, key string, withNewest bool) (VersionsResult, error) {
-	a, err := versionsScript.Run(ctx, rdb, key, VersionsArgs{WithNewest: withNewest})
+// listVersions is Versions, with what args asks for beside the listing in
+// the same script: the newest kept version's value (History.Plan needs
+// it), the record's data (answered apart).
+func listVersions(ctx context.Context, rdb redis.Cmdable, key string, args VersionsArgs) (VersionsResult, []byte, error) {
+	a, err := versionsScript.Run(ctx, rdb, key, args)
 	if err != nil {
-		return VersionsResult{}, err
+		return VersionsResult{}, nil, err
 	}
 	res := VersionsResult{Ver: num(a.ver), At: msTime(a.at), HasData: a.hasData}
 	if a.sum != "" {
@@ -101,7 +115,7 @@ func listVersions(ctx context.Context, rdb redis.Cmdable, key string, withNewest
 	newest := a.newest
 	var listed []listedField
 	if a.all { // the whole hash, name and value
-		listed, newest = listedOfAll(a.flat, withNewest)
+		listed, newest = listedOfAll(a.flat, args.WithNewest)
 	} else {
 		listed = make([]listedField, 0, len(a.flat)/3)
 		for i := 0; i+2 < len(a.flat); i += 3 {
@@ -118,10 +132,10 @@ func listVersions(ctx context.Context, rdb redis.Cmdable, key string, withNewest
 		res.History.takeNewest(newest)
 	}
 	if err := res.History.readUnlisted(ctx, rdb, key); err != nil {
-		return VersionsResult{}, err
+		return VersionsResult{}, nil, err
 	}
 	res.Kept = res.History.Kept()
-	return res, nil
+	return res, a.data, nil
 }
 
 // listedOfAll lists a whole hash's name/value pairs (flat): every field
@@ -244,8 +258,9 @@ func parseWipe(v any) (lost bool, err error) {
 
 // ListForKeep lists the history of the record at key for a write that
 // keeps a version (History.Plan): Versions, with the newest kept version's
-// value fetched by the same script (the plan rewrites it).
-func ListForKeep(ctx context.Context, rdb redis.Cmdable, key string) (History, error) {
-	res, err := listVersions(ctx, rdb, key, true)
-	return res.History, err
+// value (the plan rewrites it) and the record's data (the version the write
+// keeps) fetched by the same script.
+func ListForKeep(ctx context.Context, rdb redis.Cmdable, key string) (History, []byte, error) {
+	res, data, err := listVersions(ctx, rdb, key, VersionsArgs{WithNewest: true, WithData: true})
+	return res.History, data, err
 }
