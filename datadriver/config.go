@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -14,35 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/messaging"
-)
-
-// Defaults of Config. They are the reference design's.
-// Defaults of the Config and NodeConfig fields, each with its reason.
-const (
-	DefaultMoveHold     = 30 * time.Second  // a redirected client reconnects in seconds; a lost one frees the profile soon
-	DefaultLockWait     = 15 * time.Second  // a holder ends a stale session and saves, or a crashed one is proven stopped (10 to 15 s)
-	DefaultLockTTL      = 180 * time.Second // age after which a lock without the presence flag is stale
-	DefaultLockSkew     = 60 * time.Second  // margin on LockTTL for a failover whose clock differs
-	DefaultAutosave     = 30 * time.Second  // a crash loses at most this much progress
-	DefaultHistory      = 24                // with HistoryEvery, a day of play
-	MaxHistory          = 1000              // the most versions History may keep
-	DefaultHistoryEvery = time.Hour         // a day back in History versions; an hour-old mistake undone
-	// DefaultHistoryBytesPerData is HistoryBytes's default as a multiple of
-	// MaxDataBytes: the default day of versions of a profile takes about one
-	// compressed copy and its deltas, a fraction of this, and a big profile
-	// kept in many versions stays within this multiple of its size.
-	DefaultHistoryBytesPerData = 8
-	DefaultMaxInbox            = 1000           // messages are gifts and grants, not a queue
-	DefaultMaxMessageBytes     = 64 << 10       // a message is a gift or a grant, not a profile
-	DefaultMaxMessageAttempts  = 5              // rides out a passing failure; a message that never applies stops costing pulls
-	DefaultIdempotencyWindow   = 24 * time.Hour // a shop retries within minutes, a batch job within a day
-	DefaultMaxIdempotencyKeys  = 10 * DefaultMaxInbox
-	DefaultMaxDataBytes        = 4 << 20          // far under Redis's 512 MiB; a profile that large is a bug
-	DefaultSaveTimeout         = 10 * time.Second // one stuck save never holds up the others
-	DefaultReplicaTimeout      = time.Second      // a replica on the same network answers in milliseconds
-	DefaultMaxConcurrentSaves  = 16               // autosaves of one Node at once
-	DefaultPingTimeout         = 2 * time.Second  // a healthy Redis answers in a millisecond; say so at once if not
 )
 
 // NodeConfig configures a Node: one per game-server process. Every field
@@ -65,8 +37,8 @@ type NodeConfig struct {
 	Namespace      string       // prefix of every Redis key and bus subject [none]
 	Clock          clock.Clock  // drives every timer [clock.New()]
 	Logger         *slog.Logger // the Node's log, each line with its JobID [slog.Default()]
-	// SaveTimeout bounds each acquire, save and release [DefaultSaveTimeout];
-	// MaxConcurrentSaves the autosaves at once [DefaultMaxConcurrentSaves].
+	// SaveTimeout bounds each acquire, save and release [defaults.SaveTimeout];
+	// MaxConcurrentSaves the autosaves at once [defaults.MaxConcurrentSaves].
 	SaveTimeout        time.Duration
 	MaxConcurrentSaves int
 	// Entropy is the source of lock tokens, which must be unpredictable; a
@@ -82,7 +54,7 @@ type NodeConfig struct {
 	// (they change hands by release or by age only). [false]
 	DisableHandoff bool
 	// PingTimeout bounds NewNode's first PING of Redis and NATS.
-	// [DefaultPingTimeout]
+	// [defaults.PingTimeout]
 	PingTimeout time.Duration
 	// Beat is the beat period, PresenceTTL how long a beat keeps a server
 	// alive, FenceMargin how much earlier its sessions end (see
@@ -99,7 +71,7 @@ type NodeConfig struct {
 	TradeRetain    time.Duration // a settled trade's journal entry is kept [a day]
 	// MinReplicas makes acquisitions, releases, Saves, trade commits and
 	// Sends wait (WAIT, at most ReplicaTimeout) for that many replicas;
-	// fewer: ErrNotReplicated. [0; DefaultReplicaTimeout]
+	// fewer: ErrNotReplicated. [0; defaults.ReplicaTimeout]
 	MinReplicas    int
 	ReplicaTimeout time.Duration
 
@@ -133,41 +105,41 @@ type Config[T any] struct {
 	// Migrations upgrade stored data to schema version len(Migrations). [none]
 	Migrations []Migration
 	// LockWait bounds Join's wait for another server's lock
-	// [DefaultLockWait]; LocalHandoff a load's wait on this Node [LockWait
+	// [defaults.LockWait]; LocalHandoff a load's wait on this Node [LockWait
 	// for Join, none for Load].
 	LockWait, LocalHandoff time.Duration
 	// LockTTL + LockSkew: the age after which a lock without the presence
-	// flag may be taken. [DefaultLockTTL, DefaultLockSkew]
+	// flag may be taken. [defaults.LockTTL, defaults.LockSkew]
 	LockTTL, LockSkew time.Duration
 	// Autosave is the background save period; negative: off.
-	// [DefaultAutosave]
+	// [defaults.Autosave]
 	Autosave time.Duration
 	// History versions are kept (negative: none), at most one per
-	// HistoryEvery: what RestoreAt can reach. [DefaultHistory, DefaultHistoryEvery]
+	// HistoryEvery: what RestoreAt can reach. [defaults.History, defaults.HistoryEvery]
 	History      int
 	HistoryEvery time.Duration
 	// HistoryBytes bounds the Redis bytes of one profile's kept versions
 	// (compressed copies and deltas, as stored): the oldest go first beyond
 	// it, as beyond History; the newest is kept whatever its size.
-	// [DefaultHistoryBytesPerData × MaxDataBytes: 32 MiB]
+	// [defaults.HistoryBytesPerData × MaxDataBytes: 32 MiB]
 	HistoryBytes int
 	// OnMessage applies a message (Driver.Send) to a copy of the data, kept
 	// when it returns nil: applied exactly once. A refused message is tried
 	// again at autosave ticks (after 1, 2, 4, then every 8 Autosave
 	// periods); after MaxMessageAttempts refusals it is a dead letter.
-	// [nil; DefaultMaxMessageAttempts]
+	// [nil; defaults.MaxMessageAttempts]
 	OnMessage          func(d *T, m Message) error
 	MaxMessageAttempts int
 	// MaxInbox bounds the messages waiting, MaxMessageBytes one body.
-	// [DefaultMaxInbox, DefaultMaxMessageBytes]
+	// [defaults.MaxInbox, defaults.MaxMessageBytes]
 	MaxInbox, MaxMessageBytes int
 	// IdempotencyWindow: how long a Send's IdempotencyKey is remembered
 	// (and always while its message waits or is a dead letter);
 	// MaxIdempotencyKeys: how many, beyond which a new keyed Send is refused
-	// (ErrTooManyIdempotencyKeys). [a day, DefaultMaxIdempotencyKeys]
+	// (ErrTooManyIdempotencyKeys). [a day, defaults.MaxIdempotencyKeys]
 	IdempotencyWindow  time.Duration
 	MaxIdempotencyKeys int
-	MaxDataBytes       int // bound of one encoded profile (ErrTooLarge) [DefaultMaxDataBytes]
+	MaxDataBytes       int // bound of one encoded profile (ErrTooLarge) [defaults.MaxDataBytes]
 	// Kick is called once per session the driver ends by itself;
 	// OnLockLost after it for a session that ends without its progress;
 	// OnSaveError when a background write fails. The callbacks of one key
@@ -191,14 +163,14 @@ type Config[T any] struct {
 	DisableHandoff bool
 	// MoveHold bounds how long a profile moved here (Profile.MoveTo on
 	// another server) waits for its player's Join, after which it is saved
-	// and released like a leave. [DefaultMoveHold]
+	// and released like a leave. [defaults.MoveHold]
 	MoveHold time.Duration
 }
 
 // withDefaults returns c with zero fields set to their defaults, or an error
 // wrapping ErrInvalidConfig.
 func (c Config[T]) withDefaults() (Config[T], error) {
-	if err := ValidName(c.Name); err != nil {
+	if err := validName(c.Name); err != nil {
 		return c, err
 	}
 	for _, d := range []struct {
@@ -214,28 +186,28 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 			c.MaxDataBytes, c.HistoryBytes)
 	}
 	if c.LockWait == 0 {
-		c.LockWait = DefaultLockWait
+		c.LockWait = defaults.LockWait
 	}
 	if c.MoveHold == 0 {
-		c.MoveHold = DefaultMoveHold
+		c.MoveHold = defaults.MoveHold
 	}
 	if c.LockTTL == 0 {
-		c.LockTTL = DefaultLockTTL
+		c.LockTTL = defaults.LockTTL
 	}
 	if c.LockSkew == 0 {
-		c.LockSkew = DefaultLockSkew
+		c.LockSkew = defaults.LockSkew
 	}
 	if c.Autosave == 0 {
-		c.Autosave = DefaultAutosave
+		c.Autosave = defaults.Autosave
 	}
 	if c.History == 0 {
-		c.History = DefaultHistory
+		c.History = defaults.History
 	}
 	if c.History < 0 {
 		c.History = 0
 	}
-	if c.History > MaxHistory {
-		return c, fmt.Errorf("%w: History %d is more than %d", ErrInvalidConfig, c.History, MaxHistory)
+	if c.History > defaults.MaxHistory {
+		return c, fmt.Errorf("%w: History %d is more than %d", ErrInvalidConfig, c.History, defaults.MaxHistory)
 	}
 	if c.HistoryEvery < 0 || c.MaxInbox < 0 || c.MaxMessageBytes < 0 || c.IdempotencyWindow < 0 || c.MaxIdempotencyKeys < 0 {
 		return c, fmt.Errorf("%w: HistoryEvery, MaxInbox, MaxMessageBytes, IdempotencyWindow and MaxIdempotencyKeys "+
@@ -243,69 +215,30 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 	}
 	switch {
 	case c.MaxMessageAttempts == 0:
-		c.MaxMessageAttempts = DefaultMaxMessageAttempts
+		c.MaxMessageAttempts = defaults.MaxMessageAttempts
 	case c.MaxMessageAttempts < 0:
 		c.MaxMessageAttempts = 0 // the scripts' "never"
 	}
 	if c.IdempotencyWindow == 0 {
-		c.IdempotencyWindow = DefaultIdempotencyWindow
+		c.IdempotencyWindow = defaults.IdempotencyWindow
 	}
 	if c.MaxIdempotencyKeys == 0 {
-		c.MaxIdempotencyKeys = DefaultMaxIdempotencyKeys
+		c.MaxIdempotencyKeys = defaults.MaxIdempotencyKeys
 	}
 	if c.HistoryEvery == 0 {
-		c.HistoryEvery = DefaultHistoryEvery
+		c.HistoryEvery = defaults.HistoryEvery
 	}
 	if c.MaxInbox == 0 {
-		c.MaxInbox = DefaultMaxInbox
+		c.MaxInbox = defaults.MaxInbox
 	}
 	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = DefaultMaxMessageBytes
+		c.MaxMessageBytes = defaults.MaxMessageBytes
 	}
 	if c.MaxDataBytes == 0 {
-		c.MaxDataBytes = DefaultMaxDataBytes
+		c.MaxDataBytes = defaults.MaxDataBytes
 	}
 	if c.HistoryBytes == 0 {
-		c.HistoryBytes = DefaultHistoryBytesPerData * c.MaxDataBytes
+		c.HistoryBytes = defaults.HistoryBytesPerData * c.MaxDataBytes
 	}
 	return c, nil
-}
-
-// MaxNameBytes bounds a driver Name (it is in every key and subject).
-const MaxNameBytes = 128
-
-// ValidName reports whether name can name a driver (it appears in Redis keys
-// and NATS subjects): an error wrapping ErrInvalidConfig unless it is 1 to
-// MaxNameBytes ASCII letters, digits, '_' and '-'.
-func ValidName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: Name is required", ErrInvalidConfig)
-	case len(name) > MaxNameBytes:
-		return fmt.Errorf("%w: Name is %d bytes, more than %d", ErrInvalidConfig, len(name), MaxNameBytes)
-	}
-	for i, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return fmt.Errorf("%w: Name %q has %s at byte %d: a Name is letters, digits, '_' and '-'",
-				ErrInvalidConfig, name, describeRune(r), i)
-		}
-	}
-	return nil
-}
-
-// describeRune names a character a Name may not have.
-func describeRune(r rune) string {
-	switch {
-	case r == ' ':
-		return "a space"
-	case r == '.':
-		return "a dot"
-	case r == '{' || r == '}':
-		return fmt.Sprintf("a brace (%q)", r)
-	case r == '*' || r == '>':
-		return fmt.Sprintf("a NATS wildcard (%q)", r)
-	case r == utf8.RuneError:
-		return "invalid UTF-8"
-	}
-	return fmt.Sprintf("%q", r)
 }

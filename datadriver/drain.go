@@ -15,10 +15,10 @@ import (
 // instead of releasing it: a rolling deploy or a scale-in keeps its
 // players playing, each told where to go.
 
-// DefaultDrainParallel is how many moves a drain runs at once: enough to
+// drainParallel is how many moves a drain runs at once: enough to
 // overlap the round trips of a few thousand players, few enough not to
 // crowd the Node's Redis pool.
-const DefaultDrainParallel = 64
+const drainParallel = 64
 
 // DrainOptions tune Node.Drain.
 type DrainOptions struct {
@@ -27,7 +27,7 @@ type DrainOptions struct {
 	// client there. It runs on the drain's goroutines and must not block
 	// for long. [nil]
 	OnMoved func(driver, key, to string)
-	// Parallel bounds the moves running at once. [DefaultDrainParallel]
+	// Parallel bounds the moves running at once. [drainParallel]
 	Parallel int
 }
 
@@ -155,7 +155,7 @@ func (n *Node) Drain(ctx context.Context, opts DrainOptions) (DrainResult, error
 	}
 	parallel := opts.Parallel
 	if parallel <= 0 {
-		parallel = DefaultDrainParallel
+		parallel = drainParallel
 	}
 	n.mu.Lock()
 	drivers := n.driversLocked()

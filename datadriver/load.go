@@ -136,7 +136,7 @@ func (s loadSpec) purpose() string {
 }
 
 func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profile[T], error) {
-	if err := ValidKey(key); err != nil {
+	if err := validKey(key); err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
 	if err := ctx.Err(); err != nil {

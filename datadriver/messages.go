@@ -97,7 +97,7 @@ func (d *Driver[T]) Send(ctx context.Context, key string, body any, opts ...Send
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if err := ValidKey(key); err != nil {
+	if err := validKey(key); err != nil {
 		return "", fmt.Errorf("send: %w", err)
 	}
 	if len(o.idempotencyKey) > maxIdempotencyKeyBytes {

@@ -67,7 +67,7 @@ func walletOf(p *datadriver.Profile[wallet]) wallet {
 func inboxLen(tb testing.TB, r *testsupport.Redis, key string) int64 {
 	tb.Helper()
 	n, err := r.Client(tb).XLen(context.Background(),
-		record.InboxKey(datadriver.RecordKey(r.Namespace, "PlayerData", key))).Result()
+		record.InboxKey(record.Key(r.Namespace, "PlayerData", key))).Result()
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -176,7 +176,7 @@ func TestDeadLetteredKeysSurviveTheBound(t *testing.T) {
 			ids[k] = id
 		}
 	}
-	rk := datadriver.RecordKey(pr.r.Namespace, "PlayerData", "user:1")
+	rk := record.Key(pr.r.Namespace, "PlayerData", "user:1")
 	eventually(t, 10*time.Second, "the 4 refused gifts dead-lettered by the holder's own retries", func() bool {
 		dead, _ := record.ReadDeadLetters(ctx, pr.r.Client(t), rk, 10)
 		return len(dead) == 4

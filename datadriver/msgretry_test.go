@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/testsupport"
 )
@@ -36,7 +37,7 @@ func TestRefusedMessageIsRetriedUntilDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rk := datadriver.RecordKey(pr.r.Namespace, "PlayerData", "user:1")
+	rk := record.Key(pr.r.Namespace, "PlayerData", "user:1")
 	var dead []record.DeadLetter
 	eventually(t, 10*time.Second, "the refused message dead-lettered by the holder's retries", func() bool {
 		dead, _ = record.ReadDeadLetters(ctx, pr.r.Client(t), rk, 10)
@@ -72,7 +73,7 @@ func TestRefusedMessageAppliesOnceMended(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rk := datadriver.RecordKey(pr.r.Namespace, "PlayerData", "user:1")
+	rk := record.Key(pr.r.Namespace, "PlayerData", "user:1")
 	admin := pr.r.Client(t)
 	eventually(t, 10*time.Second, "the message refused, then tried again", func() bool {
 		n, _ := admin.HGet(ctx, record.TriesKey(rk), id).Int()
@@ -101,7 +102,7 @@ func TestReplayOfAWaitingMessageStartsItsRefusalsOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rk := datadriver.RecordKey(pr.r.Namespace, "PlayerData", "user:1")
+	rk := record.Key(pr.r.Namespace, "PlayerData", "user:1")
 	admin := pr.r.Client(t)
 	tries := func() int { n, _ := admin.HGet(ctx, record.TriesKey(rk), id).Int(); return n }
 	eventually(t, 5*time.Second, "the refusal counted", func() bool { return tries() == 1 })
@@ -182,10 +183,10 @@ func TestRefusedMessageRetryBacksOff(t *testing.T) {
 			synctest.Wait()
 			mu.Lock()
 			defer mu.Unlock()
-			period := datadriver.DefaultAutosave
+			period := defaults.Autosave
 			if attempts == 0 { // the default: 5
-				if len(at) != datadriver.DefaultMaxMessageAttempts {
-					t.Fatalf("%d refusals in an hour, want %d then a dead letter", len(at), datadriver.DefaultMaxMessageAttempts)
+				if len(at) != defaults.MaxMessageAttempts {
+					t.Fatalf("%d refusals in an hour, want %d then a dead letter", len(at), defaults.MaxMessageAttempts)
 				}
 				if took := at[len(at)-1].Sub(at[0]); took < 14*period || took > 19*period {
 					t.Errorf("dead-lettered %s after the first refusal, want 15 to 19 autosave periods", took)

@@ -17,6 +17,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/sameredis"
 	"github.com/ckernel/playerdata/internal/telemetry"
 	"github.com/ckernel/playerdata/lockhandoff"
@@ -200,10 +201,10 @@ func (cfg NodeConfig) withDefaults() (NodeConfig, error) {
 			"ReplicaTimeout must not be negative", ErrInvalidConfig)
 	}
 	if cfg.MinReplicas > 0 && cfg.ReplicaTimeout == 0 {
-		cfg.ReplicaTimeout = DefaultReplicaTimeout
+		cfg.ReplicaTimeout = defaults.ReplicaTimeout
 	}
 	if cfg.PingTimeout == 0 {
-		cfg.PingTimeout = DefaultPingTimeout
+		cfg.PingTimeout = defaults.PingTimeout
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.New()
@@ -212,10 +213,10 @@ func (cfg NodeConfig) withDefaults() (NodeConfig, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.SaveTimeout == 0 {
-		cfg.SaveTimeout = DefaultSaveTimeout
+		cfg.SaveTimeout = defaults.SaveTimeout
 	}
 	if cfg.MaxConcurrentSaves == 0 {
-		cfg.MaxConcurrentSaves = DefaultMaxConcurrentSaves
+		cfg.MaxConcurrentSaves = defaults.MaxConcurrentSaves
 	}
 	if cfg.Entropy == nil {
 		var seed [32]byte

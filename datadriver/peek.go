@@ -54,7 +54,7 @@ type peekRecord struct {
 // can have. ctx bounds the reads.
 func (d *Driver[T]) Peek(ctx context.Context, key string) (T, error) {
 	var zero T
-	if err := ValidKey(key); err != nil {
+	if err := validKey(key); err != nil {
 		return zero, fmt.Errorf("peek: %w", err)
 	}
 	r, err := d.readPeek(ctx, key)

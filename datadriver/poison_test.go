@@ -58,7 +58,7 @@ func TestPoisonMessagesAreDeadLettered(t *testing.T) {
 		}
 		eventually(t, 5*time.Second, "the gift applied", func() bool { return walletOf(p).Received == i })
 	}
-	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:1")
+	rk := record.Key(r.Namespace, "PlayerData", "user:1")
 	var dead []record.DeadLetter
 	eventually(t, 5*time.Second, "the poison dead-lettered", func() bool {
 		dead, err = record.ReadDeadLetters(ctx, r.Client(t), rk, 10)
@@ -126,7 +126,7 @@ func TestPoisonInboxDoesNotStallRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin.SlowLogReset(ctx)
-	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:1")
+	rk := record.Key(r.Namespace, "PlayerData", "user:1")
 	for i := range attempts {
 		p, err := d.Join(ctx, "user:1")
 		if err != nil {
@@ -209,7 +209,7 @@ func TestDamagedMessageIsNeverApplied(t *testing.T) {
 	d := poisonDriver(t, s, &refuse, 2)
 	ctx := ctxT(t)
 	c := r.Client(t)
-	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:2")
+	rk := record.Key(r.Namespace, "PlayerData", "user:2")
 	if _, err := d.Send(ctx, "user:2", gift{Coins: 1}); err != nil {
 		t.Fatal(err)
 	}

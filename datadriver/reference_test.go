@@ -405,7 +405,7 @@ func recordOf(tb testing.TB, c *testsupport.Cluster, key string) map[string]stri
 	tb.Helper()
 	rdb := c.Client(tb)
 	defer rdb.Close()
-	m, err := rdb.HGetAll(context.Background(), datadriver.RecordKey("sim", "PlayerData", key)).Result()
+	m, err := rdb.HGetAll(context.Background(), record.Key("sim", "PlayerData", key)).Result()
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func (d *Driver[T]) Versions(ctx context.Context, key string) ([]Version, error)
 // versions lists the kept versions of key with their schema versions,
 // newest first, and the history's listing they come from.
 func (d *Driver[T]) versions(ctx context.Context, key string) ([]version, *record.History, error) {
-	if err := ValidKey(key); err != nil {
+	if err := validKey(key); err != nil {
 		return nil, nil, fmt.Errorf("versions: %w", err)
 	}
 	res, err := record.Versions(ctx, d.node.rdb, d.recordKey(key))

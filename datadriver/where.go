@@ -66,7 +66,7 @@ var holderFields = []string{record.FieldLockJob, record.FieldLockToken, record.F
 // for a key no profile can have. When the presence read fails the Holder
 // comes with Status Unknown and the error. ctx bounds the reads.
 func (d *Driver[T]) Where(ctx context.Context, key string) (Holder, error) {
-	if err := ValidKey(key); err != nil {
+	if err := validKey(key); err != nil {
 		return Holder{}, fmt.Errorf("where: %w", err)
 	}
 	vals, err := d.node.rdb.HMGet(ctx, d.recordKey(key), holderFields...).Result()

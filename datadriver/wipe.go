@@ -22,7 +22,7 @@ var errWiped = errors.New("the record was erased")
 // ErrWaitTimeout) and erases nothing. The record's epoch goes with it: the
 // next join of key starts again at epoch 1 with Defaults.
 func (d *Driver[T]) Wipe(ctx context.Context, key string) error {
-	if err := ValidKey(key); err != nil {
+	if err := validKey(key); err != nil {
 		return fmt.Errorf("wipe: %w", err)
 	}
 	if p := d.liveProfile(key); p != nil {

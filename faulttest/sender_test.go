@@ -292,7 +292,7 @@ func (c *cluster) inboxes(keys []string) (map[msgRef]bool, error) {
 	cmds := make([]*redis.XMessageSliceCmd, len(keys))
 	_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {
-			cmds[i] = p.XRange(ctx, internalrecord.InboxKey(datadriver.RecordKey(c.ns, driverName, k)), "-", "+")
+			cmds[i] = p.XRange(ctx, internalrecord.InboxKey(internalrecord.Key(c.ns, driverName, k)), "-", "+")
 		}
 		return nil
 	})
