@@ -17,154 +17,173 @@ import (
 	"github.com/ckernel/playerdata/messaging"
 )
 
-// NodeConfig configures a Node: one per game-server process. Every field
-// but Redis is optional; its default is in brackets.
+// NodeConfig configures a Node: one per game-server process. A zero field
+// takes the default its "default:" line names; an invalid value is refused
+// (ErrInvalidConfig). The fields come in groups: the server, saves,
+// presence, the bus and handoff, telemetry.
 type NodeConfig struct {
-	// JobID names this server in lock records and on the bus (a NATS subject
-	// token); NewNode refuses it while another process beats it (ErrJobIDInUse).
-	// [a random "anon-…"]
-	JobID string
 	// Redis holds the records and the presence hash: one Redis, Sentinel or
-	// Cluster (required).
+	// Cluster.
+	// default: none (required)
 	Redis redis.UniversalClient
-	// PresenceRedis carries the beats and presence reads, apart from saves;
-	// give one when Redis's client carries hooks the beats need too.
-	// [a client made from Redis's options, pool 4]
-	PresenceRedis redis.UniversalClient
+	// JobID names this server in lock records and on the bus (a NATS subject
+	// token); NewNode refuses it while another process beats it.
+	// default: a random "anon-…"
+	JobID string
+	// Namespace prefixes every Redis key and bus subject.
+	// default: none
+	Namespace string
+	// Clock drives every timer; Logger is the Node's log (each line with its
+	// JobID); Entropy is the source of lock tokens, which must be
+	// unpredictable (a fixed one replays a simulation).
+	// default: clock.New(), slog.Default(), ChaCha8 seeded from crypto/rand
+	Clock   clock.Clock
+	Logger  *slog.Logger
+	Entropy io.Reader
+	// PingTimeout bounds NewNode's first PING of Redis and NATS.
+	// default: 2 s
+	PingTimeout time.Duration
 	// AcceptEviction starts on a Redis whose maxmemory-policy is allkeys-*:
-	// an evicted record reads as a new profile. [false: ErrEvictionPolicy]
+	// an evicted record reads as a new profile.
+	// default: false (NewNode answers ErrEvictionPolicy)
 	AcceptEviction bool
-	Namespace      string       // prefix of every Redis key and bus subject [none]
-	Clock          clock.Clock  // drives every timer [clock.New()]
-	Logger         *slog.Logger // the Node's log, each line with its JobID [slog.Default()]
-	// SaveTimeout bounds each acquire, save and release [defaults.SaveTimeout];
-	// MaxConcurrentSaves the autosaves at once [defaults.MaxConcurrentSaves].
+
+	// Saves: SaveTimeout bounds each acquire, save and release;
+	// MaxConcurrentSaves the autosaves at once; TradeRetain how long a
+	// settled trade's journal entry is kept.
+	// default: 10 s, 16, a day
 	SaveTimeout        time.Duration
 	MaxConcurrentSaves int
-	// Entropy is the source of lock tokens, which must be unpredictable; a
-	// fixed one replays a simulation. [ChaCha8 seeded from crypto/rand]
-	Entropy io.Reader
-
-	// NATS carries release requests and message notifications
-	// ("<Namespace>.<SubjectPrefix>.<JobID>"); Bus replaces it (tests).
-	// [none: joins poll; crashed holders are still found through presence]
-	NATS *nats.Conn
-	Bus  messaging.Bus
-	// DisableHandoff: no subscription, and locks without the presence flag
-	// (they change hands by release or by age only). [false]
-	DisableHandoff bool
-	// PingTimeout bounds NewNode's first PING of Redis and NATS.
-	// [defaults.PingTimeout]
-	PingTimeout time.Duration
-	// Beat is the beat period, PresenceTTL how long a beat keeps a server
-	// alive, FenceMargin how much earlier its sessions end (see
-	// docs/self-fencing.md). [3 s, 10 s, Beat]
-	Beat, PresenceTTL, FenceMargin time.Duration
-	// RequestRepeat: a waiting join repeats its request; ParkMin, ParkMax
-	// bound its park between attempts. [4 s, 0.5 s, 2 s]
-	RequestRepeat, ParkMin, ParkMax time.Duration
-	// PresenceKey names the presence hash; PresenceShards splits it by JobID
-	// (the same count on every server). ["CKPresence", 1]
-	PresenceKey    string
-	PresenceShards int
-	SubjectPrefix  string        // of handoff subjects ["CKHandoff"]
-	TradeRetain    time.Duration // a settled trade's journal entry is kept [a day]
+	TradeRetain        time.Duration
 	// MinReplicas makes acquisitions, releases, Saves, trade commits and
 	// Sends wait (WAIT, at most ReplicaTimeout) for that many replicas;
-	// fewer: ErrNotReplicated. [0; defaults.ReplicaTimeout]
+	// fewer: ErrNotReplicated.
+	// default: 0, 1 s
 	MinReplicas    int
 	ReplicaTimeout time.Duration
 
-	// MeterProvider and TracerProvider receive the metrics and spans
-	// (OpenTelemetry, docs/operations.md). [the global providers]
-	MeterProvider  metric.MeterProvider
-	TracerProvider trace.TracerProvider
+	// Presence (docs/self-fencing.md): PresenceRedis carries the beats and
+	// presence reads apart from saves; PresenceKey names the hash and
+	// PresenceShards splits it (the same count on every server); Beat is the
+	// beat period, PresenceTTL how long a beat keeps a server alive,
+	// FenceMargin how much earlier its sessions end.
+	// default: a client made from Redis's options (pool 4), "CKPresence", 1,
+	// 3 s, 10 s, Beat
+	PresenceRedis                  redis.UniversalClient
+	PresenceKey                    string
+	PresenceShards                 int
+	Beat, PresenceTTL, FenceMargin time.Duration
 
+	// Bus and handoff (docs/bus.md, docs/handoff.md): NATS carries release
+	// requests and message notifications on
+	// "<Namespace>.<SubjectPrefix>.<JobID>"; Bus replaces it (tests).
+	// Without either, joins poll; crashed holders are still found through
+	// presence.
+	// default: none, none, "CKHandoff"
+	NATS          *nats.Conn
+	Bus           messaging.Bus
+	SubjectPrefix string
+	// DisableHandoff: no subscription, and locks without the presence flag
+	// (they change hands by release or by age only).
+	// default: false
+	DisableHandoff bool
+	// RequestRepeat: a waiting join repeats its request; ParkMin, ParkMax
+	// bound its park between attempts.
+	// default: 4 s, 0.5 s, 2 s
+	RequestRepeat, ParkMin, ParkMax time.Duration
 	// RequestKey signs every message between servers (HMAC-SHA256, ≥ 16
 	// bytes, NATS only); RequestKeyOptional also accepts unsigned ones
-	// (rollout); RequestKeysAccepted are further keys (rotation). [none:
-	// docs/bus.md says what a peer can then do]
+	// (rollout); RequestKeysAccepted are further keys (rotation).
+	// default: none (docs/bus.md says what a peer can then do)
 	RequestKey          []byte
 	RequestKeyOptional  bool
 	RequestKeysAccepted [][]byte
+
+	// MeterProvider and TracerProvider receive the metrics and spans
+	// (OpenTelemetry, docs/operations.md).
+	// default: the global providers
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 }
 
-// Config configures a Driver: one per kind of profile on a Node. Every
-// field but Name is optional; its default is in brackets.
+// Config configures a Driver: one per kind of profile on a Node. A zero
+// field takes the default its "default:" line names; an invalid value is
+// refused (ErrInvalidConfig). The fields come in groups: the data, locks,
+// saves and history, messages, callbacks.
 type Config[T any] struct {
-	// Name identifies the profile kind in keys and messages: unique per Node,
-	// 1 to MaxNameBytes letters, digits, '_' and '-'.
+	// Name identifies the profile kind in keys and messages: unique per
+	// Node, 1 to 128 ASCII letters, digits, '_' and '-'.
+	// default: none (required)
 	Name string
 	// Defaults is a new profile's data; a field a stored one lacks takes its
-	// value from it, at every depth. [the zero T]
+	// value from it, at every depth.
+	// default: the zero T
 	Defaults T
-	TagName  string // struct tag of stored fields: "msgpack" or "json" ["msgpack"]
+	// TagName is the struct tag of stored fields: "msgpack" or "json".
+	// default: "msgpack"
+	TagName string
 	// AllowLossyFields accepts a T with fields that do not round-trip
-	// (unexported, interface-typed); else NewDriver names them. [false]
+	// (unexported, interface-typed); else NewDriver names them.
+	// default: false
 	AllowLossyFields bool
-	// Migrations upgrade stored data to schema version len(Migrations). [none]
+	// Migrations upgrade stored data to schema version len(Migrations).
+	// default: none
 	Migrations []Migration
-	// LockWait bounds Join's wait for another server's lock
-	// [defaults.LockWait]; LocalHandoff a load's wait on this Node [LockWait
-	// for Join, none for Load].
-	LockWait, LocalHandoff time.Duration
-	// LockTTL + LockSkew: the age after which a lock without the presence
-	// flag may be taken. [defaults.LockTTL, defaults.LockSkew]
-	LockTTL, LockSkew time.Duration
-	// Autosave is the background save period; negative: off.
-	// [defaults.Autosave]
-	Autosave time.Duration
-	// History versions are kept (negative: none), at most one per
-	// HistoryEvery: what RestoreAt can reach. [defaults.History, defaults.HistoryEvery]
+	// MaxDataBytes bounds one encoded profile (ErrTooLarge).
+	// default: 4 MiB
+	MaxDataBytes int
+
+	// Locks (docs/handoff.md): LockWait bounds Join's wait for another
+	// server's lock, LocalHandoff a load's wait on this Node; a lock without
+	// the presence flag may be taken once LockTTL + LockSkew old; MoveHold
+	// bounds how long a profile moved here (Profile.MoveTo) waits for its
+	// player's Join before it is released like a leave.
+	// default: 15 s, LockWait for Join (none for Load), 180 s, 60 s, 30 s
+	LockWait, LocalHandoff, LockTTL, LockSkew, MoveHold time.Duration
+
+	// Saves and history (docs/history.md): Autosave is the background save
+	// period (negative: off); History versions are kept (negative: none; at
+	// most 1000), at most one per HistoryEvery, in at most HistoryBytes of
+	// Redis (the oldest go first; the newest is kept whatever its size):
+	// what RestoreAt can reach.
+	// default: 30 s, 24, an hour, 8 × MaxDataBytes
+	Autosave     time.Duration
 	History      int
 	HistoryEvery time.Duration
-	// HistoryBytes bounds the Redis bytes of one profile's kept versions
-	// (compressed copies and deltas, as stored): the oldest go first beyond
-	// it, as beyond History; the newest is kept whatever its size.
-	// [defaults.HistoryBytesPerData × MaxDataBytes: 32 MiB]
 	HistoryBytes int
-	// OnMessage applies a message (Driver.Send) to a copy of the data, kept
-	// when it returns nil: applied exactly once. A refused message is tried
-	// again at autosave ticks (after 1, 2, 4, then every 8 Autosave
-	// periods); after MaxMessageAttempts refusals it is a dead letter.
-	// [nil; defaults.MaxMessageAttempts]
-	OnMessage          func(d *T, m Message) error
-	MaxMessageAttempts int
-	// MaxInbox bounds the messages waiting, MaxMessageBytes one body.
-	// [defaults.MaxInbox, defaults.MaxMessageBytes]
-	MaxInbox, MaxMessageBytes int
-	// IdempotencyWindow: how long a Send's IdempotencyKey is remembered
+
+	// Messages (docs/messages.md): OnMessage applies a message (Driver.Send)
+	// to a copy of the data, kept when it returns nil: applied exactly once.
+	// A refused one is tried again at autosave ticks and is a dead letter
+	// after MaxMessageAttempts refusals (negative: never). MaxInbox bounds
+	// the messages waiting, MaxMessageBytes one body.
+	// default: nil, 5, 1000, 64 KiB
+	OnMessage                                     func(d *T, m Message) error
+	MaxMessageAttempts, MaxInbox, MaxMessageBytes int
+	// IdempotencyWindow is how long a Send's IdempotencyKey is remembered
 	// (and always while its message waits or is a dead letter);
-	// MaxIdempotencyKeys: how many, beyond which a new keyed Send is refused
-	// (ErrTooManyIdempotencyKeys). [a day, defaults.MaxIdempotencyKeys]
+	// MaxIdempotencyKeys how many (ErrTooManyIdempotencyKeys beyond).
+	// default: a day, 10000
 	IdempotencyWindow  time.Duration
 	MaxIdempotencyKeys int
-	MaxDataBytes       int // bound of one encoded profile (ErrTooLarge) [defaults.MaxDataBytes]
-	// Kick is called once per session the driver ends by itself;
+
+	// Callbacks: Kick is called once per session the driver ends by itself;
 	// OnLockLost after it for a session that ends without its progress;
-	// OnSaveError when a background write fails. The callbacks of one key
-	// run one at a time in the order they were called (a leave's OnRelease
-	// cleanups wait up to 500 ms for its Kick to return); keys take turns on
-	// at most 8 goroutines, so a callback that blocks holds up its own key,
-	// and other keys only while 8 keys have a callback running. [nil]
+	// OnSaveError when a background write fails; OnSaved after each write
+	// that landed (not a lock refresh) with what it stored. A key's
+	// callbacks run one at a time in order (a leave's OnRelease cleanups
+	// wait up to 500 ms for its Kick); keys take turns on at most 8
+	// goroutines, so one that blocks holds up its own key. A panic is
+	// recovered and logged.
+	// default: nil
 	Kick        func(key string, reason KickReason)
 	OnLockLost  func(key string, err error)
 	OnSaveError func(key string, err error)
-	// OnSaved is called after each write of a profile that landed (Save,
-	// autosave, the release, an adoption's save, a trade's settle; not a
-	// lock refresh, which writes no data) with what it stored: the version
-	// and time, how many Updates it includes, and whether MinReplicas
-	// acknowledged it (see Saved and Profile.LastSaved). It runs like Kick,
-	// in the order the key's writes landed, a panic recovered and logged:
-	// it must not block for long. [nil]
-	OnSaved func(key string, s Saved)
-	// DisableHandoff: this driver's locks carry no presence flag and it
-	// answers no requests. [false]
-	DisableHandoff bool
-	// MoveHold bounds how long a profile moved here (Profile.MoveTo on
-	// another server) waits for its player's Join, after which it is saved
-	// and released like a leave. [defaults.MoveHold]
-	MoveHold time.Duration
+	OnSaved     func(key string, s Saved)
+
+	// noHandoff gives this driver's locks no presence flag and has it
+	// answer no requests (tests: export_test.go).
+	noHandoff bool
 }
 
 // withDefaults returns c with zero fields set to their defaults, or an error

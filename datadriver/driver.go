@@ -116,7 +116,7 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 		d.stop()
 		return nil, fmt.Errorf("new driver: %w", err)
 	}
-	if !cfg.DisableHandoff {
+	if !cfg.noHandoff {
 		if err := node.handoff.Register(cfg.Name, lockhandoff.Handlers{Release: d.releaseFor, Notify: d.onNotify}); err != nil {
 			node.unregister(cfg.Name)
 			d.stop()

@@ -74,7 +74,7 @@ func (p *Profile[T]) MoveTo(ctx context.Context, jobID string) error {
 	if jobID == d.node.jobID {
 		return &MoveRefusedError{Key: p.key, Target: jobID, Reason: RefusedHeld, Why: "the target is this server"}
 	}
-	if !d.node.handoffOn || d.cfg.DisableHandoff {
+	if !d.node.handoffOn || d.cfg.noHandoff {
 		return fmt.Errorf("move %q: %w: a move needs the bus (handoff is off)", p.key, ErrInvalidConfig)
 	}
 	r := &request{ctx: ctx, run: func(ctx context.Context) error { return p.move(ctx, jobID) }, done: make(chan error, 1)}

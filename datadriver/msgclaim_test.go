@@ -23,7 +23,7 @@ import (
 func sendTo(ctx context.Context, d *datadriver.Driver[wallet], key, k string, coins int) (string, datadriver.SendReceipt,
 	error) {
 	var rc datadriver.SendReceipt
-	id, err := d.Send(ctx, key, gift{Coins: coins}, datadriver.IdempotencyKey(k), datadriver.Receipt(&rc))
+	id, err := d.Send(ctx, key, gift{Coins: coins}, datadriver.SendOptions{IdempotencyKey: k, Receipt: &rc})
 	return id, rc, err
 }
 

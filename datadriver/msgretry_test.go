@@ -33,7 +33,7 @@ func TestRefusedMessageIsRetriedUntilDeadLettered(t *testing.T) {
 	if _, err := da.Join(ctx, "user:1"); err != nil {
 		t.Fatal(err)
 	}
-	id, err := db.Send(ctx, "user:1", gift{Coins: 5})
+	id, err := db.Send(ctx, "user:1", gift{Coins: 5}, datadriver.SendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestRefusedMessageAppliesOnceMended(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := db.Send(ctx, "user:1", gift{Coins: 5})
+	id, err := db.Send(ctx, "user:1", gift{Coins: 5}, datadriver.SendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestReplayOfAWaitingMessageStartsItsRefusalsOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := db.Send(ctx, "user:1", gift{Coins: 5})
+	id, err := db.Send(ctx, "user:1", gift{Coins: 5}, datadriver.SendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestRefusedMessageRetryBacksOff(t *testing.T) {
 			if _, err := da.Join(ctx, "user:1"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := db.Send(ctx, "user:1", gift{Coins: 1}); err != nil {
+			if _, err := db.Send(ctx, "user:1", gift{Coins: 1}, datadriver.SendOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(time.Hour)

@@ -316,9 +316,6 @@ func (n *Node) onLapse(gen uint64) {
 	n.log.Warn("presence lease lapsed; sessions held under it ended", "generation", gen, "sessions", ended)
 }
 
-// HandoffStats returns the counters of this server's lock handoff.
-func (n *Node) HandoffStats() lockhandoff.Stats { return n.handoff.Stats() }
-
 // JobID is the name of this server in lock records.
 func (n *Node) JobID() string { return n.jobID }
 

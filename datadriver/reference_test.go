@@ -324,7 +324,7 @@ func TestReferenceCases(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			c := testsupport.NewCluster(t)
 			a, b := c.Start(nil), c.Start(nil)
-			da := refDriver(t, a, func(cfg *datadriver.Config[player]) { cfg.DisableHandoff = true })
+			da := refDriver(t, a, datadriver.WithoutHandoff[player])
 			db := refDriver(t, b)
 			pa, err := da.Join(ctx, "user:8")
 			if err != nil {

@@ -125,7 +125,7 @@ func (s *sender) send(ctx context.Context) msgRef {
 	s.mu.Unlock()
 	sctx, cancel := context.WithTimeout(ctx, sendWithin)
 	defer cancel()
-	id, err := s.drv.Send(sctx, key, g)
+	id, err := s.drv.Send(sctx, key, g, datadriver.SendOptions{})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {

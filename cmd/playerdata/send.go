@@ -219,11 +219,7 @@ func send(ctx context.Context, r *reader, f *readFlags, af *adminFlags, s sendSp
 		return nil, fmt.Errorf("send %s: %w", key, err)
 	}
 	var rc datadriver.SendReceipt
-	opts := []datadriver.SendOption{datadriver.Receipt(&rc)}
-	if s.idemKey != "" {
-		opts = append(opts, datadriver.IdempotencyKey(s.idemKey))
-	}
-	id, err := a.drv.Send(ctx, key, msgpack.RawMessage(body), opts...)
+	id, err := a.drv.Send(ctx, key, msgpack.RawMessage(body), datadriver.SendOptions{IdempotencyKey: s.idemKey, Receipt: &rc})
 	cerr := a.close() // waits for the notification to reach NATS
 	switch {
 	case errors.Is(err, datadriver.ErrInboxFull):
@@ -238,7 +234,7 @@ func send(ctx context.Context, r *reader, f *readFlags, af *adminFlags, s sendSp
 		return nil, err
 	}
 	rep := &sendReport{Namespace: r.ns, Driver: driver, Key: key, RecordKey: record.Key(r.ns, driver, key),
-		ID: id, BodyBytes: len(body), Notified: a.node.HandoffStats().NotifiesSent > 0 && cerr == nil,
+		ID: id, BodyBytes: len(body), Notified: rc.Notified && cerr == nil,
 		Duplicate: rc.Duplicate, State: receiptState(rc)}
 	if cerr != nil {
 		fmt.Fprintf(stderr, "playerdata: warning: message %s is stored, but: %v\n", id, oneLine(cerr.Error()))
