@@ -22,45 +22,39 @@ import (
 // (ErrInvalidConfig). The fields come in groups: the server, saves,
 // presence, the bus and handoff, telemetry.
 type NodeConfig struct {
-	// Redis holds the records and the presence hash: one Redis, Sentinel or
-	// Cluster.
-	// default: none (required)
-	Redis redis.UniversalClient
-	// JobID names this server in lock records and on the bus (a NATS subject
-	// token); NewNode refuses it while another process beats it.
-	// default: a random "anon-…"
-	JobID string
+	// Redis holds the records and the presence hash (one Redis, Sentinel or
+	// Cluster); JobID names this server in lock records and on the bus (a
+	// NATS subject token; refused while another process beats it);
 	// Namespace prefixes every Redis key and bus subject.
-	// default: none
+	// default: none (required), a random "anon-…", none
+	Redis     redis.UniversalClient
+	JobID     string
 	Namespace string
-	// Clock drives every timer; Logger is the Node's log (each line with its
-	// JobID); Entropy is the source of lock tokens, which must be
-	// unpredictable (a fixed one replays a simulation).
+	// Clock drives every timer; Logger is the Node's log; Entropy is the
+	// source of lock tokens, which must be unpredictable (a fixed one replays
+	// a simulation).
 	// default: clock.New(), slog.Default(), ChaCha8 seeded from crypto/rand
 	Clock   clock.Clock
 	Logger  *slog.Logger
 	Entropy io.Reader
-	// PingTimeout bounds NewNode's first PING of Redis and NATS.
-	// default: 2 s
-	PingTimeout time.Duration
-	// AcceptEviction starts on a Redis whose maxmemory-policy is allkeys-*:
-	// an evicted record reads as a new profile.
-	// default: false (NewNode answers ErrEvictionPolicy)
+	// PingTimeout bounds NewNode's first PING of Redis and NATS;
+	// AcceptEviction starts on a Redis whose maxmemory-policy is allkeys-*
+	// (an evicted record reads as a new profile) instead of refusing it.
+	// default: 2 s, false
+	PingTimeout    time.Duration
 	AcceptEviction bool
 
 	// Saves: SaveTimeout bounds each acquire, save and release;
-	// MaxConcurrentSaves the autosaves at once; TradeRetain how long a
-	// settled trade's journal entry is kept.
-	// default: 10 s, 16, a day
+	// MaxConcurrentSaves the autosaves at once; TradeRetain keeps a settled
+	// trade's journal entry; MinReplicas makes acquisitions, releases,
+	// Saves, trade commits and Sends wait (at most ReplicaTimeout) for that
+	// many replicas, else ErrNotReplicated.
+	// default: 10 s, 16, a day, 0, 1 s
 	SaveTimeout        time.Duration
 	MaxConcurrentSaves int
 	TradeRetain        time.Duration
-	// MinReplicas makes acquisitions, releases, Saves, trade commits and
-	// Sends wait (WAIT, at most ReplicaTimeout) for that many replicas;
-	// fewer: ErrNotReplicated.
-	// default: 0, 1 s
-	MinReplicas    int
-	ReplicaTimeout time.Duration
+	MinReplicas        int
+	ReplicaTimeout     time.Duration
 
 	// Presence (docs/self-fencing.md): PresenceRedis carries the beats and
 	// presence reads apart from saves; PresenceKey names the hash and
@@ -74,22 +68,17 @@ type NodeConfig struct {
 	PresenceShards                 int
 	Beat, PresenceTTL, FenceMargin time.Duration
 
-	// Bus and handoff (docs/bus.md, docs/handoff.md): NATS carries release
-	// requests and message notifications on
-	// "<Namespace>.<SubjectPrefix>.<JobID>"; Bus replaces it (tests).
-	// Without either, joins poll; crashed holders are still found through
-	// presence.
-	// default: none, none, "CKHandoff"
-	NATS          *nats.Conn
-	Bus           messaging.Bus
-	SubjectPrefix string
-	// DisableHandoff: no subscription, and locks without the presence flag
-	// (they change hands by release or by age only).
-	// default: false
-	DisableHandoff bool
-	// RequestRepeat: a waiting join repeats its request; ParkMin, ParkMax
-	// bound its park between attempts.
-	// default: 4 s, 0.5 s, 2 s
+	// Bus and handoff (docs/bus.md): NATS carries requests and message
+	// notifications on "<Namespace>.<SubjectPrefix>.<JobID>" (Bus replaces
+	// it; with neither, joins poll). DisableHandoff: no subscription, and
+	// locks without the presence flag (moved by release or age only). A
+	// waiting join repeats its request every RequestRepeat and parks
+	// between ParkMin and ParkMax.
+	// default: none, none, "CKHandoff", false, 4 s, 0.5 s, 2 s
+	NATS                            *nats.Conn
+	Bus                             messaging.Bus
+	SubjectPrefix                   string
+	DisableHandoff                  bool
 	RequestRepeat, ParkMin, ParkMax time.Duration
 	// RequestKey signs every message between servers (HMAC-SHA256, ≥ 16
 	// bytes, NATS only); RequestKeyOptional also accepts unsigned ones
@@ -99,8 +88,8 @@ type NodeConfig struct {
 	RequestKeyOptional  bool
 	RequestKeysAccepted [][]byte
 
-	// MeterProvider and TracerProvider receive the metrics and spans
-	// (OpenTelemetry, docs/operations.md).
+	// Telemetry (docs/operations.md): the OpenTelemetry providers of the
+	// metrics and spans.
 	// default: the global providers
 	MeterProvider  metric.MeterProvider
 	TracerProvider trace.TracerProvider
@@ -111,27 +100,21 @@ type NodeConfig struct {
 // refused (ErrInvalidConfig). The fields come in groups: the data, locks,
 // saves and history, messages, callbacks.
 type Config[T any] struct {
-	// Name identifies the profile kind in keys and messages: unique per
-	// Node, 1 to 128 ASCII letters, digits, '_' and '-'.
-	// default: none (required)
-	Name string
-	// Defaults is a new profile's data; a field a stored one lacks takes its
-	// value from it, at every depth.
-	// default: the zero T
-	Defaults T
-	// TagName is the struct tag of stored fields: "msgpack" or "json".
-	// default: "msgpack"
-	TagName string
-	// AllowLossyFields accepts a T with fields that do not round-trip
-	// (unexported, interface-typed); else NewDriver names them.
-	// default: false
+	// The data: Name identifies the profile kind in keys and messages
+	// (unique per Node, 1 to 128 ASCII letters, digits, '_' and '-');
+	// Defaults is a new profile's data, and fills the fields a stored one
+	// lacks, at every depth; TagName is the struct tag of stored fields
+	// ("msgpack" or "json"); AllowLossyFields accepts a T with fields that
+	// do not round-trip (else NewDriver names them); Migrations upgrade
+	// stored data to schema version len(Migrations); MaxDataBytes bounds one
+	// encoded profile (ErrTooLarge).
+	// default: none (required), the zero T, "msgpack", false, none, 4 MiB
+	Name             string
+	Defaults         T
+	TagName          string
 	AllowLossyFields bool
-	// Migrations upgrade stored data to schema version len(Migrations).
-	// default: none
-	Migrations []Migration
-	// MaxDataBytes bounds one encoded profile (ErrTooLarge).
-	// default: 4 MiB
-	MaxDataBytes int
+	Migrations       []Migration
+	MaxDataBytes     int
 
 	// Locks (docs/handoff.md): LockWait bounds Join's wait for another
 	// server's lock, LocalHandoff a load's wait on this Node; a lock without
@@ -167,14 +150,12 @@ type Config[T any] struct {
 	IdempotencyWindow  time.Duration
 	MaxIdempotencyKeys int
 
-	// Callbacks: Kick is called once per session the driver ends by itself;
-	// OnLockLost after it for a session that ends without its progress;
-	// OnSaveError when a background write fails; OnSaved after each write
-	// that landed (not a lock refresh) with what it stored. A key's
-	// callbacks run one at a time in order (a leave's OnRelease cleanups
-	// wait up to 500 ms for its Kick); keys take turns on at most 8
-	// goroutines, so one that blocks holds up its own key. A panic is
-	// recovered and logged.
+	// Callbacks: Kick is called once per session the driver ends by itself,
+	// OnLockLost after it for one that ends without its progress,
+	// OnSaveError when a background write fails, OnSaved after each write
+	// that landed, with what it stored. A key's callbacks run one at a time
+	// in order, a panic recovered and logged; keys take turns on at most 8
+	// goroutines, so one that blocks holds up its own key.
 	// default: nil
 	Kick        func(key string, reason KickReason)
 	OnLockLost  func(key string, err error)

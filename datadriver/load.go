@@ -13,9 +13,9 @@ import (
 
 // LoadOptions tune one Load or RestoreAt call.
 type LoadOptions struct {
-	// HandoffWait bounds the load's wait for the key's lock, on this Node
-	// and elsewhere; negative: no wait. [LocalHandoff, else none: a held key
-	// answers ErrLocked at once]
+	// HandoffWait bounds the wait for the key's lock, here and elsewhere
+	// (negative: none; a held key answers ErrLocked at once).
+	// default: Config.LocalHandoff, else none
 	HandoffWait time.Duration
 }
 

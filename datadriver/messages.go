@@ -38,50 +38,36 @@ func (m Message) Decode(v any) error { return msgpack.Unmarshal(m.Body, v) }
 
 // SendOptions tune one Send.
 type SendOptions struct {
-	// IdempotencyKey makes the Send safe to retry: it names one message of
-	// the namespace. A Send to the same profile with the same key and body
-	// within Config.IdempotencyWindow (or while the first message waits or
-	// is a dead letter) stores nothing and answers the first id; another
-	// body, or another profile or driver within the window, fails with
-	// ErrIdempotencyConflict. It costs one more round trip. Use the id of
-	// what the message pays for (an order, a grant).
-	// default: none
+	// IdempotencyKey makes the Send safe to retry (docs/messages.md): a Send
+	// with the key of an earlier one and the same body and profile stores
+	// nothing and answers the first id; another body or profile within
+	// Config.IdempotencyWindow fails with ErrIdempotencyConflict. Receipt,
+	// when set, is filled with what the Send did once it answers an id.
+	// default: none, nil
 	IdempotencyKey string
-	// Receipt, when set, is filled with what the Send did once it answers
-	// an id.
-	// default: nil
-	Receipt *SendReceipt
+	Receipt        *SendReceipt
 }
 
 // SendReceipt is what a Send did (SendOptions.Receipt).
 type SendReceipt struct {
-	// Duplicate: an earlier Send with the same IdempotencyKey stored the
-	// message; this one stored nothing new.
-	Duplicate bool
-	// Waiting: the message waits in the inbox (always so for a message just
-	// stored); DeadLettered: a duplicate's message lies in the dead letters.
-	// Both false: a duplicate's message was applied and saved.
+	Duplicate bool // an earlier Send with the same IdempotencyKey stored the message
+	// Waiting: the message waits in the inbox; DeadLettered: a duplicate's
+	// lies in the dead letters; neither: a duplicate's was applied.
 	Waiting, DeadLettered bool
-	// Holder is the JobID of the server that held the profile when the
-	// message was stored or found ("": none); Notified says it was told to
-	// pull its inbox (over the bus, fire and forget, or on this Node).
-	Holder   string
-	Notified bool
+	Holder                string // the JobID of the profile's holder when the message was stored ("": none)
+	Notified              bool   // the holder was told to pull its inbox
 }
 
 // maxIdempotencyKeyBytes bounds an idempotency key.
 const maxIdempotencyKeyBytes = 256
 
-// Send stores a message (body, msgpack-encoded) for key's profile in one
-// script, online anywhere or not: the holder, told over the bus, applies it
-// at once; else the next load does. It answers the message id,
+// Send stores a message (body, msgpack-encoded) for key's profile, loaded
+// anywhere or not: the holder, told over the bus, applies it at once, else
+// the next load does (docs/messages.md). It answers the message id,
 // ErrInboxFull, ErrTooLarge, ErrIdempotencyConflict or
-// ErrTooManyIdempotencyKeys (nothing stored), ErrCorruptRecord, or with
-// MinReplicas ErrNotReplicated (stored). A keyed Send first claims its key
-// for the namespace (one more round trip: msgclaim.go). A Send that failed
-// without an answer may have stored the message: retry it with the same
-// IdempotencyKey. A duplicate whose message still waits tells the holder
-// again, as the first Send did.
+// ErrTooManyIdempotencyKeys (nothing stored), ErrCorruptRecord, or
+// ErrNotReplicated (stored). A Send that failed without an answer may have
+// stored the message: retry it with the same IdempotencyKey.
 func (d *Driver[T]) Send(ctx context.Context, key string, body any, o SendOptions) (string, error) {
 	if err := validKey(key); err != nil {
 		return "", fmt.Errorf("send: %w", err)

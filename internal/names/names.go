@@ -37,13 +37,13 @@ func Key(key string) error {
 func Driver(name string) error {
 	switch {
 	case name == "":
-		return errors.New("Name is required")
+		return errors.New("the Name is required")
 	case len(name) > defaults.MaxNameBytes:
-		return fmt.Errorf("Name is %d bytes, more than %d", len(name), defaults.MaxNameBytes)
+		return fmt.Errorf("the Name is %d bytes, more than %d", len(name), defaults.MaxNameBytes)
 	}
 	for i, r := range name {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return fmt.Errorf("Name %q has %s at byte %d: a Name is letters, digits, '_' and '-'", name, describeRune(r), i)
+			return fmt.Errorf("the Name %q has %s at byte %d: a Name is letters, digits, '_' and '-'", name, describeRune(r), i)
 		}
 	}
 	return nil
