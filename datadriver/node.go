@@ -50,7 +50,7 @@ type Node struct {
 	journal  *transactions.Journal
 	// handoffOn is the one place that says whether cross-server handoff is
 	// on: the Node beats presence, subscribes, and its locks carry the
-	// presence flag (a driver may still turn it off for its own locks).
+	// presence flag (a test may turn it off for one driver: export_test.go).
 	handoffOn bool
 	bus       *messaging.NATSBus // the NATS bus the Node made, if any
 	prefix    string             // its subject prefix
