@@ -112,12 +112,10 @@ type driverHandle interface {
 }
 
 // NewNode creates a Node: it pings Redis and NATS (ErrRedisUnavailable,
-// ErrBusDown), refuses a Redis that may evict records (ErrEvictionPolicy),
-// proves that the presence client and the Redis client reach one dataset
-// (ErrInvalidConfig naming both when they do not: see dataset.go), and
-// claims the JobID in presence through that proof (ErrJobIDInUse while
-// another process beats it; an earlier run's beat is waited for, at most one
-// PresenceTTL). ctx bounds the start-up only.
+// ErrBusDown), refuses a Redis that may evict records (ErrEvictionPolicy) or
+// a presence client that reaches another dataset (ErrInvalidConfig), and
+// claims the JobID (ErrJobIDInUse while another process beats it; an
+// earlier run's beat is waited out). ctx bounds the start-up only.
 func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	if cfg, err = cfg.withDefaults(); err != nil {
 		return nil, err
