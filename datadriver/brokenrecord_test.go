@@ -46,7 +46,7 @@ func TestJoinRefusesABrokenRecordAtOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := "user:" + strconv.Itoa(i)
-			rk := datadriver.RecordKey(r.Namespace, "PlayerData", key)
+			rk := record.Key(r.Namespace, "PlayerData", key)
 			c.HSet(ctx, rk, append([]any{"fmt", record.Format}, tc.fields...)...)
 			if tc.other != nil {
 				tc.other(rk)
@@ -86,7 +86,7 @@ func TestABrokenFieldEndsTheSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Client(t).HSet(ctx, datadriver.RecordKey(r.Namespace, "PlayerData", "user:1"), "ver", "garbage")
+	r.Client(t).HSet(ctx, record.Key(r.Namespace, "PlayerData", "user:1"), "ver", "garbage")
 	_ = p.Update(func(pl *player) { pl.Coins = 7 })
 	err = p.Save(ctx)
 	if !errors.Is(err, datadriver.ErrCorruptRecord) || !errors.Is(err, datadriver.ErrLockLost) {
@@ -136,7 +136,7 @@ func TestARecordDeletedWhileHeld(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:1")
+	rk := record.Key(r.Namespace, "PlayerData", "user:1")
 	if err := r.Client(t).Del(ctx, rk).Err(); err != nil { // a stray DEL of the record alone
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestATradeSettleOnABrokenRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:1")
+	rk := record.Key(r.Namespace, "PlayerData", "user:1")
 	plain := r.Client(t)
 	var broke sync.Once
 	s.faults.SetBefore(func(ctx context.Context, cmd redis.Cmder) error {

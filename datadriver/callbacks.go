@@ -24,7 +24,7 @@ import (
 // presenceFlag reports whether this driver's locks carry presence=1: the
 // Node beats presence and the driver has handoff on.
 func (d *Driver[T]) presenceFlag() bool {
-	return d.node.handoffOn && !d.cfg.DisableHandoff
+	return d.node.handoffOn && !d.cfg.noHandoff
 }
 
 // protect runs fn, the game callback name, and returns a *PanicError when it

@@ -134,7 +134,7 @@ func (sc *clusterScope) serverWith(tb testing.TB, job string, hooks []redis.Hook
 
 // recordKey is the Redis key of a PlayerData profile of the scope.
 func (sc *clusterScope) recordKey(key string) string {
-	return datadriver.RecordKey(sc.ns, "PlayerData", key)
+	return record.Key(sc.ns, "PlayerData", key)
 }
 
 // record reads the fields of a PlayerData record.
@@ -180,10 +180,10 @@ func (sc *clusterScope) masterOf(key string) int {
 // own hash tag ("<ns>:{<driver>:<key>}"), so the search is over that.
 func (sc *clusterScope) profilesOnDifferentMasters(driver, prefix string) (a, b string) {
 	a = prefix + "0"
-	ma := sc.rc.MasterOf(datadriver.RecordKey(sc.ns, driver, a))
+	ma := sc.rc.MasterOf(record.Key(sc.ns, driver, a))
 	for n := 1; ; n++ {
 		b = prefix + fmt.Sprint(n)
-		if sc.rc.MasterOf(datadriver.RecordKey(sc.ns, driver, b)) != ma {
+		if sc.rc.MasterOf(record.Key(sc.ns, driver, b)) != ma {
 			return a, b
 		}
 	}

@@ -444,10 +444,10 @@ func clusterMessages(t *testing.T, sc *clusterScope) {
 	ctx := ctxT(t)
 
 	t.Run("offline", func(t *testing.T) {
-		if _, err := da.Send(ctx, "user:1", gift{Coins: 25}); err != nil {
+		if _, err := da.Send(ctx, "user:1", gift{Coins: 25}, datadriver.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.Send(ctx, "user:1", gift{Coins: 5}); err != nil {
+		if _, err := db.Send(ctx, "user:1", gift{Coins: 5}, datadriver.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		p, err := da.Join(ctx, "user:1")
@@ -479,7 +479,7 @@ func clusterMessages(t *testing.T, sc *clusterScope) {
 		}
 		notified := a.node.HandoffStats().NotifiesSent
 		start := time.Now()
-		if _, err := da.Send(ctx, "user:2", gift{Coins: 7}); err != nil { // sent from A
+		if _, err := da.Send(ctx, "user:2", gift{Coins: 7}, datadriver.SendOptions{}); err != nil { // sent from A
 			t.Fatal(err)
 		}
 		received(t, p, 1, "B")
@@ -511,7 +511,7 @@ func clusterMessages(t *testing.T, sc *clusterScope) {
 		if err := p.Save(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.Send(ctx, "user:3", gift{Coins: 1}); err != nil {
+		if _, err := db.Send(ctx, "user:3", gift{Coins: 1}, datadriver.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		received(t, p, 1, "A")
@@ -534,7 +534,7 @@ func clusterMessages(t *testing.T, sc *clusterScope) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := dc.Send(ctx, "user:4", gift{Coins: 13}); err != nil {
+		if _, err := dc.Send(ctx, "user:4", gift{Coins: 13}, datadriver.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		rk := sc.recordKey("user:4")
@@ -558,18 +558,18 @@ func clusterMessages(t *testing.T, sc *clusterScope) {
 		// slot: the key sent to one is refused for the other.
 		one, two := sc.profilesOnDifferentMasters("PlayerData", "keyed:")
 		dc := giftDriver(t, sc.server(t, "server-e")) // A crashed above
-		first, err := dc.Send(ctx, one, gift{Coins: 3}, datadriver.IdempotencyKey("order-c"))
+		first, err := dc.Send(ctx, one, gift{Coins: 3}, datadriver.SendOptions{IdempotencyKey: "order-c"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.Send(ctx, two, gift{Coins: 3}, datadriver.IdempotencyKey("order-c")); !errors.Is(err,
+		if _, err := db.Send(ctx, two, gift{Coins: 3}, datadriver.SendOptions{IdempotencyKey: "order-c"}); !errors.Is(err,
 			datadriver.ErrIdempotencyConflict) {
 			t.Fatalf("order-c to %s after %s = %v, want ErrIdempotencyConflict", two, one, err)
 		}
 		if n := sc.inboxLen(t, two); n != 0 {
 			t.Fatalf("%s's inbox holds %d messages after the refused send, want 0", two, n)
 		}
-		if id, err := db.Send(ctx, one, gift{Coins: 3}, datadriver.IdempotencyKey("order-c")); err != nil || id != first {
+		if id, err := db.Send(ctx, one, gift{Coins: 3}, datadriver.SendOptions{IdempotencyKey: "order-c"}); err != nil || id != first {
 			t.Fatalf("a retry of order-c to %s from B = %q, %v; want the first id %s", one, id, err, first)
 		}
 	})

@@ -9,12 +9,11 @@ import (
 )
 
 // Migration is one schema change: Migrations[i] turns stored data of schema
-// version i into version i+1 (append only). Apply changes the data in place,
-// as msgpack decodes it into plain Go values (map[string]any, []any, int64,
-// float64, string, ...); an error or a panic refuses the load, the record
-// untouched (ErrMigration). BackwardCompatible says the previous version can
-// still read and write the result (fields added); otherwise records this
-// version writes are refused by older servers (ErrSchemaTooNew).
+// version i into version i+1 (docs/data-safety.md). Apply changes the data
+// in place, as msgpack decodes it (map[string]any, []any, int64, ...); an
+// error or a panic refuses the load (ErrMigration). BackwardCompatible says
+// the previous version can still read and write the result; otherwise
+// older servers refuse what this one writes (ErrSchemaTooNew).
 type Migration struct {
 	Apply              func(data map[string]any) error
 	BackwardCompatible bool

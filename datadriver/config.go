@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -14,191 +13,164 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/messaging"
 )
 
-// Defaults of Config. They are the reference design's.
-// Defaults of the Config and NodeConfig fields, each with its reason.
-const (
-	DefaultMoveHold     = 30 * time.Second  // a redirected client reconnects in seconds; a lost one frees the profile soon
-	DefaultLockWait     = 15 * time.Second  // a holder ends a stale session and saves, or a crashed one is proven stopped (10 to 15 s)
-	DefaultLockTTL      = 180 * time.Second // age after which a lock without the presence flag is stale
-	DefaultLockSkew     = 60 * time.Second  // margin on LockTTL for a failover whose clock differs
-	DefaultAutosave     = 30 * time.Second  // a crash loses at most this much progress
-	DefaultHistory      = 24                // with HistoryEvery, a day of play
-	MaxHistory          = 1000              // the most versions History may keep
-	DefaultHistoryEvery = time.Hour         // a day back in History versions; an hour-old mistake undone
-	// DefaultHistoryBytesPerData is HistoryBytes's default as a multiple of
-	// MaxDataBytes: the default day of versions of a profile takes about one
-	// compressed copy and its deltas, a fraction of this, and a big profile
-	// kept in many versions stays within this multiple of its size.
-	DefaultHistoryBytesPerData = 8
-	DefaultMaxInbox            = 1000           // messages are gifts and grants, not a queue
-	DefaultMaxMessageBytes     = 64 << 10       // a message is a gift or a grant, not a profile
-	DefaultMaxMessageAttempts  = 5              // rides out a passing failure; a message that never applies stops costing pulls
-	DefaultIdempotencyWindow   = 24 * time.Hour // a shop retries within minutes, a batch job within a day
-	DefaultMaxIdempotencyKeys  = 10 * DefaultMaxInbox
-	DefaultMaxDataBytes        = 4 << 20          // far under Redis's 512 MiB; a profile that large is a bug
-	DefaultSaveTimeout         = 10 * time.Second // one stuck save never holds up the others
-	DefaultReplicaTimeout      = time.Second      // a replica on the same network answers in milliseconds
-	DefaultMaxConcurrentSaves  = 16               // autosaves of one Node at once
-	DefaultPingTimeout         = 2 * time.Second  // a healthy Redis answers in a millisecond; say so at once if not
-)
-
-// NodeConfig configures a Node: one per game-server process. Every field
-// but Redis is optional; its default is in brackets.
+// NodeConfig configures a Node: one per game-server process. A zero field
+// takes the default its "default:" line names; an invalid value is refused
+// (ErrInvalidConfig). The fields come in groups: the server, saves,
+// presence, the bus and handoff, telemetry.
 type NodeConfig struct {
-	// JobID names this server in lock records and on the bus (a NATS subject
-	// token); NewNode refuses it while another process beats it (ErrJobIDInUse).
-	// [a random "anon-…"]
-	JobID string
-	// Redis holds the records and the presence hash: one Redis, Sentinel or
-	// Cluster (required).
-	Redis redis.UniversalClient
-	// PresenceRedis carries the beats and presence reads, apart from saves;
-	// give one when Redis's client carries hooks the beats need too.
-	// [a client made from Redis's options, pool 4]
-	PresenceRedis redis.UniversalClient
-	// AcceptEviction starts on a Redis whose maxmemory-policy is allkeys-*:
-	// an evicted record reads as a new profile. [false: ErrEvictionPolicy]
+	// Redis holds the records and the presence hash (one Redis, Sentinel or
+	// Cluster); JobID names this server in lock records and on the bus (a
+	// NATS subject token; refused while another process beats it);
+	// Namespace prefixes every Redis key and bus subject.
+	// default: none (required), a random "anon-…", none
+	Redis     redis.UniversalClient
+	JobID     string
+	Namespace string
+	// Clock drives every timer; Logger is the Node's log; Entropy is the
+	// source of lock tokens, which must be unpredictable (a fixed one replays
+	// a simulation).
+	// default: clock.New(), slog.Default(), ChaCha8 seeded from crypto/rand
+	Clock   clock.Clock
+	Logger  *slog.Logger
+	Entropy io.Reader
+	// PingTimeout bounds NewNode's first PING of Redis and NATS;
+	// AcceptEviction starts on a Redis whose maxmemory-policy is allkeys-*
+	// (an evicted record reads as a new profile) instead of refusing it.
+	// default: 2 s, false
+	PingTimeout    time.Duration
 	AcceptEviction bool
-	Namespace      string       // prefix of every Redis key and bus subject [none]
-	Clock          clock.Clock  // drives every timer [clock.New()]
-	Logger         *slog.Logger // the Node's log, each line with its JobID [slog.Default()]
-	// SaveTimeout bounds each acquire, save and release [DefaultSaveTimeout];
-	// MaxConcurrentSaves the autosaves at once [DefaultMaxConcurrentSaves].
+
+	// Saves: SaveTimeout bounds each acquire, save and release;
+	// MaxConcurrentSaves the autosaves at once; TradeRetain keeps a settled
+	// trade's journal entry; MinReplicas makes acquisitions, releases,
+	// Saves, trade commits and Sends wait (at most ReplicaTimeout) for that
+	// many replicas, else ErrNotReplicated.
+	// default: 10 s, 16, a day, 0, 1 s
 	SaveTimeout        time.Duration
 	MaxConcurrentSaves int
-	// Entropy is the source of lock tokens, which must be unpredictable; a
-	// fixed one replays a simulation. [ChaCha8 seeded from crypto/rand]
-	Entropy io.Reader
+	TradeRetain        time.Duration
+	MinReplicas        int
+	ReplicaTimeout     time.Duration
 
-	// NATS carries release requests and message notifications
-	// ("<Namespace>.<SubjectPrefix>.<JobID>"); Bus replaces it (tests).
-	// [none: joins poll; crashed holders are still found through presence]
-	NATS *nats.Conn
-	Bus  messaging.Bus
-	// DisableHandoff: no subscription, and locks without the presence flag
-	// (they change hands by release or by age only). [false]
-	DisableHandoff bool
-	// PingTimeout bounds NewNode's first PING of Redis and NATS.
-	// [DefaultPingTimeout]
-	PingTimeout time.Duration
-	// Beat is the beat period, PresenceTTL how long a beat keeps a server
-	// alive, FenceMargin how much earlier its sessions end (see
-	// docs/self-fencing.md). [3 s, 10 s, Beat]
+	// Presence (docs/self-fencing.md): PresenceRedis carries the beats and
+	// presence reads apart from saves; PresenceKey names the hash and
+	// PresenceShards splits it (the same count on every server); Beat is the
+	// beat period, PresenceTTL how long a beat keeps a server alive,
+	// FenceMargin how much earlier its sessions end.
+	// default: a client made from Redis's options (pool 4), "CKPresence", 1,
+	// 3 s, 10 s, Beat
+	PresenceRedis                  redis.UniversalClient
+	PresenceKey                    string
+	PresenceShards                 int
 	Beat, PresenceTTL, FenceMargin time.Duration
-	// RequestRepeat: a waiting join repeats its request; ParkMin, ParkMax
-	// bound its park between attempts. [4 s, 0.5 s, 2 s]
+
+	// Bus and handoff (docs/bus.md): NATS carries requests and message
+	// notifications on "<Namespace>.<SubjectPrefix>.<JobID>" (Bus replaces
+	// it; with neither, joins poll). DisableHandoff: no subscription, and
+	// locks without the presence flag (moved by release or age only). A
+	// waiting join repeats its request every RequestRepeat and parks
+	// between ParkMin and ParkMax.
+	// default: none, none, "CKHandoff", false, 4 s, 0.5 s, 2 s
+	NATS                            *nats.Conn
+	Bus                             messaging.Bus
+	SubjectPrefix                   string
+	DisableHandoff                  bool
 	RequestRepeat, ParkMin, ParkMax time.Duration
-	// PresenceKey names the presence hash; PresenceShards splits it by JobID
-	// (the same count on every server). ["CKPresence", 1]
-	PresenceKey    string
-	PresenceShards int
-	SubjectPrefix  string        // of handoff subjects ["CKHandoff"]
-	TradeRetain    time.Duration // a settled trade's journal entry is kept [a day]
-	// MinReplicas makes acquisitions, releases, Saves, trade commits and
-	// Sends wait (WAIT, at most ReplicaTimeout) for that many replicas;
-	// fewer: ErrNotReplicated. [0; DefaultReplicaTimeout]
-	MinReplicas    int
-	ReplicaTimeout time.Duration
-
-	// MeterProvider and TracerProvider receive the metrics and spans
-	// (OpenTelemetry, docs/operations.md). [the global providers]
-	MeterProvider  metric.MeterProvider
-	TracerProvider trace.TracerProvider
-
 	// RequestKey signs every message between servers (HMAC-SHA256, ≥ 16
 	// bytes, NATS only); RequestKeyOptional also accepts unsigned ones
-	// (rollout); RequestKeysAccepted are further keys (rotation). [none:
-	// docs/bus.md says what a peer can then do]
+	// (rollout); RequestKeysAccepted are further keys (rotation).
+	// default: none (docs/bus.md says what a peer can then do)
 	RequestKey          []byte
 	RequestKeyOptional  bool
 	RequestKeysAccepted [][]byte
+
+	// Telemetry (docs/operations.md): the OpenTelemetry providers of the
+	// metrics and spans.
+	// default: the global providers
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 }
 
-// Config configures a Driver: one per kind of profile on a Node. Every
-// field but Name is optional; its default is in brackets.
+// Config configures a Driver: one per kind of profile on a Node. A zero
+// field takes the default its "default:" line names; an invalid value is
+// refused (ErrInvalidConfig). The fields come in groups: the data, locks,
+// saves and history, messages, callbacks.
 type Config[T any] struct {
-	// Name identifies the profile kind in keys and messages: unique per Node,
-	// 1 to MaxNameBytes letters, digits, '_' and '-'.
-	Name string
-	// Defaults is a new profile's data; a field a stored one lacks takes its
-	// value from it, at every depth. [the zero T]
-	Defaults T
-	TagName  string // struct tag of stored fields: "msgpack" or "json" ["msgpack"]
-	// AllowLossyFields accepts a T with fields that do not round-trip
-	// (unexported, interface-typed); else NewDriver names them. [false]
+	// The data: Name identifies the profile kind in keys and messages
+	// (unique per Node, 1 to 128 ASCII letters, digits, '_' and '-');
+	// Defaults is a new profile's data, and fills the fields a stored one
+	// lacks, at every depth; TagName is the struct tag of stored fields
+	// ("msgpack" or "json"); AllowLossyFields accepts a T with fields that
+	// do not round-trip (else NewDriver names them); Migrations upgrade
+	// stored data to schema version len(Migrations); MaxDataBytes bounds one
+	// encoded profile (ErrTooLarge).
+	// default: none (required), the zero T, "msgpack", false, none, 4 MiB
+	Name             string
+	Defaults         T
+	TagName          string
 	AllowLossyFields bool
-	// Migrations upgrade stored data to schema version len(Migrations). [none]
-	Migrations []Migration
-	// LockWait bounds Join's wait for another server's lock
-	// [DefaultLockWait]; LocalHandoff a load's wait on this Node [LockWait
-	// for Join, none for Load].
-	LockWait, LocalHandoff time.Duration
-	// LockTTL + LockSkew: the age after which a lock without the presence
-	// flag may be taken. [DefaultLockTTL, DefaultLockSkew]
-	LockTTL, LockSkew time.Duration
-	// Autosave is the background save period; negative: off.
-	// [DefaultAutosave]
-	Autosave time.Duration
-	// History versions are kept (negative: none), at most one per
-	// HistoryEvery: what RestoreAt can reach. [DefaultHistory, DefaultHistoryEvery]
+	Migrations       []Migration
+	MaxDataBytes     int
+
+	// Locks (docs/handoff.md): LockWait bounds Join's wait for another
+	// server's lock, LocalHandoff a load's wait on this Node; a lock without
+	// the presence flag may be taken once LockTTL + LockSkew old; MoveHold
+	// bounds how long a profile moved here (Profile.MoveTo) waits for its
+	// player's Join before it is released like a leave.
+	// default: 15 s, LockWait for Join (none for Load), 180 s, 60 s, 30 s
+	LockWait, LocalHandoff, LockTTL, LockSkew, MoveHold time.Duration
+
+	// Saves and history (docs/history.md): Autosave is the background save
+	// period (negative: off); History versions are kept (negative: none; at
+	// most 1000), at most one per HistoryEvery, in at most HistoryBytes of
+	// Redis (the oldest go first; the newest is kept whatever its size):
+	// what RestoreAt can reach.
+	// default: 30 s, 24, an hour, 8 × MaxDataBytes
+	Autosave     time.Duration
 	History      int
 	HistoryEvery time.Duration
-	// HistoryBytes bounds the Redis bytes of one profile's kept versions
-	// (compressed copies and deltas, as stored): the oldest go first beyond
-	// it, as beyond History; the newest is kept whatever its size.
-	// [DefaultHistoryBytesPerData × MaxDataBytes: 32 MiB]
 	HistoryBytes int
-	// OnMessage applies a message (Driver.Send) to a copy of the data, kept
-	// when it returns nil: applied exactly once. A refused message is tried
-	// again at autosave ticks (after 1, 2, 4, then every 8 Autosave
-	// periods); after MaxMessageAttempts refusals it is a dead letter.
-	// [nil; DefaultMaxMessageAttempts]
-	OnMessage          func(d *T, m Message) error
-	MaxMessageAttempts int
-	// MaxInbox bounds the messages waiting, MaxMessageBytes one body.
-	// [DefaultMaxInbox, DefaultMaxMessageBytes]
-	MaxInbox, MaxMessageBytes int
-	// IdempotencyWindow: how long a Send's IdempotencyKey is remembered
+
+	// Messages (docs/messages.md): OnMessage applies a message (Driver.Send)
+	// to a copy of the data, kept when it returns nil: applied exactly once.
+	// A refused one is tried again at autosave ticks and is a dead letter
+	// after MaxMessageAttempts refusals (negative: never). MaxInbox bounds
+	// the messages waiting, MaxMessageBytes one body.
+	// default: nil, 5, 1000, 64 KiB
+	OnMessage                                     func(d *T, m Message) error
+	MaxMessageAttempts, MaxInbox, MaxMessageBytes int
+	// IdempotencyWindow is how long a Send's IdempotencyKey is remembered
 	// (and always while its message waits or is a dead letter);
-	// MaxIdempotencyKeys: how many, beyond which a new keyed Send is refused
-	// (ErrTooManyIdempotencyKeys). [a day, DefaultMaxIdempotencyKeys]
+	// MaxIdempotencyKeys how many (ErrTooManyIdempotencyKeys beyond).
+	// default: a day, 10000
 	IdempotencyWindow  time.Duration
 	MaxIdempotencyKeys int
-	MaxDataBytes       int // bound of one encoded profile (ErrTooLarge) [DefaultMaxDataBytes]
-	// Kick is called once per session the driver ends by itself;
-	// OnLockLost after it for a session that ends without its progress;
-	// OnSaveError when a background write fails. The callbacks of one key
-	// run one at a time in the order they were called (a leave's OnRelease
-	// cleanups wait up to 500 ms for its Kick to return); keys take turns on
-	// at most 8 goroutines, so a callback that blocks holds up its own key,
-	// and other keys only while 8 keys have a callback running. [nil]
+
+	// Callbacks: Kick is called once per session the driver ends by itself,
+	// OnLockLost after it for one that ends without its progress,
+	// OnSaveError when a background write fails, OnSaved after each write
+	// that landed, with what it stored. A key's callbacks run one at a time
+	// in order, a panic recovered and logged; keys take turns on at most 8
+	// goroutines, so one that blocks holds up its own key.
+	// default: nil
 	Kick        func(key string, reason KickReason)
 	OnLockLost  func(key string, err error)
 	OnSaveError func(key string, err error)
-	// OnSaved is called after each write of a profile that landed (Save,
-	// autosave, the release, an adoption's save, a trade's settle; not a
-	// lock refresh, which writes no data) with what it stored: the version
-	// and time, how many Updates it includes, and whether MinReplicas
-	// acknowledged it (see Saved and Profile.LastSaved). It runs like Kick,
-	// in the order the key's writes landed, a panic recovered and logged:
-	// it must not block for long. [nil]
-	OnSaved func(key string, s Saved)
-	// DisableHandoff: this driver's locks carry no presence flag and it
-	// answers no requests. [false]
-	DisableHandoff bool
-	// MoveHold bounds how long a profile moved here (Profile.MoveTo on
-	// another server) waits for its player's Join, after which it is saved
-	// and released like a leave. [DefaultMoveHold]
-	MoveHold time.Duration
+	OnSaved     func(key string, s Saved)
+
+	// noHandoff gives this driver's locks no presence flag and has it
+	// answer no requests (tests: export_test.go).
+	noHandoff bool
 }
 
 // withDefaults returns c with zero fields set to their defaults, or an error
 // wrapping ErrInvalidConfig.
 func (c Config[T]) withDefaults() (Config[T], error) {
-	if err := ValidName(c.Name); err != nil {
+	if err := validName(c.Name); err != nil {
 		return c, err
 	}
 	for _, d := range []struct {
@@ -214,28 +186,28 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 			c.MaxDataBytes, c.HistoryBytes)
 	}
 	if c.LockWait == 0 {
-		c.LockWait = DefaultLockWait
+		c.LockWait = defaults.LockWait
 	}
 	if c.MoveHold == 0 {
-		c.MoveHold = DefaultMoveHold
+		c.MoveHold = defaults.MoveHold
 	}
 	if c.LockTTL == 0 {
-		c.LockTTL = DefaultLockTTL
+		c.LockTTL = defaults.LockTTL
 	}
 	if c.LockSkew == 0 {
-		c.LockSkew = DefaultLockSkew
+		c.LockSkew = defaults.LockSkew
 	}
 	if c.Autosave == 0 {
-		c.Autosave = DefaultAutosave
+		c.Autosave = defaults.Autosave
 	}
 	if c.History == 0 {
-		c.History = DefaultHistory
+		c.History = defaults.History
 	}
 	if c.History < 0 {
 		c.History = 0
 	}
-	if c.History > MaxHistory {
-		return c, fmt.Errorf("%w: History %d is more than %d", ErrInvalidConfig, c.History, MaxHistory)
+	if c.History > defaults.MaxHistory {
+		return c, fmt.Errorf("%w: History %d is more than %d", ErrInvalidConfig, c.History, defaults.MaxHistory)
 	}
 	if c.HistoryEvery < 0 || c.MaxInbox < 0 || c.MaxMessageBytes < 0 || c.IdempotencyWindow < 0 || c.MaxIdempotencyKeys < 0 {
 		return c, fmt.Errorf("%w: HistoryEvery, MaxInbox, MaxMessageBytes, IdempotencyWindow and MaxIdempotencyKeys "+
@@ -243,69 +215,30 @@ func (c Config[T]) withDefaults() (Config[T], error) {
 	}
 	switch {
 	case c.MaxMessageAttempts == 0:
-		c.MaxMessageAttempts = DefaultMaxMessageAttempts
+		c.MaxMessageAttempts = defaults.MaxMessageAttempts
 	case c.MaxMessageAttempts < 0:
 		c.MaxMessageAttempts = 0 // the scripts' "never"
 	}
 	if c.IdempotencyWindow == 0 {
-		c.IdempotencyWindow = DefaultIdempotencyWindow
+		c.IdempotencyWindow = defaults.IdempotencyWindow
 	}
 	if c.MaxIdempotencyKeys == 0 {
-		c.MaxIdempotencyKeys = DefaultMaxIdempotencyKeys
+		c.MaxIdempotencyKeys = defaults.MaxIdempotencyKeys
 	}
 	if c.HistoryEvery == 0 {
-		c.HistoryEvery = DefaultHistoryEvery
+		c.HistoryEvery = defaults.HistoryEvery
 	}
 	if c.MaxInbox == 0 {
-		c.MaxInbox = DefaultMaxInbox
+		c.MaxInbox = defaults.MaxInbox
 	}
 	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = DefaultMaxMessageBytes
+		c.MaxMessageBytes = defaults.MaxMessageBytes
 	}
 	if c.MaxDataBytes == 0 {
-		c.MaxDataBytes = DefaultMaxDataBytes
+		c.MaxDataBytes = defaults.MaxDataBytes
 	}
 	if c.HistoryBytes == 0 {
-		c.HistoryBytes = DefaultHistoryBytesPerData * c.MaxDataBytes
+		c.HistoryBytes = defaults.HistoryBytesPerData * c.MaxDataBytes
 	}
 	return c, nil
-}
-
-// MaxNameBytes bounds a driver Name (it is in every key and subject).
-const MaxNameBytes = 128
-
-// ValidName reports whether name can name a driver (it appears in Redis keys
-// and NATS subjects): an error wrapping ErrInvalidConfig unless it is 1 to
-// MaxNameBytes ASCII letters, digits, '_' and '-'.
-func ValidName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: Name is required", ErrInvalidConfig)
-	case len(name) > MaxNameBytes:
-		return fmt.Errorf("%w: Name is %d bytes, more than %d", ErrInvalidConfig, len(name), MaxNameBytes)
-	}
-	for i, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return fmt.Errorf("%w: Name %q has %s at byte %d: a Name is letters, digits, '_' and '-'",
-				ErrInvalidConfig, name, describeRune(r), i)
-		}
-	}
-	return nil
-}
-
-// describeRune names a character a Name may not have.
-func describeRune(r rune) string {
-	switch {
-	case r == ' ':
-		return "a space"
-	case r == '.':
-		return "a dot"
-	case r == '{' || r == '}':
-		return fmt.Sprintf("a brace (%q)", r)
-	case r == '*' || r == '>':
-		return fmt.Sprintf("a NATS wildcard (%q)", r)
-	case r == utf8.RuneError:
-		return "invalid UTF-8"
-	}
-	return fmt.Sprintf("%q", r)
 }

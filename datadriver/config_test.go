@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -39,7 +40,7 @@ func TestConfigRefused(t *testing.T) {
 		{"no Name", datadriver.Config[player]{}},
 		{"a Name with a brace", datadriver.Config[player]{Name: "Player{Data}"}},
 		{"a negative LockWait", datadriver.Config[player]{Name: "P1", LockWait: -time.Second}},
-		{"a History beyond the maximum", datadriver.Config[player]{Name: "P2", History: datadriver.MaxHistory + 1}},
+		{"a History beyond the maximum", datadriver.Config[player]{Name: "P2", History: defaults.MaxHistory + 1}},
 		{"a negative MaxDataBytes", datadriver.Config[player]{Name: "P3", MaxDataBytes: -1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

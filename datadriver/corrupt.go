@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/internal/clihint"
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 )
@@ -62,7 +63,7 @@ func (d *Driver[T]) cliCommand(verb, key string, extra ...string) string {
 		return got
 	}
 	f.PresenceTTL, f.Beat = nonDefault(pc.TTL, presence.DefaultTTL), nonDefault(pc.Beat, presence.DefaultBeat)
-	f.LockTTL, f.LockSkew = nonDefault(d.cfg.LockTTL, DefaultLockTTL), nonDefault(d.cfg.LockSkew, DefaultLockSkew)
+	f.LockTTL, f.LockSkew = nonDefault(d.cfg.LockTTL, defaults.LockTTL), nonDefault(d.cfg.LockSkew, defaults.LockSkew)
 	return clihint.Command(verb, d.cfg.Name, key, f, extra...)
 }
 

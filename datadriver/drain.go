@@ -15,19 +15,18 @@ import (
 // instead of releasing it: a rolling deploy or a scale-in keeps its
 // players playing, each told where to go.
 
-// DefaultDrainParallel is how many moves a drain runs at once: enough to
+// drainParallel is how many moves a drain runs at once: enough to
 // overlap the round trips of a few thousand players, few enough not to
 // crowd the Node's Redis pool.
-const DefaultDrainParallel = 64
+const drainParallel = 64
 
 // DrainOptions tune Node.Drain.
 type DrainOptions struct {
-	// OnMoved is called once per profile that moved, with its driver, key
-	// and the JobID of the server that holds it now: redirect the player's
-	// client there. It runs on the drain's goroutines and must not block
-	// for long. [nil]
-	OnMoved func(driver, key, to string)
-	// Parallel bounds the moves running at once. [DefaultDrainParallel]
+	// OnMoved is called on the drain's goroutines for each profile that
+	// moved, with the JobID of its new server: redirect the player there.
+	// Parallel bounds the moves running at once.
+	// default: nil, 64
+	OnMoved  func(driver, key, to string)
 	Parallel int
 }
 
@@ -122,16 +121,11 @@ const (
 )
 
 // Drain moves every live session of every driver to the live peers that
-// publish a session count in presence, least loaded first counting the
-// holds of other drains running meanwhile (a headroom reservation on the
-// Redis clock, seed 000's, held until ctx's deadline plus PresenceTTL); a
-// Node takes no move while it drains (a peer that refuses as closing or
-// draining is dropped, and the profile tried once elsewhere); at most
-// opts.Parallel at once, calling opts.OnMoved for each. A profile whose move
-// fails stays live here (Close releases it). It reads presence once (one
-// pipeline) and fails with an error, moving nothing, when no peer is live.
-// ctx bounds the whole drain (each move as MoveTo's ctx). Call it before
-// Close, once the game stops sending players here.
+// publish a session count in presence, least loaded first, at most
+// opts.Parallel at once, calling opts.OnMoved for each (docs/handoff.md,
+// "Draining to peers"). A profile whose move fails stays live here (Close
+// releases it); with no live peer it fails and moves nothing. ctx bounds the
+// whole drain. Call it before Close, once the game sends no new players here.
 func (n *Node) Drain(ctx context.Context, opts DrainOptions) (DrainResult, error) {
 	res := DrainResult{Moved: map[string]int{}}
 	if !n.handoffOn {
@@ -155,7 +149,7 @@ func (n *Node) Drain(ctx context.Context, opts DrainOptions) (DrainResult, error
 	}
 	parallel := opts.Parallel
 	if parallel <= 0 {
-		parallel = DefaultDrainParallel
+		parallel = drainParallel
 	}
 	n.mu.Lock()
 	drivers := n.driversLocked()

@@ -11,6 +11,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/ckernel/playerdata/internal/datacodec"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/internal/telemetry"
 	"github.com/ckernel/playerdata/lockhandoff"
 	"github.com/ckernel/playerdata/presence"
@@ -115,7 +116,7 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 		d.stop()
 		return nil, fmt.Errorf("new driver: %w", err)
 	}
-	if !cfg.DisableHandoff {
+	if !cfg.noHandoff {
 		if err := node.handoff.Register(cfg.Name, lockhandoff.Handlers{Release: d.releaseFor, Notify: d.onNotify}); err != nil {
 			node.unregister(cfg.Name)
 			d.stop()
@@ -143,7 +144,7 @@ func (d *Driver[T]) Node() *Node { return d.node }
 
 // recordKey is the Redis key of key's record.
 func (d *Driver[T]) recordKey(key string) string {
-	return RecordKey(d.node.ns, d.cfg.Name, key)
+	return record.Key(d.node.ns, d.cfg.Name, key)
 }
 
 // notify wakes every load waiting on key. d.mu must be held.

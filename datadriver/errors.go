@@ -24,7 +24,7 @@ var (
 	errClosing          = fmt.Errorf("%w (%w)", ErrClosing, ErrClosed)
 	ErrDuplicateDriver  = errors.New("duplicate driver name")
 	ErrReleased         = errors.New("profile released")
-	ErrInvalidKey       = errors.New("invalid profile key") // empty, over MaxKeyBytes, not UTF-8, or control characters
+	ErrInvalidKey       = errors.New("invalid profile key") // empty, over 512 bytes, not UTF-8, or control characters
 	ErrInvalidConfig    = errors.New("invalid config")
 	ErrNoVersion        = errors.New("no kept version at that time")
 	ErrFenced           = errors.New("server fenced off: it cannot prove it still holds its locks") // with ErrLockLost
@@ -32,33 +32,23 @@ var (
 	ErrMigration        = errors.New("profile migration failed")                                    // *MigrationError
 	ErrCallbackPanic    = errors.New("game callback panicked")                                      // recovered (*PanicError)
 	ErrInboxFull        = errors.New("profile inbox is full")
-	ErrTradePending     = errors.New("profile has a pending trade")
 	ErrNotReplicated    = errors.New("write not acknowledged by enough replicas")   // it stands, but an acquisition's lock is given back
 	ErrJobIDInUse       = errors.New("JobID in use by another live server process") // *JobIDInUseError
 	ErrRedisUnavailable = errors.New("redis unavailable")
-	// ErrEvictionPolicy: Redis's maxmemory-policy may evict records
-	// (allkeys-*): NewNode refuses it unless AcceptEviction; Healthy reports
-	// it when it is set at run time.
-	ErrEvictionPolicy = errors.New("redis may evict the library's keys (maxmemory-policy allkeys-*)")
-	// Trades: ErrInvalidTrade (fewer than two profiles, one twice, another
-	// Node's, nothing written), ErrTradeAborted (given up before its commit:
-	// nothing changed), ErrTradeOutcomeUnknown (the commit's answer lost: it
-	// is applied to all or none once Redis answers; meanwhile Update answers
-	// ErrTradePending).
+	ErrEvictionPolicy   = errors.New("redis may evict the library's keys (maxmemory-policy allkeys-*)") // NewNode unless AcceptEviction; Healthy
+
+	// Trades (docs/trades.md): invalid (nothing written), aborted before the
+	// commit (nothing changed), or its commit's answer lost (all or none once
+	// Redis answers; meanwhile Update answers ErrTradePending).
 	ErrInvalidTrade        = errors.New("invalid trade")
 	ErrTradeAborted        = errors.New("trade aborted")
 	ErrTradeOutcomeUnknown = errors.New("trade outcome unknown")
-)
+	ErrTradePending        = errors.New("profile has a pending trade")
 
-// Errors of Send with an IdempotencyKey; nothing is stored with either.
-var (
-	// ErrIdempotencyConflict: the key names a message of the profile sent
-	// with another body, or, within IdempotencyWindow, a message sent to
-	// another profile key or through another driver of the namespace.
-	ErrIdempotencyConflict = errors.New("idempotency key names another message")
-	// ErrTooManyIdempotencyKeys: the profile remembers MaxIdempotencyKeys
-	// keys, none forgettable yet (each inside its IdempotencyWindow, or with
-	// its message waiting or dead-lettered).
+	// A keyed Send (SendOptions.IdempotencyKey) refused, nothing stored: the
+	// key names another message (*IdempotencyConflictError), or the profile
+	// remembers MaxIdempotencyKeys keys none of which it may forget yet.
+	ErrIdempotencyConflict    = errors.New("idempotency key names another message")
 	ErrTooManyIdempotencyKeys = errors.New("profile remembers too many idempotency keys")
 )
 
@@ -115,20 +105,11 @@ func lockedError(key string, l record.Lock, local bool) *LockedError {
 // already. It matches ErrIdempotencyConflict with errors.Is; nothing was
 // stored.
 type IdempotencyConflictError struct {
-	// Key is the refused Send's profile key; IdempotencyKey its key.
-	Key, IdempotencyKey string
-	// Driver and Owner name the profile the key's message was sent to:
-	// another one (another profile key or driver of the namespace, within
-	// Window), or Key itself, with another body (MessageID).
-	Driver, Owner string
-	// MessageID is the first message's id when the key names a message of
-	// Key's own profile; "" when it names another profile's.
-	MessageID string
-	// SameBody says the other profile's message has this Send's body.
-	SameBody bool
-	// Window is the IdempotencyWindow within which a key names one message
-	// of the namespace.
-	Window time.Duration
+	Key, IdempotencyKey string        // the refused Send's profile key and idempotency key
+	Driver, Owner       string        // the driver and profile key the key's message was sent to
+	MessageID           string        // the first message's id when it is Key's own (another body); else ""
+	SameBody            bool          // the other profile's message has this Send's body
+	Window              time.Duration // IdempotencyWindow, within which a key names one message of the namespace
 }
 
 // OtherProfile reports whether the key names a message of another profile

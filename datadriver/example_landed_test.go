@@ -97,3 +97,46 @@ func ExampleDriver_Peek() {
 	// user:7 coins: 10
 	// user:42 coins: 25 held by: server-a alive since known: true
 }
+
+// Send stores a gift for a player, online or not; a retry with the same
+// IdempotencyKey stores nothing new, and the next Join applies the gift once.
+func ExampleDriver_Send() {
+	ctx := context.Background()
+	node, stop := exampleNode(ctx, "server-a")
+	defer stop()
+	type Player struct{ Coins int }
+	type Gift struct{ Coins int }
+	players, err := datadriver.NewDriver(node, datadriver.Config[Player]{
+		Name: "PlayerData",
+		OnMessage: func(d *Player, m datadriver.Message) error {
+			var g Gift
+			if err := m.Decode(&g); err != nil {
+				return err
+			}
+			d.Coins += g.Coins
+			return nil
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	for range 2 { // the shop retries: the order id names the message
+		var rc datadriver.SendReceipt
+		_, err := players.Send(ctx, "user:7", Gift{Coins: 50},
+			datadriver.SendOptions{IdempotencyKey: "order-1001", Receipt: &rc})
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println("duplicate:", rc.Duplicate, "waiting:", rc.Waiting)
+	}
+	p, err := players.Join(ctx, "user:7")
+	if err != nil {
+		panic(err)
+	}
+	p.View(func(d *Player) { fmt.Println("coins:", d.Coins) })
+	_ = p.Release(ctx)
+	// Output:
+	// duplicate: false waiting: true
+	// duplicate: true waiting: true
+	// coins: 50
+}

@@ -1,6 +1,10 @@
 package datadriver
 
-import "time"
+import (
+	"time"
+
+	"github.com/ckernel/playerdata/lockhandoff"
+)
 
 // SetMoveHook makes d call f at each point of a move of its profiles
 // ("prepared", "accepted", "flipped"), on the moving profile's owner: a
@@ -37,3 +41,12 @@ func PrepareMove[T any](d *Driver[T], key string, m MovePrepare) MoveAnswer {
 		Schema: m.Schema, SchemaMin: m.SchemaMin}, m.Signed)
 	return MoveAnswer{Accepted: a.Step == stepAccept, Token: a.Token, Reason: a.Reason}
 }
+
+// WithoutHandoff gives cfg's driver locks without the presence flag, and
+// has it answer no requests, on a Node whose handoff is on: a holder that
+// goes only by age beside ones that beat.
+func WithoutHandoff[T any](cfg *Config[T]) { cfg.noHandoff = true }
+
+// HandoffStats returns the counters of n's lock handoff (the metrics count
+// the same messages for an operator).
+func (n *Node) HandoffStats() lockhandoff.Stats { return n.handoff.Stats() }

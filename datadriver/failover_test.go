@@ -13,6 +13,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -123,7 +124,7 @@ func promoteUnderSaves(t *testing.T, minReplicas int, behind bool) (lost, acked 
 			continue
 		}
 		acked++
-		raw, err := rdb.HGet(context.Background(), datadriver.RecordKey(sn.Namespace, "PlayerData", fmt.Sprintf("user:%d", i)), "data").Result()
+		raw, err := rdb.HGet(context.Background(), record.Key(sn.Namespace, "PlayerData", fmt.Sprintf("user:%d", i)), "data").Result()
 		var got player
 		if err == nil {
 			err = msgpack.Unmarshal([]byte(raw), &got)

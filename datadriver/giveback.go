@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/internal/telemetry"
 )
@@ -26,7 +27,7 @@ func (d *Driver[T]) giveBack(key, token string, earlier []string) {
 			return
 		case <-t.C:
 		}
-		backoff = min(backoff*2, max(d.cfg.Autosave, DefaultAutosave))
+		backoff = min(backoff*2, max(d.cfg.Autosave, defaults.Autosave))
 	}
 }
 

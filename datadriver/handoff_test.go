@@ -228,7 +228,7 @@ func TestHandoffStallingHolderKeepsLock(t *testing.T) {
 func TestHandoffHolderWithoutPresence(t *testing.T) {
 	pr := newPair(t)
 	r, a, b := pr.r, pr.a, pr.b
-	da := players(t, a, func(c *datadriver.Config[player]) { c.DisableHandoff = true })
+	da := players(t, a, datadriver.WithoutHandoff[player])
 	db := players(t, b, func(c *datadriver.Config[player]) {
 		c.LockTTL, c.LockSkew = 2*time.Second, 500*time.Millisecond
 		c.LockWait = time.Second

@@ -141,7 +141,7 @@ func requestAnswered(tb testing.TB, s *server) {
 func recordFields(tb testing.TB, r *testsupport.Redis, driver, key string) map[string]string {
 	tb.Helper()
 	c := r.Client(tb)
-	m, err := c.HGetAll(context.Background(), datadriver.RecordKey(r.Namespace, driver, key)).Result()
+	m, err := c.HGetAll(context.Background(), record.Key(r.Namespace, driver, key)).Result()
 	if err != nil {
 		tb.Fatalf("HGETALL: %v", err)
 	}

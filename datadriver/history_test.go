@@ -15,6 +15,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/testsupport"
 )
@@ -48,7 +49,7 @@ func TestHistoryMemoryPerRecord(t *testing.T) {
 		}
 	}
 	c := r.Client(t)
-	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:1")
+	rk := record.Key(r.Namespace, "PlayerData", "user:1")
 	var total int64
 	for _, k := range []string{rk, record.HistoryKey(rk), record.InboxKey(rk)} {
 		n, err := c.MemoryUsage(ctx, k, 0).Result() // SAMPLES 0: every field, no estimate
@@ -137,7 +138,7 @@ func TestWholeTextVersionsStayReadable(t *testing.T) {
 		return b
 	}
 	now := time.Now().UnixMilli()
-	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:3")
+	rk := record.Key(r.Namespace, "PlayerData", "user:3")
 	c := r.Client(t)
 	if err := c.HSet(ctx, rk, "data", raw(3), "ver", 3, "at", now, "epoch", 3, "fmt", 1, "hist.at", now-1000).Err(); err != nil {
 		t.Fatal(err)
@@ -262,12 +263,12 @@ func TestEveryDeltaVersionReads(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	d := players(t, newServer(t, r, "server-a"), func(c *datadriver.Config[player]) { c.HistoryEvery = time.Millisecond })
 	ctx := ctxT(t)
-	saved := fillHistory(t, d, "user:5", datadriver.DefaultHistory+3)
+	saved := fillHistory(t, d, "user:5", defaults.History+3)
 	vs, err := d.Versions(ctx, "user:5")
-	if err != nil || len(vs) != datadriver.DefaultHistory+1 {
-		t.Fatalf("versions %+v, %v; want the current one and %d kept", vs, err, datadriver.DefaultHistory)
+	if err != nil || len(vs) != defaults.History+1 {
+		t.Fatalf("versions %+v, %v; want the current one and %d kept", vs, err, defaults.History)
 	}
-	h := listHistory(t, r.Client(t), datadriver.RecordKey(r.Namespace, "PlayerData", "user:5"))
+	h := listHistory(t, r.Client(t), record.Key(r.Namespace, "PlayerData", "user:5"))
 	for i, s := range h.Versions {
 		if want := i == len(h.Versions)-1; (s.Form == record.FormWhole) != want {
 			t.Errorf("version %d is stored %s (%d bytes)", s.Ver, s.Form, s.Bytes)
@@ -302,7 +303,7 @@ func TestADamagedVersionCostsItsChain(t *testing.T) {
 		t.Fatalf("versions %+v, %v", vs, err)
 	}
 	c := r.Client(t)
-	hk := record.HistoryKey(datadriver.RecordKey(r.Namespace, "PlayerData", "user:6"))
+	hk := record.HistoryKey(record.Key(r.Namespace, "PlayerData", "user:6"))
 	const damaged = 6
 	field := fmt.Sprintf("k%d", damaged)
 	b, err := c.HGet(ctx, hk, field).Bytes()

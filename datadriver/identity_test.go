@@ -213,7 +213,7 @@ func TestJobIDIdentity(t *testing.T) {
 		{"a lock of this JobID written after the claim is not an earlier run's", func(t *testing.T, r *testsupport.Redis) {
 			s := newServer(t, r, "server-a", fast)
 			d := players(t, s)
-			rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:5")
+			rk := record.Key(r.Namespace, "PlayerData", "user:5")
 			// Written now, under this JobID, by no session of this process:
 			// whoever wrote it beat no presence of its own, so nothing proves
 			// it stopped. It is not taken.

@@ -43,7 +43,7 @@ func newAttackedHistory(t *testing.T, r *testsupport.Redis, key string, n int) *
 	d := players(t, newServer(t, r, "server-a"), func(c *datadriver.Config[player]) {
 		c.HistoryEvery, c.Migrations = time.Millisecond, []datadriver.Migration{doubleCoins}
 	})
-	a := &attackedHistory{d: d, key: key, hk: record.HistoryKey(datadriver.RecordKey(r.Namespace, "PlayerData", key))}
+	a := &attackedHistory{d: d, key: key, hk: record.HistoryKey(record.Key(r.Namespace, "PlayerData", key))}
 	a.coins = fillHistory(t, d, key, n)
 	ctx := ctxT(t)
 	var err error
@@ -211,7 +211,7 @@ func TestRecordAttackEveryByte(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := r.Client(t)
-	rk := datadriver.RecordKey(r.Namespace, "PlayerData", key)
+	rk := record.Key(r.Namespace, "PlayerData", key)
 	orig := recordFields(t, r, "PlayerData", key)
 	if orig["fmt"] != "2" || orig["sum"] == "" {
 		t.Fatalf("the record as saved: %v, want format 2 with its checksum", orig)

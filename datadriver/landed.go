@@ -9,30 +9,17 @@ import "time"
 // Saved is a write of a profile that landed: what the record stores after
 // it.
 type Saved struct {
-	// Key is the profile key.
-	Key string
-	// Ver is the record version of the stored data (Version.Ver): it grows
-	// by one with each write that changed the data; a write of unchanged
-	// data stores the version it had.
-	Ver int64
-	// At is when the stored data was written (Redis clock).
-	At time.Time
+	Key string    // the profile key
+	Ver int64     // the stored data's record version (Version.Ver), grown by each write that changed it
+	At  time.Time // when the stored data was written (Redis clock)
 	// Updates is how many of the session's Updates the stored data
-	// includes: every Update that returned nil before Profile.Updates read
-	// at most this number is stored (see Profile.Updates). A trade's settle
-	// and a release of data over MaxDataBytes (stored with the last data
-	// that fit) count none beyond the previous write's.
+	// includes (see Profile.Updates).
 	Updates uint64
-	// Replicated reports that the write is on MinReplicas replicas: always
-	// when MinReplicas is 0; else when that many acknowledged it within
-	// ReplicaTimeout. A Save, release or adoption that fewer acknowledged
-	// returned an error matching ErrNotReplicated (the write stands on the
-	// primary, but a failover may lose it); an autosave does not wait for
-	// replicas and reports false; a trade's settle reports its commit's.
+	// Replicated: the write is on MinReplicas replicas (always so when it
+	// is 0). A Save, release or adoption that fewer acknowledged answered
+	// ErrNotReplicated; an autosave does not wait and reports false.
 	Replicated bool
-	// Released reports that the write was the release: it ended the
-	// session and cleared the lock.
-	Released bool
+	Released   bool // the write was the release: it ended the session and cleared the lock
 }
 
 // LastSaved is the profile's last write that landed in this session (see

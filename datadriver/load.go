@@ -13,9 +13,9 @@ import (
 
 // LoadOptions tune one Load or RestoreAt call.
 type LoadOptions struct {
-	// HandoffWait bounds the load's wait for the key's lock, on this Node
-	// and elsewhere; negative: no wait. [LocalHandoff, else none: a held key
-	// answers ErrLocked at once]
+	// HandoffWait bounds the wait for the key's lock, here and elsewhere
+	// (negative: none; a held key answers ErrLocked at once).
+	// default: Config.LocalHandoff, else none
 	HandoffWait time.Duration
 }
 
@@ -136,7 +136,7 @@ func (s loadSpec) purpose() string {
 }
 
 func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profile[T], error) {
-	if err := ValidKey(key); err != nil {
+	if err := validKey(key); err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
 	if err := ctx.Err(); err != nil {

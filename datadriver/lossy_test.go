@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/defaults"
+	"github.com/ckernel/playerdata/internal/names"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -134,15 +136,15 @@ func TestAllowLossyFieldsLosesWhatItSays(t *testing.T) {
 func TestDriverNames(t *testing.T) {
 	node := plainNode(t)
 	for _, name := range []string{"", "Player Data", "Player.Data", "Player{Data}", "Player*", "Player>",
-		"Player:Data", "Plàyer", "a\tb", strings.Repeat("n", datadriver.MaxNameBytes+1)} {
-		if err := datadriver.ValidName(name); !errors.Is(err, datadriver.ErrInvalidConfig) {
-			t.Errorf("ValidName(%q) = %v, want ErrInvalidConfig", name, err)
+		"Player:Data", "Plàyer", "a\tb", strings.Repeat("n", defaults.MaxNameBytes+1)} {
+		if err := names.Driver(name); err == nil {
+			t.Errorf("names.Driver(%q) = nil, want a refusal", name)
 		}
 		if _, err := datadriver.NewDriver(node, datadriver.Config[withSecret]{Name: name}); !errors.Is(err, datadriver.ErrInvalidConfig) {
 			t.Errorf("NewDriver(Name %q) = %v, want ErrInvalidConfig", name, err)
 		}
 	}
-	for _, name := range []string{"PlayerData", "player_data-2", strings.Repeat("n", datadriver.MaxNameBytes)} {
+	for _, name := range []string{"PlayerData", "player_data-2", strings.Repeat("n", defaults.MaxNameBytes)} {
 		if _, err := datadriver.NewDriver(node, datadriver.Config[withAny]{Name: name, AllowLossyFields: true}); err != nil {
 			t.Errorf("NewDriver(Name %q) = %v, want it accepted", name, err)
 		}

@@ -83,7 +83,7 @@ func TestReleaseRequestForALockNoSessionUses(t *testing.T) {
 	p := newPair(t)
 	players(t, p.a) // A serves the driver: it answers requests for it
 	db := players(t, p.b, func(c *datadriver.Config[player]) { c.LockWait = 10 * time.Second })
-	rk := datadriver.RecordKey(p.r.Namespace, "PlayerData", "user:1")
+	rk := record.Key(p.r.Namespace, "PlayerData", "user:1")
 	res, err := record.Acquire(ctxT(t), p.r.Client(t), rk, record.AcquireArgs{Job: "server-a", Token: "orphan-token",
 		Presence: true, MaxAge: time.Minute, Format: record.Format})
 	if err != nil || res.Outcome != record.Acquired {

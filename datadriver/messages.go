@@ -36,73 +36,45 @@ type Message struct {
 // Decode decodes the message's body into v (msgpack).
 func (m Message) Decode(v any) error { return msgpack.Unmarshal(m.Body, v) }
 
-// SendOption changes one Send.
-type SendOption func(*sendOptions)
-
-type sendOptions struct {
-	idempotencyKey string
-	receipt        *SendReceipt
+// SendOptions tune one Send.
+type SendOptions struct {
+	// IdempotencyKey makes the Send safe to retry (docs/messages.md): a Send
+	// with the key of an earlier one and the same body and profile stores
+	// nothing and answers the first id; another body or profile within
+	// Config.IdempotencyWindow fails with ErrIdempotencyConflict. Receipt,
+	// when set, is filled with what the Send did once it answers an id.
+	// default: none, nil
+	IdempotencyKey string
+	Receipt        *SendReceipt
 }
 
-// IdempotencyKey makes a Send safe to retry: the key names one message of
-// the namespace. A Send to the same profile with the same key and the same
-// body, within Config.IdempotencyWindow of the first (and however late
-// while the first message waits or is a dead letter), stores nothing and
-// answers the first id; with another body, or within the window to
-// another profile key or driver, it fails with ErrIdempotencyConflict.
-// A keyed Send costs one more round trip than an unkeyed one (the key's
-// namespace-wide claim). Use the id of what the message pays for (an
-// order, a grant).
-func IdempotencyKey(k string) SendOption {
-	return func(o *sendOptions) { o.idempotencyKey = k }
-}
-
-// SendReceipt is what a Send did, filled in for a caller that asks with
-// Receipt.
+// SendReceipt is what a Send did (SendOptions.Receipt).
 type SendReceipt struct {
-	// Duplicate: an earlier Send with the same IdempotencyKey stored the
-	// message; this one stored nothing new.
-	Duplicate bool
-	// Waiting: the message waits in the inbox (always so for a message just
-	// stored); DeadLettered: a duplicate's message lies in the dead letters.
-	// Both false: a duplicate's message was applied and saved.
+	Duplicate bool // an earlier Send with the same IdempotencyKey stored the message
+	// Waiting: the message waits in the inbox; DeadLettered: a duplicate's
+	// lies in the dead letters; neither: a duplicate's was applied.
 	Waiting, DeadLettered bool
-	// Holder is the JobID of the server that held the profile when the
-	// message was stored or found ("": none); Notified says it was told to
-	// pull its inbox (over the bus, fire and forget, or on this Node).
-	Holder   string
-	Notified bool
-}
-
-// Receipt has a Send fill r with what it did, when it answers an id.
-func Receipt(r *SendReceipt) SendOption {
-	return func(o *sendOptions) { o.receipt = r }
+	Holder                string // the JobID of the profile's holder when the message was stored ("": none)
+	Notified              bool   // the holder was told to pull its inbox
 }
 
 // maxIdempotencyKeyBytes bounds an idempotency key.
 const maxIdempotencyKeyBytes = 256
 
-// Send stores a message (body, msgpack-encoded) for key's profile in one
-// script, online anywhere or not: the holder, told over the bus, applies it
-// at once; else the next load does. It answers the message id,
+// Send stores a message (body, msgpack-encoded) for key's profile, loaded
+// anywhere or not: the holder, told over the bus, applies it at once, else
+// the next load does (docs/messages.md). It answers the message id,
 // ErrInboxFull, ErrTooLarge, ErrIdempotencyConflict or
-// ErrTooManyIdempotencyKeys (nothing stored), ErrCorruptRecord, or with
-// MinReplicas ErrNotReplicated (stored). A keyed Send first claims its key
-// for the namespace (one more round trip: msgclaim.go). A Send that failed
-// without an answer may have stored the message: retry it with the same
-// IdempotencyKey. A duplicate whose message still waits tells the holder
-// again, as the first Send did.
-func (d *Driver[T]) Send(ctx context.Context, key string, body any, opts ...SendOption) (string, error) {
-	var o sendOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if err := ValidKey(key); err != nil {
+// ErrTooManyIdempotencyKeys (nothing stored), ErrCorruptRecord, or
+// ErrNotReplicated (stored). A Send that failed without an answer may have
+// stored the message: retry it with the same IdempotencyKey.
+func (d *Driver[T]) Send(ctx context.Context, key string, body any, o SendOptions) (string, error) {
+	if err := validKey(key); err != nil {
 		return "", fmt.Errorf("send: %w", err)
 	}
-	if len(o.idempotencyKey) > maxIdempotencyKeyBytes {
+	if len(o.IdempotencyKey) > maxIdempotencyKeyBytes {
 		return "", fmt.Errorf("send %q: %w: the idempotency key is %d bytes, limit %d", key, ErrInvalidConfig,
-			len(o.idempotencyKey), maxIdempotencyKeyBytes)
+			len(o.IdempotencyKey), maxIdempotencyKeyBytes)
 	}
 	b, err := msgpack.Marshal(body)
 	if err != nil {
@@ -114,7 +86,7 @@ func (d *Driver[T]) Send(ctx context.Context, key string, body any, opts ...Send
 	if err := d.claimIdempotencyKey(ctx, key, o, b); err != nil {
 		return "", err
 	}
-	args := record.SendArgs{MaxInbox: d.cfg.MaxInbox, IdempotencyKey: o.idempotencyKey,
+	args := record.SendArgs{MaxInbox: d.cfg.MaxInbox, IdempotencyKey: o.IdempotencyKey,
 		IdempotencyWindow: d.cfg.IdempotencyWindow, IdempotencyKeys: d.cfg.MaxIdempotencyKeys}
 	res, acked, err := d.node.send(ctx, d.recordKey(key), b, args)
 	if err = d.sendRefused(ctx, key, o, res, err); err != nil {
@@ -127,8 +99,8 @@ func (d *Driver[T]) Send(ctx context.Context, key string, body any, opts ...Send
 		d.tel.MessageSent(ctx, telemetry.SendOK)
 	}
 	notified := res.State == record.MessageWaiting && d.tellHolder(ctx, key, res.Holder)
-	if o.receipt != nil {
-		*o.receipt = SendReceipt{Duplicate: dup, Waiting: res.State == record.MessageWaiting,
+	if o.Receipt != nil {
+		*o.Receipt = SendReceipt{Duplicate: dup, Waiting: res.State == record.MessageWaiting,
 			DeadLettered: res.State == record.MessageDead, Holder: res.Holder.Job, Notified: notified}
 	}
 	if dup {
@@ -146,7 +118,7 @@ func (d *Driver[T]) Send(ctx context.Context, key string, body any, opts ...Send
 
 // sendRefused is the error of a send.lua call that failed or stored
 // nothing (nil when it stored the message or found it stored), counted.
-func (d *Driver[T]) sendRefused(ctx context.Context, key string, o sendOptions, res record.SendResult, err error) error {
+func (d *Driver[T]) sendRefused(ctx context.Context, key string, o SendOptions, res record.SendResult, err error) error {
 	switch {
 	case err != nil:
 		d.tel.MessageSent(ctx, telemetry.SendFailed)
@@ -159,7 +131,7 @@ func (d *Driver[T]) sendRefused(ctx context.Context, key string, o sendOptions, 
 		return fmt.Errorf("send: %w", d.corruptField(key, res.Corrupt))
 	case res.Outcome == record.IdempotencyConflict:
 		d.tel.MessageSent(ctx, telemetry.SendKeyConflict)
-		return &IdempotencyConflictError{Key: key, IdempotencyKey: o.idempotencyKey, Driver: d.cfg.Name, Owner: key,
+		return &IdempotencyConflictError{Key: key, IdempotencyKey: o.IdempotencyKey, Driver: d.cfg.Name, Owner: key,
 			MessageID: res.ID, Window: d.cfg.IdempotencyWindow}
 	case res.Outcome == record.TooManyKeys:
 		d.tel.MessageSent(ctx, telemetry.SendKeysFull)

@@ -67,7 +67,7 @@ func walletOf(p *datadriver.Profile[wallet]) wallet {
 func inboxLen(tb testing.TB, r *testsupport.Redis, key string) int64 {
 	tb.Helper()
 	n, err := r.Client(tb).XLen(context.Background(),
-		record.InboxKey(datadriver.RecordKey(r.Namespace, "PlayerData", key))).Result()
+		record.InboxKey(record.Key(r.Namespace, "PlayerData", key))).Result()
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -79,11 +79,11 @@ func TestMessageToAnOfflineProfile(t *testing.T) {
 	s := newServer(t, r, "server-a")
 	d := giftDriver(t, s)
 	ctx := ctxT(t)
-	id, err := d.Send(ctx, "user:1", gift{Coins: 25}) // never loaded anywhere
+	id, err := d.Send(ctx, "user:1", gift{Coins: 25}, datadriver.SendOptions{}) // never loaded anywhere
 	if err != nil || id == "" {
 		t.Fatalf("Send = %q, %v", id, err)
 	}
-	if _, err := d.Send(ctx, "user:1", gift{Coins: 5}); err != nil {
+	if _, err := d.Send(ctx, "user:1", gift{Coins: 5}, datadriver.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	p, err := d.Join(ctx, "user:1")
@@ -127,7 +127,7 @@ func TestMessageToALiveProfileOnAnotherServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if _, err := da.Send(ctx, "user:2", gift{Coins: 7}); err != nil { // sent from A
+	if _, err := da.Send(ctx, "user:2", gift{Coins: 7}, datadriver.SendOptions{}); err != nil { // sent from A
 		t.Fatal(err)
 	}
 	received(t, p, 1, "B")
@@ -165,7 +165,7 @@ func TestMessageExactlyOnceAcrossACrash(t *testing.T) {
 	if err := p.Save(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Send(ctx, "user:3", gift{Coins: 1}); err != nil {
+	if _, err := db.Send(ctx, "user:3", gift{Coins: 1}, datadriver.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	received(t, p, 1, "A")
@@ -192,7 +192,7 @@ func TestLostNotificationCaughtByTheNextSave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Send(ctx, "user:4", gift{Coins: 3}); err != nil {
+	if _, err := db.Send(ctx, "user:4", gift{Coins: 3}, datadriver.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the gift after an autosave", func() bool { return walletOf(p).Received == 1 })
@@ -205,14 +205,14 @@ func TestSendLimits(t *testing.T) {
 	d := giftDriver(t, s, func(c *datadriver.Config[wallet]) { c.MaxInbox, c.MaxMessageBytes = 2, 64 })
 	ctx := ctxT(t)
 	for range 2 {
-		if _, err := d.Send(ctx, "user:5", gift{Coins: 1}); err != nil {
+		if _, err := d.Send(ctx, "user:5", gift{Coins: 1}, datadriver.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := d.Send(ctx, "user:5", gift{Coins: 1}); !errors.Is(err, datadriver.ErrInboxFull) {
+	if _, err := d.Send(ctx, "user:5", gift{Coins: 1}, datadriver.SendOptions{}); !errors.Is(err, datadriver.ErrInboxFull) {
 		t.Fatalf("a third Send = %v, want ErrInboxFull", err)
 	}
-	if _, err := d.Send(ctx, "user:6", make([]byte, 100)); !errors.Is(err, datadriver.ErrTooLarge) {
+	if _, err := d.Send(ctx, "user:6", make([]byte, 100), datadriver.SendOptions{}); !errors.Is(err, datadriver.ErrTooLarge) {
 		t.Fatalf("a 100-byte body = %v, want ErrTooLarge", err)
 	}
 	if n := inboxLen(t, r, "user:5"); n != 2 {
@@ -221,7 +221,7 @@ func TestSendLimits(t *testing.T) {
 	if n := inboxLen(t, r, "user:6"); n != 0 {
 		t.Fatalf("inbox of user:6 %d, want 0", n)
 	}
-	if _, err := d.Send(ctx, "", gift{}); !errors.Is(err, datadriver.ErrInvalidKey) {
+	if _, err := d.Send(ctx, "", gift{}, datadriver.SendOptions{}); !errors.Is(err, datadriver.ErrInvalidKey) {
 		t.Fatalf("Send to an empty key = %v, want ErrInvalidKey", err)
 	}
 }
@@ -253,14 +253,14 @@ func TestRefusedMessageStays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Send(ctx, "user:7", gift{Coins: -1}); err != nil {
+	if _, err := d.Send(ctx, "user:7", gift{Coins: -1}, datadriver.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the first refusal", func() bool { return panics.Load() > 0 })
 	if err := p.Save(ctx); err != nil { // runs after the pull's own write, on the profile's owner
 		t.Fatal(err)
 	}
-	if _, err := d.Send(ctx, "user:7", gift{Coins: 9}); err != nil {
+	if _, err := d.Send(ctx, "user:7", gift{Coins: 9}, datadriver.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the refusal is logged", func() bool {
@@ -280,7 +280,7 @@ func TestRefusedMessageStays(t *testing.T) {
 		t.Fatalf("inbox %d, want both refused messages kept", n)
 	}
 	accept.Store(true)
-	if _, err := d.Send(ctx, "user:7", gift{Coins: 1}); err != nil { // a new message makes it pull again
+	if _, err := d.Send(ctx, "user:7", gift{Coins: 1}, datadriver.SendOptions{}); err != nil { // a new message makes it pull again
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the accepted messages", func() bool { return walletOf(p).Received == 2 })
@@ -304,7 +304,7 @@ func TestTradeSavesAppliedMessagesFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Send(ctx, "user:8", gift{Coins: 50}); err != nil {
+	if _, err := d.Send(ctx, "user:8", gift{Coins: 50}, datadriver.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the gift", func() bool { return walletOf(a).Received == 1 })
@@ -374,7 +374,7 @@ func TestMessageWhileTradeOutcomeUnknown(t *testing.T) {
 	}
 	down.Store(false)
 	s.faults.Clear()
-	if _, err := d.Send(ctx, "user:10", gift{Coins: 50}); err != nil {
+	if _, err := d.Send(ctx, "user:10", gift{Coins: 50}, datadriver.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the pull", func() bool {

@@ -35,10 +35,10 @@ import (
 // landed (the lock is its token) or never will.
 
 const (
-	// DefaultMoveWindow bounds the time from a move's prepare to its flip
+	// moveWindow bounds the time from a move's prepare to its flip
 	// (less when ctx ends sooner): the expiry the target accepts and the
 	// flip checks on the Redis clock. A flip later than that never lands.
-	DefaultMoveWindow = 5 * time.Second
+	moveWindow = 5 * time.Second
 	// moveResend is how often a prepare goes out again while no answer came
 	// (the bus may lose one; the target answers a repeat as the first).
 	moveResend = time.Second
@@ -61,7 +61,7 @@ const (
 // On an error the session is still live here, nothing lost: a target that
 // is not alive, runs no driver of this name, is closing, or refuses
 // (*MoveRefusedError, ErrMoveRefused); no answer within the context or
-// DefaultMoveWindow (ctx.Err(), or an error matching
+// the move window of 5 s (ctx.Err(), or an error matching
 // context.DeadlineExceeded); data over the bus's limit (ErrTooLarge); a
 // pending trade (ErrTradePending). Errors that end the session are those
 // of a write (ErrLockLost). Updates wait while the move runs.
@@ -73,7 +73,7 @@ func (p *Profile[T]) MoveTo(ctx context.Context, jobID string) error {
 	if jobID == d.node.jobID {
 		return &MoveRefusedError{Key: p.key, Target: jobID, Reason: RefusedHeld, Why: "the target is this server"}
 	}
-	if !d.node.handoffOn || d.cfg.DisableHandoff {
+	if !d.node.handoffOn || d.cfg.noHandoff {
 		return fmt.Errorf("move %q: %w: a move needs the bus (handoff is off)", p.key, ErrInvalidConfig)
 	}
 	r := &request{ctx: ctx, run: func(ctx context.Context) error { return p.move(ctx, jobID) }, done: make(chan error, 1)}
@@ -220,7 +220,7 @@ func (p *Profile[T]) prepareMove(ctx context.Context, snap snapshot, to string) 
 		return moveMsg{}, err
 	}
 	now := d.node.clock.Now()
-	window := DefaultMoveWindow
+	window := moveWindow
 	if dl, ok := ctx.Deadline(); ok {
 		window = min(window, dl.Sub(now))
 	}

@@ -27,8 +27,8 @@ import (
 // claimIdempotencyKey claims o's idempotency key for key's profile of this
 // driver before send.lua runs: nil to go on, or why the Send stores
 // nothing (counted). A Send without a key claims nothing and pays nothing.
-func (d *Driver[T]) claimIdempotencyKey(ctx context.Context, key string, o sendOptions, body []byte) error {
-	k := o.idempotencyKey
+func (d *Driver[T]) claimIdempotencyKey(ctx context.Context, key string, o SendOptions, body []byte) error {
+	k := o.IdempotencyKey
 	if k == "" {
 		return nil
 	}

@@ -28,11 +28,11 @@ func BenchmarkKeyedSend(b *testing.B) {
 	run := 0
 	send := func(keyed bool, i int) error {
 		key := fmt.Sprintf("send-%d-%v-%d", run, keyed, i)
-		var opts []datadriver.SendOption
+		var opts datadriver.SendOptions
 		if keyed {
-			opts = append(opts, datadriver.IdempotencyKey("order-"+key))
+			opts.IdempotencyKey = "order-" + key
 		}
-		_, err := d.Send(ctx, key, gift{Coins: 1}, opts...)
+		_, err := d.Send(ctx, key, gift{Coins: 1}, opts)
 		return err
 	}
 	for _, keyed := range []bool{false, true} {

@@ -23,7 +23,7 @@ import (
 func sendTo(ctx context.Context, d *datadriver.Driver[wallet], key, k string, coins int) (string, datadriver.SendReceipt,
 	error) {
 	var rc datadriver.SendReceipt
-	id, err := d.Send(ctx, key, gift{Coins: coins}, datadriver.IdempotencyKey(k), datadriver.Receipt(&rc))
+	id, err := d.Send(ctx, key, gift{Coins: coins}, datadriver.SendOptions{IdempotencyKey: k, Receipt: &rc})
 	return id, rc, err
 }
 
@@ -31,7 +31,7 @@ func sendTo(ctx context.Context, d *datadriver.Driver[wallet], key, k string, co
 // a refused Send stored nothing, not even a record stub.
 func untouched(t *testing.T, r *testsupport.Redis, driver, key string) {
 	t.Helper()
-	rk := datadriver.RecordKey(r.Namespace, driver, key)
+	rk := record.Key(r.Namespace, driver, key)
 	if n, err := r.Client(t).Exists(context.Background(), rk, record.InboxKey(rk), record.IdemKey(rk)).Result(); err != nil ||
 		n != 0 {
 		t.Fatalf("%s of %s: %d of its record, inbox and keys exist after a refused send (%v), want none", key, driver, n, err)

@@ -176,7 +176,7 @@ func TestDeadLetteredKeysSurviveTheBound(t *testing.T) {
 			ids[k] = id
 		}
 	}
-	rk := datadriver.RecordKey(pr.r.Namespace, "PlayerData", "user:1")
+	rk := record.Key(pr.r.Namespace, "PlayerData", "user:1")
 	eventually(t, 10*time.Second, "the 4 refused gifts dead-lettered by the holder's own retries", func() bool {
 		dead, _ := record.ReadDeadLetters(ctx, pr.r.Client(t), rk, 10)
 		return len(dead) == 4
@@ -223,7 +223,7 @@ func TestRetryPastTheWindowDependsOnTimeAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		first, err := db.Send(ctx, key, gift{Coins: 1}, datadriver.IdempotencyKey(order))
+		first, err := db.Send(ctx, key, gift{Coins: 1}, datadriver.SendOptions{IdempotencyKey: order})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,12 +233,12 @@ func TestRetryPastTheWindowDependsOnTimeAlone(t *testing.T) {
 		}
 		time.Sleep(400 * time.Millisecond) // past the window on the Redis clock
 		if between {
-			if _, err := db.Send(ctx, key, gift{Coins: 2}, datadriver.IdempotencyKey("unrelated")); err != nil {
+			if _, err := db.Send(ctx, key, gift{Coins: 2}, datadriver.SendOptions{IdempotencyKey: "unrelated"}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		var rc datadriver.SendReceipt
-		id, err := db.Send(ctx, key, gift{Coins: 1}, datadriver.IdempotencyKey(order), datadriver.Receipt(&rc))
+		id, err := db.Send(ctx, key, gift{Coins: 1}, datadriver.SendOptions{IdempotencyKey: order, Receipt: &rc})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -55,7 +55,7 @@ func BenchmarkRetriedGiftDelivery(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := 0; b.Loop(); i++ {
 		time.Sleep(time.Duration(rng.Int64N(int64(5 * time.Second))))
-		key := datadriver.IdempotencyKey("order-" + time.Now().Format("150405.000000000"))
+		key := datadriver.SendOptions{IdempotencyKey: "order-" + time.Now().Format("150405.000000000")}
 		lose.Store(true)
 		if _, err := db.Send(ctx, "user:1", gift{Coins: 1}, key); err == nil {
 			b.Fatal("a Send whose answer was lost reported success")

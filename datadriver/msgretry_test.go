@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/testsupport"
 )
@@ -32,11 +33,11 @@ func TestRefusedMessageIsRetriedUntilDeadLettered(t *testing.T) {
 	if _, err := da.Join(ctx, "user:1"); err != nil {
 		t.Fatal(err)
 	}
-	id, err := db.Send(ctx, "user:1", gift{Coins: 5})
+	id, err := db.Send(ctx, "user:1", gift{Coins: 5}, datadriver.SendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rk := datadriver.RecordKey(pr.r.Namespace, "PlayerData", "user:1")
+	rk := record.Key(pr.r.Namespace, "PlayerData", "user:1")
 	var dead []record.DeadLetter
 	eventually(t, 10*time.Second, "the refused message dead-lettered by the holder's retries", func() bool {
 		dead, _ = record.ReadDeadLetters(ctx, pr.r.Client(t), rk, 10)
@@ -68,11 +69,11 @@ func TestRefusedMessageAppliesOnceMended(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := db.Send(ctx, "user:1", gift{Coins: 5})
+	id, err := db.Send(ctx, "user:1", gift{Coins: 5}, datadriver.SendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rk := datadriver.RecordKey(pr.r.Namespace, "PlayerData", "user:1")
+	rk := record.Key(pr.r.Namespace, "PlayerData", "user:1")
 	admin := pr.r.Client(t)
 	eventually(t, 10*time.Second, "the message refused, then tried again", func() bool {
 		n, _ := admin.HGet(ctx, record.TriesKey(rk), id).Int()
@@ -97,11 +98,11 @@ func TestReplayOfAWaitingMessageStartsItsRefusalsOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := db.Send(ctx, "user:1", gift{Coins: 5})
+	id, err := db.Send(ctx, "user:1", gift{Coins: 5}, datadriver.SendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rk := datadriver.RecordKey(pr.r.Namespace, "PlayerData", "user:1")
+	rk := record.Key(pr.r.Namespace, "PlayerData", "user:1")
 	admin := pr.r.Client(t)
 	tries := func() int { n, _ := admin.HGet(ctx, record.TriesKey(rk), id).Int(); return n }
 	eventually(t, 5*time.Second, "the refusal counted", func() bool { return tries() == 1 })
@@ -175,17 +176,17 @@ func TestRefusedMessageRetryBacksOff(t *testing.T) {
 			if _, err := da.Join(ctx, "user:1"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := db.Send(ctx, "user:1", gift{Coins: 1}); err != nil {
+			if _, err := db.Send(ctx, "user:1", gift{Coins: 1}, datadriver.SendOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(time.Hour)
 			synctest.Wait()
 			mu.Lock()
 			defer mu.Unlock()
-			period := datadriver.DefaultAutosave
+			period := defaults.Autosave
 			if attempts == 0 { // the default: 5
-				if len(at) != datadriver.DefaultMaxMessageAttempts {
-					t.Fatalf("%d refusals in an hour, want %d then a dead letter", len(at), datadriver.DefaultMaxMessageAttempts)
+				if len(at) != defaults.MaxMessageAttempts {
+					t.Fatalf("%d refusals in an hour, want %d then a dead letter", len(at), defaults.MaxMessageAttempts)
 				}
 				if took := at[len(at)-1].Sub(at[0]); took < 14*period || took > 19*period {
 					t.Errorf("dead-lettered %s after the first refusal, want 15 to 19 autosave periods", took)

@@ -17,6 +17,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/sameredis"
 	"github.com/ckernel/playerdata/internal/telemetry"
 	"github.com/ckernel/playerdata/lockhandoff"
@@ -49,7 +50,7 @@ type Node struct {
 	journal  *transactions.Journal
 	// handoffOn is the one place that says whether cross-server handoff is
 	// on: the Node beats presence, subscribes, and its locks carry the
-	// presence flag (a driver may still turn it off for its own locks).
+	// presence flag (a test may turn it off for one driver: export_test.go).
 	handoffOn bool
 	bus       *messaging.NATSBus // the NATS bus the Node made, if any
 	prefix    string             // its subject prefix
@@ -111,12 +112,10 @@ type driverHandle interface {
 }
 
 // NewNode creates a Node: it pings Redis and NATS (ErrRedisUnavailable,
-// ErrBusDown), refuses a Redis that may evict records (ErrEvictionPolicy),
-// proves that the presence client and the Redis client reach one dataset
-// (ErrInvalidConfig naming both when they do not: see dataset.go), and
-// claims the JobID in presence through that proof (ErrJobIDInUse while
-// another process beats it; an earlier run's beat is waited for, at most one
-// PresenceTTL). ctx bounds the start-up only.
+// ErrBusDown), refuses a Redis that may evict records (ErrEvictionPolicy) or
+// a presence client that reaches another dataset (ErrInvalidConfig), and
+// claims the JobID (ErrJobIDInUse while another process beats it; an
+// earlier run's beat is waited out). ctx bounds the start-up only.
 func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	if cfg, err = cfg.withDefaults(); err != nil {
 		return nil, err
@@ -200,10 +199,10 @@ func (cfg NodeConfig) withDefaults() (NodeConfig, error) {
 			"ReplicaTimeout must not be negative", ErrInvalidConfig)
 	}
 	if cfg.MinReplicas > 0 && cfg.ReplicaTimeout == 0 {
-		cfg.ReplicaTimeout = DefaultReplicaTimeout
+		cfg.ReplicaTimeout = defaults.ReplicaTimeout
 	}
 	if cfg.PingTimeout == 0 {
-		cfg.PingTimeout = DefaultPingTimeout
+		cfg.PingTimeout = defaults.PingTimeout
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.New()
@@ -212,10 +211,10 @@ func (cfg NodeConfig) withDefaults() (NodeConfig, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.SaveTimeout == 0 {
-		cfg.SaveTimeout = DefaultSaveTimeout
+		cfg.SaveTimeout = defaults.SaveTimeout
 	}
 	if cfg.MaxConcurrentSaves == 0 {
-		cfg.MaxConcurrentSaves = DefaultMaxConcurrentSaves
+		cfg.MaxConcurrentSaves = defaults.MaxConcurrentSaves
 	}
 	if cfg.Entropy == nil {
 		var seed [32]byte
@@ -314,9 +313,6 @@ func (n *Node) onLapse(gen uint64) {
 	n.tel.Fenced(n.ctx, ended)
 	n.log.Warn("presence lease lapsed; sessions held under it ended", "generation", gen, "sessions", ended)
 }
-
-// HandoffStats returns the counters of this server's lock handoff.
-func (n *Node) HandoffStats() lockhandoff.Stats { return n.handoff.Stats() }
 
 // JobID is the name of this server in lock records.
 func (n *Node) JobID() string { return n.jobID }

@@ -13,10 +13,8 @@ import (
 // Shutdown, Roblox's BindToClose) much the same: Close saves and releases
 // every profile in parallel within the context's deadline.
 
-// Closing is closed when Close begins. A game watching it stops
-// matchmaking players in; the players it has are kicked with
-// ReasonShutdown (send them to another server), their profiles saved and
-// released.
+// Closing is closed when Close begins: a game watching it stops sending
+// players here (those it has are kicked with ReasonShutdown).
 func (n *Node) Closing() <-chan struct{} { return n.closing }
 
 // Healthy is nil while the Node can start sessions and hand them over, and
@@ -41,11 +39,10 @@ func (n *Node) Healthy() error {
 	return nil
 }
 
-// Close shuts the server down within ctx (the platform's grace period less
-// a margin): Closing closes, new loads answer ErrClosing, every live session
-// is kicked (ReasonShutdown) and every profile saved and released in
-// parallel; a profile that could not be is logged and keeps its lock until
-// this server's presence expires. It returns the releases' errors.
+// Close shuts the server down within ctx: new loads answer ErrClosing, every
+// live session is kicked (ReasonShutdown), saved and released in parallel;
+// a profile that could not be keeps its lock until this server's presence
+// expires. It returns the releases' errors.
 func (n *Node) Close(ctx context.Context) error {
 	n.mu.Lock()
 	if n.closed {

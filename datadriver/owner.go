@@ -6,6 +6,8 @@ import (
 	"hash/fnv"
 	"sync"
 	"time"
+
+	"github.com/ckernel/playerdata/internal/defaults"
 )
 
 // A profile's writes run on its executor, one at a time, in order, so the
@@ -298,7 +300,7 @@ func (d *Driver[T]) closeExecutors() {
 // release at this period even when autosave is off.
 func (p *Profile[T]) autosavePeriod() time.Duration {
 	if p.d.cfg.Autosave < 0 {
-		return DefaultAutosave
+		return defaults.Autosave
 	}
 	return p.d.cfg.Autosave
 }

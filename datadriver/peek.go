@@ -34,27 +34,15 @@ type peekRecord struct {
 	histExists, inboxExists bool
 }
 
-// Peek reads key's current data without taking its lock: one atomic read
-// of the record (MULTI: the record and whether its history and inbox
-// exist), never a write. A key never saved answers Defaults, as a join
-// would; stored data is decoded with the Migrations applied in memory
-// (nothing is written back); a trade committed but not yet written into
-// the record answers its post-trade data from the trade journal (one more
-// read). Messages waiting in the inbox are not applied: the next join or
-// the holder applies them.
-//
-// The answer is a snapshot of what is stored: while a server holds the key,
-// its session may have changed the data since, by up to one autosave
-// (AutosaveEvery) or until its release. Never grant anything against a
-// Peek; use a session (Join) for changes.
-//
-// A record a join would refuse is refused the same way: ErrCorruptRecord
-// (a *CorruptRecordError naming the field), ErrMigration (a
-// *MigrationError), ErrSchemaTooNew; ErrInvalidKey for a key no profile
-// can have. ctx bounds the reads.
+// Peek reads key's current data without its lock, in one atomic read that
+// writes nothing: Defaults for a key never saved, stored data with the
+// Migrations applied in memory, a committed trade's data from its journal.
+// Waiting messages are not applied. It is a snapshot that may be one autosave
+// behind the holder: never grant anything against it. It refuses what a join
+// refuses (ErrCorruptRecord, ErrMigration, ErrSchemaTooNew, ErrInvalidKey).
 func (d *Driver[T]) Peek(ctx context.Context, key string) (T, error) {
 	var zero T
-	if err := ValidKey(key); err != nil {
+	if err := validKey(key); err != nil {
 		return zero, fmt.Errorf("peek: %w", err)
 	}
 	r, err := d.readPeek(ctx, key)

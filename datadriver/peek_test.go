@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/testsupport"
 	"github.com/ckernel/playerdata/transactions"
 )
@@ -130,7 +131,7 @@ func TestPeekBrokenRecord(t *testing.T) {
 			if err := p.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
-			rk := datadriver.RecordKey(pr.r.Namespace, "PlayerData", "user:1")
+			rk := record.Key(pr.r.Namespace, "PlayerData", "user:1")
 			if err := pr.r.Client(t).HSet(ctx, rk, tc.field, tc.value).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +158,7 @@ func TestPeekRecordKeyNotAHash(t *testing.T) {
 	pr := newPair(t)
 	ctx := ctxT(t)
 	d := players(t, pr.a)
-	rk := datadriver.RecordKey(pr.r.Namespace, "PlayerData", "user:1")
+	rk := record.Key(pr.r.Namespace, "PlayerData", "user:1")
 	if err := pr.r.Client(t).Set(ctx, rk, "not a hash", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func TestPeekCommittedTrade(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := rdb.HSet(ctx, datadriver.RecordKey(r.Namespace, "PlayerData", key), "trade", tc.id).Err(); err != nil {
+		if err := rdb.HSet(ctx, record.Key(r.Namespace, "PlayerData", key), "trade", tc.id).Err(); err != nil {
 			t.Fatal(err)
 		}
 		before := recordFields(t, r, "PlayerData", key)

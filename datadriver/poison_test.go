@@ -49,16 +49,16 @@ func TestPoisonMessagesAreDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Send(ctx, "user:1", gift{Coins: 13}); err != nil {
+	if _, err := d.Send(ctx, "user:1", gift{Coins: 13}, datadriver.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 3; i++ { // each new message makes the holder pull again: one more try of the poison
-		if _, err := d.Send(ctx, "user:1", gift{Coins: 1}); err != nil {
+		if _, err := d.Send(ctx, "user:1", gift{Coins: 1}, datadriver.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, 5*time.Second, "the gift applied", func() bool { return walletOf(p).Received == i })
 	}
-	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:1")
+	rk := record.Key(r.Namespace, "PlayerData", "user:1")
 	var dead []record.DeadLetter
 	eventually(t, 5*time.Second, "the poison dead-lettered", func() bool {
 		dead, err = record.ReadDeadLetters(ctx, r.Client(t), rk, 10)
@@ -118,7 +118,7 @@ func TestPoisonInboxDoesNotStallRedis(t *testing.T) {
 		if _, err := d.Send(ctx, "user:1", struct {
 			Coins int
 			Pad   string
-		}{13, body}); err != nil {
+		}{13, body}, datadriver.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -126,7 +126,7 @@ func TestPoisonInboxDoesNotStallRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin.SlowLogReset(ctx)
-	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:1")
+	rk := record.Key(r.Namespace, "PlayerData", "user:1")
 	for i := range attempts {
 		p, err := d.Join(ctx, "user:1")
 		if err != nil {
@@ -170,11 +170,11 @@ func TestSendRetriedWithAnIdempotencyKey(t *testing.T) {
 		}
 		return err
 	})
-	if _, err := d.Send(ctx, "user:1", gift{Coins: 500}, datadriver.IdempotencyKey("order-77")); err == nil {
+	if _, err := d.Send(ctx, "user:1", gift{Coins: 500}, datadriver.SendOptions{IdempotencyKey: "order-77"}); err == nil {
 		t.Fatal("Send with its answer lost reported success")
 	}
 	s.faults.Clear()
-	id, err := d.Send(ctx, "user:1", gift{Coins: 500}, datadriver.IdempotencyKey("order-77"))
+	id, err := d.Send(ctx, "user:1", gift{Coins: 500}, datadriver.SendOptions{IdempotencyKey: "order-77"})
 	if err != nil || id == "" {
 		t.Fatalf("retried Send = %q, %v", id, err)
 	}
@@ -185,7 +185,7 @@ func TestSendRetriedWithAnIdempotencyKey(t *testing.T) {
 	if w := walletOf(p); w.Coins != 500 || w.Received != 1 {
 		t.Fatalf("after a lost answer and a retry: %+v, want the gift exactly once", w)
 	}
-	again, err := d.Send(ctx, "user:1", gift{Coins: 500}, datadriver.IdempotencyKey("order-77"))
+	again, err := d.Send(ctx, "user:1", gift{Coins: 500}, datadriver.SendOptions{IdempotencyKey: "order-77"})
 	if err != nil || again != id {
 		t.Fatalf("Send retried after the gift was applied = %q, %v; want %q", again, err, id)
 	}
@@ -209,8 +209,8 @@ func TestDamagedMessageIsNeverApplied(t *testing.T) {
 	d := poisonDriver(t, s, &refuse, 2)
 	ctx := ctxT(t)
 	c := r.Client(t)
-	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:2")
-	if _, err := d.Send(ctx, "user:2", gift{Coins: 1}); err != nil {
+	rk := record.Key(r.Namespace, "PlayerData", "user:2")
+	if _, err := d.Send(ctx, "user:2", gift{Coins: 1}, datadriver.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// A gift of 7 coins whose stored body became one of 70 (its checksum
@@ -225,7 +225,7 @@ func TestDamagedMessageIsNeverApplied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Send(ctx, "user:2", gift{Coins: 2}); err != nil { // a pull: the damaged one's second refusal
+	if _, err := d.Send(ctx, "user:2", gift{Coins: 2}, datadriver.SendOptions{}); err != nil { // a pull: the damaged one's second refusal
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the gifts applied", func() bool { return walletOf(p).Received == 2 })

@@ -14,11 +14,8 @@ import (
 )
 
 // Profile is one loaded profile, live under its session lock until it is
-// released or its session ends otherwise; its methods are safe for
-// concurrent use. Its life has one owner (life.go) and its writes run one
-// at a time on its executor (owner.go: a mailbox drained on demand, no
-// goroutine while the profile is idle); its data is under one lock that
-// nothing holds across I/O.
+// released or its session ends otherwise. Its methods are safe for
+// concurrent use.
 type Profile[T any] struct {
 	d   *Driver[T]
 	key string
@@ -155,14 +152,11 @@ func (p *Profile[T]) View(fn func(d *T)) {
 }
 
 // Update calls fn with the data under the write lock while the session is
-// live, and keeps its word: nil means the change is in the next landed write
-// (a save, or the release that ends the session) or the session reports its
-// loss (Done, Err); an error means no server will load any of it. It
-// answers ErrReleased once the player left, ErrLockLost (with ErrFenced when
-// this server can no longer prove the lock is its own, before or while fn
-// ran), ErrTradePending, or fn's panic (ErrCallbackPanic: the session ends
-// with ReasonCallbackFailed). It waits for a running trade. fn must not keep
-// the pointer or call other methods of p.
+// live: nil means the change is in the next landed write or the session
+// reports its loss (Done, Err); an error means no server will load any of
+// it: ErrReleased, ErrLockLost (with ErrFenced when this server cannot prove
+// the lock is its own), ErrTradePending, or fn's panic (ErrCallbackPanic,
+// and the session ends). fn must not keep the pointer or call p's methods.
 func (p *Profile[T]) Update(fn func(d *T)) error {
 	p.dataMu.Lock()
 	for p.gate != nil { // a trade of this profile is running

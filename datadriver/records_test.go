@@ -13,6 +13,8 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/defaults"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -24,7 +26,7 @@ func TestBadInput(t *testing.T) {
 	c := r.Client(t)
 
 	t.Run("invalid keys", func(t *testing.T) {
-		for _, key := range []string{"", strings.Repeat("k", datadriver.MaxKeyBytes+1), "user\n1", "user\x001", "bad\xffutf8"} {
+		for _, key := range []string{"", strings.Repeat("k", defaults.MaxKeyBytes+1), "user\n1", "user\x001", "bad\xffutf8"} {
 			if _, err := d.Join(ctx, key); !errors.Is(err, datadriver.ErrInvalidKey) {
 				t.Errorf("Join(%q) = %v, want ErrInvalidKey", key, err)
 			}
@@ -256,7 +258,7 @@ func TestWipe(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("the holder's player was never kicked")
 	}
-	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "user:30")
+	rk := record.Key(r.Namespace, "PlayerData", "user:30")
 	if n, _ := r.Client(t).Exists(ctx, rk, rk+":hist", rk+":inbox").Result(); n != 0 {
 		t.Fatalf("%d keys left after Wipe", n)
 	}

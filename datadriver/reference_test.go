@@ -324,7 +324,7 @@ func TestReferenceCases(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			c := testsupport.NewCluster(t)
 			a, b := c.Start(nil), c.Start(nil)
-			da := refDriver(t, a, func(cfg *datadriver.Config[player]) { cfg.DisableHandoff = true })
+			da := refDriver(t, a, datadriver.WithoutHandoff[player])
 			db := refDriver(t, b)
 			pa, err := da.Join(ctx, "user:8")
 			if err != nil {
@@ -405,7 +405,7 @@ func recordOf(tb testing.TB, c *testsupport.Cluster, key string) map[string]stri
 	tb.Helper()
 	rdb := c.Client(tb)
 	defer rdb.Close()
-	m, err := rdb.HGetAll(context.Background(), datadriver.RecordKey("sim", "PlayerData", key)).Result()
+	m, err := rdb.HGetAll(context.Background(), record.Key("sim", "PlayerData", key)).Result()
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func TestAdoption(t *testing.T) {
 		b := newServer(t, r, "server-b")
 		short := func(c *datadriver.Config[player]) {
 			c.LockTTL, c.LockSkew = 100*time.Millisecond, 50*time.Millisecond
-			c.DisableHandoff = true // locks without the presence flag go by age
+			datadriver.WithoutHandoff(c) // locks without the presence flag go by age
 		}
 		da, db := players(t, a, short), players(t, b, short)
 		ctx := ctxT(t)

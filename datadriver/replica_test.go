@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -49,7 +50,7 @@ func TestReplicaMinReplicas(t *testing.T) {
 	}
 	ctx := ctxT(t)
 	replica := rr.Replica(0).Client(t)
-	rk := datadriver.RecordKey(rr.Namespace, "PlayerData", "user:1")
+	rk := record.Key(rr.Namespace, "PlayerData", "user:1")
 
 	p, err := d.Join(ctx, "user:1")
 	if err != nil {
@@ -89,7 +90,7 @@ func TestReplicaMinReplicas(t *testing.T) {
 		t.Fatalf("Join with the replica paused = %v, want ErrNotReplicated", err)
 	}
 	eventually(t, 5*time.Second, "the unreplicated lock given back", func() bool {
-		tok, _ := rr.Client(t).HGet(ctx, datadriver.RecordKey(rr.Namespace, "PlayerData", "user:3"), "lock.token").Result()
+		tok, _ := rr.Client(t).HGet(ctx, record.Key(rr.Namespace, "PlayerData", "user:3"), "lock.token").Result()
 		return tok == ""
 	})
 	err = datadriver.Trade(ctx, func(tx *datadriver.Tx) error {
@@ -140,7 +141,7 @@ func TestReplicaAutosaveDoesNotWait(t *testing.T) {
 	rr.PauseReplica(t, 0)
 	defer rr.ResumeReplica(t, 0)
 	_ = p.Update(func(b *bag) { b.Coins = 5 })
-	rk := datadriver.RecordKey(rr.Namespace, "PlayerData", "user:3")
+	rk := record.Key(rr.Namespace, "PlayerData", "user:3")
 	eventually(t, 5*time.Second, "an autosave lands", func() bool {
 		v, _ := rr.Client(t).HGet(ctx, rk, "ver").Result()
 		return v == "1"

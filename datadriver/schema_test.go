@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -227,7 +228,7 @@ func TestCorruptRecordRepairedByRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rk := datadriver.RecordKey(r.Namespace, "PlayerData", "hero:3")
+	rk := record.Key(r.Namespace, "PlayerData", "hero:3")
 	if err := r.Client(t).HSet(ctx, rk, "data", raw).Err(); err != nil {
 		t.Fatal(err)
 	}

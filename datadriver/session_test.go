@@ -163,7 +163,7 @@ func TestStaleLockWithoutPresenceTakenByAge(t *testing.T) {
 	b := newServer(t, r, "server-b")
 	short := func(c *datadriver.Config[player]) {
 		c.LockTTL, c.LockSkew = 200*time.Millisecond, 100*time.Millisecond
-		c.DisableHandoff = true // locks without the presence flag go by age
+		datadriver.WithoutHandoff(c) // locks without the presence flag go by age
 	}
 	da, db := players(t, a, short), players(t, b, short)
 	ctx := ctxT(t)

@@ -3,13 +3,10 @@ package datadriver
 // A Node's session count, which its presence beat publishes
 // (presence.Config.Sessions) for drains and for "playerdata presence".
 
-// Sessions returns how many sessions this Node has across its drivers: the
-// profiles it holds (live, leaving, or being adopted back; a retained
-// profile, whose release failed and is retried, is no session) and the loads
-// in flight. Its presence beat publishes the count (presence.Config.Sessions),
-// so any reader gets it per live server from presence.Presence.Loads, and
-// "playerdata presence" shows it. It takes each driver's lock briefly and
-// walks its profiles: O(profiles held).
+// Sessions is how many sessions this Node has across its drivers: the
+// profiles it holds (not a retained one, whose release is retried) and the
+// loads in flight. Its presence beat publishes the count, which "playerdata
+// presence" shows. It walks the profiles: O(profiles held).
 func (n *Node) Sessions() int {
 	n.mu.Lock()
 	drivers := n.driversLocked()

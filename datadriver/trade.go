@@ -27,10 +27,9 @@ type Tx struct {
 	err    error
 }
 
-// TradeData returns tx's copy of p's data, for the trade function to read
-// and change. Changes to the copies are written only if the function
-// returns nil and the trade commits. For a profile that is not a participant
-// it returns a throwaway zero value and the trade fails with ErrInvalidTrade.
+// TradeData returns tx's copy of p's data for the trade function, written
+// only if the trade commits. For a profile that is not a participant it
+// returns a throwaway zero value and the trade fails with ErrInvalidTrade.
 func TradeData[T any](tx *Tx, p *Profile[T]) *T {
 	if v, ok := tx.copies[p]; ok {
 		return v.(*T)
@@ -41,11 +40,9 @@ func TradeData[T any](tx *Tx, p *Profile[T]) *T {
 	return new(T)
 }
 
-// Trade changes two or more profiles held by this Node atomically, of one
-// driver or several: fn gets copies of their data (TradeData); when it
-// returns an error nothing changes and Trade returns it; else the trade
-// commits for all of them or for none, and a crash anywhere is resolved from
-// its journal by the next load of each (docs/trades.md). While it runs, the
+// Trade changes two or more profiles held by this Node, of one driver or
+// several, all or none (docs/trades.md): fn changes copies of their data
+// (TradeData); an error from fn changes nothing and is returned. The
 // participants' writes and Updates wait for it. ctx bounds each step.
 func Trade(ctx context.Context, fn func(tx *Tx) error, profiles ...TradeParty) error {
 	parties, err := tradeParties(profiles)

@@ -14,6 +14,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/testsupport"
 	"github.com/ckernel/playerdata/transactions"
 )
@@ -603,7 +604,7 @@ func TestTradeRecoveryByJournalState(t *testing.T) {
 			id := "trade-" + key
 			tc.journal(id)
 			// The coordinator crashed after marking the record.
-			if err := c.HSet(ctx, datadriver.RecordKey(r.Namespace, "PlayerData", key), "trade", id).Err(); err != nil {
+			if err := c.HSet(ctx, record.Key(r.Namespace, "PlayerData", key), "trade", id).Err(); err != nil {
 				t.Fatal(err)
 			}
 			q, err := d.Join(ctx, key)

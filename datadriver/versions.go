@@ -47,7 +47,7 @@ func (d *Driver[T]) Versions(ctx context.Context, key string) ([]Version, error)
 // versions lists the kept versions of key with their schema versions,
 // newest first, and the history's listing they come from.
 func (d *Driver[T]) versions(ctx context.Context, key string) ([]version, *record.History, error) {
-	if err := ValidKey(key); err != nil {
+	if err := validKey(key); err != nil {
 		return nil, nil, fmt.Errorf("versions: %w", err)
 	}
 	res, err := record.Versions(ctx, d.node.rdb, d.recordKey(key))
@@ -139,12 +139,10 @@ func (d *Driver[T]) readVersion(ctx context.Context, key string, h *record.Histo
 	return data, unknown, nil
 }
 
-// ReadVersion reads the version of key's data that was current at t (the
-// newest kept version written at or before t) without taking the lock, so a
-// support tool can look while the player plays. It answers ErrNoVersion when
-// none is that old, ErrCorruptRecord (or ErrMigration) when it does not
-// decode. The current data is read as stored in Redis, which may be older
-// than what a live session holds in memory.
+// ReadVersion reads, without the lock, the newest version of key's data kept
+// at or before t, as stored in Redis (a live session may hold newer data).
+// It answers ErrNoVersion when none is that old, ErrCorruptRecord or
+// ErrMigration when it does not decode.
 func (d *Driver[T]) ReadVersion(ctx context.Context, key string, t time.Time) (T, error) {
 	var zero T
 	vs, h, err := d.versions(ctx, key)
@@ -182,16 +180,13 @@ func (d *Driver[T]) ReadVersion(ctx context.Context, key string, t time.Time) (T
 	return data, nil
 }
 
-// RestoreAt loads key under its lock (with Load's waits and errors) and
-// puts back the data as it was at t: the newest kept version written at or
-// before t becomes the current data, written as a new version, and the data
-// it replaces is kept as a version, so the restore itself can be undone. It
-// returns the live profile, which the caller releases. With no kept version
-// that old it answers ErrNoVersion and changes nothing; a kept version that
-// does not decode answers ErrCorruptRecord. It works whatever the current
-// data is: a record whose current data does not decode (ErrCorruptRecord on
-// Load) is repaired by restoring an older version; until the restore lands
-// nothing of it is written.
+// RestoreAt loads key under its lock (with Load's waits and errors) and makes
+// the newest version kept at or before t the current data, written as a new
+// version; the data it replaces is kept too, so a restore can be undone
+// (docs/history.md). It returns the live profile, which the caller releases.
+// It answers ErrNoVersion when no kept version is that old and
+// ErrCorruptRecord when that version does not decode; a record whose current
+// data does not decode is repaired this way.
 func (d *Driver[T]) RestoreAt(ctx context.Context, key string, t time.Time, opts LoadOptions) (*Profile[T], error) {
 	w := d.loadWait(opts)
 	p, err := d.load(ctx, key, loadSpec{localWait: w, remoteWait: w, mode: loadRestore})

@@ -15,34 +15,19 @@ import (
 
 // Holder is where a key's session lock is held, as Driver.Where read it.
 type Holder struct {
-	// Key is the profile key.
-	Key string
-	// JobID is the server whose session holds the lock; "" when nobody
-	// holds it (never joined, released, or given back).
-	JobID string
-	// Since is when that session took the lock (Redis clock). It is zero
-	// when nobody holds the lock, and when it is not known: the lock was
-	// taken by a build of this library from before the lock's time was
-	// stamped (it stays unknown until the key's next acquisition).
-	Since time.Time
-	// Epoch is the record's epoch: the fencing token of the holder's
-	// session (Profile.Epoch), grown by one with every acquisition.
-	Epoch int64
-	// Presence is the lock's presence flag: its holder beats presence, so
-	// the lock moves as soon as the holder is proven stopped. A lock
-	// without it (a driver with DisableHandoff) goes only by age: LockTTL +
-	// LockSkew after its holder's last write.
+	Key   string    // the profile key
+	JobID string    // the server whose session holds the lock; "" when nobody does
+	Since time.Time // when that session took the lock (Redis clock); zero when nobody holds it, or when an older build took it
+	Epoch int64     // the record's epoch: the holder session's fencing token (Profile.Epoch)
+	// Presence is the lock's presence flag: the lock moves as soon as its
+	// holder is proven stopped; without it, only once LockTTL + LockSkew old.
 	Presence bool
-	// Status is the holder's presence beat as read now, on the Redis clock:
-	// presence.Alive (it beat within PresenceTTL: its session is live there),
-	// presence.Stopped (no live beat for a whole PresenceTTL: the server has
-	// stopped, and the key's next join takes the lock over at once, by the
-	// proof rule, when the lock carries the presence flag), or
-	// presence.Unknown (a missing beat proves nothing yet, or nobody holds
-	// the lock). This Node reads itself as Alive.
+	// Status is the holder's presence beat as read now: presence.Alive,
+	// presence.Stopped (a join takes a lock with the presence flag over at
+	// once), or presence.Unknown (no proof yet, or nobody holds the lock).
+	// This Node reads itself as Alive.
 	Status presence.Status
-	// Local reports that the holder is this very Node.
-	Local bool
+	Local  bool // the holder is this very Node
 }
 
 // Held reports whether a session holds the lock.
@@ -52,21 +37,14 @@ func (h Holder) Held() bool { return h.JobID != "" }
 var holderFields = []string{record.FieldLockJob, record.FieldLockToken, record.FieldLockPresence,
 	record.FieldLockSince, record.FieldEpoch}
 
-// Where says where key's session lock is held: by which server's session
-// (JobID), since when, and whether that server is alive now (its presence
-// beat). It reads the record's lock fields (one read, no lock taken,
-// nothing written) and, for a lock held by another server, its presence
-// (one more read, through the Node's Redis client: never the client that
-// beats). A key never joined, or not held now, answers a Holder with an
-// empty JobID.
-//
-// The answer is a snapshot: the lock may move the moment after. A record
-// whose lock fields are not what this library writes answers
-// ErrCorruptRecord (a *CorruptRecordError naming the field); ErrInvalidKey
-// for a key no profile can have. When the presence read fails the Holder
-// comes with Status Unknown and the error. ctx bounds the reads.
+// Where says where key's session lock is held, and whether its server is
+// alive now: one read of the record's lock fields and, for another server's
+// lock, one of its presence (no lock taken, nothing written). The answer is
+// a snapshot. It answers ErrCorruptRecord for lock fields this library did
+// not write, ErrInvalidKey for a key no profile can have, and a Holder with
+// Status Unknown beside the error of a failed presence read.
 func (d *Driver[T]) Where(ctx context.Context, key string) (Holder, error) {
-	if err := ValidKey(key); err != nil {
+	if err := validKey(key); err != nil {
 		return Holder{}, fmt.Errorf("where: %w", err)
 	}
 	vals, err := d.node.rdb.HMGet(ctx, d.recordKey(key), holderFields...).Result()

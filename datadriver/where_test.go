@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 )
 
@@ -98,7 +99,7 @@ func TestWhereSinceUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rk := datadriver.RecordKey(pr.r.Namespace, "PlayerData", "user:3")
+	rk := record.Key(pr.r.Namespace, "PlayerData", "user:3")
 	c := pr.r.Client(t)
 	for _, since := range []string{"99,1700000000000", ""} {
 		if since == "" {

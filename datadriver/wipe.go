@@ -11,18 +11,14 @@ import (
 // errWiped marks the end of a session whose record Wipe erased.
 var errWiped = errors.New("the record was erased")
 
-// Wipe erases key's record and every key beside it (an erasure request).
-// It takes the lock first, the way Join does and with Join's waits and
-// errors: a live session of key on this Node ends with ReasonWiped; one on
-// another server is asked to release it (the request says it is for a wipe,
-// so its player is kicked with ReasonWiped too); a holder that stopped is taken over once proven stopped, never
-// by age while it lives. Then one fenced script erases everything under that
-// lock, so no session ever plays on after its record is gone. A wipe whose
-// lock cannot be had in time answers the join's error (*LockedError,
-// ErrWaitTimeout) and erases nothing. The record's epoch goes with it: the
-// next join of key starts again at epoch 1 with Defaults.
+// Wipe erases key's record and every key beside it (an erasure request):
+// it takes the lock the way Join does, with Join's waits and errors (a live
+// session here or elsewhere ends with ReasonWiped), then erases everything
+// in one script fenced by that lock, so no session plays on after its
+// record is gone. A wipe that cannot get the lock erases nothing. The next
+// join of key starts again at epoch 1 with Defaults.
 func (d *Driver[T]) Wipe(ctx context.Context, key string) error {
-	if err := ValidKey(key); err != nil {
+	if err := validKey(key); err != nil {
 		return fmt.Errorf("wipe: %w", err)
 	}
 	if p := d.liveProfile(key); p != nil {

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ckernel/playerdata/datadriver"
+	internalrecord "github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 	"github.com/redis/go-redis/v9"
 	"github.com/vmihailenco/msgpack/v5"
@@ -29,7 +29,7 @@ func readRecords(ctx context.Context, rdb redis.UniversalClient, ns string, keys
 	cmds := make([]*redis.SliceCmd, len(keys))
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {
-			cmds[i] = p.HMGet(ctx, datadriver.RecordKey(ns, driverName, k),
+			cmds[i] = p.HMGet(ctx, internalrecord.Key(ns, driverName, k),
 				"lock.job", "lock.token", "lock.at", "epoch", "ver", "data")
 		}
 		return nil

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
+	internalrecord "github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -121,7 +122,7 @@ func repairHintCase(t *testing.T, field, value, state string) {
 	c := newCluster(t, testsupport.StartOwnRedis(t))
 	a := c.start(gsOpts{job: "a", count: 1, update: 20 * time.Millisecond, save: time.Hour, tm: tm, logUpdates: true})
 	c.mustWait(10*time.Second, "a's join", func() bool { return a.keys(EvJoined) == 1 })
-	key, rk := "user:0", datadriver.RecordKey(c.ns, driverName, "user:0")
+	key, rk := "user:0", internalrecord.Key(c.ns, driverName, "user:0")
 	held := c.mustRecords(c.rdb, []string{key})[key]
 	if err := c.rdb.HSet(ctx, rk, field, value).Err(); err != nil {
 		t.Fatal(err)
@@ -271,7 +272,7 @@ func TestRepairAsksTheLiveServers(t *testing.T) {
 	other := c.start(gsOpts{job: "c", natsURL: bus.URLs[0], first: 5, count: 1, tm: tm})
 	c.mustWait(10*time.Second, "the joins", func() bool { return a.keys(EvJoined) == 1 && other.keys(EvJoined) == 1 })
 	time.Sleep(tm.ttl) // past the new hash's grace: a missing beat proves a stop again
-	key, rk := "user:0", datadriver.RecordKey(c.ns, driverName, "user:0")
+	key, rk := "user:0", internalrecord.Key(c.ns, driverName, "user:0")
 	if err := c.rdb.HSet(ctx, rk, "lock.job", "").Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -125,7 +125,7 @@ func (s *sender) send(ctx context.Context) msgRef {
 	s.mu.Unlock()
 	sctx, cancel := context.WithTimeout(ctx, sendWithin)
 	defer cancel()
-	id, err := s.drv.Send(sctx, key, g)
+	id, err := s.drv.Send(sctx, key, g, datadriver.SendOptions{})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -292,7 +292,7 @@ func (c *cluster) inboxes(keys []string) (map[msgRef]bool, error) {
 	cmds := make([]*redis.XMessageSliceCmd, len(keys))
 	_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {
-			cmds[i] = p.XRange(ctx, internalrecord.InboxKey(datadriver.RecordKey(c.ns, driverName, k)), "-", "+")
+			cmds[i] = p.XRange(ctx, internalrecord.InboxKey(internalrecord.Key(c.ns, driverName, k)), "-", "+")
 		}
 		return nil
 	})

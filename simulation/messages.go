@@ -203,11 +203,7 @@ func (s *sim) send(srv *server, m *sentMsg) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(s.ctx, sendTimeout)
 	var rc datadriver.SendReceipt
-	opts := []datadriver.SendOption{datadriver.Receipt(&rc)}
-	if m.key != "" {
-		opts = append(opts, datadriver.IdempotencyKey(m.key))
-	}
-	id, err := srv.d.Send(ctx, m.to.key, m.body(), opts...)
+	id, err := srv.d.Send(ctx, m.to.key, m.body(), datadriver.SendOptions{IdempotencyKey: m.key, Receipt: &rc})
 	cancel()
 	s.mu.Lock()
 	got := msgFailed

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -97,7 +98,7 @@ func (s *sim) startServer() *server {
 	return srv
 }
 
-func recordKey(key string) string { return datadriver.RecordKey("sim", driverName, key) }
+func recordKey(key string) string { return record.Key("sim", driverName, key) }
 
 // aliveServers lists the servers not crashed.
 func (s *sim) aliveServers() []*server {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/lockrule"
 	"github.com/ckernel/playerdata/lockhandoff"
 	"github.com/ckernel/playerdata/presence"
@@ -62,8 +62,8 @@ func (s *sim) operatorEnv(key string) lockrule.Env {
 	return lockrule.Env{
 		Records:  s.checkRedis,
 		Presence: op.pres,
-		Rules: lockrule.Rules{MaxAge: datadriver.DefaultLockTTL + datadriver.DefaultLockSkew,
-			Skew: datadriver.DefaultLockSkew, Beat: presenceBeat},
+		Rules: lockrule.Rules{MaxAge: defaults.LockTTL + defaults.LockSkew,
+			Skew: defaults.LockSkew, Beat: presenceBeat},
 		Ask: func(ctx context.Context, token string, jobs []string) []string {
 			actx, cancel := context.WithTimeout(ctx, askWait)
 			defer cancel()

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/labenv"
 	"github.com/ckernel/playerdata/internal/record"
 
@@ -115,7 +116,7 @@ func demoCases() []*caseDef {
 		expect:  outcomeRefused,
 		timed:   true,
 		within: func(s time.Duration) bool {
-			return s >= datadriver.DefaultLockWait && s <= datadriver.DefaultLockWait+3*time.Second
+			return s >= defaults.LockWait && s <= defaults.LockWait+3*time.Second
 		},
 		play: playStallingHolder,
 	}}
@@ -138,7 +139,7 @@ func timingsAt(speed float64) timings {
 		repeat:   div(lockhandoff.DefaultRequestRepeat),
 		parkMin:  div(lockhandoff.DefaultParkMin),
 		parkMax:  div(lockhandoff.DefaultParkMax),
-		lockWait: div(datadriver.DefaultLockWait),
+		lockWait: div(defaults.LockWait),
 	}
 }
 

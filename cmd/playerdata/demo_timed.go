@@ -16,6 +16,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/record"
 )
 
@@ -78,7 +79,7 @@ func playCrash(ctx context.Context, c *caseRun) error {
 // not.
 func playStallingHolder(ctx context.Context, c *caseRun) error {
 	c.extra = fmt.Sprintf("LockTTL %.0f s (the default): A's stalled saves do not reach it within the case, so A "+
-		"does not fence itself off", datadriver.DefaultLockTTL.Seconds())
+		"does not fence itself off", defaults.LockTTL.Seconds())
 	a, b, err := c.twoServers(ctx, func(n *datadriver.NodeConfig, d *datadriver.Config[player]) {
 		n.SaveTimeout = 2*c.t.lockWait + time.Second // A's stalled release outlasts B's wait
 	})
@@ -157,7 +158,7 @@ type lockRecord struct {
 
 // readRecord reads the case's record straight from Redis.
 func (c *caseRun) readRecord(ctx context.Context) (lockRecord, error) {
-	v, err := c.env.Admin.HMGet(ctx, datadriver.RecordKey(c.ns, demoDriver, c.def.key),
+	v, err := c.env.Admin.HMGet(ctx, record.Key(c.ns, demoDriver, c.def.key),
 		record.FieldLockJob, record.FieldLockToken, record.FieldData).Result()
 	if err != nil {
 		return lockRecord{}, fmt.Errorf("read the record: %w", err)

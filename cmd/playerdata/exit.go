@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/names"
 )
 
 // Exit statuses of the program.
@@ -34,12 +34,12 @@ func usagef(format string, a ...any) error {
 // command for which --driver is optional).
 func checkProfile(command, driver, key string) error {
 	if driver != "" {
-		if err := datadriver.ValidName(driver); err != nil {
-			return usagef("%s: %w", command, err)
+		if err := names.Driver(driver); err != nil {
+			return usagef("%s: invalid driver name: %w", command, err)
 		}
 	}
-	if err := datadriver.ValidKey(key); err != nil {
-		return usagef("%s: %w", command, err)
+	if err := names.Key(key); err != nil {
+		return usagef("%s: invalid profile key: %w", command, err)
 	}
 	return nil
 }

@@ -69,7 +69,7 @@ func (e testEnv) args(cmd string, extra ...string) []string {
 }
 
 // rk is the record key of driver/key in the env's namespace.
-func (e testEnv) rk(driver, key string) string { return datadriver.RecordKey(e.ns, driver, key) }
+func (e testEnv) rk(driver, key string) string { return record.Key(e.ns, driver, key) }
 
 // serverOpts are the knobs of a test server.
 type serverOpts struct {

@@ -18,7 +18,6 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/transactions"
@@ -266,7 +265,7 @@ var inspectFields = []string{record.FieldLockJob, record.FieldLockToken, record.
 // holder's presence, the kept versions, the trade journal).
 func inspectRecord(ctx context.Context, r *reader, driver, key string, withData bool) (*inspectReport, error) {
 	rdb, ns := r.rdb, r.ns
-	rk := datadriver.RecordKey(ns, driver, key)
+	rk := record.Key(ns, driver, key)
 	rep := &inspectReport{Namespace: ns, PresenceKey: r.presKey, Driver: driver, Key: key, RecordKey: rk, Versions: []versionReport{}}
 	snap, err := r.readSnapshot(ctx, rk)
 	if err != nil {

@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/clihint"
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/record"
 )
 
@@ -39,7 +39,7 @@ func readBroken(ctx context.Context, r *reader, rk string, v map[string]string) 
 	if err != nil {
 		return nil, err
 	}
-	res, err := record.Repair(ctx, node, rk, record.RepairArgs{DryRun: true, Skew: datadriver.DefaultLockSkew})
+	res, err := record.Repair(ctx, node, rk, record.RepairArgs{DryRun: true, Skew: defaults.LockSkew})
 	if err != nil {
 		return nil, fmt.Errorf("check the record's fields: %w", err)
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/record"
 )
 
@@ -101,7 +101,7 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 	if n := keptCount(r.Versions); n > 0 {
 		row("history", fmt.Sprintf("%d bytes in %d kept %s (a driver's HistoryBytes bounds them, oldest trimmed first: "+
 			"by default %d × MaxDataBytes, 32 MiB)", r.HistoryBytes, n, plural(n, "version", "versions"),
-			datadriver.DefaultHistoryBytesPerData))
+			defaults.HistoryBytesPerData))
 	}
 	fmt.Fprintf(w, "  → %s\n", wrapText(r.Verdict, 90, "    "))
 	if r.Data != nil {

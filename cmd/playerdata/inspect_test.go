@@ -12,7 +12,6 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 )
@@ -43,7 +42,7 @@ func newFixture(t *testing.T, e testEnv) fixture {
 
 func testInspect(t *testing.T, e testEnv) {
 	f := newFixture(t, e)
-	token, err := f.rdb.HGet(context.Background(), datadriver.RecordKey(f.ns, "PlayerData", "user:42"), "lock.token").Result()
+	token, err := f.rdb.HGet(context.Background(), record.Key(f.ns, "PlayerData", "user:42"), "lock.token").Result()
 	if err != nil || len(token) < 8 {
 		t.Fatalf("lock token %q: %v", token, err)
 	}
@@ -94,7 +93,7 @@ func testInspect(t *testing.T, e testEnv) {
 
 	t.Run("pending trade", func(t *testing.T) {
 		ctx := context.Background()
-		rk := datadriver.RecordKey(f.ns, "PlayerData", "user:43")
+		rk := record.Key(f.ns, "PlayerData", "user:43")
 		if err := f.rdb.HSet(ctx, rk, "epoch", 1, "ver", 0, "lock.job", "", "lock.token", "", "trade", "t-1").Err(); err != nil {
 			t.Fatal(err)
 		}

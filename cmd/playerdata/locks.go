@@ -12,9 +12,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/names"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/ckernel/playerdata/datadriver"
 )
 
 const locksUsage = `Usage: playerdata locks --job ID [flags]
@@ -101,8 +100,8 @@ func runLocks(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if driver != "" {
-		if err := datadriver.ValidName(driver); err != nil {
-			return usagef("locks: %w", err)
+		if err := names.Driver(driver); err != nil {
+			return usagef("locks: invalid driver name: %w", err)
 		}
 	}
 	r, err := f.open(ctx)

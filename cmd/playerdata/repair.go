@@ -11,7 +11,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/lockrule"
 	"github.com/ckernel/playerdata/internal/record"
 )
@@ -149,7 +148,7 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer r.Close()
-	rk := datadriver.RecordKey(r.ns, driver, key)
+	rk := record.Key(r.ns, driver, key)
 	env, err := r.env(ctx, rk, rf.rules(f.presenceTTL))
 	if err != nil {
 		return err

@@ -17,7 +17,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/record"
 )
 
@@ -145,7 +144,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // waiting message) among the dead letters and the inbox of driver/key and,
 // unless dryRun, has them tried again in one script call.
 func replay(ctx context.Context, r *reader, driver, key string, ids []string, dryRun bool, stderr io.Writer) (*replayReport, error) {
-	rk := datadriver.RecordKey(r.ns, driver, key)
+	rk := record.Key(r.ns, driver, key)
 	rep := &replayReport{Namespace: r.ns, Driver: driver, Key: key, RecordKey: rk, DryRun: dryRun, Chosen: []deadReport{},
 		Waiting: []messageReport{}}
 	if err := chooseReplay(ctx, r, rep, ids); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/defaults"
 )
 
 const restoreUsage = `Usage: playerdata restore --driver NAME --at TIME [flags] KEY
@@ -261,7 +262,7 @@ func restoreVersion(ctx context.Context, r *reader, f *restoreFlags, st *restore
 	// A driver that keeps every version there is: the restore keeps one
 	// more (the data it replaces) and trims none; the servers' next kept
 	// version trims the history to their own History.
-	history := min(max(datadriver.DefaultHistory, len(st.versions)+1), datadriver.MaxHistory)
+	history := min(max(defaults.History, len(st.versions)+1), defaults.MaxHistory)
 	natsURL := f.admin.natsServer()
 	a, err := openAdmin(ctx, r, &f.read, &f.admin, adminSpec{command: "restore", driver: f.driver, handoff: !f.dryRun,
 		natsURL: natsURL, cfg: datadriver.Config[msgpack.RawMessage]{
@@ -296,7 +297,7 @@ func restoreVersion(ctx context.Context, r *reader, f *restoreFlags, st *restore
 	wait := f.wait
 	switch {
 	case !f.waitSet && natsURL != "":
-		wait = datadriver.DefaultLockWait
+		wait = defaults.LockWait
 	case wait == 0:
 		wait = -1 // LoadOptions: no wait at all
 	}

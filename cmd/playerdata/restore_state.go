@@ -14,7 +14,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/record"
 )
 
@@ -47,7 +46,7 @@ func (s *restoreState) current() *versionInfo {
 // readRestoreState reads the record of driver/key: its current data, schema
 // version, lock and versions (reads only).
 func readRestoreState(ctx context.Context, r *reader, driver, key string) (*restoreState, error) {
-	rk := datadriver.RecordKey(r.ns, driver, key)
+	rk := record.Key(r.ns, driver, key)
 	st := &restoreState{rk: rk}
 	var (
 		size  *redis.IntCmd

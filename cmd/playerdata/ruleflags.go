@@ -7,7 +7,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/lockrule"
 	"github.com/ckernel/playerdata/presence"
 )
@@ -21,8 +21,8 @@ type ruleFlags struct {
 // ratio of Beat to PresenceTTL (3 s to 10 s), of --presence-ttl.
 func (f *ruleFlags) add(c *command) {
 	c.fs.DurationVar(&f.beat, "beat", 0, "")
-	c.fs.DurationVar(&f.lockTTL, "lock-ttl", datadriver.DefaultLockTTL, "")
-	c.fs.DurationVar(&f.lockSkew, "lock-skew", datadriver.DefaultLockSkew, "")
+	c.fs.DurationVar(&f.lockTTL, "lock-ttl", defaults.LockTTL, "")
+	c.fs.DurationVar(&f.lockSkew, "lock-skew", defaults.LockSkew, "")
 }
 
 // check refuses values no deployment can have, as usage mistakes; ttl is

@@ -18,6 +18,8 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/defaults"
+	"github.com/ckernel/playerdata/internal/record"
 )
 
 const sendUsage = `Usage: playerdata send --driver NAME [flags] KEY BODY_JSON
@@ -128,12 +130,12 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	f.add(cmd)
 	af.add(cmd)
 	cmd.fs.StringVar(&driver, "driver", "", "")
-	cmd.fs.IntVar(&maxInbox, "max-inbox", datadriver.DefaultMaxInbox, "")
-	cmd.fs.IntVar(&maxBytes, "max-message-bytes", datadriver.DefaultMaxMessageBytes, "")
+	cmd.fs.IntVar(&maxInbox, "max-inbox", defaults.MaxInbox, "")
+	cmd.fs.IntVar(&maxBytes, "max-message-bytes", defaults.MaxMessageBytes, "")
 	cmd.fs.BoolVar(&allowNew, "allow-new", false, "")
 	cmd.fs.StringVar(&idemKey, "idempotency-key", "", "")
-	cmd.fs.DurationVar(&window, "idempotency-window", datadriver.DefaultIdempotencyWindow, "")
-	cmd.fs.IntVar(&maxKeys, "max-idempotency-keys", datadriver.DefaultMaxIdempotencyKeys, "")
+	cmd.fs.DurationVar(&window, "idempotency-window", defaults.IdempotencyWindow, "")
+	cmd.fs.IntVar(&maxKeys, "max-idempotency-keys", defaults.MaxIdempotencyKeys, "")
 	pos, err := cmd.parse(args, stdout)
 	if err != nil {
 		return err
@@ -172,7 +174,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer r.Close()
-	rk := datadriver.RecordKey(r.ns, driver, key)
+	rk := record.Key(r.ns, driver, key)
 	if !allowNew {
 		n, err := r.rdb.Exists(ctx, rk).Result()
 		if err != nil {
@@ -217,11 +219,7 @@ func send(ctx context.Context, r *reader, f *readFlags, af *adminFlags, s sendSp
 		return nil, fmt.Errorf("send %s: %w", key, err)
 	}
 	var rc datadriver.SendReceipt
-	opts := []datadriver.SendOption{datadriver.Receipt(&rc)}
-	if s.idemKey != "" {
-		opts = append(opts, datadriver.IdempotencyKey(s.idemKey))
-	}
-	id, err := a.drv.Send(ctx, key, msgpack.RawMessage(body), opts...)
+	id, err := a.drv.Send(ctx, key, msgpack.RawMessage(body), datadriver.SendOptions{IdempotencyKey: s.idemKey, Receipt: &rc})
 	cerr := a.close() // waits for the notification to reach NATS
 	switch {
 	case errors.Is(err, datadriver.ErrInboxFull):
@@ -235,8 +233,8 @@ func send(ctx context.Context, r *reader, f *readFlags, af *adminFlags, s sendSp
 	case err != nil:
 		return nil, err
 	}
-	rep := &sendReport{Namespace: r.ns, Driver: driver, Key: key, RecordKey: datadriver.RecordKey(r.ns, driver, key),
-		ID: id, BodyBytes: len(body), Notified: a.node.HandoffStats().NotifiesSent > 0 && cerr == nil,
+	rep := &sendReport{Namespace: r.ns, Driver: driver, Key: key, RecordKey: record.Key(r.ns, driver, key),
+		ID: id, BodyBytes: len(body), Notified: rc.Notified && cerr == nil,
 		Duplicate: rc.Duplicate, State: receiptState(rc)}
 	if cerr != nil {
 		fmt.Fprintf(stderr, "playerdata: warning: message %s is stored, but: %v\n", id, oneLine(cerr.Error()))

@@ -16,9 +16,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/labenv"
 	"github.com/ckernel/playerdata/internal/lockrule"
+	"github.com/ckernel/playerdata/internal/names"
+	"github.com/ckernel/playerdata/internal/record"
 )
 
 const unlockUsage = `Usage: playerdata unlock [flags] KEY
@@ -206,7 +207,7 @@ func findDriver(ctx context.Context, r *reader, key string, limit int) (string, 
 	st, err := r.scan(ctx, labenv.GlobEscape(prefix)+"*"+labenv.GlobEscape(suffix), limit, func(_ redis.Cmdable, keys []string) (bool, error) {
 		for _, k := range keys {
 			if d, ok := strings.CutPrefix(k, prefix); ok {
-				if d, ok = strings.CutSuffix(d, suffix); ok && datadriver.ValidName(d) == nil {
+				if d, ok = strings.CutSuffix(d, suffix); ok && names.Driver(d) == nil {
 					drivers = append(drivers, d)
 				}
 			}
@@ -238,7 +239,7 @@ func findDriver(ctx context.Context, r *reader, key string, limit int) (string, 
 // and frees it on a yes, in one fenced call that frees exactly the lock
 // judged. The error is for a failed call only; a refusal is an outcome.
 func unlock(ctx context.Context, r *reader, driver, key string, rules lockrule.Rules, dryRun bool) (*unlockReport, error) {
-	rk := datadriver.RecordKey(r.ns, driver, key)
+	rk := record.Key(r.ns, driver, key)
 	rep := &unlockReport{Namespace: r.ns, PresenceKey: r.presKey, Driver: driver, Key: key, RecordKey: rk, DryRun: dryRun}
 	env, err := r.env(ctx, rk, rules)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/lockrule"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
@@ -254,7 +254,7 @@ func testUnlockWhenTheLockMovesMeanwhile(t *testing.T, e testEnv) {
 				t.Fatal(err)
 			}
 			node.(redis.UniversalClient).AddHook(hook)
-			rules := lockrule.Rules{MaxAge: datadriver.DefaultLockTTL + datadriver.DefaultLockSkew, Skew: datadriver.DefaultLockSkew, Beat: fastBeat}
+			rules := lockrule.Rules{MaxAge: defaults.LockTTL + defaults.LockSkew, Skew: defaults.LockSkew, Beat: fastBeat}
 			rep, err := unlock(ctx, r, "PlayerData", tc.key, rules, false)
 			if err != nil || moveErr != nil {
 				t.Fatalf("unlock: %v (move: %v)", err, moveErr)

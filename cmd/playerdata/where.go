@@ -9,7 +9,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/names"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 )
 
@@ -85,12 +86,12 @@ func runWhere(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := f.check(cmd); err != nil {
 		return err
 	}
-	if err := datadriver.ValidName(driver); err != nil {
-		return cmd.mistake("--driver: %s", err)
+	if err := names.Driver(driver); err != nil {
+		return cmd.mistake("--driver: invalid driver name: %s", err)
 	}
 	for _, k := range keys {
-		if err := datadriver.ValidKey(k); err != nil {
-			return cmd.mistake("KEY %q: %s", k, err)
+		if err := names.Key(k); err != nil {
+			return cmd.mistake("KEY %q: invalid profile key: %s", k, err)
 		}
 	}
 	r, err := f.open(ctx)
@@ -126,7 +127,7 @@ func runWhere(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // where reads where driver/key is held; an error only when Redis could not
 // be read at all (a record that is not one is reported in whereKey.Error).
 func (r *reader) where(ctx context.Context, driver, key string) (whereKey, error) {
-	rk := datadriver.RecordKey(r.ns, driver, key)
+	rk := record.Key(r.ns, driver, key)
 	wk := whereKey{Key: key, RecordKey: rk}
 	l, now, err := r.readLock(ctx, rk)
 	if err != nil {

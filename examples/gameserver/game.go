@@ -116,7 +116,7 @@ func (g *game) play(ctx context.Context) {
 // it safe to send again after a failure (a timeout may have stored it): a
 // second Send with the key stores nothing and answers the first id.
 func (g *game) sendGift(ctx context.Context) {
-	id, err := g.players.Send(ctx, giftTo, Gift{Coins: 50, Note: "welcome back"}, datadriver.IdempotencyKey(giftKey))
+	id, err := g.players.Send(ctx, giftTo, Gift{Coins: 50, Note: "welcome back"}, datadriver.SendOptions{IdempotencyKey: giftKey})
 	if err != nil {
 		g.out.say("gift to %s not sent: %v", giftTo, err)
 		return

@@ -17,6 +17,8 @@ import (
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/faulttest"
+	"github.com/ckernel/playerdata/internal/defaults"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/messaging"
 )
 
@@ -27,7 +29,7 @@ const (
 	lockReadWithin = 2 * time.Second
 	// defaultSaveBound bounds a Save when -save-timeout is unset (the
 	// library's own SaveTimeout default).
-	defaultSaveBound = datadriver.DefaultSaveTimeout
+	defaultSaveBound = defaults.SaveTimeout
 )
 
 // game is one server: its Node, its driver, and the state of every key.
@@ -312,7 +314,7 @@ func (g *game) join(ctx context.Context, key string) *datadriver.Profile[faultte
 func (g *game) lockAt(ctx context.Context, key string, epoch int64) int64 {
 	ctx, cancel := context.WithTimeout(ctx, lockReadWithin)
 	defer cancel()
-	f, err := g.rdb.HMGet(ctx, datadriver.RecordKey(g.cfg.ns, g.cfg.driver, key), "lock.at", "lock.job", "epoch").Result()
+	f, err := g.rdb.HMGet(ctx, record.Key(g.cfg.ns, g.cfg.driver, key), "lock.at", "lock.job", "epoch").Result()
 	if err != nil || len(f) != 3 {
 		return 0
 	}

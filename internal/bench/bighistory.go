@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/record"
 )
 
@@ -78,7 +79,7 @@ type BigLevel struct {
 
 // The big-profile history's settings.
 const (
-	bigDataBytes  = datadriver.DefaultMaxDataBytes - 16<<10 // the largest a default driver saves, less a margin for growth
+	bigDataBytes  = defaults.MaxDataBytes - 16<<10 // the largest a default driver saves, less a margin for growth
 	bigChangePct  = 5
 	bigPingEvery  = 2 * time.Millisecond
 	bigSaves      = 30 // timed saves per level (quick: 8)
@@ -132,7 +133,7 @@ func (r *runner) runBigHistory(ctx context.Context) error {
 	}
 	b.ReadWorstPingMS, _ = pinger.worst(readStart, time.Now())
 	b.DataBytes = base.size
-	b.DefaultBudgetBytes = datadriver.DefaultHistoryBytesPerData * datadriver.DefaultMaxDataBytes
+	b.DefaultBudgetBytes = defaults.HistoryBytesPerData * defaults.MaxDataBytes
 	if b.DefaultBudgetKeeps, err = budgetKeeps(ctx, r.admin, record.Key(ns, last.Name(), "big"), b.DefaultBudgetBytes); err != nil {
 		return err
 	}

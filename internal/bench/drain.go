@@ -10,7 +10,7 @@ import (
 )
 
 // Drain is Node.Drain of one server's players to two peers (Profile.MoveTo
-// each, DefaultDrainParallel at once): from the call to its return, every
+// each, 64 at once): from the call to its return, every
 // profile held by a peer.
 type Drain struct {
 	Players int            `json:"players"`

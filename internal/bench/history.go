@@ -12,6 +12,7 @@ import (
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/datacodec"
+	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/record"
 )
 
@@ -80,7 +81,7 @@ type HistorySave struct {
 // The history figures' grid, and the layout the other figures use.
 var (
 	historyChanges  = []int{5, 10, 50}
-	historyVersions = []int{1, 8, datadriver.DefaultHistory}
+	historyVersions = []int{1, 8, defaults.History}
 )
 
 // historyRecords bounds the records of each layout.
@@ -106,7 +107,7 @@ func (r *runner) runHistory(ctx context.Context, node *datadriver.Node, rdb *red
 				return fmt.Errorf("%d versions, %d %%: %w", n, pct, err)
 			}
 			h.Layouts = append(h.Layouts, l)
-			if pct != historyChanges[0] || n != datadriver.DefaultHistory {
+			if pct != historyChanges[0] || n != defaults.History {
 				continue
 			}
 			m.FullHistoryVersions, m.RedisBytesPerRecordFullHis = l.Versions, l.RedisBytesPerRecord
@@ -324,7 +325,7 @@ func (k *keeper) fill(ctx context.Context, rec *keptRecord, whole bool) error {
 	if err != nil {
 		return err
 	}
-	for i := range datadriver.DefaultHistory + 1 {
+	for i := range defaults.History + 1 {
 		ver, data := rec.ver, rec.data
 		if _, err := k.write(ctx, rec, !whole, !whole); err != nil {
 			return err
@@ -352,7 +353,7 @@ func (k *keeper) write(ctx context.Context, rec *keptRecord, keep, plan bool) (t
 	if err != nil {
 		return 0, err
 	}
-	a := record.SaveArgs{Mode: record.ModeSave, Token: rec.token, Data: data, History: datadriver.DefaultHistory,
+	a := record.SaveArgs{Mode: record.ModeSave, Token: rec.token, Data: data, History: defaults.History,
 		HistoryEvery: time.Hour}
 	var spent time.Duration
 	if keep && rec.data != nil {
@@ -367,8 +368,8 @@ func (k *keeper) write(ctx context.Context, rec *keptRecord, keep, plan bool) (t
 		a.Keep = record.NewKeptWhole(rec.ver, h.Newest(rec.ver), a.KeepMeta, rec.data, k.enc)
 		a.KeepVer, a.KeepAlways = rec.ver, true
 		if plan {
-			p := h.Plan(record.KeepSpec{Ver: rec.ver, Data: rec.data, Value: a.Keep, Count: datadriver.DefaultHistory,
-				Budget: datadriver.DefaultHistoryBytesPerData * datadriver.DefaultMaxDataBytes, MaxChain: record.HistChain}, k.dec)
+			p := h.Plan(record.KeepSpec{Ver: rec.ver, Data: rec.data, Value: a.Keep, Count: defaults.History,
+				Budget: defaults.HistoryBytesPerData * defaults.MaxDataBytes, MaxChain: record.HistChain}, k.dec)
 			a.KeepPlan = &p
 		}
 		spent += time.Since(start)

@@ -142,7 +142,7 @@ func fillRecord[T any](ctx context.Context, r *runner, drv *datadriver.Driver[T]
 			return out, err
 		}
 	}
-	if _, err := drv.Send(ctx, key, map[string]int{"gems": 5}); err != nil {
+	if _, err := drv.Send(ctx, key, map[string]int{"gems": 5}, datadriver.SendOptions{}); err != nil {
 		return out, err
 	}
 	deadline := time.Now().Add(5 * time.Second)

@@ -85,7 +85,7 @@ func (r *runner) runMessages(ctx context.Context) error {
 			}
 		}
 		start := time.Now()
-		if _, err := sender.drv.Send(ctx, key, i); err != nil {
+		if _, err := sender.drv.Send(ctx, key, i, datadriver.SendOptions{}); err != nil {
 			return fmt.Errorf("message %d: %w", i, err)
 		}
 		sent := time.Now()

@@ -106,7 +106,7 @@ func (r *runner) runScripts(ctx context.Context) error {
 			return profiles[w].Release(ctx)
 		}},
 		{"send", &s.Send, func(w int) error {
-			_, err := drv.Send(ctx, playerKey(w), map[string]int{"gems": 5})
+			_, err := drv.Send(ctx, playerKey(w), map[string]int{"gems": 5}, datadriver.SendOptions{})
 			return err
 		}},
 		{"trivial", &s.Trivial, func(int) error { return trivialScript.Run(ctx, rdb, nil).Err() }},
