@@ -77,7 +77,11 @@ func (p *Profile[T]) MoveTo(ctx context.Context, jobID string) error {
 	if !d.node.handoffOn || d.cfg.DisableHandoff {
 		return fmt.Errorf("move %q: %w: a move needs the bus (handoff is off)", p.key, ErrInvalidConfig)
 	}
-	r := &request{ctx: ctx, run: func(ctx context.Context) error { return p.move(ctx, jobID) }, done: make(chan error, 1)}
+	r := &request{ctx: ctx, run: func(ctx context.Context) error { return p.move(ctx, jobID) }}
+	if ran, err := p.runInline(r); ran {
+		return err
+	}
+	r.done = make(chan error, 1)
 	if err := p.enqueue(r); err != nil {
 		return err
 	}
