@@ -21,7 +21,9 @@ import (
 // uses the write state, until the trade leaves), and a coordinator holding
 // several profiles' executors would deadlock a pool whose workers were all
 // parked so. The drain ends with the profile: what is still queued then is
-// answered with the end's error.
+// answered with the end's error. A request that finds the mailbox idle may
+// be run by its caller instead, which is the executor meanwhile
+// (runInline: MoveTo, whose caller would only wait for it).
 //
 // The autosave and the lock refresh are one timer (clock.AfterFunc) that
 // posts a tick; the work runs on the executor. Timers that guard safety
