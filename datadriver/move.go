@@ -42,6 +42,12 @@ const (
 	// moveResend is how often a prepare goes out again while no answer came
 	// (the bus may lose one; the target answers a repeat as the first).
 	moveResend = time.Second
+	// moveAliveAfter is how long a move waits for its target's answer
+	// before it reads the target's presence: a live target answers in well
+	// under a millisecond, so only a late answer costs the read (a Redis
+	// round trip and a goroutine), and a dead target is still given up
+	// within moveAliveAfter and one read.
+	moveAliveAfter = 20 * time.Millisecond
 	// moveSlack is what a move's message needs beside the data (ids, the
 	// headers, the MAC), under messaging.DefaultMaxMoveBytes.
 	moveSlack = 16 << 10
@@ -76,7 +82,11 @@ func (p *Profile[T]) MoveTo(ctx context.Context, jobID string) error {
 	if !d.node.handoffOn || d.cfg.noHandoff {
 		return fmt.Errorf("move %q: %w: a move needs the bus (handoff is off)", p.key, ErrInvalidConfig)
 	}
-	r := &request{ctx: ctx, run: func(ctx context.Context) error { return p.move(ctx, jobID) }, done: make(chan error, 1)}
+	r := &request{ctx: ctx, run: func(ctx context.Context) error { return p.move(ctx, jobID) }}
+	if ran, err := p.runInline(r); ran {
+		return err
+	}
+	r.done = make(chan error, 1)
 	if err := p.enqueue(r); err != nil {
 		return err
 	}
@@ -245,8 +255,9 @@ func (p *Profile[T]) prepareMove(ctx context.Context, snap snapshot, to string) 
 }
 
 // askTarget sends the prepare (again every moveResend) and waits for the
-// target's answer, within ctx and the move's window. A presence read of
-// the target runs meanwhile: a target that reads stopped is not waited for.
+// target's answer, within ctx and the move's window. When no answer came
+// within moveAliveAfter, a presence read of the target runs beside the
+// wait: a target that reads stopped is not waited for.
 func (p *Profile[T]) askTarget(ctx context.Context, m moveMsg) (moveMsg, error) {
 	n := p.d.node
 	answers := n.moves.wait(m.ID)
@@ -261,14 +272,23 @@ func (p *Profile[T]) askTarget(ctx context.Context, m moveMsg) (moveMsg, error) 
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	alive := make(chan presence.Status, 1)
-	wg.Go(func() { p.watchAlive(actx, m.To, alive) })
-
-	resend := n.clock.Ticker(moveResend)
-	defer resend.Stop()
+	late := false // the presence read was started
+	// step fires first at moveAliveAfter (the presence read starts), then
+	// every moveResend (the prepare goes out again).
+	step := n.clock.Timer(moveAliveAfter)
+	defer step.Stop()
 	window := n.clock.Timer(time.Duration(m.Window) * time.Millisecond)
 	defer window.Stop()
 	for {
 		select {
+		case <-step.C:
+			step.Reset(moveResend)
+			if late {
+				n.handoff.SendMove(ctx, m.To, wm)
+				continue
+			}
+			late = true
+			wg.Go(func() { p.watchAlive(actx, m.To, alive) })
 		case a := <-answers:
 			if a.From != m.To {
 				continue
@@ -284,8 +304,6 @@ func (p *Profile[T]) askTarget(ctx context.Context, m moveMsg) (moveMsg, error) 
 				return moveMsg{}, &MoveRefusedError{Key: p.key, Target: m.To, Reason: RefusedNotAlive,
 					Why: "its presence reads stopped"}
 			}
-		case <-resend.C:
-			n.handoff.SendMove(ctx, m.To, wm)
 		case <-window.C:
 			return moveMsg{}, fmt.Errorf("move %q to %s: no answer within the move's window (%d ms): %w", p.key, m.To,
 				m.Window, context.DeadlineExceeded)

@@ -23,7 +23,9 @@ import (
 // uses the write state, until the trade leaves), and a coordinator holding
 // several profiles' executors would deadlock a pool whose workers were all
 // parked so. The drain ends with the profile: what is still queued then is
-// answered with the end's error.
+// answered with the end's error. A request that finds the mailbox idle may
+// be run by its caller instead, which is the executor meanwhile
+// (runInline: MoveTo, whose caller would only wait for it).
 //
 // The autosave and the lock refresh are one timer (clock.AfterFunc) that
 // posts a tick; the work runs on the executor. Timers that guard safety
@@ -96,6 +98,59 @@ func (p *Profile[T]) enqueue(r *request) error {
 	m.tail = r
 	p.wakeLocked()
 	return nil
+}
+
+// runInline runs r on the calling goroutine when the executor is idle
+// (started, no drain running, nothing queued, no signal pending) and
+// reports whether it did, with r's error; otherwise r is not run and the
+// caller queues it. The caller is the executor while r runs, as a drain
+// would be, and is counted like one for shutdown; what is posted meanwhile
+// waits, and a drain starts for it once r is done. It saves a call that
+// finds the executor idle (MoveTo) the hop to a new drain goroutine, whose
+// stack would grow again through r's work.
+func (p *Profile[T]) runInline(r *request) (bool, error) {
+	if !p.claimIdle() {
+		return false, nil
+	}
+	var err error
+	if err = r.ctx.Err(); err == nil {
+		err = r.run(r.ctx)
+	}
+	if p.ctx.Err() == nil {
+		p.wake.Reset(p.nextTick())
+	}
+	m := &p.mb
+	m.mu.Lock()
+	m.running = false
+	if p.ctx.Err() != nil {
+		p.failQueuedLocked()
+		p.wake.Stop()
+	} else if m.head != nil || m.signals != 0 {
+		p.wakeLocked()
+	}
+	m.mu.Unlock()
+	p.d.wg.Done()
+	return true, err
+}
+
+// claimIdle makes the caller the executor when it is idle, counted in
+// d.wg (the caller calls d.wg.Done), and reports whether it did.
+func (p *Profile[T]) claimIdle() bool {
+	m := &p.mb
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p.ctx.Err() != nil || m.running || !m.started || m.head != nil || m.signals != 0 {
+		return false
+	}
+	d := p.d
+	d.execMu.RLock()
+	defer d.execMu.RUnlock()
+	if d.execClosed {
+		return false
+	}
+	d.wg.Add(1)
+	m.running = true
+	return true
 }
 
 // withdraw takes r off the queue if its run has not begun, answering its

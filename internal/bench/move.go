@@ -17,9 +17,10 @@ type Move struct {
 	Latency
 	// Join is the target's Join of the moved profile.
 	Join Latency `json:"join"`
-	// RedisCallsPerMove is the source's Redis round trips per MoveTo (the
-	// flip, and the presence read of the target that runs beside the
-	// prepare); RedisCallsPerJoin the target's per Join (0: no command).
+	// RedisCallsPerMove is the source's Redis round trips per MoveTo on its
+	// main client (the flip; a presence read of the target, made only when
+	// its answer is late, goes through the presence client);
+	// RedisCallsPerJoin the target's per Join (0: no command).
 	RedisCallsPerMove float64 `json:"redis_calls_per_move"`
 	RedisCallsPerJoin float64 `json:"redis_calls_per_join"`
 	FloorEvalSHA      Latency `json:"floor_evalsha"`
