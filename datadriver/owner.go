@@ -23,9 +23,10 @@ import (
 // uses the write state, until the trade leaves), and a coordinator holding
 // several profiles' executors would deadlock a pool whose workers were all
 // parked so. The drain ends with the profile: what is still queued then is
-// answered with the end's error. A request that finds the mailbox idle may
-// be run by its caller instead, which is the executor meanwhile
-// (runInline: MoveTo, whose caller would only wait for it).
+// answered with the end's error. A request that finds the mailbox idle is
+// run by its caller instead, which is the executor meanwhile (runInline:
+// a game's Save or Release, MoveTo, a restore, whose callers would only
+// wait for it): no goroutine is started nor woken for it.
 //
 // The autosave and the lock refresh are one timer (clock.AfterFunc) that
 // posts a tick; the work runs on the executor. Timers that guard safety
@@ -65,10 +66,15 @@ type mailbox struct {
 }
 
 // do runs f on the executor, after what is queued there now, and returns
-// its error. ctx bounds the wait and is f's context. A profile that has
-// ended answers its end error.
+// its error: on the calling goroutine when the executor is idle
+// (runInline), else on the drain. ctx bounds the wait and is f's context.
+// A profile that has ended answers its end error.
 func (p *Profile[T]) do(ctx context.Context, f func(context.Context) error) error {
-	r := &request{ctx: ctx, run: f, done: make(chan error, 1)}
+	r := &request{ctx: ctx, run: f}
+	if ran, err := p.runInline(r); ran {
+		return err
+	}
+	r.done = make(chan error, 1)
 	if err := p.enqueue(r); err != nil {
 		return err
 	}
@@ -106,8 +112,9 @@ func (p *Profile[T]) enqueue(r *request) error {
 // caller queues it. The caller is the executor while r runs, as a drain
 // would be, and is counted like one for shutdown; what is posted meanwhile
 // waits, and a drain starts for it once r is done. It saves a call that
-// finds the executor idle (MoveTo) the hop to a new drain goroutine, whose
-// stack would grow again through r's work.
+// finds the executor idle (most game calls) the hop to a new drain
+// goroutine, whose stack would grow again through r's work, and the two
+// wake-ups of the hop there and back.
 func (p *Profile[T]) runInline(r *request) (bool, error) {
 	if !p.claimIdle() {
 		return false, nil
