@@ -19,10 +19,10 @@ import (
 
 	"github.com/ckernel/playerdata/internal/sameredis"
 	"github.com/ckernel/playerdata/internal/telemetry"
+	"github.com/ckernel/playerdata/internal/tradejournal"
 	"github.com/ckernel/playerdata/lockhandoff"
 	"github.com/ckernel/playerdata/messaging"
 	"github.com/ckernel/playerdata/presence"
-	"github.com/ckernel/playerdata/transactions"
 )
 
 // Node is one game-server process: its JobID, its Redis client, its clock
@@ -46,7 +46,7 @@ type Node struct {
 	// The Node owns its lifecycle: it starts, closes and removes it.
 	presence *presence.Presence
 	handoff  *lockhandoff.Handoff // always set; without a bus when handoff is off
-	journal  *transactions.Journal
+	journal  *tradejournal.Journal
 	// handoffOn is the one place that says whether cross-server handoff is
 	// on: the Node beats presence, subscribes, and its locks carry the
 	// presence flag (a driver may still turn it off for its own locks).
@@ -132,7 +132,7 @@ func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 		closing:   make(chan struct{}),
 		handoffOn: !cfg.DisableHandoff,
 	}
-	n.journal = transactions.New(cfg.Redis, cfg.Namespace, cfg.TradeRetain)
+	n.journal = tradejournal.New(cfg.Redis, cfg.Namespace, cfg.TradeRetain)
 	n.jobID = cfg.JobID
 	if n.jobID == "" {
 		id, err := n.randomHex(8)

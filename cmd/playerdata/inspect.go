@@ -432,7 +432,7 @@ func readTrade(ctx context.Context, rdb redis.UniversalClient, ns, id string) *t
 		return nil
 	}
 	t := &tradeReport{ID: id}
-	e, err := transactions.New(rdb, ns, 0).Read(ctx, id)
+	e, err := transactions.New(rdb, ns).Read(ctx, id)
 	switch {
 	case errors.Is(err, transactions.ErrNotFound):
 		t.Error = "no journal entry (a PREPARED trade whose entry expired or was never written: the next load aborts it)"
