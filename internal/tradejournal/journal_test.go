@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ckernel/playerdata/testsupport"
 	"github.com/ckernel/playerdata/internal/tradejournal"
+	"github.com/ckernel/playerdata/testsupport"
 )
 
 func parts() []tradejournal.Participant {
