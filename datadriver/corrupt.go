@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/internal/clihint"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 )
 
 // corruptField is the error for a record whose field (or key) f the
@@ -52,7 +52,7 @@ func (d *Driver[T]) cliCommand(verb, key string, extra ...string) string {
 	n := d.node
 	pc := n.presence.Config()
 	f := clihint.Flags{Namespace: n.ns}
-	if k := n.cfg.PresenceKey; k != presence.DefaultKeyName {
+	if k := n.cfg.PresenceKey; k != presencecore.DefaultKeyName {
 		f.PresenceKey = k
 	}
 	nonDefault := func(got, def time.Duration) time.Duration {
@@ -61,7 +61,7 @@ func (d *Driver[T]) cliCommand(verb, key string, extra ...string) string {
 		}
 		return got
 	}
-	f.PresenceTTL, f.Beat = nonDefault(pc.TTL, presence.DefaultTTL), nonDefault(pc.Beat, presence.DefaultBeat)
+	f.PresenceTTL, f.Beat = nonDefault(pc.TTL, presencecore.DefaultTTL), nonDefault(pc.Beat, presencecore.DefaultBeat)
 	f.LockTTL, f.LockSkew = nonDefault(d.cfg.LockTTL, DefaultLockTTL), nonDefault(d.cfg.LockSkew, DefaultLockSkew)
 	return clihint.Command(verb, d.cfg.Name, key, f, extra...)
 }

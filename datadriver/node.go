@@ -17,12 +17,13 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ckernel/playerdata/internal/handoffcore"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/sameredis"
 	"github.com/ckernel/playerdata/internal/telemetry"
 	"github.com/ckernel/playerdata/internal/tradejournal"
 	"github.com/ckernel/playerdata/lockhandoff"
 	"github.com/ckernel/playerdata/messaging"
-	"github.com/ckernel/playerdata/presence"
 )
 
 // Node is one game-server process: its JobID, its Redis client, its clock
@@ -44,8 +45,8 @@ type Node struct {
 	// presence is this server's presence: beaten (and its lease kept) while
 	// handoff is on, read to tell live holders from stopped ones either way.
 	// The Node owns its lifecycle: it starts, closes and removes it.
-	presence *presence.Presence
-	handoff  *lockhandoff.Handoff // always set; without a bus when handoff is off
+	presence *presencecore.Presence
+	handoff  *handoffcore.Handoff // always set; without a bus when handoff is off
 	journal  *tradejournal.Journal
 	// handoffOn is the one place that says whether cross-server handoff is
 	// on: the Node beats presence, subscribes, and its locks carry the
@@ -238,7 +239,7 @@ func (n *Node) claim(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	var inUse *presence.InUseError
+	var inUse *presencecore.InUseError
 	if !errors.As(err, &inUse) && ctx.Err() == nil {
 		n.log.Warn("first presence beat failed; the beat loop keeps trying", "err", err)
 		return nil
@@ -316,7 +317,7 @@ func (n *Node) onLapse(gen uint64) {
 }
 
 // HandoffStats returns the counters of this server's lock handoff.
-func (n *Node) HandoffStats() lockhandoff.Stats { return n.handoff.Stats() }
+func (n *Node) HandoffStats() lockhandoff.Stats { return lockhandoff.Stats(n.handoff.Stats()) }
 
 // JobID is the name of this server in lock records.
 func (n *Node) JobID() string { return n.jobID }
@@ -375,7 +376,7 @@ func (n *Node) entropy(b []byte) error {
 
 // claimedSince reports whether this process claimed its JobID after t (a
 // local clock time): a lock of this JobID written before then was written
-// by an instance that has stopped (presence.ClaimedAt), so it may be taken.
+// by an instance that has stopped (presencecore.ClaimedAt), so it may be taken.
 func (n *Node) claimedSince(t time.Time) bool {
 	c := n.presence.ClaimedAt()
 	return !c.IsZero() && c.After(t)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 )
@@ -34,11 +35,11 @@ type Holder struct {
 	// LockSkew after its holder's last write.
 	Presence bool
 	// Status is the holder's presence beat as read now, on the Redis clock:
-	// presence.Alive (it beat within PresenceTTL: its session is live there),
-	// presence.Stopped (no live beat for a whole PresenceTTL: the server has
+	// presencecore.Alive (it beat within PresenceTTL: its session is live there),
+	// presencecore.Stopped (no live beat for a whole PresenceTTL: the server has
 	// stopped, and the key's next join takes the lock over at once, by the
 	// proof rule, when the lock carries the presence flag), or
-	// presence.Unknown (a missing beat proves nothing yet, or nobody holds
+	// presencecore.Unknown (a missing beat proves nothing yet, or nobody holds
 	// the lock). This Node reads itself as Alive.
 	Status presence.Status
 	// Local reports that the holder is this very Node.
@@ -96,7 +97,7 @@ func (d *Driver[T]) Where(ctx context.Context, key string) (Holder, error) {
 		return h, nil
 	}
 	rd := d.reader.Read(ctx, job)
-	h.Status = rd.Status
+	h.Status = presence.Status(rd.Status)
 	if rd.Err != nil {
 		return h, fmt.Errorf("where %q: %w", key, rd.Err)
 	}
@@ -106,8 +107,8 @@ func (d *Driver[T]) Where(ctx context.Context, key string) (Holder, error) {
 // newReader is the presence reader of Where: the Node's presence settings
 // (hash, shards, TTL, clock) over the Node's Redis client, never started, so
 // that reads for the game never queue behind or in front of the beats.
-func newReader(n *Node) (*presence.Presence, error) {
+func newReader(n *Node) (*presencecore.Presence, error) {
 	cfg := n.presence.Config()
 	cfg.OnLapse = nil
-	return presence.New(n.rdb, cfg)
+	return presencecore.New(n.rdb, cfg)
 }

@@ -19,16 +19,13 @@ const (
 	Aborted   State = "ABORTED"
 )
 
-// DefaultRetain is how long a settled or aborted entry is kept (datadriver's
-// TradeRetain changes it): long enough to look at a trade a player reports.
+// DefaultRetain is how long a settled or aborted entry is kept (TradeRetain).
 const DefaultRetain = tradejournal.DefaultRetain
 
+// Errors of Read, wrapped with the trade id: match them with errors.Is.
 var (
-	// ErrNotFound: no journal entry for that trade id (never written, or
-	// expired after its retention).
-	ErrNotFound = tradejournal.ErrNotFound
-	// ErrCorrupt: the entry cannot be decoded or fails its checksum.
-	ErrCorrupt = tradejournal.ErrCorrupt
+	ErrNotFound = tradejournal.ErrNotFound // no entry (never written, or expired)
+	ErrCorrupt  = tradejournal.ErrCorrupt  // undecodable, or fails its checksum
 )
 
 // Participant is one profile in a trade, as prepared.

@@ -19,8 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/transactions"
 )
 
@@ -313,7 +313,7 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 	if lock.Held && lock.Holder != "" {
 		h := r.readHolder(ctx, lock.Holder)
 		lock.HolderPresence, lock.PresenceError, lock.PresenceWhy = h.Status, h.Error, h.Why
-		if h.reading.Status == presence.Alive {
+		if h.reading.Status == presencecore.Alive {
 			lock.HolderExpiresInMS = h.ExpiresInMS
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 )
 
 const whereUsage = `Usage: playerdata where --driver NAME [flags] KEY...
@@ -183,9 +183,9 @@ func whereSentence(st style, rep *whereReport, k whereKey) string {
 	status := k.Presence.String()
 	next := ""
 	switch k.Presence.reading.Status {
-	case presence.Alive:
+	case presencecore.Alive:
 		status = st.green(status)
-	case presence.Stopped:
+	case presencecore.Stopped:
 		status = st.red(status)
 		next = ": the next join takes the lock over at once"
 	default:
