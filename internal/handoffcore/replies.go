@@ -8,7 +8,7 @@ import (
 
 // The bounds on what the requests arriving on this server's subject can make
 // it do. Anyone who can publish there chooses the driver, key, requester
-// name and token of a request; without a request key (messaging.WithKey),
+// name and token of a request; without a request key (messaging.NATSConfig.Key),
 // anyone on the NATS server can.
 const (
 	// maxPendingReplies bounds the requests whose reply waits for a release

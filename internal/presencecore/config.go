@@ -60,7 +60,7 @@ type Config struct {
 	Key string
 	// JobID names this server: non-empty, at most 128 bytes of UTF-8,
 	// without whitespace, control characters, '.', '*' or '>' (a NATS
-	// subject token, as messaging.ValidJobID checks).
+	// subject token, as internal/jobid checks).
 	// default: none (required)
 	JobID string
 	// Beat is the interval between beats of the loop started by Start, and
