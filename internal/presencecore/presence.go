@@ -205,11 +205,12 @@ func (p *Presence) Remove(ctx context.Context) error {
 		p.lease.Store(&Lease{Gen: l.Gen})
 	}
 	p.mu.Unlock()
-	ours, err := presencescript.Remove.Run(ctx, p.rdb, []string{p.own.key, p.own.owners, p.own.load}, p.cfg.JobID, p.cfg.Instance).Int64()
+	ours, err := presencescript.Remove.Run(ctx, p.rdb, p.own.key,
+		presencescript.RemoveArgs{Owners: p.own.owners, Load: p.own.load, JobID: p.cfg.JobID, Instance: p.cfg.Instance})
 	if err != nil {
 		return fmt.Errorf("presence remove: %w", err)
 	}
-	if ours == 0 {
+	if !ours {
 		p.log.Info("presence: left the JobID's beat in place: another instance owns it")
 	}
 	return nil

@@ -29,37 +29,31 @@ func (p *Presence) Read(ctx context.Context, jobID string) Reading {
 	}
 	s := p.shardOf(jobID)
 	sent := p.clock.Now()
-	res, err := presencescript.Read.Run(ctx, p.rdb, []string{s.key}, jobID, p.ttlMS).Int64Slice()
-	if err == nil && len(res) != 3 {
-		err = fmt.Errorf("%w: %v", ErrUnexpectedReply, res)
-	}
+	ans, err := presencescript.Read.Run(ctx, p.rdb, s.key, presencescript.ReadArgs{JobID: jobID, TTL: p.cfg.TTL})
 	if err != nil {
 		return Reading{Status: Unknown, Err: fmt.Errorf("presence read %s: %w", jobID, err)}
 	}
-	p.watchClock(s.key, sent, p.clock.Now(), res[2])
-	return p.afterStep(s.key, p.judge(ctx, jobID, res))
+	p.watchClock(s.key, sent, p.clock.Now(), ans.Now.UnixMilli())
+	return p.afterStep(s.key, p.judge(ctx, jobID, ans))
 }
 
-// judge turns read.lua's answer res for jobID into a Reading.
-func (p *Presence) judge(ctx context.Context, jobID string, res []int64) Reading {
-	ms := time.Duration(res[1]) * time.Millisecond
-	at := time.UnixMilli(res[2])
-	switch res[0] {
-	case 1:
-		return p.clampAhead(ctx, jobID, Reading{Status: Alive, ExpiresIn: ms, At: at}, res[2]+res[1])
-	case 2:
+// judge turns read.lua's answer for jobID into a Reading.
+func (p *Presence) judge(ctx context.Context, jobID string, ans presencescript.ReadAnswer) Reading {
+	at := ans.Now
+	switch ans.Outcome {
+	case presencescript.ReadAlive:
+		return p.clampAhead(ctx, jobID, Reading{Status: Alive, ExpiresIn: ans.Left, At: at}, at.Add(ans.Left).UnixMilli())
+	case presencescript.ReadStopped:
 		if err := p.checkLayout(ctx); err != nil {
 			return Reading{Status: Unknown, At: at, Err: fmt.Errorf("presence read %s: %w", jobID, err)}
 		}
 		r := Reading{Status: Stopped, At: at}
-		if res[1] >= 0 { // how long ago its last beat expired; -1: none left
-			r.LastBeat = at.Add(-ms - p.cfg.TTL)
+		if ans.Left >= 0 { // how long ago its last beat expired; negative: none left
+			r.LastBeat = at.Add(-ans.Left - p.cfg.TTL)
 		}
 		return r
-	case 0:
-		return Reading{Status: Unknown, ExpiresIn: ms, At: at}
 	default:
-		return Reading{Status: Unknown, Err: fmt.Errorf("presence read %s: %w: code %d", jobID, ErrUnexpectedReply, res[0])}
+		return Reading{Status: Unknown, ExpiresIn: ans.Left, At: at}
 	}
 }
 

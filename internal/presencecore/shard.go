@@ -105,25 +105,22 @@ func LayoutKey(key string) string { return key + ":shards" }
 // shardCounts runs shards.lua: it marks our count in use when mark is true,
 // and answers the other counts in use, with the Redis time.
 func (p *Presence) shardCounts(ctx context.Context, mark bool) ([]int, time.Time, error) {
-	ttl := int64(0)
+	a := presencescript.ShardsArgs{Count: len(p.shards)}
 	if mark {
-		ttl = p.markTTL.Milliseconds()
+		a.Mark = p.markTTL
 	}
-	res, err := presencescript.Shards.Run(ctx, p.rdb, []string{p.layout}, len(p.shards), ttl).Int64Slice()
-	if err == nil && len(res)%2 != 1 {
-		err = fmt.Errorf("%w: %v", ErrUnexpectedReply, res)
-	}
+	ans, err := presencescript.Shards.Run(ctx, p.rdb, p.layout, a)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
 	var others []int
-	for i := 1; i < len(res); i += 2 {
-		if n := int(res[i]); n != len(p.shards) {
+	for _, n := range ans.Counts {
+		if n != len(p.shards) {
 			others = append(others, n)
 		}
 	}
 	slices.Sort(others)
-	return others, time.UnixMilli(res[0]), nil
+	return others, ans.Now, nil
 }
 
 // markShards marks our shard count in use and logs, once until it changes,
