@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/internal/datacodec"
+	"github.com/ckernel/playerdata/internal/handoffcore"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/internal/telemetry"
-	"github.com/ckernel/playerdata/lockhandoff"
 )
 
 // The remote side of a load: take the record's lock, or wait for the
-// server holding it to let it go (lockhandoff.Wait), then build the
+// server holding it to let it go (handoffcore.Wait), then build the
 // profile from what the acquire read.
 
 // acquire takes key's lock for a new profile, waiting on another server's
@@ -24,7 +24,7 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 	if err != nil {
 		return nil, err
 	}
-	var w *lockhandoff.Wait
+	var w *handoffcore.Wait
 	defer func() {
 		if w != nil {
 			w.Close()
@@ -81,9 +81,9 @@ func (d *Driver[T]) acquire(ctx context.Context, key string, deadline time.Time,
 			d.log.Debug("load waits for another server's lock", "key", key, "holder", l.Job, "presence", l.Presence,
 				"age", l.Age)
 		}
-		at, err := w.Next(ctx, lockhandoff.Lock(l))
+		at, err := w.Next(ctx, handoffcore.Lock(l))
 		if err != nil {
-			if errors.Is(err, lockhandoff.ErrDeadline) {
+			if errors.Is(err, handoffcore.ErrDeadline) {
 				return nil, fmt.Errorf("load: %w: %w", ErrWaitTimeout, lockedError(key, l, false))
 			}
 			return nil, err

@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -87,7 +87,7 @@ func TestClusterStealBoundAcrossMasterClocks(t *testing.T) {
 			ctx := ctxT(t)
 			// The record on another master than A's presence shard: the
 			// steal compares times of two masters.
-			shard := presence.ShardKey(sc.ns+":"+presence.DefaultKeyName, presence.ShardOf("server-a", clusterPresenceShards))
+			shard := presencecore.ShardKey(sc.ns+":"+presencecore.DefaultKeyName, presencecore.ShardOf("server-a", clusterPresenceShards))
 			key := "user:0"
 			for i := 1; sc.masterOf(sc.recordKey(key)) == sc.masterOf(shard); i++ {
 				key = fmt.Sprintf("user:%d", i)

@@ -15,8 +15,8 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -195,8 +195,8 @@ func (sc *clusterScope) profilesOnDifferentMasters(driver, prefix string) (a, b 
 func (sc *clusterScope) jobOnTaggedShard(prefix, key string) (job, shard string) {
 	for i := 0; ; i++ {
 		job = prefix + fmt.Sprint(i)
-		n := presence.ShardOf(job, clusterPresenceShards)
-		shard = presence.ShardKey(sc.ns+":"+presence.DefaultKeyName, n)
+		n := presencecore.ShardOf(job, clusterPresenceShards)
+		shard = presencecore.ShardKey(sc.ns+":"+presencecore.DefaultKeyName, n)
 		if n != 0 && sc.masterOf(shard) != sc.masterOf(key) {
 			return job, shard
 		}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/ckernel/playerdata/internal/clihint"
 	"github.com/ckernel/playerdata/internal/defaults"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 )
 
 // corruptField is the error for a record whose field (or key) f the
@@ -53,7 +53,7 @@ func (d *Driver[T]) cliCommand(verb, key string, extra ...string) string {
 	n := d.node
 	pc := n.presence.Config()
 	f := clihint.Flags{Namespace: n.ns}
-	if k := n.cfg.PresenceKey; k != presence.DefaultKeyName {
+	if k := n.cfg.PresenceKey; k != presencecore.DefaultKeyName {
 		f.PresenceKey = k
 	}
 	nonDefault := func(got, def time.Duration) time.Duration {
@@ -62,7 +62,7 @@ func (d *Driver[T]) cliCommand(verb, key string, extra ...string) string {
 		}
 		return got
 	}
-	f.PresenceTTL, f.Beat = nonDefault(pc.TTL, presence.DefaultTTL), nonDefault(pc.Beat, presence.DefaultBeat)
+	f.PresenceTTL, f.Beat = nonDefault(pc.TTL, presencecore.DefaultTTL), nonDefault(pc.Beat, presencecore.DefaultBeat)
 	f.LockTTL, f.LockSkew = nonDefault(d.cfg.LockTTL, defaults.LockTTL), nonDefault(d.cfg.LockSkew, defaults.LockSkew)
 	return clihint.Command(verb, d.cfg.Name, key, f, extra...)
 }

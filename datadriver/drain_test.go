@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 )
 
 // TestDrainMovesEveryProfileByLoad: server-a drains 20 players to two
@@ -30,7 +30,7 @@ func TestDrainMovesEveryProfileByLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reader, err := presence.New(mp.r.Client(t), presence.Config{Key: presence.KeyFor(mp.r.Namespace), JobID: "reader",
+	reader, err := presencecore.New(mp.r.Client(t), presencecore.Config{Key: presencecore.KeyFor(mp.r.Namespace), JobID: "reader",
 		Beat: fastBeat, TTL: fastTTL, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestConcurrentDrainsDoNotPileOnOnePeer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reader, err := presence.New(mp.r.Client(t), presence.Config{Key: presence.KeyFor(mp.r.Namespace), JobID: "reader",
+	reader, err := presencecore.New(mp.r.Client(t), presencecore.Config{Key: presencecore.KeyFor(mp.r.Namespace), JobID: "reader",
 		Beat: fastBeat, TTL: fastTTL, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -11,10 +11,10 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/ckernel/playerdata/internal/datacodec"
+	"github.com/ckernel/playerdata/internal/handoffcore"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/internal/telemetry"
-	"github.com/ckernel/playerdata/lockhandoff"
-	"github.com/ckernel/playerdata/presence"
 )
 
 // Driver loads and saves one kind of profile (T) on a Node. Create it with
@@ -42,7 +42,7 @@ type Driver[T any] struct {
 	// callbacks runs the game's Kick, OnLockLost and OnSaveError in order.
 	callbacks *dispatcher
 	// reader reads other servers' presence for Where (where.go).
-	reader *presence.Presence
+	reader *presencecore.Presence
 
 	mu       sync.Mutex
 	loading  map[string]bool          // keys with a load in flight on this Node (the reservation)
@@ -117,7 +117,7 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 		return nil, fmt.Errorf("new driver: %w", err)
 	}
 	if !cfg.noHandoff {
-		if err := node.handoff.Register(cfg.Name, lockhandoff.Handlers{Release: d.releaseFor, Notify: d.onNotify}); err != nil {
+		if err := node.handoff.Register(cfg.Name, handoffcore.Handlers{Release: d.releaseFor, Notify: d.onNotify}); err != nil {
 			node.unregister(cfg.Name)
 			d.stop()
 			return nil, fmt.Errorf("new driver: %w: %w", ErrDuplicateDriver, err)

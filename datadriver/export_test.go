@@ -49,4 +49,4 @@ func WithoutHandoff[T any](cfg *Config[T]) { cfg.noHandoff = true }
 
 // HandoffStats returns the counters of n's lock handoff (the metrics count
 // the same messages for an operator).
-func (n *Node) HandoffStats() lockhandoff.Stats { return n.handoff.Stats() }
+func (n *Node) HandoffStats() lockhandoff.Stats { return lockhandoff.Stats(n.handoff.Stats()) }

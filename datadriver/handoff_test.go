@@ -269,7 +269,7 @@ func TestHandoffHolderWithoutPresence(t *testing.T) {
 // publishRaw sends m to job's handoff subject from a fresh connection.
 func publishRaw(t *testing.T, n *testsupport.NATS, ns, job string, m messaging.Message) {
 	t.Helper()
-	bus, err := messaging.NewNATSBus(n.Connect(t), messaging.WithPrefix(ns+"."+messaging.DefaultPrefix))
+	bus, err := messaging.NewNATSBus(n.Connect(t), messaging.NATSConfig{Prefix: ns + "." + messaging.DefaultPrefix})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,21 +3,21 @@ package datadriver
 import (
 	"context"
 
+	"github.com/ckernel/playerdata/internal/handoffcore"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/telemetry"
-	"github.com/ckernel/playerdata/lockhandoff"
 	"github.com/ckernel/playerdata/messaging"
-	"github.com/ckernel/playerdata/presence"
 )
 
-// handoffTrace is the lockhandoff.Trace that records a Handoff's work with
+// handoffTrace is the handoffcore.Trace that records a Handoff's work with
 // t: each message sent, each message taken up and each proving presence
 // read, translated from the bus's and presence's types to telemetry's (which
 // imports neither). A nil t gives a nil Trace.
-func handoffTrace(t *telemetry.Telemetry) *lockhandoff.Trace {
+func handoffTrace(t *telemetry.Telemetry) *handoffcore.Trace {
 	if t == nil {
 		return nil
 	}
-	return &lockhandoff.Trace{
+	return &handoffcore.Trace{
 		PublishStart: func(ctx context.Context, to string, m *messaging.Message) context.Context {
 			ctx, m.TraceParent, m.TraceState = t.HandoffPublishStart(ctx, to, handoffMessage(*m))
 			return ctx
@@ -30,7 +30,7 @@ func handoffTrace(t *telemetry.Telemetry) *lockhandoff.Trace {
 		},
 		ProcessDone: telemetry.HandoffProcessDone,
 		ReadStart:   t.HandoffReadStart,
-		ReadDone: func(ctx context.Context, r presence.Reading) {
+		ReadDone: func(ctx context.Context, r presencecore.Reading) {
 			telemetry.HandoffReadDone(ctx, presenceStatus(r.Status), r.ExpiresIn, r.Err)
 		},
 	}
@@ -62,11 +62,11 @@ func handoffKind(typ messaging.Type) telemetry.HandoffMessage {
 }
 
 // presenceStatus is telemetry's name for a presence reading's status.
-func presenceStatus(s presence.Status) telemetry.PresenceStatus {
+func presenceStatus(s presencecore.Status) telemetry.PresenceStatus {
 	switch s {
-	case presence.Alive:
+	case presencecore.Alive:
 		return telemetry.PresenceAlive
-	case presence.Stopped:
+	case presencecore.Stopped:
 		return telemetry.PresenceStopped
 	}
 	return telemetry.PresenceUnknown

@@ -3,9 +3,9 @@ package datadriver
 import (
 	"testing"
 
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/telemetry"
 	"github.com/ckernel/playerdata/messaging"
-	"github.com/ckernel/playerdata/presence"
 )
 
 // TestHandoffTraceTranslates: each bus type and presence status reaches
@@ -19,8 +19,8 @@ func TestHandoffTraceTranslates(t *testing.T) {
 			t.Errorf("bus type %v is telemetry %v, want %v", typ, got, want)
 		}
 	}
-	statuses := map[presence.Status]telemetry.PresenceStatus{presence.Unknown: telemetry.PresenceUnknown,
-		presence.Alive: telemetry.PresenceAlive, presence.Stopped: telemetry.PresenceStopped}
+	statuses := map[presencecore.Status]telemetry.PresenceStatus{presencecore.Unknown: telemetry.PresenceUnknown,
+		presencecore.Alive: telemetry.PresenceAlive, presencecore.Stopped: telemetry.PresenceStopped}
 	for s, want := range statuses {
 		if got := presenceStatus(s); got != want || got.String() != s.String() {
 			t.Errorf("presence %v is telemetry %v, want %v", s, got, want)

@@ -10,8 +10,8 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/tradejournal"
 	"github.com/ckernel/playerdata/internal/tradescript"
-	"github.com/ckernel/playerdata/transactions"
 
 	"github.com/redis/go-redis/v9"
 
@@ -210,7 +210,7 @@ func isCommit(cmd redis.Cmder) bool {
 		return false
 	}
 	a, err := tradescript.ParseMoveArgs(in.Args)
-	return err == nil && a.To == string(transactions.Committed)
+	return err == nil && a.To == string(tradejournal.Committed)
 }
 
 // pair is two servers A and B on one Redis and one NATS, with the fast

@@ -14,8 +14,8 @@ import (
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/mockclock"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -44,8 +44,8 @@ func startNode(t *testing.T, r *testsupport.Redis, job string, opts ...func(*dat
 // presenceOwner reads which instance owns job's beat (one presence shard).
 func presenceOwner(t *testing.T, r *testsupport.Redis, job string) string {
 	t.Helper()
-	key := presence.KeyFor(r.Namespace)
-	v, err := r.Client(t).HGet(context.Background(), presence.OwnersKey(key), job).Result()
+	key := presencecore.KeyFor(r.Namespace)
+	v, err := r.Client(t).HGet(context.Background(), presencecore.OwnersKey(key), job).Result()
 	if err != nil && err != redis.Nil {
 		t.Fatal(err)
 	}
@@ -137,13 +137,13 @@ func TestJobIDIdentity(t *testing.T) {
 			}
 			// The second process's beat, written as its claim would.
 			c := r.Client(t)
-			key := presence.KeyFor(r.Namespace)
+			key := presencecore.KeyFor(r.Namespace)
 			ctx := context.Background()
 			exp := strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10)
 			if err := c.HSet(ctx, key, "server-a", exp).Err(); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.HSet(ctx, presence.OwnersKey(key), "server-a", "intruder").Err(); err != nil {
+			if err := c.HSet(ctx, presencecore.OwnersKey(key), "server-a", "intruder").Err(); err != nil {
 				t.Fatal(err)
 			}
 			select {
@@ -331,9 +331,9 @@ func TestPresenceShardsNode(t *testing.T) {
 	shards := func(c *datadriver.NodeConfig) { c.PresenceShards = 8 }
 	a := newServer(t, r, "server-a", fast, shards)
 	b := newServer(t, r, "server-b", fast, shards)
-	key := presence.KeyFor(r.Namespace)
+	key := presencecore.KeyFor(r.Namespace)
 	for _, s := range []*server{a, b} {
-		k := presence.ShardKey(key, presence.ShardOf(s.node.JobID(), 8))
+		k := presencecore.ShardKey(key, presencecore.ShardOf(s.node.JobID(), 8))
 		if !r.Client(t).HExists(context.Background(), k, s.node.JobID()).Val() {
 			t.Errorf("%s does not beat into its shard %s", s.node.JobID(), k)
 		}

@@ -12,7 +12,7 @@ import (
 //
 //   - this server's presence expires (the lock carries the presence flag):
 //     another server proves it stopped and steals the lock. The server's
-//     presence lease (presence.Lease) ends FenceMargin before that can
+//     presence lease (presencecore.Lease) ends FenceMargin before that can
 //     happen; a session lives under the lease generation it was acquired in
 //     and ends with it, even if a later beat starts a new generation.
 //   - the lock ages past LockTTL + LockSkew without a write (a lock without

@@ -8,10 +8,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/jobid"
+
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/internal/telemetry"
 	"github.com/ckernel/playerdata/messaging"
-	"github.com/ckernel/playerdata/presence"
 )
 
 // A move (seeds 000 and 004): the source hands the live session, with its
@@ -73,7 +75,7 @@ const (
 // of a write (ErrLockLost). Updates wait while the move runs.
 func (p *Profile[T]) MoveTo(ctx context.Context, jobID string) error {
 	d := p.d
-	if err := messaging.ValidJobID(jobID); err != nil {
+	if err := jobid.Check(jobID); err != nil {
 		return fmt.Errorf("move %q: %w", p.key, err)
 	}
 	if jobID == d.node.jobID {
@@ -271,7 +273,7 @@ func (p *Profile[T]) askTarget(ctx context.Context, m moveMsg) (moveMsg, error) 
 	actx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	alive := make(chan presence.Status, 1)
+	alive := make(chan presencecore.Status, 1)
 	late := false // the presence read was started
 	// step fires first at moveAliveAfter (the presence read starts), then
 	// every moveResend (the prepare goes out again).
@@ -300,7 +302,7 @@ func (p *Profile[T]) askTarget(ctx context.Context, m moveMsg) (moveMsg, error) 
 				return a, nil
 			}
 		case s := <-alive:
-			if s == presence.Stopped {
+			if s == presencecore.Stopped {
 				return moveMsg{}, &MoveRefusedError{Key: p.key, Target: m.To, Reason: RefusedNotAlive,
 					Why: "its presence reads stopped"}
 			}
@@ -337,14 +339,14 @@ func (p *Profile[T]) moveArgs(m moveMsg, snap snapshot, accept moveMsg) record.M
 // watchAlive reads the target's presence until it reads alive (the answer
 // will come) or stopped (sent on stopped), or ctx ends: an unknown reading
 // (a failed read, a young Redis run) is read again every moveResend.
-func (p *Profile[T]) watchAlive(ctx context.Context, to string, stopped chan<- presence.Status) {
+func (p *Profile[T]) watchAlive(ctx context.Context, to string, stopped chan<- presencecore.Status) {
 	n := p.d.node
 	for {
 		switch n.presence.IsAlive(ctx, to) {
-		case presence.Alive:
+		case presencecore.Alive:
 			return
-		case presence.Stopped:
-			stopped <- presence.Stopped
+		case presencecore.Stopped:
+			stopped <- presencecore.Stopped
 			return
 		}
 		t := n.clock.Timer(moveResend)

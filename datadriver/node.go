@@ -18,12 +18,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/internal/defaults"
+	"github.com/ckernel/playerdata/internal/handoffcore"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/sameredis"
 	"github.com/ckernel/playerdata/internal/telemetry"
-	"github.com/ckernel/playerdata/lockhandoff"
+	"github.com/ckernel/playerdata/internal/tradejournal"
 	"github.com/ckernel/playerdata/messaging"
-	"github.com/ckernel/playerdata/presence"
-	"github.com/ckernel/playerdata/transactions"
 )
 
 // Node is one game-server process: its JobID, its Redis client, its clock
@@ -45,9 +45,9 @@ type Node struct {
 	// presence is this server's presence: beaten (and its lease kept) while
 	// handoff is on, read to tell live holders from stopped ones either way.
 	// The Node owns its lifecycle: it starts, closes and removes it.
-	presence *presence.Presence
-	handoff  *lockhandoff.Handoff // always set; without a bus when handoff is off
-	journal  *transactions.Journal
+	presence *presencecore.Presence
+	handoff  *handoffcore.Handoff // always set; without a bus when handoff is off
+	journal  *tradejournal.Journal
 	// handoffOn is the one place that says whether cross-server handoff is
 	// on: the Node beats presence, subscribes, and its locks carry the
 	// presence flag (a test may turn it off for one driver: export_test.go).
@@ -131,7 +131,7 @@ func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 		closing:   make(chan struct{}),
 		handoffOn: !cfg.DisableHandoff,
 	}
-	n.journal = transactions.New(cfg.Redis, cfg.Namespace, cfg.TradeRetain)
+	n.journal = tradejournal.New(cfg.Redis, cfg.Namespace, cfg.TradeRetain)
 	n.jobID = cfg.JobID
 	if n.jobID == "" {
 		id, err := n.randomHex(8)
@@ -237,7 +237,7 @@ func (n *Node) claim(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	var inUse *presence.InUseError
+	var inUse *presencecore.InUseError
 	if !errors.As(err, &inUse) && ctx.Err() == nil {
 		n.log.Warn("first presence beat failed; the beat loop keeps trying", "err", err)
 		return nil
@@ -371,7 +371,7 @@ func (n *Node) entropy(b []byte) error {
 
 // claimedSince reports whether this process claimed its JobID after t (a
 // local clock time): a lock of this JobID written before then was written
-// by an instance that has stopped (presence.ClaimedAt), so it may be taken.
+// by an instance that has stopped (presencecore.ClaimedAt), so it may be taken.
 func (n *Node) claimedSince(t time.Time) bool {
 	c := n.presence.ClaimedAt()
 	return !c.IsZero() && c.After(t)

@@ -3,10 +3,12 @@ package datadriver
 import (
 	"fmt"
 
+	"github.com/ckernel/playerdata/internal/jobid"
+
+	"github.com/ckernel/playerdata/internal/handoffcore"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/telemetry"
-	"github.com/ckernel/playerdata/lockhandoff"
 	"github.com/ckernel/playerdata/messaging"
-	"github.com/ckernel/playerdata/presence"
 )
 
 // startHandoff builds the presence hash client, the bus and the handoff.
@@ -16,13 +18,13 @@ func (n *Node) startHandoff() error {
 	cfg := n.cfg
 	active := n.handoffOn
 	if active {
-		if err := messaging.ValidJobID(n.jobID); err != nil {
+		if err := jobid.Check(n.jobID); err != nil {
 			return fmt.Errorf("%w: JobID: %w", ErrInvalidConfig, err)
 		}
 	}
 	name := cfg.PresenceKey
 	if name == "" {
-		name = presence.DefaultKeyName
+		name = presencecore.DefaultKeyName
 	}
 	key := name
 	if n.ns != "" {
@@ -36,7 +38,7 @@ func (n *Node) startHandoff() error {
 		n.log.Warn("presence shares the Redis client (not a *redis.Client, ClusterClient or Ring): a saturated pool " +
 			"can delay beats; give NodeConfig.PresenceRedis")
 	}
-	pres, err := presence.New(prdb, presence.Config{
+	pres, err := presencecore.New(prdb, presencecore.Config{
 		Key: key, JobID: n.jobID, Beat: cfg.Beat, TTL: cfg.PresenceTTL, FenceMargin: cfg.FenceMargin,
 		Shards: cfg.PresenceShards, Clock: n.clock, Logger: n.log, OnLapse: n.onLapse, Sessions: n.beatSessions,
 	})
@@ -53,20 +55,13 @@ func (n *Node) startHandoff() error {
 		if n.ns != "" {
 			prefix = n.ns + "." + prefix
 		}
-		opts := []messaging.Option{messaging.WithPrefix(prefix), messaging.WithClock(n.clock), messaging.WithLogger(n.log)}
+		bc := messaging.NATSConfig{Prefix: prefix, Clock: n.clock, Logger: n.log}
 		if len(cfg.RequestKey) == 0 {
 			warnUnauthenticated(n.log, prefix)
+		} else {
+			bc.Key, bc.AcceptUnauthenticated, bc.AcceptedKeys = cfg.RequestKey, cfg.RequestKeyOptional, cfg.RequestKeysAccepted
 		}
-		if len(cfg.RequestKey) > 0 {
-			opts = append(opts, messaging.WithKey(cfg.RequestKey))
-			if cfg.RequestKeyOptional {
-				opts = append(opts, messaging.WithAcceptUnauthenticated())
-			}
-			if len(cfg.RequestKeysAccepted) > 0 {
-				opts = append(opts, messaging.WithAcceptedKeys(cfg.RequestKeysAccepted...))
-			}
-		}
-		nb, err := messaging.NewNATSBus(cfg.NATS, opts...)
+		nb, err := messaging.NewNATSBus(cfg.NATS, bc)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
@@ -79,7 +74,7 @@ func (n *Node) startHandoff() error {
 	}
 	n.tel = telemetry.New(telemetry.Config{MeterProvider: cfg.MeterProvider, TracerProvider: cfg.TracerProvider,
 		JobID: n.jobID, NATSPrefix: n.prefix})
-	n.handoff, err = lockhandoff.New(lockhandoff.Config{
+	n.handoff, err = handoffcore.New(handoffcore.Config{
 		JobID: n.jobID, Bus: bus, Presence: pres,
 		Beat: pres.Config().Beat, RequestRepeat: cfg.RequestRepeat, ParkMin: cfg.ParkMin, ParkMax: cfg.ParkMax,
 		Clock: n.clock, Logger: n.log, Trace: handoffTrace(n.tel),

@@ -11,7 +11,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/transactions"
+	"github.com/ckernel/playerdata/internal/tradejournal"
 )
 
 // peekFields are the record fields Peek reads, in peekRecord's order.
@@ -175,14 +175,14 @@ func (d *Driver[T]) checkPeek(key string, r peekRecord) error {
 func (d *Driver[T]) peekTrade(ctx context.Context, key, id string, data []byte, schema int) ([]byte, int, error) {
 	e, err := d.node.journal.Read(ctx, id)
 	switch {
-	case errors.Is(err, transactions.ErrNotFound):
+	case errors.Is(err, tradejournal.ErrNotFound):
 		return data, schema, nil
-	case errors.Is(err, transactions.ErrCorrupt):
+	case errors.Is(err, tradejournal.ErrCorrupt):
 		return nil, 0, &CorruptRecordError{Key: key, Err: err}
 	case err != nil:
 		return nil, 0, fmt.Errorf("peek %q: trade %s: %w", key, id, err)
 	}
-	if e.State != transactions.Committed {
+	if e.State != tradejournal.Committed {
 		return data, schema, nil
 	}
 	i := e.Find(d.cfg.Name, key)

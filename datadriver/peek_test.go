@@ -8,8 +8,8 @@ import (
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/tradejournal"
 	"github.com/ckernel/playerdata/testsupport"
-	"github.com/ckernel/playerdata/transactions"
 )
 
 // TestPeekNewPlayer: a key never saved peeks as Defaults, and the peek
@@ -182,7 +182,7 @@ func TestPeekCommittedTrade(t *testing.T) {
 	d := players(t, a)
 	ctx := ctxT(t)
 	rdb := r.Client(t)
-	j := transactions.New(rdb, r.Namespace, time.Hour)
+	j := tradejournal.New(rdb, r.Namespace, time.Hour)
 	for _, tc := range []struct {
 		id     string
 		commit bool
@@ -202,7 +202,7 @@ func TestPeekCommittedTrade(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := j.Begin(ctx, tc.id, "server-a",
-			[]transactions.Participant{{Driver: "PlayerData", Key: key, Token: "t", Ver: 1, Image: img}}); err != nil {
+			[]tradejournal.Participant{{Driver: "PlayerData", Key: key, Token: "t", Ver: 1, Image: img}}); err != nil {
 			t.Fatal(err)
 		}
 		if tc.commit {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/ckernel/playerdata/internal/record"
 
-	"github.com/ckernel/playerdata/transactions"
+	"github.com/ckernel/playerdata/internal/tradejournal"
 )
 
 // recoverTrade resolves the trade mark on a record whose lock this load has
@@ -23,20 +23,20 @@ func (d *Driver[T]) recoverTrade(ctx context.Context, key, token string, a *reco
 	j := d.node.journal
 	e, err := j.Read(ctx, id)
 	switch {
-	case errors.Is(err, transactions.ErrNotFound):
-		e = &transactions.Entry{ID: id, State: transactions.Prepared}
-	case errors.Is(err, transactions.ErrCorrupt):
+	case errors.Is(err, tradejournal.ErrNotFound):
+		e = &tradejournal.Entry{ID: id, State: tradejournal.Prepared}
+	case errors.Is(err, tradejournal.ErrCorrupt):
 		return &CorruptRecordError{Key: key, Err: err}
 	case err != nil:
 		return fmt.Errorf("recover trade %s of %q: %w", id, key, err)
 	}
-	if e.State == transactions.Prepared {
+	if e.State == tradejournal.Prepared {
 		err := j.Abort(ctx, id)
-		var se *transactions.StateError
+		var se *tradejournal.StateError
 		switch {
 		case err == nil:
-			e.State = transactions.Aborted
-		case errors.As(err, &se) && se.State == transactions.Committed:
+			e.State = tradejournal.Aborted
+		case errors.As(err, &se) && se.State == tradejournal.Committed:
 			// Its coordinator committed it just now: settle it.
 			if e, err = j.Read(ctx, id); err != nil {
 				return fmt.Errorf("recover trade %s of %q: %w", id, key, err)
@@ -45,7 +45,7 @@ func (d *Driver[T]) recoverTrade(ctx context.Context, key, token string, a *reco
 			return fmt.Errorf("recover trade %s of %q: %w", id, key, err)
 		}
 	}
-	if e.State == transactions.Aborted {
+	if e.State == tradejournal.Aborted {
 		if _, err := d.write(ctx, key, record.SaveArgs{Mode: record.ModeSave, Token: token, Trade: id}); err != nil {
 			return fmt.Errorf("recover trade %s of %q: clear the aborted mark: %w", id, key, err)
 		}

@@ -11,13 +11,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
 // loadsOf reads every live server's session count through a reader of the
 // pair's presence hash.
-func loadsOf(t *testing.T, pres *presence.Presence) map[string]int {
+func loadsOf(t *testing.T, pres *presencecore.Presence) map[string]int {
 	t.Helper()
 	loads, err := pres.Loads(context.Background())
 	if err != nil {
@@ -54,7 +54,7 @@ func TestSessionsInPresence(t *testing.T) {
 	if n := pr.a.node.Sessions(); n != 3 {
 		t.Fatalf("server-a Sessions() = %d, want 3", n)
 	}
-	reader, err := presence.New(pr.r.Client(t), presence.Config{Key: presence.KeyFor(pr.r.Namespace), JobID: "reader",
+	reader, err := presencecore.New(pr.r.Client(t), presencecore.Config{Key: presencecore.KeyFor(pr.r.Namespace), JobID: "reader",
 		Beat: fastBeat, TTL: fastTTL, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -88,9 +88,9 @@ func TestSessionsInPresence(t *testing.T) {
 	}
 	for _, e := range entries {
 		switch {
-		case e.JobID == "server-b" && (e.Status == presence.Alive || !e.SessionsAt.IsZero() || e.Sessions != 0):
+		case e.JobID == "server-b" && (e.Status == presencecore.Alive || !e.SessionsAt.IsZero() || e.Sessions != 0):
 			t.Errorf("dead server-b's entry %+v carries a count", e)
-		case e.JobID == "server-a" && (e.Status != presence.Alive || e.Sessions != 2):
+		case e.JobID == "server-a" && (e.Status != presencecore.Alive || e.Sessions != 2):
 			t.Errorf("server-a's entry %+v, want alive with 2", e)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/ckernel/playerdata/internal/tradescript"
 
 	"github.com/ckernel/playerdata/internal/rscript"
-	"github.com/ckernel/playerdata/transactions"
+	"github.com/ckernel/playerdata/internal/tradejournal"
 )
 
 // TradeParty is a profile that can take part in a trade: any *Profile[T].
@@ -139,7 +139,7 @@ const (
 // tradeRun is one trade: its id, its participants and their images.
 type tradeRun struct {
 	id      string
-	journal *transactions.Journal
+	journal *tradejournal.Journal
 	parties []party
 	images  [][]byte
 
@@ -294,7 +294,7 @@ func (r *tradeRun) commit(ctx context.Context) error {
 		r.setOutcome(outcomeCommitted)
 		return nil
 	}
-	var se *transactions.StateError
+	var se *tradejournal.StateError
 	if errors.As(err, &se) { // a recovery aborted it first
 		r.clearMarks(ctx, allTrue(len(r.parties)))
 		return fmt.Errorf("trade %s: %w: %w", r.id, ErrTradeAborted, se)
@@ -306,7 +306,7 @@ func (r *tradeRun) commit(ctx context.Context) error {
 	case aerr == nil:
 		r.clearMarks(ctx, allTrue(len(r.parties)))
 		return fmt.Errorf("trade %s: %w: commit: %w", r.id, ErrTradeAborted, err)
-	case errors.As(aerr, &se) && se.State == transactions.Committed:
+	case errors.As(aerr, &se) && se.State == tradejournal.Committed:
 		r.setOutcome(outcomeCommitted) // the commit landed; its answer was lost
 		return nil
 	}
@@ -325,8 +325,8 @@ func (r *tradeRun) abort(ctx context.Context, marked []bool) {
 	ctx = context.WithoutCancel(ctx)
 	sctx, cancel := node.clock.WithTimeout(ctx, node.cfg.SaveTimeout)
 	defer cancel()
-	var se *transactions.StateError
-	if err := r.journal.Abort(sctx, r.id); errors.As(err, &se) && se.State == transactions.Committed {
+	var se *tradejournal.StateError
+	if err := r.journal.Abort(sctx, r.id); errors.As(err, &se) && se.State == tradejournal.Committed {
 		node.log.Error("trade abort: the journal says committed; leaving the marks for recovery", "trade", r.id)
 		return
 	} else if err != nil {
@@ -388,7 +388,7 @@ func prepareResult(key string, res record.PrepareResult, err error) error {
 
 // markSettled records settled participants in the journal in the
 // background, so that the entry can expire once all are.
-func (n *Node) markSettled(j *transactions.Journal, id string, idx []int) {
+func (n *Node) markSettled(j *tradejournal.Journal, id string, idx []int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {

@@ -9,7 +9,7 @@ import (
 	"github.com/ckernel/playerdata/internal/record"
 
 	"github.com/ckernel/playerdata/internal/rscript"
-	"github.com/ckernel/playerdata/transactions"
+	"github.com/ckernel/playerdata/internal/tradejournal"
 )
 
 // party is what a trade needs of a profile, whatever its T.
@@ -259,11 +259,11 @@ func (p *Profile[T]) resolvePending(ctx context.Context) (string, error) {
 		actx, cancel := p.d.node.clock.WithTimeout(ctx, p.d.node.cfg.SaveTimeout)
 		err := r.journal.Abort(actx, r.id)
 		cancel()
-		var se *transactions.StateError
+		var se *tradejournal.StateError
 		switch {
 		case err == nil:
 			r.setOutcome(outcomeAborted)
-		case errors.As(err, &se) && se.State == transactions.Committed:
+		case errors.As(err, &se) && se.State == tradejournal.Committed:
 			r.setOutcome(outcomeCommitted)
 		default:
 			return "", fmt.Errorf("%w: trade %s: %w", ErrTradePending, r.id, err)

@@ -15,8 +15,8 @@ import (
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/internal/tradejournal"
 	"github.com/ckernel/playerdata/testsupport"
-	"github.com/ckernel/playerdata/transactions"
 )
 
 var errNoSword = errors.New("the seller has no sword")
@@ -568,28 +568,28 @@ func TestTradeRecoveryByJournalState(t *testing.T) {
 	d := players(t, a)
 	ctx := ctxT(t)
 	c := r.Client(t)
-	j := transactions.New(c, r.Namespace, time.Hour)
+	j := tradejournal.New(c, r.Namespace, time.Hour)
 	image, _ := msgpack.Marshal(player{Coins: 999, Items: map[string]int{"traded": 1}})
 	for _, tc := range []struct {
 		name      string
 		journal   func(id string) // sets the journal up
 		wantCoins int
-		wantState transactions.State
+		wantState tradejournal.State
 	}{
-		{"no journal entry: aborted with a tombstone", func(string) {}, 5, transactions.Aborted},
-		{"PREPARED: aborted by CAS", func(id string) { beginJournal(t, r, j, id, image) }, 5, transactions.Aborted},
+		{"no journal entry: aborted with a tombstone", func(string) {}, 5, tradejournal.Aborted},
+		{"PREPARED: aborted by CAS", func(id string) { beginJournal(t, r, j, id, image) }, 5, tradejournal.Aborted},
 		{"ABORTED: the mark is cleared", func(id string) {
 			beginJournal(t, r, j, id, image)
 			if err := j.Abort(ctx, id); err != nil {
 				t.Fatal(err)
 			}
-		}, 5, transactions.Aborted},
+		}, 5, tradejournal.Aborted},
 		{"COMMITTED: the image is written", func(id string) {
 			beginJournal(t, r, j, id, image)
 			if err := j.Commit(ctx, id); err != nil {
 				t.Fatal(err)
 			}
-		}, 999, transactions.Committed},
+		}, 999, tradejournal.Committed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := "rec-" + strings.Fields(tc.name)[0]
@@ -627,11 +627,11 @@ func TestTradeRecoveryByJournalState(t *testing.T) {
 
 // beginJournal opens trade id as PREPARED with one participant, key
 // "rec-..." of PlayerData.
-func beginJournal(tb testing.TB, r *testsupport.Redis, j *transactions.Journal, id string, image []byte) {
+func beginJournal(tb testing.TB, r *testsupport.Redis, j *tradejournal.Journal, id string, image []byte) {
 	tb.Helper()
 	key := strings.TrimPrefix(id, "trade-")
 	err := j.Begin(context.Background(), id, "server-gone",
-		[]transactions.Participant{{Driver: "PlayerData", Key: key, Image: image}})
+		[]tradejournal.Participant{{Driver: "PlayerData", Key: key, Image: image}})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/presence"
 )
@@ -74,7 +75,7 @@ func (d *Driver[T]) Where(ctx context.Context, key string) (Holder, error) {
 		return h, nil
 	}
 	rd := d.reader.Read(ctx, job)
-	h.Status = rd.Status
+	h.Status = presence.Status(rd.Status)
 	if rd.Err != nil {
 		return h, fmt.Errorf("where %q: %w", key, rd.Err)
 	}
@@ -84,8 +85,8 @@ func (d *Driver[T]) Where(ctx context.Context, key string) (Holder, error) {
 // newReader is the presence reader of Where: the Node's presence settings
 // (hash, shards, TTL, clock) over the Node's Redis client, never started, so
 // that reads for the game never queue behind or in front of the beats.
-func newReader(n *Node) (*presence.Presence, error) {
+func newReader(n *Node) (*presencecore.Presence, error) {
 	cfg := n.presence.Config()
 	cfg.OnLapse = nil
-	return presence.New(n.rdb, cfg)
+	return presencecore.New(n.rdb, cfg)
 }

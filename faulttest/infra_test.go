@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/presencecore"
 	internalrecord "github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/redis/go-redis/v9"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -80,7 +80,7 @@ func (c *cluster) presenceExpiry(job string) int64 {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	v, err := c.rdb.HGet(ctx, presence.KeyFor(c.ns), job).Result()
+	v, err := c.rdb.HGet(ctx, presencecore.KeyFor(c.ns), job).Result()
 	if err != nil && err != redis.Nil {
 		c.t.Fatalf("read presence of %s: %v", job, err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -40,7 +40,7 @@ func TestRedisRestartTakesNoLiveLock(t *testing.T) {
 			return snap, restart
 		}},
 		{"presence-deleted", func(t *testing.T, c *cluster) (*testsupport.Redis, time.Time) {
-			if err := c.rdb.Del(context.Background(), presence.KeyFor(c.ns)).Err(); err != nil {
+			if err := c.rdb.Del(context.Background(), presencecore.KeyFor(c.ns)).Err(); err != nil {
 				t.Fatal(err)
 			}
 			return nil, time.Now()

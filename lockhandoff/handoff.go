@@ -2,279 +2,142 @@ package lockhandoff
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/benbjohnson/clock"
+
+	"github.com/ckernel/playerdata/internal/handoffcore"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/messaging"
+	"github.com/ckernel/playerdata/presence"
 )
 
-// ReleaseFunc is how a driver lets a key go when another server asks for
-// it, naming the lock token it saw, and why when not for a player's join
-// (purpose: "" or messaging.PurposeRestore; a purpose the driver does not
-// know counts as ""). It must not block: it starts the release and returns
-// a channel that is closed once the driver no longer holds that lock,
-// already closed when it does not hold it now (a late or forged request).
-// The Handoff replies to the requester when the channel closes; the driver
-// never learns who asked.
-type ReleaseFunc func(key, token, purpose string) <-chan struct{}
+// The pace of a Wait: it repeats its request every DefaultRequestRepeat, in
+// case one was lost, and parks between attempts from DefaultParkMin,
+// doubling up to DefaultParkMax.
+const (
+	DefaultRequestRepeat = 4 * time.Second
+	DefaultParkMin       = 500 * time.Millisecond
+	DefaultParkMax       = 2 * time.Second
+)
 
-// Handlers are what a driver registers under its name.
-type Handlers struct {
-	// Release lets a key go when another server asks (required).
-	Release ReleaseFunc
-	// Notify is called when a message for key was stored in its inbox (the
-	// sender saw this server holding the key): pull the inbox. It must not
-	// block. nil: notifications are dropped (and counted as for an unknown
-	// driver).
-	Notify func(key string)
+// Errors of this package, wrapped with the reason: match them with errors.Is.
+var (
+	ErrDeadline        = handoffcore.ErrDeadline        // the holder neither let go nor was proven stopped
+	ErrDuplicateDriver = handoffcore.ErrDuplicateDriver // Register of a name already registered
+	ErrInvalidConfig   = handoffcore.ErrInvalidConfig   // a Config New refuses, a nil ReleaseFunc
+)
+
+// Presence reads whether a server still beats; *presence.Presence is one.
+type Presence interface {
+	Read(ctx context.Context, jobID string) presence.Reading
 }
 
-// Stats counts what a Handoff did.
-type Stats struct {
-	RequestsSent, RequestsReceived uint64
-	RepliesSent, RepliesReceived   uint64 // RepliesReceived: replies that woke a waiting join
-	PublishFailed                  uint64
-	// PublishDropped counts messages dropped at a full publish queue (the
-	// bus took none for a while).
-	PublishDropped       uint64
-	DroppedUnknownDriver uint64 // messages for a driver this server does not have
-	// DroppedUnwaited counts replies naming a key no join of this server
-	// waits on (late, duplicated or forged).
-	DroppedUnwaited uint64
-	// RepliesCoalesced counts replies not sent to a request naming no lock
-	// held here, because its requester had one in the same reply window.
-	RepliesCoalesced uint64
-	// RepliesDropped counts requests whose release was started but that get
-	// no reply, because maxPendingReplies releases were awaited already.
-	RepliesDropped                 uint64
-	ProvenStopped                  uint64 // holders proven stopped by two presence reads
-	NotifiesSent, NotifiesReceived uint64 // "a message is in the inbox of this key"
-	MovesSent, MovesReceived       uint64 // the steps of moves (move.go)
+// Config configures a Handoff. Zero values take the defaults.
+type Config struct {
+	JobID    string        // this server. default: none (required)
+	Bus      messaging.Bus // carries requests and replies. default: nil (a Wait only polls)
+	Presence Presence      // tells live holders from stopped ones. default: none (required)
+	Beat     time.Duration // two stopped reads this far apart prove a stop. default: presence.DefaultBeat
+
+	RequestRepeat, ParkMin, ParkMax time.Duration // default: DefaultRequestRepeat, DefaultParkMin, DefaultParkMax
+	Clock                           clock.Clock   // drives every timer. default: the real clock
+	Logger                          *slog.Logger  // default: slog.Default()
 }
 
-// Handoff is one server's lock handoff. Create it with New, Start it, and
-// Close it after the server's locks are released.
+// Handoff is one server's lock handoff; Close it after its locks are released.
 type Handoff struct {
-	cfg   Config
-	log   *slog.Logger
-	trace *Trace // nil: nothing observed
-
-	ctx    context.Context // cancelled by Close: stops the publishes left
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	prover *prover // what this Node knows of the holders its joins wait on
-
-	// releases ends the goroutines that wait for a driver to let a key go;
-	// Close cancels it first.
-	releases       context.Context
-	cancelReleases context.CancelFunc
-
-	mu      sync.Mutex
-	drivers map[string]Handlers
-	waits   map[waitKey]map[*Wait]struct{}
-	// asks are the AskAlls in progress, by key (ask.go).
-	asks map[waitKey]map[*asking]struct{}
-	// asked holds the requests whose reply waits for a release, so that a
-	// repeated request waits once (at most maxPendingReplies).
-	asked map[askKey]struct{}
-	// replied holds the requesters answered at once in the reply window
-	// that began at repliedSince (see admitImmediate).
-	replied      map[string]struct{}
-	repliedSince time.Time
-	// outbox is the publish queue; publishing says its workers run;
-	// queueFull that the last message offered found it full.
-	outbox     chan outgoing
-	publishing bool
-	queueFull  bool
-	sub        messaging.Subscription
-	started    bool
-	closed     bool
-
-	requestsSent, requestsReceived   atomic.Uint64
-	repliesSent, repliesReceived     atomic.Uint64
-	publishFailed, publishDropped    atomic.Uint64
-	unknownDriver, droppedUnwaited   atomic.Uint64
-	repliesCoalesced, repliesDropped atomic.Uint64
-	provenStopped                    atomic.Uint64
-	notifiesSent, notifiesReceived   atomic.Uint64
-	// moves receives the move messages (move.go); nil: they are dropped.
-	moves                    atomic.Pointer[func(messaging.Message)]
-	movesSent, movesReceived atomic.Uint64
+	h *handoffcore.Handoff
 }
-
-type waitKey struct{ driver, key string }
-
-// askKey is one requester's request for one key.
-type askKey struct{ driver, key, from string }
 
 // New creates a Handoff; it does nothing until Start.
 func New(cfg Config) (*Handoff, error) {
-	cfg, err := cfg.withDefaults()
+	c := handoffcore.Config{JobID: cfg.JobID, Bus: cfg.Bus, Beat: cfg.Beat, RequestRepeat: cfg.RequestRepeat,
+		ParkMin: cfg.ParkMin, ParkMax: cfg.ParkMax, Clock: cfg.Clock, Logger: cfg.Logger}
+	if cfg.Presence != nil {
+		c.Presence = reader{cfg.Presence}
+	}
+	h, err := handoffcore.New(c)
 	if err != nil {
 		return nil, err
 	}
-	h := &Handoff{
-		cfg:     cfg,
-		trace:   cfg.Trace,
-		log:     cfg.Logger,
-		drivers: make(map[string]Handlers),
-		waits:   make(map[waitKey]map[*Wait]struct{}),
-		asked:   make(map[askKey]struct{}),
-		replied: make(map[string]struct{}),
-		outbox:  make(chan outgoing, publishQueueLen),
-	}
-	h.releases, h.cancelReleases = context.WithCancel(context.Background())
-	h.prover = newProver(h)
-	h.ctx, h.cancel = context.WithCancel(context.Background())
-	return h, nil
+	return &Handoff{h: h}, nil
 }
 
-// Start subscribes to this server's subject. A failed subscribe is logged
-// and the handoff falls back to polling: joiners elsewhere still wait on
-// their own schedule. Without a Bus it starts nothing. Start is idempotent.
-func (h *Handoff) Start() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.started || h.closed {
-		return
-	}
-	h.started = true
-	if h.cfg.Bus != nil {
-		sub, err := h.cfg.Bus.Subscribe(h.cfg.JobID, h.onMessage)
-		if err != nil {
-			h.log.Warn("handoff subscribe failed; release requests will go unanswered and joins fall back to polling", "err", err)
-		} else {
-			h.sub = sub
-		}
-	}
-}
+// Start subscribes to this server's subject (on failure, waits poll).
+func (h *Handoff) Start() { h.h.Start() }
 
 // Close unsubscribes and waits for messages in flight (bounded by ctx).
-func (h *Handoff) Close(ctx context.Context) error {
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return nil
-	}
-	h.closed = true
-	close(h.outbox) // publish queues nothing once closed is set
-	sub := h.sub
-	h.sub = nil
-	h.mu.Unlock()
+func (h *Handoff) Close(ctx context.Context) error { return h.h.Close(ctx) }
 
-	var errs []error
-	if sub != nil {
-		if err := sub.Unsubscribe(); err != nil {
-			errs = append(errs, fmt.Errorf("handoff unsubscribe: %w", err))
-		}
-	}
-	// Releases not done by now (the Node let go of every lock it could)
-	// get no reply: their joiners wait or prove this server stopped.
-	h.cancelReleases()
-	// Let replies already sent reach the bus, then stop what is left.
-	done := make(chan struct{})
-	go func() { h.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		errs = append(errs, fmt.Errorf("handoff close: %w", ctx.Err()))
-	}
-	h.cancel()
-	<-done
-	return errors.Join(errs...)
-}
+// ReleaseFunc starts letting key go when another server asks, naming the
+// lock token it saw (purpose: "" for a join), and returns at once a channel
+// closed once that lock is no longer held; then the Handoff replies.
+type ReleaseFunc func(key, token, purpose string) <-chan struct{}
 
-// Register routes requests and notifications for driver to hs. A second
-// driver of the same name is refused with ErrDuplicateDriver, one without
-// Release with ErrInvalidConfig.
-func (h *Handoff) Register(driver string, hs Handlers) error {
-	if hs.Release == nil {
-		return fmt.Errorf("%w: driver %q registers no Release", ErrInvalidConfig, driver)
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if _, ok := h.drivers[driver]; ok {
-		return fmt.Errorf("%w: %q", ErrDuplicateDriver, driver)
-	}
-	h.drivers[driver] = hs
-	return nil
+// Register routes the requests for driver's locks to release.
+func (h *Handoff) Register(driver string, release ReleaseFunc) error {
+	return h.h.Register(driver, handoffcore.Handlers{Release: handoffcore.ReleaseFunc(release)})
 }
 
 // Unregister stops routing requests to driver.
-func (h *Handoff) Unregister(driver string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.drivers, driver)
-}
+func (h *Handoff) Unregister(driver string) { h.h.Unregister(driver) }
 
 // Stats returns the handoff's counters.
-func (h *Handoff) Stats() Stats {
-	return Stats{
-		RequestsSent:         h.requestsSent.Load(),
-		RequestsReceived:     h.requestsReceived.Load(),
-		RepliesSent:          h.repliesSent.Load(),
-		RepliesReceived:      h.repliesReceived.Load(),
-		PublishFailed:        h.publishFailed.Load(),
-		PublishDropped:       h.publishDropped.Load(),
-		DroppedUnknownDriver: h.unknownDriver.Load(),
-		DroppedUnwaited:      h.droppedUnwaited.Load(),
-		RepliesCoalesced:     h.repliesCoalesced.Load(),
-		RepliesDropped:       h.repliesDropped.Load(),
-		ProvenStopped:        h.provenStopped.Load(),
-		NotifiesSent:         h.notifiesSent.Load(),
-		NotifiesReceived:     h.notifiesReceived.Load(),
-		MovesSent:            h.movesSent.Load(),
-		MovesReceived:        h.movesReceived.Load(),
-	}
+func (h *Handoff) Stats() Stats { return Stats(h.h.Stats()) }
+
+// NewWait starts waiting on the lock of key of driver until deadline.
+func (h *Handoff) NewWait(driver, key string, deadline time.Time) *Wait {
+	return &Wait{w: h.h.NewWait(driver, key, deadline, true)}
 }
 
-// onMessage routes one message from the bus. It runs on the bus's delivery
-// goroutine, one message at a time: whatever arrives, it does a bounded
-// amount of work and starts no goroutine of its own, except the bounded
-// ones of replyWhenReleased and the publish workers.
-func (h *Handoff) onMessage(m messaging.Message) {
-	switch m.Type {
-	case messaging.TypeRequest:
-		h.onRequest(m)
-	case messaging.TypeNotify:
-		h.mu.Lock()
-		notify := h.drivers[m.Driver].Notify
-		h.mu.Unlock()
-		if notify == nil {
-			h.unknownDriver.Add(1)
-			return
-		}
-		h.notifiesReceived.Add(1)
-		pctx := h.trace.processStart(h.ctx, m)
-		notify(m.Key)
-		h.trace.processDone(pctx)
-	case messaging.TypeReply:
-		h.onReply(m)
-	case messaging.TypeMove:
-		h.onMove(m)
-	}
+// Wait is one load waiting on another server's lock (one goroutine's).
+type Wait struct {
+	w *handoffcore.Wait
 }
 
-// Notify tells server to, fire and forget, that a message for key of driver
-// is in its inbox (to holds the key), and reports whether the notification
-// was queued for the bus. Nothing is sent without a bus, or to this server
-// itself.
-func (h *Handoff) Notify(ctx context.Context, driver, key, to string) bool {
-	if to == h.cfg.JobID {
-		return false
-	}
-	return h.publish(ctx, to, messaging.Message{Type: messaging.TypeNotify, Driver: driver, Key: key}, &h.notifiesSent)
+// Lock is the lock an acquire found held by another server.
+type Lock struct {
+	Job      string        // the holder's JobID
+	Token    string        // the lock token
+	Presence bool          // the holder beats presence for this lock
+	Age      time.Duration // since the lock was last written
 }
 
-// request asks holder to release key of driver, naming the lock token seen
-// and the purpose ("" for a join).
-func (h *Handoff) request(ctx context.Context, driver, key, holder, token, purpose string) {
-	h.publish(ctx, holder, messaging.Message{
-		Type: messaging.TypeRequest, Driver: driver, Key: key, Requester: h.cfg.JobID, Token: token, Purpose: purpose,
-	}, &h.requestsSent)
+// Attempt is what the next acquire may claim: when set, the lock of a holder
+// proven stopped after it was written, to take if it still names that
+// token and carries the presence flag.
+type Attempt struct {
+	StealJob, StealToken string
+}
+
+// Next asks the holder of l to let go and returns when an acquire should be
+// tried again, ErrDeadline at the deadline, or ctx's error.
+func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
+	a, err := w.w.Next(ctx, handoffcore.Lock(l))
+	return Attempt(a), err
+}
+
+// Close ends the wait.
+func (w *Wait) Close() { w.w.Close() }
+
+// Stats counts what a Handoff did (docs/bus.md says when each drop happens).
+type Stats struct {
+	RequestsSent, RequestsReceived                  uint64
+	RepliesSent, RepliesReceived                    uint64 // received: replies that woke a wait
+	PublishFailed, PublishDropped                   uint64 // dropped: at a full publish queue
+	DroppedUnknownDriver, DroppedUnwaited           uint64 // for no driver here; replies no wait expects
+	RepliesCoalesced, RepliesDropped, ProvenStopped uint64
+	NotifiesSent, NotifiesReceived                  uint64 // "a message is in the inbox of this key"
+	MovesSent, MovesReceived                        uint64 // the steps of moves between servers
+}
+
+// reader reads a Presence for the handoff.
+type reader struct{ p Presence }
+
+func (r reader) Read(ctx context.Context, jobID string) presencecore.Reading {
+	x := r.p.Read(ctx, jobID)
+	return presencecore.Reading{Status: presencecore.Status(x.Status), ExpiresIn: x.ExpiresIn, Err: x.Err, At: x.At,
+		LastBeat: x.LastBeat}
 }

@@ -9,15 +9,14 @@ import (
 	"time"
 )
 
-// DefaultReplayWindow is how far a signed message's stamp may be from the
+// defaultReplayWindow is how far a signed message's stamp may be from the
 // receiver's clock, either way: well above the clock skew of servers kept in
 // time by NTP, the NATS delivery time and the publish retry, and short
 // against how fast lock tokens change, so an old request is refused rather
 // than judged by its token alone.
-const DefaultReplayWindow = 30 * time.Second
+const defaultReplayWindow = 30 * time.Second
 
-// MinKeyBytes is the shortest key WithKey and WithAcceptedKeys take: 128
-// bits. Give 32 random bytes.
+// MinKeyBytes is the shortest key taken (give 32 random bytes).
 const MinKeyBytes = 16
 
 // macDomain opens every MAC input, so that a MAC made for a handoff message
@@ -30,41 +29,41 @@ const macDomain = "playerdata/handoff/v1"
 // Debug, so a flood costs no log volume.
 const unauthenticatedWarnEvery = time.Minute
 
-// WithKey turns request authentication on: every message the bus publishes
+// withKey turns request authentication on: every message the bus publishes
 // carries a stamp (its clock, Unix milliseconds) and an HMAC-SHA256 under
 // key, and every message it receives must carry a MAC that verifies under
-// key (or a WithAcceptedKeys key) with a stamp within the replay window of
+// key (or a withAcceptedKeys key) with a stamp within the replay window of
 // its clock; any other is dropped and counted in Stats.DroppedUnauthenticated.
 // A signed message is delivered once: received again within the window, it
 // is dropped and counted in Stats.DroppedReplayed (the bus remembers a
 // bounded number of them: see the package documentation). A published
 // message must then name its Sender. The key is copied. It must
-// be at least MinKeyBytes long, else the option fails with ErrInvalidOption.
+// be at least MinKeyBytes long, else the option fails with ErrInvalidConfig.
 // Default: no key; messages go unsigned and any MAC received is ignored.
 //
 // The key is a secret shared by the whole fleet: it proves that a message
 // comes from a server holding it, not which one (see the package
 // documentation for what it protects against, and for a safe rollout).
-func WithKey(key []byte) Option {
+func withKey(key []byte) option {
 	return func(o *options) error {
 		if len(key) < MinKeyBytes {
-			return fmt.Errorf("%w: key of %d bytes, want at least %d", ErrInvalidOption, len(key), MinKeyBytes)
+			return fmt.Errorf("%w: key of %d bytes, want at least %d", ErrInvalidConfig, len(key), MinKeyBytes)
 		}
 		o.key = slices.Clone(key)
 		return nil
 	}
 }
 
-// WithAcceptedKeys names more keys a received MAC may verify under, besides
-// the WithKey key, which alone signs: the previous and the next key during a
+// withAcceptedKeys names more keys a received MAC may verify under, besides
+// the withKey key, which alone signs: the previous and the next key during a
 // key rotation. Each must be at least MinKeyBytes long, else the option
-// fails with ErrInvalidOption; without WithKey, NewNATSBus fails with
-// ErrInvalidOption. The keys are copied. Default: none.
-func WithAcceptedKeys(keys ...[]byte) Option {
+// fails with ErrInvalidConfig; without withKey, NewNATSBus fails with
+// ErrInvalidConfig. The keys are copied. Default: none.
+func withAcceptedKeys(keys ...[]byte) option {
 	return func(o *options) error {
 		for i, k := range keys {
 			if len(k) < MinKeyBytes {
-				return fmt.Errorf("%w: accepted key %d of %d bytes, want at least %d", ErrInvalidOption, i, len(k), MinKeyBytes)
+				return fmt.Errorf("%w: accepted key %d of %d bytes, want at least %d", ErrInvalidConfig, i, len(k), MinKeyBytes)
 			}
 			o.acceptedKeys = append(o.acceptedKeys, slices.Clone(k))
 		}
@@ -72,28 +71,28 @@ func WithAcceptedKeys(keys ...[]byte) Option {
 	}
 }
 
-// WithAcceptUnauthenticated makes a bus with a key also deliver messages
+// withAcceptUnauthenticated makes a bus with a key also deliver messages
 // that carry no MAC at all (those of servers without the key), while it still
 // signs what it sends and drops a message whose MAC does not verify or whose
 // stamp is outside the window. It is the first step of turning
 // authentication on across a running fleet; it protects nothing, since a
-// forger sends no MAC. Without WithKey, NewNATSBus fails with
-// ErrInvalidOption. Default: off (a message without a MAC is dropped).
-func WithAcceptUnauthenticated() Option {
+// forger sends no MAC. Without withKey, NewNATSBus fails with
+// ErrInvalidConfig. Default: off (a message without a MAC is dropped).
+func withAcceptUnauthenticated() option {
 	return func(o *options) error {
 		o.acceptUnauthenticated = true
 		return nil
 	}
 }
 
-// WithReplayWindow sets how far a received stamp may be from the bus clock,
+// withReplayWindow sets how far a received stamp may be from the bus clock,
 // in the past or the future (clock skew goes both ways); default
-// DefaultReplayWindow. d must be positive, else the option fails with
-// ErrInvalidOption; without WithKey, NewNATSBus fails with ErrInvalidOption.
-func WithReplayWindow(d time.Duration) Option {
+// defaultReplayWindow. d must be positive, else the option fails with
+// ErrInvalidConfig; without withKey, NewNATSBus fails with ErrInvalidConfig.
+func withReplayWindow(d time.Duration) option {
 	return func(o *options) error {
 		if d <= 0 {
-			return fmt.Errorf("%w: replay window %v, must be positive", ErrInvalidOption, d)
+			return fmt.Errorf("%w: replay window %v, must be positive", ErrInvalidConfig, d)
 		}
 		o.replayWindow = d
 		o.replayWindowSet = true
@@ -108,11 +107,11 @@ func (o *options) checkAuthOptions() error {
 	}
 	switch {
 	case len(o.acceptedKeys) > 0:
-		return fmt.Errorf("%w: WithAcceptedKeys without WithKey", ErrInvalidOption)
+		return fmt.Errorf("%w: withAcceptedKeys without withKey", ErrInvalidConfig)
 	case o.acceptUnauthenticated:
-		return fmt.Errorf("%w: WithAcceptUnauthenticated without WithKey", ErrInvalidOption)
+		return fmt.Errorf("%w: withAcceptUnauthenticated without withKey", ErrInvalidConfig)
 	case o.replayWindowSet:
-		return fmt.Errorf("%w: WithReplayWindow without WithKey", ErrInvalidOption)
+		return fmt.Errorf("%w: withReplayWindow without withKey", ErrInvalidConfig)
 	}
 	return nil
 }
@@ -180,12 +179,12 @@ func sign(key []byte, prefix, to string, m Message, now time.Time) Message {
 
 // verify checks the MAC of m, received on the subject of server to, against
 // keys, then its stamp against now and window. It fails with
-// ErrUnauthenticated when m carries no MAC, when the MAC verifies under none
+// errUnauthenticated when m carries no MAC, when the MAC verifies under none
 // of keys (each compared in constant time), or when the stamp is more than
 // window away from now.
 func verify(keys [][]byte, prefix, to string, m Message, now time.Time, window time.Duration) error {
 	if m.MAC == "" {
-		return fmt.Errorf("%w: no MAC", ErrUnauthenticated)
+		return fmt.Errorf("%w: no MAC", errUnauthenticated)
 	}
 	input := appendMACInput(make([]byte, 0, 256), prefix, to, m)
 	ok := false
@@ -198,11 +197,11 @@ func verify(keys [][]byte, prefix, to string, m Message, now time.Time, window t
 		}
 	}
 	if !ok {
-		return fmt.Errorf("%w: MAC from %q verifies under no key", ErrUnauthenticated, m.Sender)
+		return fmt.Errorf("%w: MAC from %q verifies under no key", errUnauthenticated, m.Sender)
 	}
 	// Sub saturates, so a stamp far off either way cannot wrap around.
 	if skew := now.Sub(time.UnixMilli(m.Stamp)); skew > window || skew < -window {
-		return fmt.Errorf("%w: stamp of %q is %v off the receiver's clock, replay window ±%v", ErrUnauthenticated, m.Sender, skew, window)
+		return fmt.Errorf("%w: stamp of %q is %v off the receiver's clock, replay window ±%v", errUnauthenticated, m.Sender, skew, window)
 	}
 	return nil
 }

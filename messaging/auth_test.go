@@ -203,7 +203,7 @@ func TestMACInputNoCollisions(t *testing.T) {
 			}
 			forged := tt.b.m
 			forged.MAC = string(macA)
-			if err := verify([][]byte{testKey}, tt.b.prefix, tt.b.to, forged, time.UnixMilli(forged.Stamp), time.Hour); !errors.Is(err, ErrUnauthenticated) {
+			if err := verify([][]byte{testKey}, tt.b.prefix, tt.b.to, forged, time.UnixMilli(forged.Stamp), time.Hour); !errors.Is(err, errUnauthenticated) {
 				t.Fatalf("the MAC of one verifies the other: %v", err)
 			}
 		})
@@ -242,10 +242,10 @@ func TestVerify(t *testing.T) {
 	unsigned := fullRequest()
 	unsigned.Stamp, unsigned.MAC = 0, ""
 	signed := sign(testKey, testPrefix, "server-a", unsigned, testEpoch)
-	if signed.Stamp != testEpoch.UnixMilli() || len(signed.MAC) != MACSize {
+	if signed.Stamp != testEpoch.UnixMilli() || len(signed.MAC) != macSize {
 		t.Fatalf("sign: stamp %d, MAC of %d bytes", signed.Stamp, len(signed.MAC))
 	}
-	const window = DefaultReplayWindow
+	const window = defaultReplayWindow
 	changed := func(change func(*Message)) Message {
 		m := signed
 		change(&m)
@@ -310,8 +310,8 @@ func TestVerify(t *testing.T) {
 			if tt.ok && err != nil {
 				t.Fatalf("verify: %v", err)
 			}
-			if !tt.ok && !errors.Is(err, ErrUnauthenticated) {
-				t.Fatalf("verify: %v, want ErrUnauthenticated", err)
+			if !tt.ok && !errors.Is(err, errUnauthenticated) {
+				t.Fatalf("verify: %v, want errUnauthenticated", err)
 			}
 		})
 	}
@@ -322,36 +322,36 @@ func TestAuthOptions(t *testing.T) {
 	short := make([]byte, MinKeyBytes-1)
 	invalid := []struct {
 		name string
-		opts []Option
+		opts []option
 	}{
-		{"nil key", []Option{WithKey(nil)}},
-		{"key one byte short", []Option{WithKey(short)}},
-		{"short accepted key", []Option{WithKey(testKey), WithAcceptedKeys(otherKey, short)}},
-		{"accepted keys without a key", []Option{WithAcceptedKeys(otherKey)}},
-		{"accept unauthenticated without a key", []Option{WithAcceptUnauthenticated()}},
-		{"replay window without a key", []Option{WithReplayWindow(time.Minute)}},
-		{"zero replay window", []Option{WithKey(testKey), WithReplayWindow(0)}},
-		{"negative replay window", []Option{WithKey(testKey), WithReplayWindow(-time.Second)}},
+		{"nil key", []option{withKey(nil)}},
+		{"key one byte short", []option{withKey(short)}},
+		{"short accepted key", []option{withKey(testKey), withAcceptedKeys(otherKey, short)}},
+		{"accepted keys without a key", []option{withAcceptedKeys(otherKey)}},
+		{"accept unauthenticated without a key", []option{withAcceptUnauthenticated()}},
+		{"replay window without a key", []option{withReplayWindow(time.Minute)}},
+		{"zero replay window", []option{withKey(testKey), withReplayWindow(0)}},
+		{"negative replay window", []option{withKey(testKey), withReplayWindow(-time.Second)}},
 	}
 	for _, tt := range invalid {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := NewNATSBus(nc, tt.opts...)
-			if !errors.Is(err, ErrInvalidOption) {
-				t.Fatalf("NewNATSBus = %v, %v; want ErrInvalidOption", b, err)
+			b, err := newNATSBus(nc, tt.opts...)
+			if !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("NewNATSBus = %v, %v; want ErrInvalidConfig", b, err)
 			}
 		})
 	}
 
 	t.Run("defaults", func(t *testing.T) {
 		b := newBus(t, nc)
-		if b.keys != nil || b.opts.acceptUnauthenticated || b.opts.replayWindow != DefaultReplayWindow {
+		if b.keys != nil || b.opts.acceptUnauthenticated || b.opts.replayWindow != defaultReplayWindow {
 			t.Fatalf("defaults: keys %d, %+v", len(b.keys), b.opts)
 		}
 	})
 
 	t.Run("key of the minimum length, rotation and window", func(t *testing.T) {
 		key := bytes.Repeat([]byte{7}, MinKeyBytes)
-		b := newBus(t, nc, WithKey(key), WithAcceptedKeys(otherKey), WithAcceptUnauthenticated(), WithReplayWindow(5*time.Second))
+		b := newBus(t, nc, withKey(key), withAcceptedKeys(otherKey), withAcceptUnauthenticated(), withReplayWindow(5*time.Second))
 		if len(b.keys) != 2 || !bytes.Equal(b.keys[0], key) || !bytes.Equal(b.keys[1], otherKey) ||
 			!b.opts.acceptUnauthenticated || b.opts.replayWindow != 5*time.Second {
 			t.Fatalf("options not applied: keys %q, %+v", b.keys, b.opts)
@@ -396,8 +396,8 @@ func signedBytes(tb testing.TB, key []byte, prefix, to string, m Message, now ti
 
 func TestAuthenticatedPublishSubscribe(t *testing.T) {
 	w := newAuthWorld(t)
-	busA := newBus(t, w.ncA, WithKey(testKey), WithClock(w.clk))
-	busB := newBus(t, w.ncB, WithKey(testKey), WithClock(w.clk))
+	busA := newBus(t, w.ncA, withKey(testKey), withClock(w.clk))
+	busB := newBus(t, w.ncB, withKey(testKey), withClock(w.clk))
 	chA, _ := subscribe(t, busA, w.ncA, "server-a")
 	chB, _ := subscribe(t, busB, w.ncB, "server-b")
 	ctx := context.Background()
@@ -407,7 +407,7 @@ func TestAuthenticatedPublishSubscribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := receive(t, chA)
-	if got.Stamp != testEpoch.UnixMilli() || got.MAC == req.MAC || len(got.MAC) != MACSize {
+	if got.Stamp != testEpoch.UnixMilli() || got.MAC == req.MAC || len(got.MAC) != macSize {
 		t.Fatalf("A received stamp %d and MAC %x, want the bus's", got.Stamp, got.MAC)
 	}
 	if want := sign(testKey, testPrefix, "server-a", req, testEpoch); got != want {
@@ -415,7 +415,7 @@ func TestAuthenticatedPublishSubscribe(t *testing.T) {
 	}
 
 	reply := Message{Type: TypeReply, Driver: req.Driver, Key: req.Key, Sender: "server-a"}
-	w.clk.Add(DefaultReplayWindow) // the clocks agree; the message is still in time
+	w.clk.Add(defaultReplayWindow) // the clocks agree; the message is still in time
 	if err := busA.Publish(ctx, "server-b", reply); err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +431,7 @@ func TestAuthenticatedPublishSubscribe(t *testing.T) {
 
 func TestPublishWithKeyNeedsSender(t *testing.T) {
 	w := newAuthWorld(t)
-	bus := newBus(t, w.ncB, WithKey(testKey))
+	bus := newBus(t, w.ncB, withKey(testKey))
 	m := validRequest() // no Sender
 	if err := bus.Publish(context.Background(), "server-a", m); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("Publish without a sender: %v, want ErrMalformed", err)
@@ -488,8 +488,8 @@ func TestUnkeyedBusSendsNoMAC(t *testing.T) {
 func TestKeyedBusDropsUnauthenticated(t *testing.T) {
 	w := newAuthWorld(t)
 	logs := &syncBuffer{}
-	busA := newBus(t, w.ncA, WithKey(testKey), WithClock(w.clk),
-		WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	busA := newBus(t, w.ncA, withKey(testKey), withClock(w.clk),
+		withLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	ch, _ := subscribe(t, busA, w.ncA, "server-a")
 	unkeyed := newBus(t, w.ncB)
 
@@ -517,16 +517,16 @@ func TestKeyedBusDropsUnauthenticated(t *testing.T) {
 		}},
 		{"a field changed after signing", func() { rawPublish(t, w.ncB, "server-a", tamperedBytes) }},
 		{"stamped too long ago", func() {
-			rawPublish(t, w.ncB, "server-a", signedBytes(t, testKey, testPrefix, "server-a", req, now.Add(-DefaultReplayWindow-time.Millisecond)))
+			rawPublish(t, w.ncB, "server-a", signedBytes(t, testKey, testPrefix, "server-a", req, now.Add(-defaultReplayWindow-time.Millisecond)))
 		}},
 		{"stamped too far ahead", func() {
-			rawPublish(t, w.ncB, "server-a", signedBytes(t, testKey, testPrefix, "server-a", req, now.Add(DefaultReplayWindow+time.Millisecond)))
+			rawPublish(t, w.ncB, "server-a", signedBytes(t, testKey, testPrefix, "server-a", req, now.Add(defaultReplayWindow+time.Millisecond)))
 		}},
 	}
 	for _, b := range bad {
 		b.send()
 	}
-	goodAt := now.Add(-DefaultReplayWindow + time.Second) // within the window, from a clock behind
+	goodAt := now.Add(-defaultReplayWindow + time.Second) // within the window, from a clock behind
 	good := sign(testKey, testPrefix, "server-a", req, goodAt)
 	rawPublish(t, w.ncB, "server-a", signedBytes(t, testKey, testPrefix, "server-a", req, goodAt))
 	if got := receive(t, ch); got != good {
@@ -567,8 +567,8 @@ func TestKeyedBusDropsUnauthenticated(t *testing.T) {
 func TestReplayRefused(t *testing.T) {
 	w := newAuthWorld(t)
 	logs := &syncBuffer{}
-	busA := newBus(t, w.ncA, WithKey(testKey), WithClock(w.clk), WithReplayWindow(10*time.Second),
-		WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	busA := newBus(t, w.ncA, withKey(testKey), withClock(w.clk), withReplayWindow(10*time.Second),
+		withLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	ch, _ := subscribe(t, busA, w.ncA, "server-a")
 	captured := signedBytes(t, testKey, testPrefix, "server-a", fullRequest(), w.clk.Now())
 	marker := func(key string) {
@@ -612,17 +612,17 @@ func TestReplayRefused(t *testing.T) {
 // busKind is how a server of a rolling deploy is configured.
 type busKind struct {
 	name string
-	opts []Option
+	opts []option
 	key  []byte // the key its MACs verify under, for the marker; nil: none
 }
 
 var (
 	kindOld        = busKind{"no key (older build or not enabled)", nil, nil}
-	kindPermissive = busKind{"key, accepting unauthenticated", []Option{WithKey(testKey), WithAcceptUnauthenticated()}, testKey}
-	kindStrict     = busKind{"key required", []Option{WithKey(testKey)}, testKey}
-	kindOtherKey   = busKind{"next key", []Option{WithKey(otherKey)}, otherKey}
-	kindRotating   = busKind{"next key, accepting the previous", []Option{WithKey(otherKey), WithAcceptedKeys(testKey)}, otherKey}
-	kindRotating0  = busKind{"previous key, accepting the next", []Option{WithKey(testKey), WithAcceptedKeys(otherKey)}, testKey}
+	kindPermissive = busKind{"key, accepting unauthenticated", []option{withKey(testKey), withAcceptUnauthenticated()}, testKey}
+	kindStrict     = busKind{"key required", []option{withKey(testKey)}, testKey}
+	kindOtherKey   = busKind{"next key", []option{withKey(otherKey)}, otherKey}
+	kindRotating   = busKind{"next key, accepting the previous", []option{withKey(otherKey), withAcceptedKeys(testKey)}, otherKey}
+	kindRotating0  = busKind{"previous key, accepting the next", []option{withKey(testKey), withAcceptedKeys(otherKey)}, testKey}
 )
 
 // TestRollout checks, sender by receiver, which servers of a mixed fleet
@@ -663,8 +663,8 @@ func TestRollout(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.from.name+" to "+tt.to.name, func(t *testing.T) {
 			ncFrom, ncTo := connect(t, s), connect(t, s)
-			from := newBus(t, ncFrom, append([]Option{WithClock(clk)}, tt.from.opts...)...)
-			to := newBus(t, ncTo, append([]Option{WithClock(clk)}, tt.to.opts...)...)
+			from := newBus(t, ncFrom, append([]option{withClock(clk)}, tt.from.opts...)...)
+			to := newBus(t, ncTo, append([]option{withClock(clk)}, tt.to.opts...)...)
 			ch, _ := subscribe(t, to, ncTo, "server-a")
 
 			m := Message{Type: TypeRequest, Driver: "PlayerData", Key: "user:42", Requester: "server-b", Sender: "server-b", Token: "t"}

@@ -10,24 +10,24 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// DefaultPendingLimit is how many received messages may wait for a
+// defaultPendingLimit is how many received messages may wait for a
 // subscription's handler. The handler runs one message at a time, so the
 // backlog is also the longest wait a genuine message can have behind a
 // flood: at the tens of thousands of messages a second a server's handoff
 // handles, 8,192 is under half a second, and far above any genuine burst.
 // NATS's own default (524,288) would let a flood the handler cannot keep up
 // with hold every request for many seconds, past the joins' LockWait.
-const DefaultPendingLimit = 8192
+const defaultPendingLimit = 8192
 
-// WithPendingLimit sets how many received messages may wait for the
+// withPendingLimit sets how many received messages may wait for the
 // handler of a subscription; beyond it the NATS client drops what arrives,
-// counted in Stats.DroppedBacklog. Default DefaultPendingLimit; n must be
+// counted in Stats.DroppedBacklog. Default defaultPendingLimit; n must be
 // positive. A genuine request dropped so is repeated after the handoff's
 // RequestRepeat; a lost reply leaves its join to its park.
-func WithPendingLimit(n int) Option {
+func withPendingLimit(n int) option {
 	return func(o *options) error {
 		if n <= 0 {
-			return fmt.Errorf("%w: pending limit %d, must be positive", ErrInvalidOption, n)
+			return fmt.Errorf("%w: pending limit %d, must be positive", ErrInvalidConfig, n)
 		}
 		o.pendingLimit = n
 		return nil

@@ -31,7 +31,7 @@ func TestPendingLimitBoundsTheBacklog(t *testing.T) {
 	t.Cleanup(ncA.Close)
 	ncB := connect(t, s)
 	logs := &syncBuffer{}
-	busA := newBus(t, ncA, WithPendingLimit(limit), WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	busA := newBus(t, ncA, withPendingLimit(limit), withLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	release := make(chan struct{})
 	var delivered atomic.Int64
 	sub, err := busA.Subscribe("server-a", func(Message) {
@@ -91,8 +91,8 @@ func TestPendingLimitBoundsTheBacklog(t *testing.T) {
 func TestWithPendingLimitRefusesNonPositive(t *testing.T) {
 	s := startNATS(t)
 	for _, n := range []int{0, -1} {
-		if _, err := NewNATSBus(connect(t, s), WithPendingLimit(n)); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("WithPendingLimit(%d): %v, want ErrInvalidOption", n, err)
+		if _, err := newNATSBus(connect(t, s), withPendingLimit(n)); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("withPendingLimit(%d): %v, want ErrInvalidConfig", n, err)
 		}
 	}
 }

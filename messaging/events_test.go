@@ -87,7 +87,7 @@ func TestConnEventsKillRestart(t *testing.T) {
 			}
 			t.Cleanup(nc.Close)
 			logs := &syncBuffer{}
-			bus, err := NewNATSBus(nc, WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+			bus, err := newNATSBus(nc, withLogger(slog.New(slog.NewTextHandler(logs, nil))))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,11 +168,11 @@ func TestConnCloseAfterUnsubscribe(t *testing.T) {
 	t.Cleanup(nc.Close)
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
-	first, err := NewNATSBus(nc, WithLogger(logger))
+	first, err := newNATSBus(nc, withLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := NewNATSBus(nc, WithLogger(logger))
+	second, err := newNATSBus(nc, withLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestConnLostForGood(t *testing.T) {
 	}
 	t.Cleanup(nc.Close)
 	logs := &syncBuffer{}
-	bus := newBus(t, nc, WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	bus := newBus(t, nc, withLogger(slog.New(slog.NewTextHandler(logs, nil))))
 
 	srv.Kill()
 	await(t, app.closed, "closed")

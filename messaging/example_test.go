@@ -3,6 +3,7 @@ package messaging_test
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log"
 
@@ -45,7 +46,7 @@ func ExampleNATSBus() {
 		log.Fatal(err)
 	}
 	defer nc.Close()
-	bus, err := messaging.NewNATSBus(nc, messaging.WithPrefix("mygame.CKHandoff"))
+	bus, err := messaging.NewNATSBus(nc, messaging.NATSConfig{Prefix: "mygame.CKHandoff"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func ExampleNATSBus() {
 // (32 random bytes from a secret store; generated here), names itself as
 // the Sender of what it publishes, and passes the trace context of the span
 // it is in. (Not run: it needs a NATS server.)
-func ExampleWithKey() {
+func ExampleNATSConfig() {
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		log.Fatal(err)
@@ -81,11 +82,11 @@ func ExampleWithKey() {
 		log.Fatal(err)
 	}
 	defer nc.Close()
-	bus, err := messaging.NewNATSBus(nc,
-		messaging.WithKey(key),
-		// While some servers do not have the key yet (see the package doc):
-		messaging.WithAcceptUnauthenticated(),
-	)
+	bus, err := messaging.NewNATSBus(nc, messaging.NATSConfig{
+		Key: key,
+		// While some servers do not have the key yet (see docs/bus.md):
+		AcceptUnauthenticated: true,
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -101,14 +102,20 @@ func ExampleWithKey() {
 	fmt.Println(bus.Stats().Published)
 }
 
-func ExampleValidTraceParent() {
-	for _, tp := range []string{
-		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-		"00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01",
-	} {
-		fmt.Println(messaging.ValidTraceParent(tp))
+// A Bus of your own carries a Message as the bytes Encode makes, and hands
+// its handler what Decode reads back (refusing anything over the limit
+// before decoding it).
+func ExampleDecode() {
+	b, err := messaging.Encode(messaging.Message{Type: messaging.TypeReply, Driver: "PlayerData", Key: "user:42",
+		Sender: "server-a"})
+	if err != nil {
+		log.Fatal(err)
 	}
+	m, err := messaging.Decode(b, messaging.DefaultMaxBytes)
+	fmt.Println(m.Type == messaging.TypeReply, m.Key, m.Sender, err)
+	_, err = messaging.Decode(b[:len(b)-1], messaging.DefaultMaxBytes)
+	fmt.Println(errors.Is(err, messaging.ErrMalformed))
 	// Output:
-	// <nil>
-	// messaging: invalid trace context: traceparent "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01": byte 4 is 'B', want lowercase hex
+	// true user:42 server-a <nil>
+	// true
 }

@@ -18,11 +18,11 @@ func fuzzBus(keys ...[]byte) *NATSBus {
 	clk.Set(testEpoch)
 	b := &NATSBus{opts: options{
 		prefix: DefaultPrefix, maxBytes: DefaultMaxBytes, clock: clk,
-		logger: slog.New(slog.DiscardHandler), replayWindow: DefaultReplayWindow,
+		logger: slog.New(slog.DiscardHandler), replayWindow: defaultReplayWindow,
 	}}
 	if len(keys) > 0 {
 		b.opts.key, b.keys = keys[0], keys
-		b.replays = newReplayCache(DefaultReplayWindow)
+		b.replays = newReplayCache(defaultReplayWindow)
 	}
 	return b
 }
@@ -44,7 +44,7 @@ func FuzzDecode(f *testing.F) {
 		{Type: TypeReply, Driver: "D", Key: "K", Sender: "server-a", TraceParent: testTraceParent, TraceState: testTraceState},
 		fullRequest(),
 		sign(testKey, DefaultPrefix, "server-a", fullRequest(), testEpoch),
-		sign(testKey, DefaultPrefix, "server-a", Message{Type: TypeNotify, Driver: "D", Key: "K", Sender: "s"}, testEpoch.Add(-DefaultReplayWindow)),
+		sign(testKey, DefaultPrefix, "server-a", Message{Type: TypeNotify, Driver: "D", Key: "K", Sender: "s"}, testEpoch.Add(-defaultReplayWindow)),
 		sign(testKey, DefaultPrefix, "server-a", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "s", Requester: "r"}, testEpoch.Add(time.Second)),
 		sign(otherKey, DefaultPrefix, "server-a", fullRequest(), testEpoch),
 		sign(testKey, DefaultPrefix, "server-c", fullRequest(), testEpoch),
@@ -53,7 +53,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		if verify([][]byte{testKey}, DefaultPrefix, "server-a", m, testEpoch, DefaultReplayWindow) == nil {
+		if verify([][]byte{testKey}, DefaultPrefix, "server-a", m, testEpoch, defaultReplayWindow) == nil {
 			signed[m] = true
 		}
 		f.Add(b)
@@ -69,9 +69,9 @@ func FuzzDecode(f *testing.F) {
 		map[string]any{"T": "R", "D": "d", "K": "k", "R": nil, "N": []any{1, map[string]any{"a": nil}}},
 		map[string]any{"T": "Q", "D": "d", "K": "k", "R": "a.b"},
 		map[any]any{"T": "R", "D": "d", "K": "k", 1: "x"},
-		map[string]any{"T": "M", "D": "d", "K": "k", "S": "a", "W": -1, "H": bytes.Repeat([]byte{1}, MACSize)},
-		map[string]any{"T": "R", "D": "d", "K": "k", "S": "a", "W": uint64(1) << 63, "H": bytes.Repeat([]byte{1}, MACSize)},
-		map[string]any{"T": "R", "D": "d", "K": "k", "S": "a", "W": 1, "H": strings.Repeat("h", MACSize)},
+		map[string]any{"T": "M", "D": "d", "K": "k", "S": "a", "W": -1, "H": bytes.Repeat([]byte{1}, macSize)},
+		map[string]any{"T": "R", "D": "d", "K": "k", "S": "a", "W": uint64(1) << 63, "H": bytes.Repeat([]byte{1}, macSize)},
+		map[string]any{"T": "R", "D": "d", "K": "k", "S": "a", "W": 1, "H": strings.Repeat("h", macSize)},
 		map[string]any{"T": "R", "D": "d", "K": "k", "P": testTraceParent, "A": "a=\x01"},
 		map[string]any{"T": "Q", "D": "d", "K": "k", "R": "b", "S": "a"},
 		[]string{"Q", "D", "K", "R"},
@@ -162,7 +162,7 @@ func FuzzSignedTamper(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if verify([][]byte{testKey}, DefaultPrefix, "server-a", got, testEpoch, DefaultReplayWindow) == nil && got != m {
+		if verify([][]byte{testKey}, DefaultPrefix, "server-a", got, testEpoch, defaultReplayWindow) == nil && got != m {
 			t.Fatalf("a changed byte gave %+v, which verifies; signed %+v", got, m)
 		}
 	})

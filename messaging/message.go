@@ -22,90 +22,49 @@ const (
 	TypeRequest Type = "Q" // release request
 	TypeReply   Type = "R" // "I no longer hold this key"
 	TypeNotify  Type = "M" // "pull the inbox of this key": it has new offline messages
-	// TypeMove is one step of a move (datadriver's Profile.MoveTo): its Body,
-	// opaque here, says which (prepare, accept, refuse, commit) and carries
-	// the moved profile.
-	TypeMove Type = "V"
+	TypeMove    Type = "V" // a step of a move (datadriver's MoveTo), in Body
 )
 
-// DefaultMaxMoveBytes is the size limit of a move message (TypeMove), which
-// carries a whole profile: under the 1 MiB a NATS server accepts by
-// default, with room for the headers.
-const DefaultMaxMoveBytes = 1000 << 10
+// The Purposes of requests: a restore's (Driver.RestoreAt) and an erasure's
+// (Driver.Wipe); the holder tells its player why the session ends.
+const (
+	PurposeRestore = "restore"
+	PurposeWipe    = "wipe"
+)
 
-// PurposeRestore is the Purpose of a request made by a restore
-// (Driver.RestoreAt, playerdata restore).
-const PurposeRestore = "restore"
+// maxPurposeBytes is the longest Purpose accepted.
+const maxPurposeBytes = 32
 
-// PurposeWipe is the Purpose of a request made by Driver.Wipe (an erasure
-// request): the holder tells its player their data is being erased.
-const PurposeWipe = "wipe"
+// The size limits of a message: a real one is well under 1 KiB; a move
+// carries a whole profile, under the 1 MiB a NATS server takes by default.
+const (
+	DefaultMaxBytes     = 2048
+	DefaultMaxMoveBytes = 1000 << 10
+)
 
-// MaxPurposeBytes is the longest Purpose accepted.
-const MaxPurposeBytes = 32
+// maxJobIDBytes is the longest JobID (and subject prefix token) accepted.
+const maxJobIDBytes = jobid.MaxBytes
 
-// DefaultMaxBytes is the size limit of a wire message: a real one is a few
-// short strings (well under 1 KiB with 128-byte JobIDs, a trace context and
-// a MAC), so 2 KiB leaves room for long keys and names while bounding the
-// work a hostile sender buys.
-const DefaultMaxBytes = 2048
+// macSize is the length of a message's MAC: one HMAC-SHA256.
+const macSize = sha256.Size
 
-// MaxJobIDBytes is the longest JobID (and subject prefix token) accepted.
-const MaxJobIDBytes = jobid.MaxBytes
-
-// MACSize is the length of a message's MAC: one HMAC-SHA256.
-const MACSize = sha256.Size
-
-// Message is one wire message: a msgpack map with one-letter keys (see
-// Encode for the table).
-//
-// A request (TypeRequest) asks the server holding Driver/Key to release it
-// and to reply to Requester; Token is the lock token the requester saw, so a
-// late or forged request can be told apart from one naming the current lock.
-// A reply (TypeReply) tells the requester that the sender no longer holds
-// Driver/Key. A notify (TypeNotify) tells the server holding Driver/Key that
-// the key's inbox has new messages to pull.
-//
-// Sender, TraceParent and TraceState are optional on every type; a message
-// from an older build has none of them. Stamp and MAC belong to the bus: a
-// NATSBus with a key (WithKey) sets them on every publish and checks them on
-// every delivery, and a bus without one clears them on both sides, so a
-// Handler sees a MAC only on a message its bus has verified.
-//
-// Message is comparable with ==; the zero Message is not a valid one.
+// Message is one message of the handoff protocol (its Type says which).
+// Stamp and MAC belong to the bus: a Handler sees a MAC only on a message
+// its bus verified.
 type Message struct {
 	Type      Type
 	Driver    string
 	Key       string
 	Requester string // requester's JobID; required in a request
 	Token     string // lock token the requester saw (requests)
-	// Purpose says why a request asks for the key, when not for a player's
-	// join: PurposeRestore for a restore (the holder tells its player so).
-	// Requests only; a lower-case word of at most MaxPurposeBytes, and a
-	// receiver treats a purpose it does not know as a plain request. A
-	// message from an older build has none.
-	Purpose string
+	Purpose   string // why a request asks, when not for a join: PurposeRestore, PurposeWipe
+	Sender    string // the sender's JobID; required when signed
 
-	// Sender is the JobID of the server that sent the message. A signed
-	// message must name it; a request that names it must name the same
-	// server as Requester.
-	Sender string
-	// TraceParent is a W3C traceparent (see ValidTraceParent): the span of
-	// the sender that the receiver's work continues. TraceState is the W3C
-	// tracestate that goes with it (see ValidTraceState); it needs a
-	// TraceParent.
-	TraceParent, TraceState string
+	TraceParent, TraceState string // W3C trace context of the sender's span
 
-	// Body is the payload of a move (TypeMove only, where it is required),
-	// opaque to this package, at most DefaultMaxMoveBytes with the rest.
-	Body string
-
-	// Stamp is when a keyed bus signed the message, in Unix milliseconds on
-	// the sending bus's clock; it travels only with a MAC.
-	Stamp int64
-	// MAC is the HMAC-SHA256 of the message (MACSize raw bytes), or "" for
-	// an unsigned message. See the package documentation for what it covers.
-	MAC string
+	Body  string // a move's payload, opaque here
+	Stamp int64  // when a keyed bus signed it, Unix ms on its clock
+	MAC   string // HMAC-SHA256 of the message, or "" when unsigned
 }
 
 // validate is the one rule both Encode and Decode apply, so whatever Decode
@@ -135,12 +94,12 @@ func (m Message) validate() error {
 		return fmt.Errorf("%w: request without requester (R)", ErrMalformed)
 	}
 	if m.Requester != "" {
-		if err := ValidJobID(m.Requester); err != nil {
+		if err := validJobID(m.Requester); err != nil {
 			return fmt.Errorf("%w: requester (R): %w", ErrMalformed, err)
 		}
 	}
 	if m.Sender != "" {
-		if err := ValidJobID(m.Sender); err != nil {
+		if err := validJobID(m.Sender); err != nil {
 			return fmt.Errorf("%w: sender (S): %w", ErrMalformed, err)
 		}
 		if m.Type == TypeRequest && m.Requester != m.Sender {
@@ -153,11 +112,11 @@ func (m Message) validate() error {
 		}
 		if !validPurpose(m.Purpose) {
 			return fmt.Errorf("%w: purpose (U) %.40q: want a lower-case word of at most %d bytes", ErrMalformed,
-				m.Purpose, MaxPurposeBytes)
+				m.Purpose, maxPurposeBytes)
 		}
 	}
 	if m.TraceParent != "" {
-		if err := ValidTraceParent(m.TraceParent); err != nil {
+		if err := validTraceParent(m.TraceParent); err != nil {
 			return fmt.Errorf("%w: trace parent (P): %w", ErrMalformed, err)
 		}
 	}
@@ -165,7 +124,7 @@ func (m Message) validate() error {
 		if m.TraceParent == "" {
 			return fmt.Errorf("%w: trace state (A) without trace parent (P)", ErrMalformed)
 		}
-		if err := ValidTraceState(m.TraceState); err != nil {
+		if err := validTraceState(m.TraceState); err != nil {
 			return fmt.Errorf("%w: trace state (A): %w", ErrMalformed, err)
 		}
 	}
@@ -173,43 +132,17 @@ func (m Message) validate() error {
 	case m.MAC == "" && m.Stamp != 0:
 		return fmt.Errorf("%w: stamp (W) without MAC (H)", ErrMalformed)
 	case m.MAC == "":
-	case len(m.MAC) != MACSize:
-		return fmt.Errorf("%w: MAC (H) of %d bytes, want %d", ErrMalformed, len(m.MAC), MACSize)
+	case len(m.MAC) != macSize:
+		return fmt.Errorf("%w: MAC (H) of %d bytes, want %d", ErrMalformed, len(m.MAC), macSize)
 	case m.Sender == "":
 		return fmt.Errorf("%w: MAC (H) without sender (S)", ErrMalformed)
 	}
 	return nil
 }
 
-// Encode validates m and returns its wire form, a msgpack map:
-//
-//	key  field        msgpack  when
-//	T    Type         str      always
-//	D    Driver       str      always
-//	K    Key          str      always
-//	R    Requester    str      set (always in a request)
-//	L    Token        str      set
-//	S    Sender       str      set
-//	P    TraceParent  str      set
-//	A    TraceState   str      set
-//	U    Purpose      str      set (requests only)
-//	Y    Body         bin      set (a move only)
-//	W    Stamp        int      with a MAC
-//	H    MAC          bin      set (MACSize bytes)
-//
-// Encode writes the keys in this order, each value in its shortest form, so
-// equal messages encode to equal bytes, and a message with none of the
-// fields after L encodes exactly as the first wire version did.
-//
-// It fails with ErrUnknownType for a type other than TypeRequest, TypeReply
-// and TypeNotify, and with ErrMalformed for a missing type, driver or key, a
-// request without a requester, a requester or sender that is not a valid
-// JobID (that error also wraps ErrInvalidJobID), a request whose sender is
-// not its requester, a trace context that is not valid (also wrapping
-// ErrInvalidTrace) or a trace state without a trace parent, a MAC that is
-// not MACSize bytes or comes without a sender, or a stamp without a MAC.
-// Encode applies no size limit; a bus checks the encoded length against its
-// own.
+// Encode validates m and returns its wire form (a msgpack map; the table
+// is in docs/bus.md). It fails with ErrUnknownType or ErrMalformed for a
+// message the protocol does not allow; it applies no size limit.
 func Encode(m Message) ([]byte, error) {
 	if err := m.validate(); err != nil {
 		return nil, fmt.Errorf("encode: %w", err)
@@ -256,20 +189,10 @@ func Encode(m Message) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Decode parses one wire message. It never panics, whatever b holds.
-//
-// A b longer than maxBytes fails with ErrTooLarge before any decoding
-// (maxBytes <= 0 means DefaultMaxBytes). A type other than TypeRequest,
-// TypeReply or TypeNotify fails with ErrUnknownType. Anything else that is
-// not a message Encode would accept fails with ErrMalformed: invalid or
-// truncated msgpack, a value that is not a map, a non-string key, a known
-// field holding a value of the wrong msgpack type (W an integer that fits
-// an int64, H bin, the others str), a field given twice, a stamp without a
-// MAC or a MAC without a stamp, any of the rules Encode applies, or bytes
-// after the map. Fields with other keys are skipped, and a nil value counts
-// as an absent field, so newer senders may add fields.
-//
-// Decode checks only the form of a MAC; a bus with a key verifies it.
+// Decode parses one wire message, refusing one longer than maxBytes (<= 0:
+// DefaultMaxBytes) with ErrTooLarge before decoding it, an unknown type with
+// ErrUnknownType and anything Encode would not write with ErrMalformed. It
+// never panics. It checks only the form of a MAC.
 func Decode(b []byte, maxBytes int) (Message, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
@@ -384,7 +307,7 @@ func decodeStamp(r *msgpackwire.Reader, dst *int64) (bool, error) {
 	return true, nil
 }
 
-// decodeMAC reads a msgpack bin of MACSize bytes, and reports false for
+// decodeMAC reads a msgpack bin of macSize bytes, and reports false for
 // nil.
 func decodeMAC(r *msgpackwire.Reader) (string, bool, error) {
 	c, err := r.Code()
@@ -398,8 +321,8 @@ func decodeMAC(r *msgpackwire.Reader) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	if n != MACSize {
-		return "", false, fmt.Errorf("bin of %d bytes, want %d", n, MACSize)
+	if n != macSize {
+		return "", false, fmt.Errorf("bin of %d bytes, want %d", n, macSize)
 	}
 	p, err := r.Next(n)
 	return string(p), err == nil, err
@@ -422,9 +345,9 @@ func decodeBody(r *msgpackwire.Reader) (string, error) {
 	return string(p), err
 }
 
-// LimitOf is the size limit of a message of type t on a bus whose limit is
+// limitOf is the size limit of a message of type t on a bus whose limit is
 // maxBytes: a move's is DefaultMaxMoveBytes (or maxBytes when larger).
-func LimitOf(t Type, maxBytes int) int {
+func limitOf(t Type, maxBytes int) int {
 	if t == TypeMove {
 		return max(maxBytes, DefaultMaxMoveBytes)
 	}
@@ -447,21 +370,21 @@ func decodeString(r *msgpackwire.Reader, nilOK bool) (string, error) {
 	return string(p), err
 }
 
-// ValidJobID reports whether jobID can be used as a server's JobID, which is
-// one token of a NATS subject: non-empty, at most MaxJobIDBytes bytes, valid
+// validJobID reports whether jobID can be used as a server's JobID, which is
+// one token of a NATS subject: non-empty, at most maxJobIDBytes bytes, valid
 // UTF-8, and free of whitespace, control characters, '.', '*' and '>'. The
-// error wraps ErrInvalidJobID and says what is wrong.
-func ValidJobID(jobID string) error {
+// error wraps errInvalidJobID and says what is wrong.
+func validJobID(jobID string) error {
 	if reason := jobid.Problem(jobID); reason != "" {
-		return fmt.Errorf("%w: %s", ErrInvalidJobID, reason)
+		return fmt.Errorf("%w: %s", errInvalidJobID, reason)
 	}
 	return nil
 }
 
 // validPurpose reports whether p is a lower-case word (a-z and '_') of at
-// most MaxPurposeBytes.
+// most maxPurposeBytes.
 func validPurpose(p string) bool {
-	if len(p) == 0 || len(p) > MaxPurposeBytes {
+	if len(p) == 0 || len(p) > maxPurposeBytes {
 		return false
 	}
 	for i := 0; i < len(p); i++ {

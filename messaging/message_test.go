@@ -37,7 +37,7 @@ func fullRequest() Message {
 	m := validRequest()
 	m.Sender = m.Requester
 	m.TraceParent, m.TraceState = testTraceParent, testTraceState
-	m.Stamp, m.MAC = 1767225600000, strings.Repeat("\xa5", MACSize)
+	m.Stamp, m.MAC = 1767225600000, strings.Repeat("\xa5", macSize)
 	return m
 }
 
@@ -52,18 +52,18 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		{"reply carrying requester and token", Message{Type: TypeReply, Driver: "D", Key: "K", Requester: "job", Token: "t"}},
 		{"unicode and odd bytes", Message{Type: TypeReply, Driver: "Données", Key: "ключ\x00\xff", Token: "🙂"}},
 		{"long key", Message{Type: TypeReply, Driver: "D", Key: strings.Repeat("k", 1500)}},
-		{"longest requester", Message{Type: TypeRequest, Driver: "D", Key: "K", Requester: strings.Repeat("j", MaxJobIDBytes)}},
+		{"longest requester", Message{Type: TypeRequest, Driver: "D", Key: "K", Requester: strings.Repeat("j", maxJobIDBytes)}},
 		{"notify", Message{Type: TypeNotify, Driver: "PlayerData", Key: "user:42"}},
 		{"notify with sender and trace", Message{Type: TypeNotify, Driver: "D", Key: "K", Sender: "server-a", TraceParent: testTraceParent}},
 		{"request with every field", fullRequest()},
 		{"request of a restore", Message{Type: TypeRequest, Driver: "D", Key: "K", Requester: "playerdata-restore-1", Token: "t",
 			Purpose: PurposeRestore}},
 		{"reply with sender, trace state and MAC", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "server-a",
-			TraceParent: testTraceParent, TraceState: testTraceState, Stamp: 42, MAC: strings.Repeat("\x00", MACSize)}},
-		{"stamp zero (a mock clock at the epoch)", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", MAC: strings.Repeat("m", MACSize)}},
-		{"negative stamp", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", Stamp: -1 << 40, MAC: strings.Repeat("m", MACSize)}},
-		{"largest stamp", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", Stamp: math.MaxInt64, MAC: strings.Repeat("m", MACSize)}},
-		{"smallest stamp", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", Stamp: math.MinInt64, MAC: strings.Repeat("m", MACSize)}},
+			TraceParent: testTraceParent, TraceState: testTraceState, Stamp: 42, MAC: strings.Repeat("\x00", macSize)}},
+		{"stamp zero (a mock clock at the epoch)", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", MAC: strings.Repeat("m", macSize)}},
+		{"negative stamp", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", Stamp: -1 << 40, MAC: strings.Repeat("m", macSize)}},
+		{"largest stamp", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", Stamp: math.MaxInt64, MAC: strings.Repeat("m", macSize)}},
+		{"smallest stamp", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", Stamp: math.MinInt64, MAC: strings.Repeat("m", macSize)}},
 		{"reply whose sender is not its requester", Message{Type: TypeReply, Driver: "D", Key: "K", Requester: "b", Sender: "a"}},
 	}
 	for _, tt := range tests {
@@ -87,7 +87,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 // promises, byte for byte.
 func TestEncodeIsCanonical(t *testing.T) {
 	m := Message{Type: TypeRequest, Driver: "D", Key: "K", Requester: "b", Token: "t", Sender: "b",
-		TraceParent: testTraceParent, TraceState: "x=y", Stamp: 300, MAC: strings.Repeat("\x01", MACSize)}
+		TraceParent: testTraceParent, TraceState: "x=y", Stamp: 300, MAC: strings.Repeat("\x01", macSize)}
 	var want []byte
 	want = append(want, 0x8a)
 	for _, kv := range [][2]string{{"T", "Q"}, {"D", "D"}, {"K", "K"}, {"R", "b"}, {"L", "t"}, {"S", "b"}, {"P", testTraceParent}, {"A", "x=y"}} {
@@ -95,8 +95,8 @@ func TestEncodeIsCanonical(t *testing.T) {
 		want = append(want, mustMarshal(t, kv[1])...)
 	}
 	want = append(want, 0xa1, 'W', 0xcd, 0x01, 0x2c) // 300 as uint16
-	want = append(want, 0xa1, 'H', 0xc4, MACSize)    // bin8
-	want = append(want, bytes.Repeat([]byte{1}, MACSize)...)
+	want = append(want, 0xa1, 'H', 0xc4, macSize)    // bin8
+	want = append(want, bytes.Repeat([]byte{1}, macSize)...)
 	got, err := Encode(m)
 	if err != nil {
 		t.Fatal(err)
@@ -141,27 +141,27 @@ func TestEncodeRejects(t *testing.T) {
 		{"request without driver", Message{Type: TypeRequest, Key: "K", Requester: "j"}, []error{ErrMalformed}},
 		{"request without key", Message{Type: TypeRequest, Driver: "D", Requester: "j"}, []error{ErrMalformed}},
 		{"request without requester", Message{Type: TypeRequest, Driver: "D", Key: "K", Token: "t"}, []error{ErrMalformed}},
-		{"requester with a dot", Message{Type: TypeRequest, Driver: "D", Key: "K", Requester: "a.b"}, []error{ErrMalformed, ErrInvalidJobID}},
-		{"requester wildcard", Message{Type: TypeRequest, Driver: "D", Key: "K", Requester: ">"}, []error{ErrMalformed, ErrInvalidJobID}},
+		{"requester with a dot", Message{Type: TypeRequest, Driver: "D", Key: "K", Requester: "a.b"}, []error{ErrMalformed, errInvalidJobID}},
+		{"requester wildcard", Message{Type: TypeRequest, Driver: "D", Key: "K", Requester: ">"}, []error{ErrMalformed, errInvalidJobID}},
 		{"notify without driver", Message{Type: TypeNotify, Key: "K"}, []error{ErrMalformed}},
 		{"purpose on a reply", Message{Type: TypeReply, Driver: "D", Key: "K", Purpose: PurposeRestore}, []error{ErrMalformed}},
 		{"purpose not a word", Message{Type: TypeRequest, Driver: "D", Key: "K", Requester: "j", Purpose: "Restore!"}, []error{ErrMalformed}},
 		{"purpose too long", Message{Type: TypeRequest, Driver: "D", Key: "K", Requester: "j",
-			Purpose: strings.Repeat("p", MaxPurposeBytes+1)}, []error{ErrMalformed}},
+			Purpose: strings.Repeat("p", maxPurposeBytes+1)}, []error{ErrMalformed}},
 		{"notify without key", Message{Type: TypeNotify, Driver: "D"}, []error{ErrMalformed}},
 		{"lowercase notify", Message{Type: "m", Driver: "D", Key: "K"}, []error{ErrUnknownType}},
-		{"sender with a dot", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a.b"}, []error{ErrMalformed, ErrInvalidJobID}},
-		{"sender too long", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: strings.Repeat("s", MaxJobIDBytes+1)}, []error{ErrMalformed, ErrInvalidJobID}},
+		{"sender with a dot", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a.b"}, []error{ErrMalformed, errInvalidJobID}},
+		{"sender too long", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: strings.Repeat("s", maxJobIDBytes+1)}, []error{ErrMalformed, errInvalidJobID}},
 		{"request whose sender is not its requester", Message{Type: TypeRequest, Driver: "D", Key: "K", Requester: "b", Sender: "a"}, []error{ErrMalformed}},
-		{"invalid trace parent", Message{Type: TypeReply, Driver: "D", Key: "K", TraceParent: "00-xyz"}, []error{ErrMalformed, ErrInvalidTrace}},
-		{"uppercase trace parent", Message{Type: TypeReply, Driver: "D", Key: "K", TraceParent: strings.ToUpper(testTraceParent)}, []error{ErrMalformed, ErrInvalidTrace}},
+		{"invalid trace parent", Message{Type: TypeReply, Driver: "D", Key: "K", TraceParent: "00-xyz"}, []error{ErrMalformed, errInvalidTrace}},
+		{"uppercase trace parent", Message{Type: TypeReply, Driver: "D", Key: "K", TraceParent: strings.ToUpper(testTraceParent)}, []error{ErrMalformed, errInvalidTrace}},
 		{"trace state without trace parent", Message{Type: TypeReply, Driver: "D", Key: "K", TraceState: testTraceState}, []error{ErrMalformed}},
-		{"trace state with a newline", Message{Type: TypeReply, Driver: "D", Key: "K", TraceParent: testTraceParent, TraceState: "a=b\n"}, []error{ErrMalformed, ErrInvalidTrace}},
-		{"trace state too long", Message{Type: TypeReply, Driver: "D", Key: "K", TraceParent: testTraceParent, TraceState: strings.Repeat("a", MaxTraceStateBytes+1)}, []error{ErrMalformed, ErrInvalidTrace}},
+		{"trace state with a newline", Message{Type: TypeReply, Driver: "D", Key: "K", TraceParent: testTraceParent, TraceState: "a=b\n"}, []error{ErrMalformed, errInvalidTrace}},
+		{"trace state too long", Message{Type: TypeReply, Driver: "D", Key: "K", TraceParent: testTraceParent, TraceState: strings.Repeat("a", maxTraceStateBytes+1)}, []error{ErrMalformed, errInvalidTrace}},
 		{"stamp without MAC", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", Stamp: 1}, []error{ErrMalformed}},
-		{"MAC without sender", Message{Type: TypeReply, Driver: "D", Key: "K", Stamp: 1, MAC: strings.Repeat("m", MACSize)}, []error{ErrMalformed}},
-		{"short MAC", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", Stamp: 1, MAC: strings.Repeat("m", MACSize-1)}, []error{ErrMalformed}},
-		{"long MAC", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", Stamp: 1, MAC: strings.Repeat("m", MACSize+1)}, []error{ErrMalformed}},
+		{"MAC without sender", Message{Type: TypeReply, Driver: "D", Key: "K", Stamp: 1, MAC: strings.Repeat("m", macSize)}, []error{ErrMalformed}},
+		{"short MAC", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", Stamp: 1, MAC: strings.Repeat("m", macSize-1)}, []error{ErrMalformed}},
+		{"long MAC", Message{Type: TypeReply, Driver: "D", Key: "K", Sender: "a", Stamp: 1, MAC: strings.Repeat("m", macSize+1)}, []error{ErrMalformed}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -244,17 +244,17 @@ func TestDecodeRejects(t *testing.T) {
 		{"stamp without MAC", mustMarshal(t, map[string]any{"T": "R", "D": "d", "K": "k", "S": "a", "W": 1}), 0, ErrMalformed},
 		{"stamp without MAC, zero", mustMarshal(t, map[string]any{"T": "R", "D": "d", "K": "k", "S": "a", "W": 0}), 0, ErrMalformed},
 		{"MAC without stamp", signedMap(t, map[string]any{"W": nil}), 0, ErrMalformed},
-		{"MAC as a string", signedMap(t, map[string]any{"H": strings.Repeat("m", MACSize)}), 0, ErrMalformed},
-		{"short MAC", signedMap(t, map[string]any{"H": make([]byte, MACSize-1)}), 0, ErrMalformed},
-		{"long MAC", signedMap(t, map[string]any{"H": make([]byte, MACSize+1)}), 0, ErrMalformed},
+		{"MAC as a string", signedMap(t, map[string]any{"H": strings.Repeat("m", macSize)}), 0, ErrMalformed},
+		{"short MAC", signedMap(t, map[string]any{"H": make([]byte, macSize-1)}), 0, ErrMalformed},
+		{"long MAC", signedMap(t, map[string]any{"H": make([]byte, macSize+1)}), 0, ErrMalformed},
 		{"empty MAC", signedMap(t, map[string]any{"H": []byte{}}), 0, ErrMalformed},
 		{"nil MAC with a stamp", signedMap(t, map[string]any{"H": nil}), 0, ErrMalformed},
 		{"MAC without sender", signedMap(t, map[string]any{"S": nil}), 0, ErrMalformed},
 		{"MAC claiming a huge bin", []byte{0x81, 0xa1, 'H', 0xc6, 0x7f, 0xff, 0xff, 0xff, 'a'}, 0, ErrMalformed},
-		{"MAC truncated", []byte{0x81, 0xa1, 'H', 0xc4, MACSize, 'a'}, 0, ErrMalformed},
+		{"MAC truncated", []byte{0x81, 0xa1, 'H', 0xc4, macSize, 'a'}, 0, ErrMalformed},
 		{"stamp truncated", []byte{0x81, 0xa1, 'W', 0xcf, 0x01}, 0, ErrMalformed},
 		{"duplicate stamp", []byte{0x82, 0xa1, 'W', 0x01, 0xa1, 'W', 0x02}, 0, ErrMalformed},
-		{"duplicate MAC after nil", append([]byte{0x82, 0xa1, 'H', 0xc0, 0xa1, 'H', 0xc4, MACSize}, make([]byte, MACSize)...), 0, ErrMalformed},
+		{"duplicate MAC after nil", append([]byte{0x82, 0xa1, 'H', 0xc0, 0xa1, 'H', 0xc4, macSize}, make([]byte, macSize)...), 0, ErrMalformed},
 		{"unknown type", mustMarshal(t, map[string]any{"T": "X", "D": "d", "K": "k"}), 0, ErrUnknownType},
 		{"unknown type without other fields", mustMarshal(t, map[string]any{"T": "Z"}), 0, ErrUnknownType},
 		{"oversized valid message", valid, len(valid) - 1, ErrTooLarge},
@@ -286,7 +286,7 @@ func TestDecodeRejects(t *testing.T) {
 // change set over it (nil values included).
 func signedMap(tb testing.TB, change map[string]any) []byte {
 	tb.Helper()
-	m := map[string]any{"T": "R", "D": "d", "K": "k", "S": "a", "W": 1, "H": make([]byte, MACSize)}
+	m := map[string]any{"T": "R", "D": "d", "K": "k", "S": "a", "W": 1, "H": make([]byte, macSize)}
 	maps.Copy(m, change)
 	return mustMarshal(tb, m)
 }
@@ -294,7 +294,7 @@ func signedMap(tb testing.TB, change map[string]any) []byte {
 // TestDecodeAcceptsIntegerForms checks that a stamp is read in every
 // msgpack integer form and nil fields read as absent.
 func TestDecodeAcceptsIntegerForms(t *testing.T) {
-	mac := strings.Repeat("\x07", MACSize)
+	mac := strings.Repeat("\x07", macSize)
 	tests := []struct {
 		name  string
 		stamp []byte
@@ -321,7 +321,7 @@ func TestDecodeAcceptsIntegerForms(t *testing.T) {
 				b = append(b, mustMarshal(t, kv[1])...)
 			}
 			b = append(append(b, 0xa1, 'W'), tt.stamp...)
-			b = append(append(b, 0xa1, 'H', 0xc4, MACSize), mac...)
+			b = append(append(b, 0xa1, 'H', 0xc4, macSize), mac...)
 			b = append(b, 0xa1, 'P', 0xc0)
 			got, err := Decode(b, 0)
 			if err != nil {
@@ -399,9 +399,9 @@ func TestDecodeIgnoresUnknownFields(t *testing.T) {
 		{
 			name: "extras beside the new fields",
 			in: map[string]any{"T": "M", "D": "d", "K": "k", "S": "a", "P": testTraceParent, "Z": []any{"x", 1},
-				"W": 7, "H": bytes.Repeat([]byte{9}, MACSize), "HH": []byte{1}},
+				"W": 7, "H": bytes.Repeat([]byte{9}, macSize), "HH": []byte{1}},
 			want: Message{Type: TypeNotify, Driver: "d", Key: "k", Sender: "a", TraceParent: testTraceParent,
-				Stamp: 7, MAC: strings.Repeat("\x09", MACSize)},
+				Stamp: 7, MAC: strings.Repeat("\x09", macSize)},
 		},
 	}
 	for _, tt := range tests {
@@ -470,12 +470,12 @@ func TestValidJobID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := ValidJobID(tt.jobID)
+			err := validJobID(tt.jobID)
 			if tt.ok && err != nil {
-				t.Fatalf("ValidJobID(%q) = %v, want nil", tt.jobID, err)
+				t.Fatalf("validJobID(%q) = %v, want nil", tt.jobID, err)
 			}
-			if !tt.ok && !errors.Is(err, ErrInvalidJobID) {
-				t.Fatalf("ValidJobID(%q) = %v, want ErrInvalidJobID", tt.jobID, err)
+			if !tt.ok && !errors.Is(err, errInvalidJobID) {
+				t.Fatalf("validJobID(%q) = %v, want errInvalidJobID", tt.jobID, err)
 			}
 		})
 	}

@@ -18,7 +18,7 @@ func TestMoveMessageRoundTrip(t *testing.T) {
 	if _, err := Decode(b, 0); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("Decode under the handoff limit: %v, want ErrTooLarge", err)
 	}
-	got, err := Decode(b, LimitOf(TypeMove, 0))
+	got, err := Decode(b, limitOf(TypeMove, 0))
 	if err != nil {
 		t.Fatalf("Decode: %v", err)
 	}
@@ -49,12 +49,12 @@ func TestMoveMACCoversTheBody(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)
 	m := sign(key, DefaultPrefix, "server-b", Message{Type: TypeMove, Driver: "d", Key: "k", Sender: "server-a",
 		Body: "data-1"}, now)
-	if err := verify([][]byte{key}, DefaultPrefix, "server-b", m, now, DefaultReplayWindow); err != nil {
+	if err := verify([][]byte{key}, DefaultPrefix, "server-b", m, now, defaultReplayWindow); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
 	m.Body = "data-2"
-	if err := verify([][]byte{key}, DefaultPrefix, "server-b", m, now, DefaultReplayWindow); !errors.Is(err, ErrUnauthenticated) {
-		t.Fatalf("verify of an edited body: %v, want ErrUnauthenticated", err)
+	if err := verify([][]byte{key}, DefaultPrefix, "server-b", m, now, defaultReplayWindow); !errors.Is(err, errUnauthenticated) {
+		t.Fatalf("verify of an edited body: %v, want errUnauthenticated", err)
 	}
 	// A message without a body signs as before the move existed.
 	r := Message{Type: TypeNotify, Driver: "d", Key: "k", Sender: "server-a"}

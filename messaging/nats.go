@@ -15,23 +15,19 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// DefaultPrefix is the first part of every handoff subject; one name for the
-// whole fleet, so that any server can reach any other.
+// DefaultPrefix is the first part of every subject, one for the whole fleet.
 const DefaultPrefix = "CKHandoff"
 
-// DefaultRetryDelay is how long a failed publish waits before its one retry:
+// defaultRetryDelay is how long a failed publish waits before its one retry:
 // long enough for a NATS reconnect to get under way, short against the 4 s
 // request repeat of the handoff.
-const DefaultRetryDelay = 500 * time.Millisecond
+const defaultRetryDelay = 500 * time.Millisecond
 
-// Handler receives every valid message that arrives on a subscription. Calls
-// for one subscription come one at a time, in arrival order, on a goroutine
-// of the NATS connection: a handler that blocks holds up the messages behind
-// it, so it should hand slow work off.
+// Handler receives the valid messages of a subscription, one at a time in
+// arrival order; one that blocks holds up those behind it.
 type Handler func(Message)
 
-// Bus is what the handoff layer needs (declared here because it is the
-// contract of this package).
+// Bus is what the handoff needs of a message bus.
 type Bus interface {
 	// Publish sends m to the subject of server jobID. ctx bounds the wait
 	// before a retry.
@@ -47,8 +43,8 @@ type Subscription interface {
 	Unsubscribe() error
 }
 
-// Option configures a NATSBus.
-type Option func(*options) error
+// option configures a NATSBus.
+type option func(*options) error
 
 type options struct {
 	prefix     string
@@ -67,14 +63,14 @@ type options struct {
 	replayWindowSet       bool
 }
 
-// WithPrefix sets the subject prefix; default DefaultPrefix. It may be
+// withPrefix sets the subject prefix; default DefaultPrefix. It may be
 // dotted ("mygame.CKHandoff") to put the handoff under a namespace; each
-// token must be valid as ValidJobID defines it.
-func WithPrefix(p string) Option {
+// token must be valid as validJobID defines it.
+func withPrefix(p string) option {
 	return func(o *options) error {
 		for tok := range strings.SplitSeq(p, ".") {
 			if reason := jobid.Problem(tok); reason != "" {
-				return fmt.Errorf("%w: prefix %q: token %s", ErrInvalidOption, p, reason)
+				return fmt.Errorf("%w: prefix %q: token %s", ErrInvalidConfig, p, reason)
 			}
 		}
 		o.prefix = p
@@ -82,96 +78,75 @@ func WithPrefix(p string) Option {
 	}
 }
 
-// WithMaxBytes sets the size limit of a message, sent or received; default
+// withMaxBytes sets the size limit of a message, sent or received; default
 // DefaultMaxBytes. n must be positive.
-func WithMaxBytes(n int) Option {
+func withMaxBytes(n int) option {
 	return func(o *options) error {
 		if n <= 0 {
-			return fmt.Errorf("%w: max bytes %d, must be positive", ErrInvalidOption, n)
+			return fmt.Errorf("%w: max bytes %d, must be positive", ErrInvalidConfig, n)
 		}
 		o.maxBytes = n
 		return nil
 	}
 }
 
-// WithClock sets the clock that times the retry delay, stamps signed
+// withClock sets the clock that times the retry delay, stamps signed
 // messages and judges received stamps; default clock.New(). With a key, the
 // servers' clocks must agree within the replay window.
-func WithClock(c clock.Clock) Option {
+func withClock(c clock.Clock) option {
 	return func(o *options) error {
 		if c == nil {
-			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
+			return fmt.Errorf("%w: nil clock", ErrInvalidConfig)
 		}
 		o.clock = c
 		return nil
 	}
 }
 
-// WithRetryDelay sets the wait before the one retry of a failed publish;
-// default DefaultRetryDelay. Zero retries at once; negative is refused.
-func WithRetryDelay(d time.Duration) Option {
+// withRetryDelay sets the wait before the one retry of a failed publish;
+// default defaultRetryDelay. Zero retries at once; negative is refused.
+func withRetryDelay(d time.Duration) option {
 	return func(o *options) error {
 		if d < 0 {
-			return fmt.Errorf("%w: retry delay %v, must not be negative", ErrInvalidOption, d)
+			return fmt.Errorf("%w: retry delay %v, must not be negative", ErrInvalidConfig, d)
 		}
 		o.retryDelay = d
 		return nil
 	}
 }
 
-// WithLogger sets the logger; default slog.Default(). Dropped messages are
+// withLogger sets the logger; default slog.Default(). Dropped messages are
 // logged at Debug, except that an unauthenticated one, a replayed one and
 // one dropped for the pending limit are each logged at Warn at most once a
 // minute; a publish that fails after its retry at Warn when it
 // is the first of a run of failures, at Debug after that; the connection's
 // events as NewNATSBus says.
-func WithLogger(l *slog.Logger) Option {
+func withLogger(l *slog.Logger) option {
 	return func(o *options) error {
 		if l == nil {
-			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+			return fmt.Errorf("%w: nil logger", ErrInvalidConfig)
 		}
 		o.logger = l
 		return nil
 	}
 }
 
-// Stats are the counters of a NATSBus since it was made.
+// Stats are the counters of a NATSBus since it was made (docs/bus.md says
+// when each drop happens).
 type Stats struct {
-	Published      uint64 // publishes that went out (possibly on the retry)
-	PublishRetried uint64 // publishes whose first attempt failed
-	PublishFailed  uint64 // publishes that failed on the connection twice
-	// Received counts every message that arrived on a subscription, valid
-	// or not; Received - Dropped reached a handler.
-	Received           uint64
-	Dropped            uint64 // sum of the five below
-	DroppedMalformed   uint64 // ErrMalformed
-	DroppedTooLarge    uint64 // ErrTooLarge
-	DroppedUnknownType uint64 // ErrUnknownType
-	// DroppedUnauthenticated counts the messages a bus with a key refused
-	// (ErrUnauthenticated): no MAC, a MAC that does not verify, or a stamp
-	// outside the replay window.
-	DroppedUnauthenticated uint64
-	// DroppedReplayed counts the signed messages a bus with a key refused
-	// because it had delivered the same message (same MAC) already within
-	// the replay window: a replay of a captured message.
-	DroppedReplayed uint64
-	// DroppedBacklog counts the messages the NATS client dropped, before the
-	// bus saw them (they are not in Received), because the pending limit of
-	// messages waited for the handler (WithPendingLimit).
-	DroppedBacklog uint64
-	// ReplayCacheEvicted counts the signed messages the bus forgot before
-	// their stamp left the window, because it remembered as many as it may
-	// (a replay of one of those would be delivered again).
-	ReplayCacheEvicted uint64
-
-	// The connection's events since the bus was made (see NewNATSBus).
-	Disconnects uint64 // connection lost, reconnecting
-	Reconnects  uint64 // connection back
-	Closes      uint64 // connection closed for good
+	Published, PublishRetried, PublishFailed uint64 // failed: on the retry too
+	Received                                 uint64 // valid or not; Received - Dropped reached a handler
+	Dropped                                  uint64 // the sum of the five below
+	DroppedMalformed, DroppedTooLarge        uint64
+	DroppedUnknownType                       uint64
+	DroppedUnauthenticated                   uint64 // refused by a bus with a key
+	DroppedReplayed                          uint64 // a signed message delivered already
+	DroppedBacklog                           uint64 // dropped by the NATS client over PendingLimit
+	ReplayCacheEvicted                       uint64 // signed messages forgotten within their window
+	Disconnects, Reconnects, Closes          uint64 // the connection's events
 }
 
-// NATSBus is the Bus over a NATS connection. It is safe for concurrent use.
-// It never closes the connection, which stays the caller's.
+// NATSBus is the Bus over a NATS connection, safe for concurrent use.
 type NATSBus struct {
 	nc   *nats.Conn
 	opts options
@@ -208,14 +183,14 @@ type NATSBus struct {
 }
 
 // NewNATSBus returns a bus over nc. It fails for a nil nc, and with
-// ErrInvalidOption for an option given an invalid value or options that need
-// WithKey given without it.
+// ErrInvalidConfig for an option given an invalid value or options that need
+// withKey given without it.
 //
 // It chains handlers of its own in front of the disconnect, reconnect,
 // closed and async error handlers set on nc (it reads them from nc and calls
 // them after its own; a deprecated DisconnectedCB is called too when no
 // DisconnectedErrCB is set), to count the events in Stats and log them (a
-// subscription of the bus over its pending limit as WithPendingLimit says):
+// subscription of the bus over its pending limit as withPendingLimit says):
 // a disconnect at Warn (until
 // the connection is back, release requests to this server go unanswered and
 // its players cannot be handed over), a reconnect at Info, and the close at
@@ -225,7 +200,7 @@ type NATSBus struct {
 // close counts only as the close. Set nc's handlers before NewNATSBus, not
 // concurrently with it; one set afterwards replaces the bus's (chain to
 // nc.DisconnectErrHandler() and the like to keep both).
-func NewNATSBus(nc *nats.Conn, opts ...Option) (*NATSBus, error) {
+func newNATSBus(nc *nats.Conn, opts ...option) (*NATSBus, error) {
 	if nc == nil {
 		return nil, errors.New("messaging: new nats bus: nil *nats.Conn")
 	}
@@ -235,10 +210,10 @@ func NewNATSBus(nc *nats.Conn, opts ...Option) (*NATSBus, error) {
 			prefix:       DefaultPrefix,
 			maxBytes:     DefaultMaxBytes,
 			clock:        clock.New(),
-			retryDelay:   DefaultRetryDelay,
+			retryDelay:   defaultRetryDelay,
 			logger:       slog.Default(),
-			replayWindow: DefaultReplayWindow,
-			pendingLimit: DefaultPendingLimit,
+			replayWindow: defaultReplayWindow,
+			pendingLimit: defaultPendingLimit,
 		},
 		publish: nc.Publish,
 	}
@@ -259,31 +234,18 @@ func NewNATSBus(nc *nats.Conn, opts ...Option) (*NATSBus, error) {
 }
 
 // Subject returns the subject of server jobID, "<prefix>.<jobID>". It fails
-// with ErrInvalidJobID for a jobID that is not a valid subject token.
-func (b *NATSBus) Subject(jobID string) (string, error) {
-	if err := ValidJobID(jobID); err != nil {
+// with errInvalidJobID for a jobID that is not a valid subject token.
+func (b *NATSBus) subject(jobID string) (string, error) {
+	if err := validJobID(jobID); err != nil {
 		return "", err
 	}
 	return b.opts.prefix + "." + jobID, nil
 }
 
-// Publish sends m to the subject of server jobID. If the connection refuses
-// the message, Publish waits the retry delay on the bus clock and tries once
-// more. A message is out once the connection has taken it; NATS core does not
-// confirm delivery.
-//
-// The Stamp and MAC of m are the bus's: a bus with a key stamps m with its
-// clock and signs it for jobID (the retry sends the same bytes), and a bus
-// without one sends neither.
-//
-// It fails with ErrInvalidJobID for an invalid jobID, with the errors of
-// Encode for an invalid m, with ErrMalformed when the bus has a key and m
-// names no Sender, with ErrTooLarge when the encoding is over the bus's size
-// limit (the receiver would drop it), with the connection's error when both
-// attempts fail, and with ctx.Err() when ctx ends before the first attempt
-// or during the wait. Only the connection failures are retried.
+// Publish sends m to server jobID, signed when the bus has a key, retrying
+// once after RetryDelay if the connection refuses it.
 func (b *NATSBus) Publish(ctx context.Context, jobID string, m Message) error {
-	subject, err := b.Subject(jobID)
+	subject, err := b.subject(jobID)
 	if err != nil {
 		return fmt.Errorf("publish: %w", err)
 	}
@@ -298,7 +260,7 @@ func (b *NATSBus) Publish(ctx context.Context, jobID string, m Message) error {
 	if err != nil {
 		return fmt.Errorf("publish to %s: %w", subject, err)
 	}
-	if limit := LimitOf(m.Type, b.opts.maxBytes); len(data) > limit {
+	if limit := limitOf(m.Type, b.opts.maxBytes); len(data) > limit {
 		return fmt.Errorf("publish to %s: %w: %d bytes, limit %d", subject, ErrTooLarge, len(data), limit)
 	}
 	if err := ctx.Err(); err != nil {
@@ -340,20 +302,10 @@ func (b *NATSBus) sent() {
 	}
 }
 
-// Subscribe makes one NATS subscription on the subject of jobID, our own
-// JobID, and calls h with every valid message that arrives on it. Messages
-// that Decode refuses (over the size limit, malformed, of an unknown type)
-// are counted in Stats, logged at Debug and dropped. With a key, so are the
-// messages that fail authentication (see WithKey; these are logged at Warn
-// at most once a minute); without one, a message's Stamp and MAC are
-// cleared before h sees it, since nothing checked them.
-//
-// The subscription is sent to the server with the connection's next flush;
-// call nc.Flush to wait until the server has it. It fails with
-// ErrInvalidJobID for an invalid jobID, with a plain error for a nil h, and
-// with the connection's error (for example nats.ErrConnectionClosed).
+// Subscribe calls h with every valid message sent to jobID, our own JobID;
+// others are counted in Stats and dropped.
 func (b *NATSBus) Subscribe(jobID string, h Handler) (Subscription, error) {
-	subject, err := b.Subject(jobID)
+	subject, err := b.subject(jobID)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe: %w", err)
 	}
@@ -389,7 +341,7 @@ func (b *NATSBus) receive(jobID, subject string, data []byte) (Message, bool) {
 	m, err := Decode(data, b.opts.maxBytes)
 	if len(data) > b.opts.maxBytes {
 		// Only a move may be larger (it carries a profile).
-		if mv, merr := Decode(data, LimitOf(TypeMove, b.opts.maxBytes)); merr == nil && mv.Type == TypeMove {
+		if mv, merr := Decode(data, limitOf(TypeMove, b.opts.maxBytes)); merr == nil && mv.Type == TypeMove {
 			m, err = mv, nil
 		}
 	}
@@ -426,8 +378,7 @@ func (b *NATSBus) receive(jobID, subject string, data []byte) (Message, bool) {
 	return Message{}, false
 }
 
-// Stats returns the counters. Each is read atomically; together they are not
-// one snapshot.
+// Stats returns the counters (each read atomically, not one snapshot).
 func (b *NATSBus) Stats() Stats {
 	s := Stats{
 		Published:              b.published.Load(),

@@ -50,10 +50,10 @@ func connect(tb testing.TB, s *server.Server) *nats.Conn {
 }
 
 // newBus makes a bus over nc that logs nowhere unless opts say otherwise.
-func newBus(tb testing.TB, nc *nats.Conn, opts ...Option) *NATSBus {
+func newBus(tb testing.TB, nc *nats.Conn, opts ...option) *NATSBus {
 	tb.Helper()
-	all := append([]Option{WithLogger(slog.New(slog.DiscardHandler))}, opts...)
-	b, err := NewNATSBus(nc, all...)
+	all := append([]option{withLogger(slog.New(slog.DiscardHandler))}, opts...)
+	b, err := newNATSBus(nc, all...)
 	if err != nil {
 		tb.Fatalf("NewNATSBus: %v", err)
 	}
@@ -148,50 +148,50 @@ func TestNewNATSBus(t *testing.T) {
 	nc := connect(t, startNATS(t))
 
 	t.Run("nil connection", func(t *testing.T) {
-		if _, err := NewNATSBus(nil); err == nil {
-			t.Fatal("NewNATSBus(nil) succeeded")
+		if _, err := newNATSBus(nil); err == nil {
+			t.Fatal("newNATSBus(nil) succeeded")
 		}
 	})
 
 	invalid := []struct {
 		name string
-		opt  Option
+		opt  option
 	}{
-		{"empty prefix", WithPrefix("")},
-		{"prefix with a star", WithPrefix("CK*")},
-		{"prefix ending in a dot", WithPrefix("mygame.")},
-		{"prefix with an empty token", WithPrefix("mygame..CKHandoff")},
-		{"prefix with a space", WithPrefix("my game")},
-		{"prefix wildcard token", WithPrefix("mygame.>")},
-		{"zero max bytes", WithMaxBytes(0)},
-		{"negative max bytes", WithMaxBytes(-1)},
-		{"nil clock", WithClock(nil)},
-		{"negative retry delay", WithRetryDelay(-time.Millisecond)},
-		{"nil logger", WithLogger(nil)},
+		{"empty prefix", withPrefix("")},
+		{"prefix with a star", withPrefix("CK*")},
+		{"prefix ending in a dot", withPrefix("mygame.")},
+		{"prefix with an empty token", withPrefix("mygame..CKHandoff")},
+		{"prefix with a space", withPrefix("my game")},
+		{"prefix wildcard token", withPrefix("mygame.>")},
+		{"zero max bytes", withMaxBytes(0)},
+		{"negative max bytes", withMaxBytes(-1)},
+		{"nil clock", withClock(nil)},
+		{"negative retry delay", withRetryDelay(-time.Millisecond)},
+		{"nil logger", withLogger(nil)},
 	}
 	for _, tt := range invalid {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := NewNATSBus(nc, tt.opt)
-			if !errors.Is(err, ErrInvalidOption) {
-				t.Fatalf("NewNATSBus = %v, %v; want ErrInvalidOption", b, err)
+			b, err := newNATSBus(nc, tt.opt)
+			if !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("NewNATSBus = %v, %v; want ErrInvalidConfig", b, err)
 			}
 		})
 	}
 
 	t.Run("defaults", func(t *testing.T) {
-		b, err := NewNATSBus(nc)
+		b, err := newNATSBus(nc)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if b.opts.prefix != DefaultPrefix || b.opts.maxBytes != DefaultMaxBytes ||
-			b.opts.retryDelay != DefaultRetryDelay || b.opts.clock == nil || b.opts.logger == nil {
+			b.opts.retryDelay != defaultRetryDelay || b.opts.clock == nil || b.opts.logger == nil {
 			t.Fatalf("defaults: %+v", b.opts)
 		}
 	})
 
 	t.Run("valid options", func(t *testing.T) {
-		b, err := NewNATSBus(nc, WithPrefix("mygame.CKHandoff"), WithMaxBytes(4096),
-			WithRetryDelay(0), WithClock(clock.NewMock()), WithLogger(slog.Default()))
+		b, err := newNATSBus(nc, withPrefix("mygame.CKHandoff"), withMaxBytes(4096),
+			withRetryDelay(0), withClock(clock.NewMock()), withLogger(slog.Default()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,25 +205,25 @@ func TestSubject(t *testing.T) {
 	nc := connect(t, startNATS(t))
 	tests := []struct {
 		name   string
-		opts   []Option
+		opts   []option
 		jobID  string
 		want   string
 		wantOK bool
 	}{
 		{"default prefix", nil, "server-a", "CKHandoff.server-a", true},
-		{"dotted prefix", []Option{WithPrefix("mygame.CKHandoff")}, "server-a", "mygame.CKHandoff.server-a", true},
+		{"dotted prefix", []option{withPrefix("mygame.CKHandoff")}, "server-a", "mygame.CKHandoff.server-a", true},
 		{"dot in job id", nil, "server.a", "", false},
 		{"wildcard job id", nil, "*", "", false},
 		{"empty job id", nil, "", "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := newBus(t, nc, tt.opts...).Subject(tt.jobID)
+			got, err := newBus(t, nc, tt.opts...).subject(tt.jobID)
 			if tt.wantOK && (err != nil || got != tt.want) {
 				t.Fatalf("Subject(%q) = %q, %v; want %q", tt.jobID, got, err, tt.want)
 			}
-			if !tt.wantOK && !errors.Is(err, ErrInvalidJobID) {
-				t.Fatalf("Subject(%q) = %q, %v; want ErrInvalidJobID", tt.jobID, got, err)
+			if !tt.wantOK && !errors.Is(err, errInvalidJobID) {
+				t.Fatalf("Subject(%q) = %q, %v; want errInvalidJobID", tt.jobID, got, err)
 			}
 		})
 	}
@@ -271,7 +271,7 @@ func TestPublishUsesPrefix(t *testing.T) {
 	if err := ncA.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	bus := newBus(t, ncB, WithPrefix("mygame.CKHandoff"))
+	bus := newBus(t, ncB, withPrefix("mygame.CKHandoff"))
 	m := Message{Type: TypeReply, Driver: "PlayerData", Key: "user:1"}
 	if err := bus.Publish(context.Background(), "server-a", m); err != nil {
 		t.Fatal(err)
@@ -291,9 +291,9 @@ func TestSubscribeDropsBadMessages(t *testing.T) {
 	s := startNATS(t)
 	ncA, ncB := connect(t, s), connect(t, s)
 	logs := &syncBuffer{}
-	busA := newBus(t, ncA, WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	busA := newBus(t, ncA, withLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	ch, _ := subscribe(t, busA, ncA, "server-a")
-	subject, err := busA.Subject("server-a")
+	subject, err := busA.subject("server-a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,14 +344,14 @@ func TestInvalidJobIDRefused(t *testing.T) {
 	nc := connect(t, startNATS(t))
 	bus := newBus(t, nc)
 	m := Message{Type: TypeReply, Driver: "D", Key: "K"}
-	for _, jobID := range []string{"", "a.b", "*", ">", "a b", strings.Repeat("x", MaxJobIDBytes+1)} {
+	for _, jobID := range []string{"", "a.b", "*", ">", "a b", strings.Repeat("x", maxJobIDBytes+1)} {
 		t.Run(jobID, func(t *testing.T) {
-			if err := bus.Publish(context.Background(), jobID, m); !errors.Is(err, ErrInvalidJobID) {
-				t.Fatalf("Publish to %q: %v, want ErrInvalidJobID", jobID, err)
+			if err := bus.Publish(context.Background(), jobID, m); !errors.Is(err, errInvalidJobID) {
+				t.Fatalf("Publish to %q: %v, want errInvalidJobID", jobID, err)
 			}
 			sub, err := bus.Subscribe(jobID, func(Message) {})
-			if !errors.Is(err, ErrInvalidJobID) || sub != nil {
-				t.Fatalf("Subscribe(%q) = %v, %v; want ErrInvalidJobID", jobID, sub, err)
+			if !errors.Is(err, errInvalidJobID) || sub != nil {
+				t.Fatalf("Subscribe(%q) = %v, %v; want errInvalidJobID", jobID, sub, err)
 			}
 		})
 	}
@@ -362,7 +362,7 @@ func TestInvalidJobIDRefused(t *testing.T) {
 
 func TestPublishRefusesBadMessages(t *testing.T) {
 	nc := connect(t, startNATS(t))
-	bus := newBus(t, nc, WithMaxBytes(64))
+	bus := newBus(t, nc, withMaxBytes(64))
 	tests := []struct {
 		name string
 		m    Message
@@ -370,7 +370,7 @@ func TestPublishRefusesBadMessages(t *testing.T) {
 	}{
 		{"missing key", Message{Type: TypeReply, Driver: "D"}, ErrMalformed},
 		{"unknown type", Message{Type: "X", Driver: "D", Key: "K"}, ErrUnknownType},
-		{"invalid requester", Message{Type: TypeRequest, Driver: "D", Key: "K", Requester: "a.b"}, ErrInvalidJobID},
+		{"invalid requester", Message{Type: TypeRequest, Driver: "D", Key: "K", Requester: "a.b"}, errInvalidJobID},
 		{"over the bus limit", Message{Type: TypeReply, Driver: "D", Key: strings.Repeat("k", 64)}, ErrTooLarge},
 	}
 	for _, tt := range tests {
@@ -403,7 +403,7 @@ func TestPublishClosedConnRetriesOnce(t *testing.T) {
 	nc := connect(t, startNATS(t))
 	clk := newTimerClock()
 	logs := &syncBuffer{}
-	bus := newBus(t, nc, WithClock(clk), WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	bus := newBus(t, nc, withClock(clk), withLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	nc.Close()
 	m := Message{Type: TypeReply, Driver: "D", Key: "K"}
 
@@ -411,10 +411,10 @@ func TestPublishClosedConnRetriesOnce(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- bus.Publish(context.Background(), "server-a", m) }()
 
-		if d := clk.nextTimer(t); d != DefaultRetryDelay {
-			t.Fatalf("retry waits %v, want %v", d, DefaultRetryDelay)
+		if d := clk.nextTimer(t); d != defaultRetryDelay {
+			t.Fatalf("retry waits %v, want %v", d, defaultRetryDelay)
 		}
-		clk.Add(DefaultRetryDelay - time.Millisecond)
+		clk.Add(defaultRetryDelay - time.Millisecond)
 		select {
 		case err := <-done:
 			t.Fatalf("Publish returned %v before the retry delay passed", err)
@@ -457,7 +457,7 @@ func TestPublishClosedConnRetriesOnce(t *testing.T) {
 func TestPublishRetryHonoursContext(t *testing.T) {
 	nc := connect(t, startNATS(t))
 	clk := newTimerClock()
-	bus := newBus(t, nc, WithClock(clk))
+	bus := newBus(t, nc, withClock(clk))
 	nc.Close()
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -487,8 +487,8 @@ func TestPublishRetrySucceeds(t *testing.T) {
 
 	clk := newTimerClock()
 	logs := &syncBuffer{}
-	busB := newBus(t, ncB, WithClock(clk), WithRetryDelay(time.Second),
-		WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	busB := newBus(t, ncB, withClock(clk), withRetryDelay(time.Second),
+		withLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	var attempts int // only the Publish goroutine touches it until done
 	busB.publish = func(subject string, data []byte) error {
 		attempts++
@@ -529,7 +529,7 @@ func TestPublishRetrySucceeds(t *testing.T) {
 
 func TestPublishRetryRealClock(t *testing.T) {
 	nc := connect(t, startNATS(t))
-	bus := newBus(t, nc, WithRetryDelay(time.Millisecond))
+	bus := newBus(t, nc, withRetryDelay(time.Millisecond))
 	nc.Close()
 	err := bus.Publish(context.Background(), "server-a", Message{Type: TypeReply, Driver: "D", Key: "K"})
 	if !errors.Is(err, nats.ErrConnectionClosed) {

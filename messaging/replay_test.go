@@ -44,12 +44,12 @@ func TestReplayCacheForgetsOutsideTheWindow(t *testing.T) {
 // Past its bound the cache forgets its oldest stamps first and keeps the
 // newest, so memory stays bounded whatever the traffic.
 func TestReplayCacheBounded(t *testing.T) {
-	c := newReplayCache(DefaultReplayWindow)
+	c := newReplayCache(defaultReplayWindow)
 	now := int64(1_700_000_000_000)
 	const extra = 5000
 	for i := range replayCacheMax + extra {
 		// Stamps rise through the window, as the clock of a busy fleet does.
-		stamp := now - DefaultReplayWindow.Milliseconds() + int64(i)*DefaultReplayWindow.Milliseconds()/replayCacheMax
+		stamp := now - defaultReplayWindow.Milliseconds() + int64(i)*defaultReplayWindow.Milliseconds()/replayCacheMax
 		c.seen(macOf(i), stamp, now)
 	}
 	if c.n > replayCacheMax {
@@ -59,7 +59,7 @@ func TestReplayCacheBounded(t *testing.T) {
 		t.Errorf("%d evicted, want at least %d", c.evictedCount(), extra)
 	}
 	last := replayCacheMax + extra - 1
-	stamp := now - DefaultReplayWindow.Milliseconds() + int64(last)*DefaultReplayWindow.Milliseconds()/replayCacheMax
+	stamp := now - defaultReplayWindow.Milliseconds() + int64(last)*defaultReplayWindow.Milliseconds()/replayCacheMax
 	if !c.seen(macOf(last), stamp, now) {
 		t.Error("the newest MAC was forgotten")
 	}
@@ -101,8 +101,8 @@ func TestStamperDistinctStamps(t *testing.T) {
 // are two messages: the receiver's replay cache delivers both.
 func TestSameContentWithinAMillisecondDelivered(t *testing.T) {
 	w := newAuthWorld(t)
-	busA := newBus(t, w.ncA, WithKey(testKey), WithClock(w.clk))
-	busB := newBus(t, w.ncB, WithKey(testKey), WithClock(w.clk))
+	busA := newBus(t, w.ncA, withKey(testKey), withClock(w.clk))
+	busB := newBus(t, w.ncB, withKey(testKey), withClock(w.clk))
 	ch, _ := subscribe(t, busA, w.ncA, "server-a")
 	reply := Message{Type: TypeReply, Driver: "PlayerData", Key: "user:42", Sender: "server-b"}
 	for range 3 {

@@ -2,30 +2,30 @@ package messaging
 
 import "fmt"
 
-// MaxTraceParentBytes bounds a traceparent. Version 00 of W3C Trace Context
+// maxTraceParentBytes bounds a traceparent. Version 00 of W3C Trace Context
 // is exactly 55 bytes; a later version may append fields, so it gets room to
 // grow, but not so much that a hostile sender can fill a message with it.
-const MaxTraceParentBytes = 128
+const maxTraceParentBytes = 128
 
-// MaxTraceStateBytes bounds a tracestate: W3C Trace Context asks platforms
+// maxTraceStateBytes bounds a tracestate: W3C Trace Context asks platforms
 // to propagate at least 512 characters and lets them drop the rest.
-const MaxTraceStateBytes = 512
+const maxTraceStateBytes = 512
 
 // traceParentV00Bytes is the length of a version 00 traceparent:
 // "00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>".
 const traceParentV00Bytes = 55
 
-// ValidTraceParent reports whether s is a W3C Trace Context traceparent
+// validTraceParent reports whether s is a W3C Trace Context traceparent
 // (https://www.w3.org/TR/trace-context/#traceparent-header) that a message
 // can carry: "vv-<32 hex trace id>-<16 hex parent id>-<2 hex flags>" in
 // lowercase hex, a version other than "ff", a trace id and a parent id that
 // are not all zeros, exactly 55 bytes for version 00, and for a later version
-// at most MaxTraceParentBytes with anything after the flags starting with
-// '-' and made of lowercase hex and '-'. The error wraps ErrInvalidTrace and
+// at most maxTraceParentBytes with anything after the flags starting with
+// '-' and made of lowercase hex and '-'. The error wraps errInvalidTrace and
 // says what is wrong.
-func ValidTraceParent(s string) error {
+func validTraceParent(s string) error {
 	if reason := traceParentProblem(s); reason != "" {
-		return fmt.Errorf("%w: traceparent %.64q: %s", ErrInvalidTrace, s, reason)
+		return fmt.Errorf("%w: traceparent %.64q: %s", errInvalidTrace, s, reason)
 	}
 	return nil
 }
@@ -34,8 +34,8 @@ func traceParentProblem(s string) string {
 	switch {
 	case len(s) < traceParentV00Bytes:
 		return fmt.Sprintf("%d bytes, want at least %d", len(s), traceParentV00Bytes)
-	case len(s) > MaxTraceParentBytes:
-		return fmt.Sprintf("%d bytes, limit %d", len(s), MaxTraceParentBytes)
+	case len(s) > maxTraceParentBytes:
+		return fmt.Sprintf("%d bytes, limit %d", len(s), maxTraceParentBytes)
 	}
 	// Where the trace id and the parent id start; the dashes are at 2, 35
 	// and 52.
@@ -65,17 +65,17 @@ func traceParentProblem(s string) string {
 	return ""
 }
 
-// ValidTraceState reports whether s can travel as a W3C tracestate: at most
-// MaxTraceStateBytes bytes of printable ASCII (0x20 to 0x7e), not empty. It
+// validTraceState reports whether s can travel as a W3C tracestate: at most
+// maxTraceStateBytes bytes of printable ASCII (0x20 to 0x7e), not empty. It
 // does not parse the list members; the tracer that reads it does. The error
-// wraps ErrInvalidTrace and says what is wrong.
-func ValidTraceState(s string) error {
+// wraps errInvalidTrace and says what is wrong.
+func validTraceState(s string) error {
 	reason := ""
 	switch {
 	case s == "":
 		reason = "empty"
-	case len(s) > MaxTraceStateBytes:
-		reason = fmt.Sprintf("%d bytes, limit %d", len(s), MaxTraceStateBytes)
+	case len(s) > maxTraceStateBytes:
+		reason = fmt.Sprintf("%d bytes, limit %d", len(s), maxTraceStateBytes)
 	default:
 		for i := range len(s) {
 			if c := s[i]; c < 0x20 || c > 0x7e {
@@ -85,7 +85,7 @@ func ValidTraceState(s string) error {
 		}
 	}
 	if reason != "" {
-		return fmt.Errorf("%w: tracestate %.64q: %s", ErrInvalidTrace, s, reason)
+		return fmt.Errorf("%w: tracestate %.64q: %s", errInvalidTrace, s, reason)
 	}
 	return nil
 }

@@ -20,8 +20,8 @@ func TestValidTraceParent(t *testing.T) {
 		{"not sampled", "00-" + traceID + "-" + parentID + "-00", true},
 		{"later version, same length", "01-" + traceID + "-" + parentID + "-01", true},
 		{"later version, more fields", "cc-" + traceID + "-" + parentID + "-01-0a-bc12", true},
-		{"later version, at the limit", "cc-" + traceID + "-" + parentID + "-01-" + strings.Repeat("a", MaxTraceParentBytes-56), true},
-		{"later version, over the limit", "cc-" + traceID + "-" + parentID + "-01-" + strings.Repeat("a", MaxTraceParentBytes-55), false},
+		{"later version, at the limit", "cc-" + traceID + "-" + parentID + "-01-" + strings.Repeat("a", maxTraceParentBytes-56), true},
+		{"later version, over the limit", "cc-" + traceID + "-" + parentID + "-01-" + strings.Repeat("a", maxTraceParentBytes-55), false},
 		{"later version, junk after the flags", "cc-" + traceID + "-" + parentID + "-01x", false},
 		{"later version, uppercase after the flags", "cc-" + traceID + "-" + parentID + "-01-AB", false},
 		{"empty", "", false},
@@ -39,12 +39,12 @@ func TestValidTraceParent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := ValidTraceParent(tt.s)
+			err := validTraceParent(tt.s)
 			if tt.ok && err != nil {
-				t.Fatalf("ValidTraceParent(%q) = %v, want nil", tt.s, err)
+				t.Fatalf("validTraceParent(%q) = %v, want nil", tt.s, err)
 			}
-			if !tt.ok && !errors.Is(err, ErrInvalidTrace) {
-				t.Fatalf("ValidTraceParent(%q) = %v, want ErrInvalidTrace", tt.s, err)
+			if !tt.ok && !errors.Is(err, errInvalidTrace) {
+				t.Fatalf("validTraceParent(%q) = %v, want errInvalidTrace", tt.s, err)
 			}
 		})
 	}
@@ -58,8 +58,8 @@ func TestValidTraceState(t *testing.T) {
 	}{
 		{"w3c example", "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE", true},
 		{"multi-tenant key and spaces", "fw529a3039@dt=ZmY4Y2M1, congo=t61rcWkgMzE", true},
-		{"at the limit", strings.Repeat("a", MaxTraceStateBytes), true},
-		{"over the limit", strings.Repeat("a", MaxTraceStateBytes+1), false},
+		{"at the limit", strings.Repeat("a", maxTraceStateBytes), true},
+		{"over the limit", strings.Repeat("a", maxTraceStateBytes+1), false},
 		{"empty", "", false},
 		{"tab", "a=b\tc", false},
 		{"newline", "a=b\n", false},
@@ -69,12 +69,12 @@ func TestValidTraceState(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := ValidTraceState(tt.s)
+			err := validTraceState(tt.s)
 			if tt.ok && err != nil {
-				t.Fatalf("ValidTraceState(%q) = %v, want nil", tt.s, err)
+				t.Fatalf("validTraceState(%q) = %v, want nil", tt.s, err)
 			}
-			if !tt.ok && !errors.Is(err, ErrInvalidTrace) {
-				t.Fatalf("ValidTraceState(%q) = %v, want ErrInvalidTrace", tt.s, err)
+			if !tt.ok && !errors.Is(err, errInvalidTrace) {
+				t.Fatalf("validTraceState(%q) = %v, want errInvalidTrace", tt.s, err)
 			}
 		})
 	}

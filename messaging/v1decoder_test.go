@@ -41,7 +41,7 @@ func (m v1Message) validate() error {
 		return fmt.Errorf("%w: request without requester (R)", ErrMalformed)
 	}
 	if m.Requester != "" {
-		if err := ValidJobID(m.Requester); err != nil {
+		if err := validJobID(m.Requester); err != nil {
 			return fmt.Errorf("%w: requester (R): %w", ErrMalformed, err)
 		}
 	}

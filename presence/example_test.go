@@ -34,7 +34,7 @@ func Example() {
 	ctx := context.Background()
 
 	newServer := func(jobID string) *presence.Presence {
-		p, err := presence.New(rdb, presence.Config{Key: presence.KeyFor("mygame"), JobID: jobID, Clock: clk})
+		p, err := presence.New(rdb, presence.Config{Namespace: "mygame", JobID: jobID, Clock: clk})
 		if err != nil {
 			panic(err)
 		}
@@ -88,10 +88,9 @@ func Example_shards() {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
 	ctx := context.Background()
-	key := presence.KeyFor("mygame")
 
 	newServer := func(jobID string, shards int) *presence.Presence {
-		p, err := presence.New(rdb, presence.Config{Key: key, JobID: jobID, Shards: shards, Clock: clk})
+		p, err := presence.New(rdb, presence.Config{Namespace: "mygame", JobID: jobID, Shards: shards, Clock: clk})
 		if err != nil {
 			panic(err)
 		}
@@ -99,7 +98,6 @@ func Example_shards() {
 	}
 	var servers []*presence.Presence
 	for _, job := range []string{"server-a", "server-b", "server-c"} {
-		fmt.Println(job, "beats into", presence.ShardKey(key, presence.ShardOf(job, 4)))
 		p := newServer(job, 4)
 		defer p.Close(ctx)
 		if err := p.Claim(ctx); err != nil { // its first beat
@@ -123,64 +121,6 @@ func Example_shards() {
 	fmt.Println("server-b read with one shard:", r.Status, errors.Is(r.Err, presence.ErrShardMismatch))
 
 	// Output:
-	// server-a beats into mygame:CKPresence
-	// server-b beats into mygame:CKPresence:{1}
-	// server-c beats into mygame:CKPresence:{2}
 	// server-b: alive
 	// server-b read with one shard: unknown true
-}
-
-// Each server publishes its session count with its beat (Config.Sessions;
-// a datadriver Node gives its own), and any reader gets every live
-// server's, least loaded first: where a drain would send profiles. A
-// server whose beat has expired is left out, with its count.
-func ExamplePresence_Loads() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
-	defer mr.Close()
-	start := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	mr.SetTime(start)
-	clk := clock.NewMock()
-	clk.Set(start)
-
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
-	ctx := context.Background()
-
-	newServer := func(jobID string, sessions int) *presence.Presence {
-		p, err := presence.New(rdb, presence.Config{Key: presence.KeyFor("mygame"), JobID: jobID, Clock: clk,
-			Sessions: func() int { return sessions }})
-		if err != nil {
-			panic(err)
-		}
-		return p
-	}
-	a, b, c := newServer("server-a", 5), newServer("server-b", 3), newServer("server-c", 1)
-	for _, p := range []*presence.Presence{a, b, c} {
-		defer p.Close(ctx)
-	}
-	if err := c.Beat(ctx); err != nil { // server-c beats once, then stops
-		panic(err)
-	}
-	mr.SetTime(start.Add(presence.DefaultTTL + time.Second))
-	clk.Set(start.Add(presence.DefaultTTL + time.Second))
-	for _, p := range []*presence.Presence{a, b} {
-		if err := p.Beat(ctx); err != nil {
-			panic(err)
-		}
-	}
-
-	loads, err := a.Loads(ctx)
-	if err != nil {
-		panic(err)
-	}
-	for _, l := range loads {
-		fmt.Println(l.JobID, l.Sessions, "sessions, written at", l.At.UTC().Format(time.TimeOnly))
-	}
-
-	// Output:
-	// server-b 3 sessions, written at 12:00:11
-	// server-a 5 sessions, written at 12:00:11
 }

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/internal/defaults"
+	"github.com/ckernel/playerdata/internal/handoffcore"
 	"github.com/ckernel/playerdata/internal/lockrule"
-	"github.com/ckernel/playerdata/lockhandoff"
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 )
 
 // The operator's verbs that can move a lock, run as the CLI runs them
@@ -29,8 +29,8 @@ const askWait = 10 * time.Second
 // servers' hash and a Handoff of its own on the bus (to ask the servers
 // about a lock that names no holder).
 type operator struct {
-	pres *presence.Presence
-	h    *lockhandoff.Handoff
+	pres *presencecore.Presence
+	h    *handoffcore.Handoff
 }
 
 // operatorEnv is where the operator acts on key: the check client, the
@@ -42,12 +42,12 @@ func (s *sim) operatorEnv(key string) lockrule.Env {
 	s.mu.Unlock()
 	if op == nil {
 		quiet := slog.New(slog.DiscardHandler)
-		pres, err := presence.New(s.checkRedis, presence.Config{Key: presence.KeyFor("sim"), JobID: operatorJob,
+		pres, err := presencecore.New(s.checkRedis, presencecore.Config{Key: presencecore.KeyFor("sim"), JobID: operatorJob,
 			TTL: presenceTTL, Beat: presenceBeat, Logger: quiet})
 		if err != nil {
 			s.tb.Fatalf("operator presence: %v", err)
 		}
-		h, err := lockhandoff.New(lockhandoff.Config{JobID: operatorJob, Bus: s.c.Bus.Endpoint(operatorJob),
+		h, err := handoffcore.New(handoffcore.Config{JobID: operatorJob, Bus: s.c.Bus.Endpoint(operatorJob),
 			Presence: pres, Beat: presenceBeat, Logger: quiet})
 		if err != nil {
 			s.tb.Fatalf("operator handoff: %v", err)

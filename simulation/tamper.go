@@ -11,8 +11,8 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 )
 
 // The tampers (Config.Tampers): what other tools and Redis itself do to the
@@ -479,4 +479,4 @@ func (s *sim) forgetRecord(pl *player, data string, held bool) int {
 
 // ownerKey is the presence owners hash of the simulation's servers (one
 // presence shard).
-func ownerKey() string { return presence.OwnersKey(presence.KeyFor("sim")) }
+func ownerKey() string { return presencecore.OwnersKey(presencecore.KeyFor("sim")) }

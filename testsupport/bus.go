@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/jobid"
+
 	"github.com/benbjohnson/clock"
 
 	"github.com/ckernel/playerdata/messaging"
@@ -232,7 +234,7 @@ func (e *MemBusEndpoint) Publish(ctx context.Context, to string, m messaging.Mes
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := messaging.ValidJobID(to); err != nil {
+	if err := jobid.Check(to); err != nil {
 		return err
 	}
 	raw, err := messaging.Encode(m)
@@ -370,7 +372,7 @@ func (b *MemBus) deliverLocked(to string, raw []byte) {
 
 // Subscribe implements messaging.Bus.
 func (e *MemBusEndpoint) Subscribe(job string, h messaging.Handler) (messaging.Subscription, error) {
-	if err := messaging.ValidJobID(job); err != nil {
+	if err := jobid.Check(job); err != nil {
 		return nil, err
 	}
 	b := e.bus
@@ -426,7 +428,7 @@ func (s *memSub) run() {
 			raw := s.queue[0]
 			s.queue = s.queue[1:]
 			s.mu.Unlock()
-			m, err := messaging.Decode(raw, messaging.LimitOf(messaging.TypeMove, 0))
+			m, err := messaging.Decode(raw, messaging.DefaultMaxMoveBytes)
 			if err != nil {
 				continue
 			}

@@ -9,7 +9,7 @@ import (
 // carries it.
 type Invocation struct {
 	// Script is the script's name: record.ScriptSave, presencescript.NameBeat,
-	// transactions.ScriptMove and so on.
+	// tradescript.NameMove and so on.
 	Script string
 	// Keys and Args are its KEYS and ARGV.
 	Keys, Args []string

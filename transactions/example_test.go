@@ -2,6 +2,7 @@ package transactions_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/alicebob/miniredis/v2"
@@ -10,17 +11,22 @@ import (
 	"github.com/ckernel/playerdata/transactions"
 )
 
-// A participant's recovery that finds no journal entry aborts the trade
-// with a tombstone, so its coordinator can no longer open or commit it.
-func ExampleJournal_Abort() {
+// An operator looks up the trade a player reports: its state, who made it,
+// and which participants have their post-trade image.
+func ExampleJournal_Read() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()
-	j := transactions.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}), "mygame", 0)
-	ctx := context.Background()
+	j := transactions.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}), "mygame")
 
-	fmt.Println(j.Abort(ctx, "trade-1"))
-	fmt.Println(j.Commit(ctx, "trade-1"))
+	e, err := j.Read(context.Background(), "trade-1")
+	switch {
+	case errors.Is(err, transactions.ErrNotFound):
+		fmt.Println("no entry at", j.Key("trade-1"))
+	case err != nil:
+		fmt.Println(err)
+	default:
+		fmt.Println(e.State, e.Coordinator, e.Settled)
+	}
 	// Output:
-	// <nil>
-	// trade trade-1: journal is ABORTED
+	// no entry at mygame:trade:{trade-1}
 }

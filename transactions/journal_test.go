@@ -3,120 +3,65 @@ package transactions_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/tradejournal"
 	"github.com/ckernel/playerdata/testsupport"
 	"github.com/ckernel/playerdata/transactions"
 )
 
-func parts() []transactions.Participant {
-	return []transactions.Participant{
-		{Driver: "PlayerData", Key: "a", Token: "ta", Ver: 3, Image: []byte("image-a")},
-		{Driver: "Inventory", Key: "b", Token: "tb", Ver: 0, Image: []byte("image-b")},
-	}
-}
-
-func begin(t *testing.T, _ *testsupport.Redis, j *transactions.Journal, id string) error {
-	t.Helper()
-	return j.Begin(context.Background(), id, "server-a", parts())
-}
-
-func TestJournalLifecycle(t *testing.T) {
+// TestReadShowsTheJournal: a trade the library wrote reads here with every
+// field, through each state.
+func TestReadShowsTheJournal(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	c := r.Client(t)
-	j := transactions.New(c, r.Namespace, time.Hour)
 	ctx := context.Background()
-
-	t.Run("begin, commit, settle, expire", func(t *testing.T) {
-		if err := begin(t, r, j, "t1"); err != nil {
-			t.Fatal(err)
-		}
-		if ttl := c.PTTL(ctx, j.Key("t1")).Val(); ttl <= 0 {
-			t.Fatalf("a PREPARED entry must expire on its own; PTTL %s", ttl)
-		}
-		e, err := j.Read(ctx, "t1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.State != transactions.Prepared || e.Coordinator != "server-a" || len(e.Participants) != 2 ||
-			string(e.Participants[1].Image) != "image-b" || e.Participants[0].Ver != 3 || e.Find("Inventory", "b") != 1 {
-			t.Fatalf("entry %+v", e)
-		}
-		if err := j.Commit(ctx, "t1"); err != nil {
-			t.Fatal(err)
-		}
-		if ttl := c.PTTL(ctx, j.Key("t1")).Val(); ttl != -1 {
-			t.Fatalf("a COMMITTED entry must not expire before it settles; PTTL %s", ttl)
-		}
-		if err := j.Abort(ctx, "t1"); !errors.Is(err, transactions.ErrState) {
-			t.Fatalf("Abort of a committed trade = %v, want ErrState", err)
-		}
-		if err := j.MarkSettled(ctx, "t1", 0); err != nil {
-			t.Fatal(err)
-		}
-		if ttl := c.PTTL(ctx, j.Key("t1")).Val(); ttl != -1 {
-			t.Fatal("the entry expires with one participant unsettled")
-		}
-		if err := j.MarkSettled(ctx, "t1", 1); err != nil {
-			t.Fatal(err)
-		}
-		if ttl := c.PTTL(ctx, j.Key("t1")).Val(); ttl <= 0 || ttl > time.Hour {
-			t.Fatalf("settled entry PTTL %s, want the retention", ttl)
-		}
-		e, _ = j.Read(ctx, "t1")
-		if e.State != transactions.Committed || !e.Settled[0] || !e.Settled[1] {
-			t.Fatalf("entry %+v", e)
-		}
-	})
-
-	t.Run("abort by compare-and-set", func(t *testing.T) {
-		if err := begin(t, r, j, "t2"); err != nil {
-			t.Fatal(err)
-		}
-		if err := j.Abort(ctx, "t2"); err != nil {
-			t.Fatal(err)
-		}
-		var se *transactions.StateError
-		if err := j.Commit(ctx, "t2"); !errors.As(err, &se) || se.State != transactions.Aborted {
-			t.Fatalf("Commit after Abort = %v, want a StateError naming ABORTED", err)
-		}
-		if err := j.Abort(ctx, "t2"); err != nil {
-			t.Fatalf("a second Abort = %v, want nil", err)
-		}
-	})
-
-	t.Run("abort of an entry never opened leaves a tombstone", func(t *testing.T) {
-		if _, err := j.Read(ctx, "t3"); !errors.Is(err, transactions.ErrNotFound) {
-			t.Fatalf("Read = %v, want ErrNotFound", err)
-		}
-		if err := j.Abort(ctx, "t3"); err != nil {
-			t.Fatal(err)
-		}
-		var se *transactions.StateError
-		if err := begin(t, r, j, "t3"); !errors.As(err, &se) || se.State != transactions.Aborted {
-			t.Fatalf("a late begin = %v, want EXISTS as ABORTED", err)
-		}
-		if err := j.Commit(ctx, "t3"); !errors.Is(err, transactions.ErrState) {
-			t.Fatalf("Commit of a tombstone = %v", err)
-		}
-		if ttl := c.PTTL(ctx, j.Key("t3")).Val(); ttl <= 0 {
-			t.Fatalf("tombstone PTTL %s, want an expiry", ttl)
-		}
-		e, err := j.Read(ctx, "t3")
-		if err != nil || e.State != transactions.Aborted {
-			t.Fatalf("Read of a tombstone = %+v, %v", e, err)
-		}
-	})
-
-	t.Run("corrupt entries are refused", func(t *testing.T) {
-		c.HSet(ctx, j.Key("t4"), "state", "WEIRD")
-		if _, err := j.Read(ctx, "t4"); !errors.Is(err, transactions.ErrCorrupt) {
-			t.Fatalf("Read = %v, want ErrCorrupt", err)
-		}
-		c.HSet(ctx, j.Key("t5"), "state", "COMMITTED", "n", "2", "p0", "\xc1")
-		if _, err := j.Read(ctx, "t5"); !errors.Is(err, transactions.ErrCorrupt) {
-			t.Fatalf("Read = %v, want ErrCorrupt", err)
-		}
-	})
+	in := tradejournal.New(c, r.Namespace, time.Hour)
+	out := transactions.New(c, r.Namespace)
+	if got, want := out.Key("t1"), in.Key("t1"); got != want {
+		t.Fatalf("Key = %q, want %q", got, want)
+	}
+	if _, err := out.Read(ctx, "t1"); !errors.Is(err, transactions.ErrNotFound) {
+		t.Fatalf("Read of no entry = %v, want ErrNotFound", err)
+	}
+	parts := []tradejournal.Participant{
+		{Driver: "PlayerData", Key: "a", Token: "ta", Ver: 3, Image: []byte("image-a"), Schema: 2, SchemaMin: 1},
+		{Driver: "Inventory", Key: "b", Token: "tb", Image: []byte("image-b")},
+	}
+	if err := in.Begin(ctx, "t1", "server-a", parts); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		name    string
+		do      func() error
+		state   transactions.State
+		settled []bool
+	}{
+		{"prepared", func() error { return nil }, transactions.Prepared, []bool{false, false}},
+		{"committed", func() error { return in.Commit(ctx, "t1") }, transactions.Committed, []bool{false, false}},
+		{"settled", func() error { return in.MarkSettled(ctx, "t1", 1) }, transactions.Committed, []bool{false, true}},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			if err := step.do(); err != nil {
+				t.Fatal(err)
+			}
+			e, err := out.Read(ctx, "t1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.ID != "t1" || e.State != step.state || e.Coordinator != "server-a" || e.At.IsZero() ||
+				!reflect.DeepEqual(e.Settled, step.settled) {
+				t.Fatalf("Read = %+v, want %s by server-a, settled %v", e, step.state, step.settled)
+			}
+			want := []transactions.Participant{
+				{Driver: "PlayerData", Key: "a", Token: "ta", Ver: 3, Image: []byte("image-a"), Schema: 2, SchemaMin: 1},
+				{Driver: "Inventory", Key: "b", Token: "tb", Image: []byte("image-b")},
+			}
+			if !reflect.DeepEqual(e.Participants, want) {
+				t.Fatalf("Participants = %+v, want %+v", e.Participants, want)
+			}
+		})
+	}
 }

@@ -23,11 +23,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/jobid"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/internal/bench"
 	"github.com/ckernel/playerdata/internal/labenv"
-	"github.com/ckernel/playerdata/messaging"
 )
 
 const usage = `Usage: playerdata-bench [flags]   (also: playerdata bench [flags])
@@ -170,7 +171,7 @@ func parse(args []string, stdout io.Writer) (flags, error) {
 	if f.result != "" && f.compare == "" {
 		return f, usagef("--result names the result to compare: give --compare too")
 	}
-	if err := messaging.ValidJobID(f.prefix); err != nil {
+	if err := jobid.Check(f.prefix); err != nil {
 		return f, usagef("--namespace %q: %v", f.prefix, err)
 	}
 	if f.redisURL == "" {

@@ -15,15 +15,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/ckernel/playerdata/internal/handoffcore"
 	"github.com/ckernel/playerdata/internal/lockrule"
-	"github.com/ckernel/playerdata/lockhandoff"
 	"github.com/ckernel/playerdata/messaging"
 )
 
 // asker is the CLI's Handoff on NATS, for AskAll.
 type asker struct {
 	nc *nats.Conn
-	h  *lockhandoff.Handoff
+	h  *handoffcore.Handoff
 }
 
 // openAsker connects to NATS as "playerdata-<command>-<8 hex>", subscribes
@@ -47,14 +47,10 @@ func openAsker(ctx context.Context, r *reader, af *adminFlags, command, url stri
 	if r.ns != "" {
 		prefix = r.ns + "." + prefix
 	}
-	opts := []messaging.Option{messaging.WithPrefix(prefix)}
-	if len(key) > 0 {
-		opts = append(opts, messaging.WithKey(key))
-	}
-	bus, err := messaging.NewNATSBus(nc, opts...)
+	bus, err := messaging.NewNATSBus(nc, messaging.NATSConfig{Prefix: prefix, Key: key})
 	if err == nil {
-		var h *lockhandoff.Handoff
-		h, err = lockhandoff.New(lockhandoff.Config{JobID: job, Bus: bus, Presence: r.pres,
+		var h *handoffcore.Handoff
+		h, err = handoffcore.New(handoffcore.Config{JobID: job, Bus: bus, Presence: r.pres,
 			Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		if err == nil {
 			h.Start()

@@ -16,8 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/jobid"
+
 	"github.com/ckernel/playerdata/internal/labenv"
-	"github.com/ckernel/playerdata/messaging"
 )
 
 const demoUsage = `Usage: playerdata demo [flags]
@@ -92,7 +93,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if prefix == "" {
 		prefix = "demo"
 	}
-	if err := messaging.ValidJobID(prefix); err != nil {
+	if err := jobid.Check(prefix); err != nil {
 		return cmd.mistake("--namespace %q: %v", prefix, err)
 	}
 	f.conn.fromEnv()

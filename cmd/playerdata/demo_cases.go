@@ -26,8 +26,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
-	"github.com/ckernel/playerdata/lockhandoff"
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/handoffcore"
+	"github.com/ckernel/playerdata/internal/presencecore"
 )
 
 // demoDriver is the name of the demo's profile driver.
@@ -134,11 +134,11 @@ func timingsAt(speed float64) timings {
 	div := func(d time.Duration) time.Duration { return time.Duration(float64(d) / speed) }
 	return timings{
 		speed:    speed,
-		beat:     div(presence.DefaultBeat),
-		ttl:      div(presence.DefaultTTL),
-		repeat:   div(lockhandoff.DefaultRequestRepeat),
-		parkMin:  div(lockhandoff.DefaultParkMin),
-		parkMax:  div(lockhandoff.DefaultParkMax),
+		beat:     div(presencecore.DefaultBeat),
+		ttl:      div(presencecore.DefaultTTL),
+		repeat:   div(handoffcore.DefaultRequestRepeat),
+		parkMin:  div(handoffcore.DefaultParkMin),
+		parkMax:  div(handoffcore.DefaultParkMax),
 		lockWait: div(defaults.LockWait),
 	}
 }
@@ -246,7 +246,7 @@ func (s *demoServer) lastBeat() time.Time {
 // configuration first.
 func (c *caseRun) newServer(ctx context.Context, name string, tweak func(*datadriver.NodeConfig, *datadriver.Config[player])) (*demoServer, error) {
 	s := &demoServer{name: name, rdb: redis.NewClient(c.env.RedisOptions()), kicked: make(chan struct{}, 16)}
-	presKey := presence.KeyFor(c.ns)
+	presKey := presencecore.KeyFor(c.ns)
 	s.hook = newFaultHook(func(cmd redis.Cmder) {
 		if isBeat(cmd, presKey, name) {
 			s.beat.Store(time.Now().UnixNano())

@@ -1,7 +1,7 @@
 package main
 
 // Why a presence reading is unknown, from what Redis says: the run mark of
-// the shard (presence.MetaRun and MetaSince) against INFO's run_id, uptime
+// the shard (presencecore.MetaRun and MetaSince) against INFO's run_id, uptime
 // and replication ids. A reading is unknown when a missing beat proves
 // nothing yet; the reason is printed only when these reads back it.
 
@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -46,7 +46,7 @@ func (r *reader) readRunEvidence(ctx context.Context, shard string) runEvidence 
 	)
 	if _, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		exists = p.Exists(ctx, shard)
-		mark = p.HMGet(ctx, shard, presence.MetaRun, presence.MetaSince)
+		mark = p.HMGet(ctx, shard, presencecore.MetaRun, presencecore.MetaSince)
 		clock = p.Time(ctx)
 		server = p.Info(ctx, "server")
 		rep = p.Info(ctx, "replication")

@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -160,9 +160,9 @@ func (s *testServer) crash() { _ = s.rdb.Close() }
 
 // waitPresence waits until job reads want in the presence hash key (read
 // with fastTTL, as the program is told), failing the test after 10 s.
-func (e testEnv) waitPresence(t *testing.T, key, job string, want presence.Status) {
+func (e testEnv) waitPresence(t *testing.T, key, job string, want presencecore.Status) {
 	t.Helper()
-	p, err := presence.New(e.rdb, presence.Config{Key: key, JobID: "test-reader", TTL: fastTTL, Beat: fastBeat})
+	p, err := presencecore.New(e.rdb, presencecore.Config{Key: key, JobID: "test-reader", TTL: fastTTL, Beat: fastBeat})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/transactions"
 )
 
@@ -312,7 +312,7 @@ func inspectRecord(ctx context.Context, r *reader, driver, key string, withData 
 	if lock.Held && lock.Holder != "" {
 		h := r.readHolder(ctx, lock.Holder)
 		lock.HolderPresence, lock.PresenceError, lock.PresenceWhy = h.Status, h.Error, h.Why
-		if h.reading.Status == presence.Alive {
+		if h.reading.Status == presencecore.Alive {
 			lock.HolderExpiresInMS = h.ExpiresInMS
 		}
 	}
@@ -431,7 +431,7 @@ func readTrade(ctx context.Context, rdb redis.UniversalClient, ns, id string) *t
 		return nil
 	}
 	t := &tradeReport{ID: id}
-	e, err := transactions.New(rdb, ns, 0).Read(ctx, id)
+	e, err := transactions.New(rdb, ns).Read(ctx, id)
 	switch {
 	case errors.Is(err, transactions.ErrNotFound):
 		t.Error = "no journal entry (a PREPARED trade whose entry expired or was never written: the next load aborts it)"

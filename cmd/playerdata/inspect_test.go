@@ -12,8 +12,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 )
 
 // profile is the profile type of these tests.
@@ -36,7 +36,7 @@ func newFixture(t *testing.T, e testEnv) fixture {
 	if err := p.Save(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Alive)
+	e.waitPresence(t, presencecore.KeyFor(e.ns), "server-a", presencecore.Alive)
 	return fixture{url: e.url, ns: e.ns, rdb: e.rdb}
 }
 
@@ -137,7 +137,7 @@ func testInspect(t *testing.T, e testEnv) {
 func testPresence(t *testing.T, e testEnv) {
 	f := newFixture(t, e)
 	// A server that beat once, long ago.
-	if err := f.rdb.HSet(context.Background(), presence.KeyFor(f.ns), "server-old", time.Now().Add(-time.Minute).UnixMilli()).Err(); err != nil {
+	if err := f.rdb.HSet(context.Background(), presencecore.KeyFor(f.ns), "server-old", time.Now().Add(-time.Minute).UnixMilli()).Err(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -165,7 +165,7 @@ func testPresence(t *testing.T, e testEnv) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	for _, want := range []string{presence.KeyFor(f.ns), "server-a", "alive", "server-old", "ago"} {
+	for _, want := range []string{presencecore.KeyFor(f.ns), "server-a", "alive", "server-old", "ago"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("presence output has no %q:\n%s", want, r.stdout)
 		}
@@ -173,7 +173,7 @@ func testPresence(t *testing.T, e testEnv) {
 
 	// A presence hash that exists but has no server in it (only its meta).
 	empty := f.ns + "-empty"
-	if err := f.rdb.HSet(context.Background(), presence.KeyFor(empty), "\x00run", "x").Err(); err != nil {
+	if err := f.rdb.HSet(context.Background(), presencecore.KeyFor(empty), "\x00run", "x").Err(); err != nil {
 		t.Fatal(err)
 	}
 	r = runArgs(t, 10*time.Second, "presence", "--redis", f.url, "--namespace", empty)

@@ -1,7 +1,7 @@
 package main
 
 // The presence shard count a deployment uses, found where its servers mark
-// it (presence.LayoutKey), so that no operator has to know it.
+// it (presencecore.LayoutKey), so that no operator has to know it.
 
 import (
 	"cmp"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 )
 
 // shardLayout is the shard count the CLI reads presence with, and what it
@@ -47,7 +47,7 @@ func (r *reader) readLayout(ctx context.Context, override int) (shardLayout, err
 	if override > 0 {
 		return shardLayout{Shards: override, Source: "flag"}, nil
 	}
-	key := presence.LayoutKey(r.presKey)
+	key := presencecore.LayoutKey(r.presKey)
 	node, err := r.nodeOf(ctx, key)
 	if err != nil {
 		return shardLayout{}, err

@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 )
 
 func testLocks(t *testing.T, e testEnv) {
@@ -30,7 +30,7 @@ func testLocks(t *testing.T, e testEnv) {
 	if _, err := inv.Join(ctx, "user:1"); err != nil {
 		t.Fatal(err)
 	}
-	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Alive)
+	e.waitPresence(t, presencecore.KeyFor(e.ns), "server-a", presencecore.Alive)
 
 	t.Run("every driver", func(t *testing.T) {
 		r := runArgs(t, 10*time.Second, e.args("locks", "--json", "--job", "server-a")...)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -24,7 +24,7 @@ func TestPresenceReportsTheEvictionPolicy(t *testing.T) {
 	ctx := context.Background()
 	url := "redis://" + r.Addr
 	// A server that beat once: the namespace is one the CLI finds.
-	if err := admin.HSet(ctx, presence.KeyFor(r.Namespace), "server-a", time.Now().UnixMilli()).Err(); err != nil {
+	if err := admin.HSet(ctx, presencecore.KeyFor(r.Namespace), "server-a", time.Now().UnixMilli()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

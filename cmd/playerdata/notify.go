@@ -49,12 +49,8 @@ func notifyHolder(ctx context.Context, af *adminFlags, command, ns, driver, key,
 	if ns != "" {
 		prefix = ns + "." + prefix // as a Node of the namespace subscribes
 	}
-	opts := []messaging.Option{messaging.WithPrefix(prefix),
-		messaging.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
-	if reqKey != nil {
-		opts = append(opts, messaging.WithKey(reqKey))
-	}
-	bus, err := messaging.NewNATSBus(nc, opts...)
+	bus, err := messaging.NewNATSBus(nc, messaging.NATSConfig{Prefix: prefix, Key: reqKey,
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 )
 
 const presenceUsage = `Usage: playerdata presence [flags]
@@ -67,7 +67,7 @@ type serverReport struct {
 	// yet (its shard's run mark against INFO).
 	Why string `json:"why,omitempty"`
 	// Sessions is the server's session count as its beat published it
-	// (presence.Entry.Sessions); null when none is known: the server is not
+	// (presencecore.Entry.Sessions); null when none is known: the server is not
 	// alive, publishes none (an older build), or its entry is unreadable.
 	Sessions *int `json:"sessions"`
 	// SessionsAt is when that count was written (Redis clock, RFC 3339).
@@ -100,7 +100,7 @@ func runPresence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		Servers: []serverReport{}}
 	entries, err := r.pres.List(ctx)
 	switch {
-	case errors.Is(err, presence.ErrShardMismatch):
+	case errors.Is(err, presencecore.ErrShardMismatch):
 		// What was read is shown; no entry of a mismatched shard reads stopped.
 		rep.Note = err.Error()
 	case err != nil:
@@ -130,9 +130,9 @@ func runPresence(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if e.SessionsErr != nil {
 			s.SessionsNote = e.SessionsErr.Error() + " (ignored)"
 		}
-		if e.Status == presence.Unknown && !errors.Is(err, presence.ErrShardMismatch) {
+		if e.Status == presencecore.Unknown && !errors.Is(err, presencecore.ErrShardMismatch) {
 			if _, ok := whys[e.Shard]; !ok {
-				whys[e.Shard] = r.readRunEvidence(ctx, presence.ShardKey(r.presKey, e.Shard)).why(r.ttl)
+				whys[e.Shard] = r.readRunEvidence(ctx, presencecore.ShardKey(r.presKey, e.Shard)).why(r.ttl)
 			}
 			s.Why = whys[e.Shard]
 		}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 )
 
 // defaultRedisURL is where the operator commands look without --redis or
@@ -41,9 +41,9 @@ type readFlags struct {
 // --presence-ttl and --json.
 func (f *readFlags) add(c *command) {
 	f.conn.addRedis(c.fs)
-	c.fs.StringVar(&f.presenceKey, "presence-key", presence.DefaultKeyName, "")
+	c.fs.StringVar(&f.presenceKey, "presence-key", presencecore.DefaultKeyName, "")
 	c.fs.IntVar(&f.presenceShards, "presence-shards", 0, "")
-	c.fs.DurationVar(&f.presenceTTL, "presence-ttl", presence.DefaultTTL, "")
+	c.fs.DurationVar(&f.presenceTTL, "presence-ttl", presencecore.DefaultTTL, "")
 	c.fs.BoolVar(&f.json, "json", false, "")
 }
 
@@ -51,12 +51,12 @@ func (f *readFlags) add(c *command) {
 func (f *readFlags) check(c *command) error {
 	switch {
 	case f.presenceKey == "":
-		return c.mistake("--presence-key is empty (the servers' NodeConfig.PresenceKey; default %s)", presence.DefaultKeyName)
-	case f.presenceShards < 0 || f.presenceShards > presence.MaxShards:
+		return c.mistake("--presence-key is empty (the servers' NodeConfig.PresenceKey; default %s)", presencecore.DefaultKeyName)
+	case f.presenceShards < 0 || f.presenceShards > presencecore.MaxShards:
 		return c.mistake("--presence-shards %d: want the servers' NodeConfig.PresenceShards, 1 to %d (or 0: read it from Redis)",
-			f.presenceShards, presence.MaxShards)
+			f.presenceShards, presencecore.MaxShards)
 	case f.presenceTTL < minPresenceTTL:
-		return c.mistake("--presence-ttl %s is too short (the servers' PresenceTTL; default %s)", f.presenceTTL, presence.DefaultTTL)
+		return c.mistake("--presence-ttl %s is too short (the servers' PresenceTTL; default %s)", f.presenceTTL, presencecore.DefaultTTL)
 	}
 	return nil
 }
@@ -72,7 +72,7 @@ func (f *readFlags) redisURL() string {
 
 // presenceHashKey is the presence hash of a deployment, named as
 // datadriver.Node names it: "<namespace>:<name>", or name alone without a
-// namespace. (presence.KeyFor covers only the default name.)
+// namespace. (presencecore.KeyFor covers only the default name.)
 func presenceHashKey(ns, name string) string {
 	if ns == "" {
 		return name
@@ -84,7 +84,7 @@ func presenceHashKey(ns, name string) string {
 type reader struct {
 	rdb     redis.UniversalClient
 	kind    string // deployStandalone, deployCluster or deploySentinel
-	pres    *presence.Presence
+	pres    *presencecore.Presence
 	ns      string
 	presKey string        // the full key of the presence hash (its shard 0)
 	ttl     time.Duration // the servers' PresenceTTL
@@ -117,7 +117,7 @@ func (f *readFlags) open(ctx context.Context) (*reader, error) {
 		_ = r.Close()
 		return nil, err
 	}
-	r.pres, err = presence.New(r.rdb, presence.Config{Key: r.presKey, JobID: readerJob, TTL: f.presenceTTL,
+	r.pres, err = presencecore.New(r.rdb, presencecore.Config{Key: r.presKey, JobID: readerJob, TTL: f.presenceTTL,
 		Beat: f.presenceTTL / 4, Shards: r.layout.Shards})
 	if err != nil {
 		_ = r.Close()

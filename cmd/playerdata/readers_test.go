@@ -9,14 +9,14 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 )
 
 func testPresenceKey(t *testing.T, e testEnv) {
 	a := e.startServer(t, "server-a", serverOpts{presenceKey: "GamePresence"})
 	a.hold(t, "user:42", 10)
-	e.waitPresence(t, e.ns+":GamePresence", "server-a", presence.Alive)
+	e.waitPresence(t, e.ns+":GamePresence", "server-a", presencecore.Alive)
 
 	t.Run("presence", func(t *testing.T) {
 		r := runArgs(t, 10*time.Second, e.args("presence", "--json", "--presence-key", "GamePresence")...)

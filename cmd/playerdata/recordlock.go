@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 )
 
 // lockFields are the record fields readLocks reads, in recordLock's order.
@@ -111,7 +111,7 @@ type holderPresence struct {
 	// Why says, for an unknown reading without an error, why a missing
 	// beat proves nothing yet: from the shard's run mark and INFO.
 	Why     string `json:"why,omitempty"`
-	reading presence.Reading
+	reading presencecore.Reading
 	// noHash: the holder's shard of the presence hash does not exist (a
 	// reader pointed elsewhere than the servers).
 	noHash bool
@@ -125,15 +125,15 @@ func (r *reader) readHolder(ctx context.Context, job string) holderPresence {
 // holderOf is job's presence as read in rd, with, when it is unknown
 // without an error, why a missing beat proves nothing yet (the shard's run
 // mark and INFO, read now).
-func (r *reader) holderOf(ctx context.Context, job string, rd presence.Reading) holderPresence {
+func (r *reader) holderOf(ctx context.Context, job string, rd presencecore.Reading) holderPresence {
 	h := holderPresence{Status: rd.Status.String(), reading: rd}
-	if rd.Status == presence.Alive || (rd.Status == presence.Unknown && rd.Err == nil) {
+	if rd.Status == presencecore.Alive || (rd.Status == presencecore.Unknown && rd.Err == nil) {
 		e := ms(rd.ExpiresIn)
 		h.ExpiresInMS = &e
 	}
 	if rd.Err != nil {
 		h.Error = rd.Err.Error()
-	} else if rd.Status == presence.Unknown {
+	} else if rd.Status == presencecore.Unknown {
 		ev := r.readRunEvidence(ctx, r.pres.KeyOf(job))
 		h.Why, h.noHash = ev.why(r.ttl), ev.ReadError == "" && !ev.Exists
 	}
@@ -144,9 +144,9 @@ func (r *reader) holderOf(ctx context.Context, job string, rd presence.Reading) 
 func (h holderPresence) String() string {
 	rd := h.reading
 	switch {
-	case rd.Status == presence.Alive:
+	case rd.Status == presencecore.Alive:
 		return fmt.Sprintf("alive (its beat expires in %s)", human(rd.ExpiresIn))
-	case rd.Status == presence.Stopped:
+	case rd.Status == presencecore.Stopped:
 		return "stopped (no live beat for a full PresenceTTL)"
 	case rd.Err != nil:
 		return "unknown (the presence read failed: " + rd.Err.Error() + ")"

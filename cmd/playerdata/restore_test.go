@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -263,7 +263,7 @@ func testRestoreOfACorruptRecord(t *testing.T, e testEnv) {
 func testRestoreTakesTheLockLikeAnyLoad(t *testing.T, e testEnv) {
 	n := testsupport.StartNATS(t)
 	h := newHistory(t, e, n.URL, true) // server-a keeps the profile live
-	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Alive)
+	e.waitPresence(t, presencecore.KeyFor(e.ns), "server-a", presencecore.Alive)
 	rec := e.fields(t, h.rk)
 
 	t.Run("without NATS", func(t *testing.T) {

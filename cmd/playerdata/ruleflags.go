@@ -9,7 +9,7 @@ import (
 
 	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/lockrule"
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 )
 
 // ruleFlags are --beat, --lock-ttl and --lock-skew.
@@ -49,7 +49,7 @@ func (f *ruleFlags) rules(ttl time.Duration) lockrule.Rules {
 // defaultBeatOf is the Beat of servers of PresenceTTL ttl that keep the
 // defaults' ratio (3 s to 10 s).
 func defaultBeatOf(ttl time.Duration) time.Duration {
-	return time.Duration(float64(ttl) * float64(presence.DefaultBeat) / float64(presence.DefaultTTL))
+	return time.Duration(float64(ttl) * float64(presencecore.DefaultBeat) / float64(presencecore.DefaultTTL))
 }
 
 // env is where a verb on the record rk acts: the record's node, the reader's

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 )
 
 // presenceJSON runs "presence --json" on e and decodes it.
@@ -52,12 +52,12 @@ func testPresenceShowsSessions(t *testing.T, e testEnv) {
 	for i := range 5 {
 		b.hold(t, fmt.Sprintf("b-%d", i), i)
 	}
-	key := presence.KeyFor(e.ns)
+	key := presencecore.KeyFor(e.ns)
 	// A server that beat once, long ago, with a count: dead, so none shown.
 	if err := e.rdb.HSet(ctx, key, "server-old", time.Now().Add(-time.Minute).UnixMilli()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.rdb.HSet(ctx, presence.LoadKey(key), "server-old", "7@"+strconv.FormatInt(time.Now().UnixMilli(), 10)).Err(); err != nil {
+	if err := e.rdb.HSet(ctx, presencecore.LoadKey(key), "server-old", "7@"+strconv.FormatInt(time.Now().UnixMilli(), 10)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -98,7 +98,7 @@ func testPresenceShowsSessions(t *testing.T, e testEnv) {
 	// a note, null in the JSON, never a crash. (server-b's next beat writes
 	// its count back only when it changes or on a full check, so the
 	// garbage stays for a while.)
-	if err := e.rdb.HSet(ctx, presence.LoadKey(key), "server-b", "lots of players").Err(); err != nil {
+	if err := e.rdb.HSet(ctx, presencecore.LoadKey(key), "server-b", "lots of players").Err(); err != nil {
 		t.Fatal(err)
 	}
 	rep := presenceJSON(t, e)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 )
 
 // addMessage writes an inbox entry by hand, as Driver.Send stores one (b,
@@ -32,7 +32,7 @@ func testInspectTellsMessageStates(t *testing.T, e testEnv) {
 	ctx := context.Background()
 	a := e.startServer(t, "server-a", serverOpts{}) // no OnMessage: messages wait
 	a.hold(t, "user:7", 1)
-	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Alive)
+	e.waitPresence(t, presencecore.KeyFor(e.ns), "server-a", presencecore.Alive)
 	rk := e.rk("PlayerData", "user:7")
 
 	// Two waiting messages, the first refused twice; one dead letter.
@@ -119,9 +119,9 @@ func testPresenceShardsAreFound(t *testing.T, e testEnv) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if rep.Shards != shards || rep.Servers[0].Shard != presence.ShardOf("server-a", shards) {
+	if rep.Shards != shards || rep.Servers[0].Shard != presencecore.ShardOf("server-a", shards) {
 		t.Fatalf("presence read %d shards, server-a in shard %d; want %d shards, shard %d", rep.Shards, rep.Servers[0].Shard,
-			shards, presence.ShardOf("server-a", shards))
+			shards, presencecore.ShardOf("server-a", shards))
 	}
 	// Every verb reads presence with the count found: server-a is alive.
 	r := runArgs(t, 10*time.Second, e.args("locks", "--job", "server-a")...)
@@ -144,7 +144,7 @@ func testUnknownPresenceSaysWhy(t *testing.T, e testEnv) {
 	// the hash's first beat is younger than one PresenceTTL (10 s).
 	a := e.startServer(t, "server-a", serverOpts{})
 	a.hold(t, "user:1", 1)
-	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Alive)
+	e.waitPresence(t, presencecore.KeyFor(e.ns), "server-a", presencecore.Alive)
 	// p9 holds a lock (written by hand) but never beat: locks lists it and
 	// says why its presence reads unknown (a JobID with neither would be a
 	// mistyped --job: testMistypedJob).
@@ -159,7 +159,7 @@ func testUnknownPresenceSaysWhy(t *testing.T, e testEnv) {
 	// Which reason is true depends on how long this Redis has been up.
 	node := e.rdb
 	if e.cluster != nil {
-		node = e.clusterNode(t, presence.KeyFor(e.ns))
+		node = e.clusterNode(t, presencecore.KeyFor(e.ns))
 	}
 	info, err := node.Info(context.Background(), "server").Result()
 	if err != nil {
@@ -167,7 +167,7 @@ func testUnknownPresenceSaysWhy(t *testing.T, e testEnv) {
 	}
 	up, _ := strconv.Atoi(infoField(info, "uptime_in_seconds"))
 	want := "was first beaten into"
-	if time.Duration(up)*time.Second >= presence.DefaultTTL+time.Second {
+	if time.Duration(up)*time.Second >= presencecore.DefaultTTL+time.Second {
 		want = "a new deployment or namespace, or a hash that was deleted (Redis did not restart"
 	}
 	if rep.Presence.Status != "unknown" || !strings.Contains(rep.Presence.Why, want) {

@@ -12,15 +12,15 @@ import (
 
 	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/lockrule"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
 func testUnlockRefusesALiveHolder(t *testing.T, e testEnv) {
 	a := e.startServer(t, "server-a", serverOpts{})
 	a.hold(t, "user:42", 10)
-	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Alive)
+	e.waitPresence(t, presencecore.KeyFor(e.ns), "server-a", presencecore.Alive)
 	before := e.lockOf(t, e.rk("PlayerData", "user:42"))
 
 	for _, dry := range []bool{true, false} {
@@ -58,7 +58,7 @@ func testUnlockFreesACrashedHoldersLock(t *testing.T, e testEnv) {
 	a := e.startServer(t, "server-a", serverOpts{fast: true})
 	a.hold(t, "user:7", 180)
 	a.crash()
-	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Stopped)
+	e.waitPresence(t, presencecore.KeyFor(e.ns), "server-a", presencecore.Stopped)
 	rk := e.rk("PlayerData", "user:7")
 	held := e.lockOf(t, rk)
 
@@ -130,8 +130,8 @@ func testUnlockOfAnUnknownHolder(t *testing.T, e testEnv) {
 	a := e.startServer(t, "server-a", serverOpts{fast: true})
 	a.hold(t, "user:8", 5)
 	a.crash()
-	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Stopped)
-	if err := e.rdb.HSet(context.Background(), presence.KeyFor(e.ns), "\x00run", "0000").Err(); err != nil {
+	e.waitPresence(t, presencecore.KeyFor(e.ns), "server-a", presencecore.Stopped)
+	if err := e.rdb.HSet(context.Background(), presencecore.KeyFor(e.ns), "\x00run", "0000").Err(); err != nil {
 		t.Fatal(err)
 	}
 	rk := e.rk("PlayerData", "user:8")
@@ -181,7 +181,7 @@ func testUnlockRefusals(t *testing.T, e testEnv) {
 	a := e.startServer(t, "server-a", serverOpts{fast: true})
 	a.hold(t, "user:9", 5)
 	a.crash()
-	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Stopped)
+	e.waitPresence(t, presencecore.KeyFor(e.ns), "server-a", presencecore.Stopped)
 	// A lock whose holder does not beat presence (handoff off).
 	e.putRecord(t, e.rk("PlayerData", "user:10"), record.FieldLockJob, "server-old", record.FieldLockToken, "tok-old-0123",
 		record.FieldLockPresence, "0", record.FieldLockAt, time.Now().UnixMilli(), record.FieldEpoch, 1, record.FieldVer, 0)
@@ -219,7 +219,7 @@ func testUnlockWhenTheLockMovesMeanwhile(t *testing.T, e testEnv) {
 		a.hold(t, k, 1)
 	}
 	a.crash()
-	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Stopped)
+	e.waitPresence(t, presencecore.KeyFor(e.ns), "server-a", presencecore.Stopped)
 
 	for _, tc := range []struct {
 		name    string
@@ -239,7 +239,7 @@ func testUnlockWhenTheLockMovesMeanwhile(t *testing.T, e testEnv) {
 		t.Run(tc.name, func(t *testing.T) {
 			rk := e.rk("PlayerData", tc.key)
 			held := e.lockOf(t, rk)
-			f := readFlags{conn: connFlags{redisURL: e.url, namespace: e.ns}, presenceKey: presence.DefaultKeyName, presenceTTL: fastTTL}
+			f := readFlags{conn: connFlags{redisURL: e.url, namespace: e.ns}, presenceKey: presencecore.DefaultKeyName, presenceTTL: fastTTL}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			r, err := f.open(ctx)

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/internal/names"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 )
 
 const whereUsage = `Usage: playerdata where --driver NAME [flags] KEY...
@@ -184,9 +184,9 @@ func whereSentence(st style, rep *whereReport, k whereKey) string {
 	status := k.Presence.String()
 	next := ""
 	switch k.Presence.reading.Status {
-	case presence.Alive:
+	case presencecore.Alive:
 		status = st.green(status)
-	case presence.Stopped:
+	case presencecore.Stopped:
 		status = st.red(status)
 		next = ": the next join takes the lock over at once"
 	default:

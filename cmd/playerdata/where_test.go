@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 )
 
 func testWhere(t *testing.T, e testEnv) {
@@ -20,7 +20,7 @@ func testWhere(t *testing.T, e testEnv) {
 	if err := p.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Alive)
+	e.waitPresence(t, presencecore.KeyFor(e.ns), "server-a", presencecore.Alive)
 
 	t.Run("json", func(t *testing.T) {
 		r := runArgs(t, 10*time.Second, e.args("where", "--json", "--driver", "PlayerData", "user:1", "user:2", "user:3")...)
@@ -89,7 +89,7 @@ func testWhereOfACrashedHolder(t *testing.T, e testEnv) {
 	a := e.startServer(t, "server-a", serverOpts{fast: true})
 	a.hold(t, "user:7", 5)
 	a.crash()
-	e.waitPresence(t, presence.KeyFor(e.ns), "server-a", presence.Stopped)
+	e.waitPresence(t, presencecore.KeyFor(e.ns), "server-a", presencecore.Stopped)
 	r := runArgs(t, 10*time.Second, e.args("where", "--presence-ttl", fastTTL.String(), "--driver", "PlayerData", "user:7")...)
 	if r.err != nil {
 		t.Fatal(r.err)

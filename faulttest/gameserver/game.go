@@ -124,7 +124,7 @@ func openNode(ctx context.Context, cfg config, log *slog.Logger) (conns, error) 
 		if cfg.ns != "" {
 			prefix = cfg.ns + "." + prefix
 		}
-		b, err := messaging.NewNATSBus(c.nc, messaging.WithPrefix(prefix), messaging.WithLogger(log))
+		b, err := messaging.NewNATSBus(c.nc, messaging.NATSConfig{Prefix: prefix, Logger: log})
 		if err != nil {
 			c.closeClients()
 			return c, err

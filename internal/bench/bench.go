@@ -12,10 +12,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/jobid"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
-	"github.com/ckernel/playerdata/messaging"
 )
 
 // ErrInvalidConfig is wrapped by the error Run returns for an Env or Config
@@ -202,7 +203,7 @@ func (e Env) check() error {
 	case e.NATSURL == "":
 		return fmt.Errorf("%w: Env.NATSURL is required", ErrInvalidConfig)
 	}
-	if err := messaging.ValidJobID(e.Namespace); err != nil {
+	if err := jobid.Check(e.Namespace); err != nil {
 		return fmt.Errorf("%w: Env.Namespace: %w", ErrInvalidConfig, err)
 	}
 	return nil

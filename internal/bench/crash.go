@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
-	"github.com/ckernel/playerdata/lockhandoff"
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/handoffcore"
+	"github.com/ckernel/playerdata/internal/presencecore"
 )
 
 // Crash is the crash takeover: a server holding profiles stops without
@@ -21,7 +21,7 @@ import (
 // time runs from the crash to the joiner holding the profile.
 //
 // Both servers run every presence and handoff timing scaled down by
-// CrashTTL ÷ presence.DefaultTTL, as "playerdata demo --speed" does: beat,
+// CrashTTL ÷ presencecore.DefaultTTL, as "playerdata demo --speed" does: beat,
 // presence TTL, request repeat and parking (a park of the default 0.5 s
 // would otherwise outlast a 400 ms TTL and set the takeover time itself).
 //
@@ -33,7 +33,7 @@ type Crash struct {
 	BeatMS  float64 `json:"beat_ms"`
 	TTLMS   float64 `json:"ttl_ms"`
 	FloorMS float64 `json:"floor_ms"`
-	// Scale is CrashTTL ÷ presence.DefaultTTL: the factor every timing was
+	// Scale is CrashTTL ÷ presencecore.DefaultTTL: the factor every timing was
 	// multiplied by; MeanAtDefaultMS is MeanMS ÷ Scale, the mean takeover
 	// at the default timings (beat 3 s, TTL 10 s).
 	Scale           float64 `json:"scale"`
@@ -57,11 +57,11 @@ func (r *runner) runCrash(ctx context.Context) error {
 		_ = r.deleteNamespace(cctx, ns)
 	}()
 	beat, ttl := r.cfg.CrashBeat, r.cfg.CrashTTL
-	scale := func(d time.Duration) time.Duration { return d * ttl / presence.DefaultTTL }
+	scale := func(d time.Duration) time.Duration { return d * ttl / presencecore.DefaultTTL }
 	timings := func(c *datadriver.NodeConfig) {
 		c.Beat, c.PresenceTTL = beat, ttl
-		c.RequestRepeat = scale(lockhandoff.DefaultRequestRepeat)
-		c.ParkMin, c.ParkMax = scale(lockhandoff.DefaultParkMin), scale(lockhandoff.DefaultParkMax)
+		c.RequestRepeat = scale(handoffcore.DefaultRequestRepeat)
+		c.ParkMin, c.ParkMax = scale(handoffcore.DefaultParkMin), scale(handoffcore.DefaultParkMax)
 	}
 	joiner, err := r.startServer(ctx, ns, "bench-joiner-"+randomID(), timings,
 		func(c *datadriver.Config[profileData]) { c.LockWait = crashLockWait })
@@ -83,7 +83,7 @@ func (r *runner) runCrash(ctx context.Context) error {
 	}
 	lowest := slices.Min(took)
 	l := summarize(took)
-	k := float64(ttl) / float64(presence.DefaultTTL)
+	k := float64(ttl) / float64(presencecore.DefaultTTL)
 	r.res.Crash = Crash{BeatMS: ms(beat), TTLMS: ms(ttl), FloorMS: ms(beat + ttl), Scale: round3(k),
 		MeanAtDefaultMS: round1(l.MeanMS / k), Trials: r.cfg.CrashTrials,
 		Profiles: l.N, MeanMS: round1(l.MeanMS), MinMS: round1(lowest), MaxMS: round1(l.MaxMS)}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ckernel/playerdata/lockhandoff"
+	"github.com/ckernel/playerdata/internal/handoffcore"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -66,11 +66,11 @@ func TestFloodBounds(t *testing.T) {
 				t.Errorf("the waiting join ran %d scripts under the flood, %d without: want at most twice",
 					fr.ScriptsWaitFlooded, fr.ScriptsWaitQuiet)
 			}
-			windows := int(time.Duration(fr.FloodS*float64(time.Second))/lockhandoff.DefaultParkMin) + 1
+			windows := int(time.Duration(fr.FloodS*float64(time.Second))/handoffcore.DefaultParkMin) + 1
 			giveBacks := int(fr.FloodS*orphanGiveBacksPerS) + orphanGiveBacksPerS // the rate, and the burst
 			if fr.RepliesToForged > windows+giveBacks {
 				t.Errorf("%d replies to the forged requester in %.1f s, want at most one per %v window (%d) and one per "+
-					"give-back (%d)", fr.RepliesToForged, fr.FloodS, lockhandoff.DefaultParkMin, windows, giveBacks)
+					"give-back (%d)", fr.RepliesToForged, fr.FloodS, handoffcore.DefaultParkMin, windows, giveBacks)
 			}
 		})
 	}

@@ -7,18 +7,18 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/presencescript"
 	"github.com/ckernel/playerdata/internal/rediscount"
 	"github.com/ckernel/playerdata/internal/rscript"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/redis/go-redis/v9"
 )
 
 // PresenceCost is what presence costs Redis: PresenceServers real
-// presence.Presence instances (each its beat loop, as a Node runs it) beat
+// presencecore.Presence instances (each its beat loop, as a Node runs it) beat
 // one hash for a window, every PresenceBeat; the figures are per beat of one
 // server, over the window (fast-path beats and the full check every
-// presence.CheckEvery beats in their real proportion).
+// presencecore.CheckEvery beats in their real proportion).
 type PresenceCost struct {
 	Servers int     `json:"servers"`
 	BeatMS  float64 `json:"beat_ms"`
@@ -28,7 +28,7 @@ type PresenceCost struct {
 	Beats      int64 `json:"beats"`
 	FullChecks int64 `json:"full_checks"`
 	// CountWrites is how many beats carried the server's session count
-	// (presence.Config.Sessions: a changed count, or a full check); each
+	// (presencecore.Config.Sessions: a changed count, or a full check); each
 	// server's count changes every SessionsChangeEvery beats, as a busy
 	// game server's would.
 	CountWrites         int64 `json:"count_writes"`
@@ -44,7 +44,7 @@ type PresenceCost struct {
 	ScriptUSPerBeat   float64 `json:"script_us_per_beat"`
 	RedisCPUUSPerBeat float64 `json:"redis_cpu_us_per_beat"`
 	// RedisCPUPctAtDefaultBeat is the share of one Redis core these servers
-	// take at the default beat (presence.DefaultBeat).
+	// take at the default beat (presencecore.DefaultBeat).
 	RedisCPUPctAtDefaultBeat float64 `json:"redis_cpu_pct_at_default_beat"`
 	// TargetUSPerBeat is issue 35's target for ScriptUSPerBeat
 	// (PresenceTargetUS); MeetsTarget says whether this run met it (false
@@ -151,9 +151,9 @@ func (r *runner) beatPresence(ctx context.Context, rdb *redis.Client, ns string,
 	rdb.AddHook(beatsSent)
 	rdb.AddHook(checksSent)
 	rdb.AddHook(countsSent)
-	servers := make([]*presence.Presence, r.cfg.PresenceServers)
+	servers := make([]*presencecore.Presence, r.cfg.PresenceServers)
 	for i := range servers {
-		p, err := presence.New(rdb, presence.Config{Key: presence.KeyFor(ns), JobID: fmt.Sprintf("bench-s%03d", i),
+		p, err := presencecore.New(rdb, presencecore.Config{Key: presencecore.KeyFor(ns), JobID: fmt.Sprintf("bench-s%03d", i),
 			Beat: beat, TTL: beat * 10 / 3, Logger: r.log, Sessions: benchSessions(i)})
 		if err != nil {
 			return PresenceCost{}, err
@@ -205,7 +205,7 @@ func (r *runner) beatPresence(ctx context.Context, rdb *redis.Client, ns string,
 		SessionsChangeEvery: sessionsChangeEvery, CmdsPerBeat: round3(float64(in.Calls) / n),
 		RoundTripsPerBeat: round3(float64(sc.Calls) / n), ScriptUSPerBeat: round3(float64(sc.Usec) / n),
 		RedisCPUUSPerBeat: round3(work.cpuUS / n)}
-	beatsPerSec := float64(len(servers)) / presence.DefaultBeat.Seconds()
+	beatsPerSec := float64(len(servers)) / presencecore.DefaultBeat.Seconds()
 	pc.RedisCPUPctAtDefaultBeat = round3(pc.RedisCPUUSPerBeat * beatsPerSec / 1e6 * 100)
 	return pc, nil
 }

@@ -5,6 +5,7 @@
 package jobid
 
 import (
+	"errors"
 	"fmt"
 	"unicode"
 	"unicode/utf8"
@@ -38,4 +39,16 @@ func Problem(s string) string {
 		}
 	}
 	return ""
+}
+
+// ErrInvalid is wrapped by Check's error.
+var ErrInvalid = errors.New("invalid JobID")
+
+// Check returns nil when s can be a JobID, else an error wrapping
+// ErrInvalid that says why.
+func Check(s string) error {
+	if p := Problem(s); p != "" {
+		return fmt.Errorf("%w: %s", ErrInvalid, p)
+	}
+	return nil
 }

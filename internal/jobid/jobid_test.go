@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ckernel/playerdata/internal/jobid"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/messaging"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -22,9 +23,9 @@ func TestOneRule(t *testing.T) {
 		{"server-a", true},
 		{"pod_7-eu", true},
 		{"サーバー", true},
-		{strings.Repeat("a", messaging.MaxJobIDBytes), true},
+		{strings.Repeat("a", jobid.MaxBytes), true},
 		{"", false},
-		{strings.Repeat("a", messaging.MaxJobIDBytes+1), false},
+		{strings.Repeat("a", jobid.MaxBytes+1), false},
 		{"server.a", false},
 		{"server a", false},
 		{"a*", false},
@@ -34,13 +35,17 @@ func TestOneRule(t *testing.T) {
 		{"\xff", false},
 	} {
 		t.Run(tc.jobID, func(t *testing.T) {
-			busErr := messaging.ValidJobID(tc.jobID)
-			_, presErr := presence.New(rdb, presence.Config{Key: "ns:CKPresence", JobID: tc.jobID})
+			// A request must name its requester by a valid JobID.
+			_, busErr := messaging.Encode(messaging.Message{Type: messaging.TypeRequest, Driver: "d", Key: "k", Requester: tc.jobID})
+			_, presErr := presencecore.New(rdb, presencecore.Config{Key: "ns:CKPresence", JobID: tc.jobID})
 			if (busErr == nil) != tc.ok || (presErr == nil) != tc.ok {
-				t.Fatalf("ValidJobID: %v; presence.New: %v; want ok=%v from both", busErr, presErr, tc.ok)
+				t.Fatalf("messaging.Encode: %v; presencecore.New: %v; want ok=%v from both", busErr, presErr, tc.ok)
 			}
-			if !tc.ok && (!errors.Is(busErr, messaging.ErrInvalidJobID) || !errors.Is(presErr, presence.ErrInvalidJobID)) {
-				t.Fatalf("ValidJobID: %v; presence.New: %v; want each package's ErrInvalidJobID", busErr, presErr)
+			if !tc.ok && (!errors.Is(busErr, messaging.ErrMalformed) || !errors.Is(presErr, presencecore.ErrInvalidJobID)) {
+				t.Fatalf("messaging.Encode: %v; presencecore.New: %v; want ErrMalformed and ErrInvalidJobID", busErr, presErr)
+			}
+			if (jobid.Check(tc.jobID) == nil) != tc.ok {
+				t.Fatalf("Check(%q) = %v, want ok=%v", tc.jobID, jobid.Check(tc.jobID), tc.ok)
 			}
 		})
 	}

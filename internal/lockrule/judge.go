@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 )
 
 // Judge answers whether lock l, read at local time readAt, may change hands
@@ -86,13 +86,13 @@ func judgeHolder(ctx context.Context, env Env, l Lock, writtenBy time.Time) (Ver
 	case all:
 		v.Answer, v.Why = Stopped, fmt.Sprintf("%s is proven stopped: %d presence reads at least one Beat (%s) apart "+
 			"found no live beat, the last sent after the lock was written", l.Job, pf.reads, env.Rules.Beat)
-	case rd.Status == presence.Alive:
+	case rd.Status == presencecore.Alive:
 		v.Answer, v.Why = Alive, fmt.Sprintf("%s is alive (its beat expires in %s): freeing its lock would make a "+
 			"second owner while it plays on; it moves when %s releases it (a join elsewhere asks it to)",
 			l.Job, rd.ExpiresIn.Round(time.Millisecond), l.Job)
 	case rd.Err != nil:
 		v.Answer, v.Why = Unknown, fmt.Sprintf("%s's presence could not be read (%v): it may be alive", l.Job, rd.Err)
-	case rd.Status == presence.Unknown:
+	case rd.Status == presencecore.Unknown:
 		v.Answer, v.RetryIn = Unknown, rd.ExpiresIn
 		v.Why = fmt.Sprintf("%s's presence is unknown: a missing beat proves nothing for %s more (Redis restarted or "+
 			"failed over, or the presence hash was first beaten into, or its clock stepped, less than one "+
@@ -128,7 +128,7 @@ func judgeUnnamed(ctx context.Context, env Env, l Lock, writtenBy time.Time) (Ve
 	}
 	var live, stopped []string
 	for _, e := range entries {
-		if e.Status == presence.Stopped {
+		if e.Status == presencecore.Stopped {
 			stopped = append(stopped, e.JobID)
 		} else {
 			live = append(live, e.JobID)
@@ -175,7 +175,7 @@ func proveNoHolder(ctx context.Context, env Env, stopped, answered []string, wri
 			plural(len(answered), "server", "servers"), len(stopped), env.Rules.Beat)
 		return v, nil
 	}
-	i := slices.IndexFunc(proofs, func(pf *proof) bool { return pf.last.Status != presence.Stopped })
+	i := slices.IndexFunc(proofs, func(pf *proof) bool { return pf.last.Status != presencecore.Stopped })
 	v.Answer = Unknown
 	v.Why = "the lock names no holder, and presence cannot prove that no live server holds its token"
 	if i >= 0 {
@@ -196,7 +196,7 @@ func silentJobs(shards int) []string {
 	seen := 0
 	for i := 0; seen < len(out); i++ {
 		job := fmt.Sprintf("playerdata-silent-%d", i)
-		if s := presence.ShardOf(job, shards); out[s] == "" {
+		if s := presencecore.ShardOf(job, shards); out[s] == "" {
 			out[s] = job
 			seen++
 		}

@@ -11,21 +11,21 @@ import (
 
 	"github.com/benbjohnson/clock"
 
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 )
 
 // fakePresence answers scripted readings, one per Read of each job (the
 // last repeats), and records when each was asked.
 type fakePresence struct {
 	mu      sync.Mutex
-	reads   map[string][]presence.Reading
-	list    []presence.Entry
+	reads   map[string][]presencecore.Reading
+	list    []presencecore.Entry
 	listErr error
 	shards  int
 	asked   map[string][]time.Time
 }
 
-func (f *fakePresence) Read(_ context.Context, job string) presence.Reading {
+func (f *fakePresence) Read(_ context.Context, job string) presencecore.Reading {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.asked == nil {
@@ -37,7 +37,7 @@ func (f *fakePresence) Read(_ context.Context, job string) presence.Reading {
 		rs = f.reads["*"]
 	}
 	if len(rs) == 0 {
-		return presence.Reading{Status: presence.Unknown, Err: errors.New("no reading scripted")}
+		return presencecore.Reading{Status: presencecore.Unknown, Err: errors.New("no reading scripted")}
 	}
 	r := rs[0]
 	if len(rs) > 1 {
@@ -50,15 +50,17 @@ func (f *fakePresence) Read(_ context.Context, job string) presence.Reading {
 	return r
 }
 
-func (f *fakePresence) List(context.Context) ([]presence.Entry, error) { return f.list, f.listErr }
+func (f *fakePresence) List(context.Context) ([]presencecore.Entry, error) { return f.list, f.listErr }
 
-func (f *fakePresence) Config() presence.Config { return presence.Config{Shards: max(f.shards, 1)} }
+func (f *fakePresence) Config() presencecore.Config {
+	return presencecore.Config{Shards: max(f.shards, 1)}
+}
 
 var (
-	stopped = presence.Reading{Status: presence.Stopped}
-	alive   = presence.Reading{Status: presence.Alive, ExpiresIn: 2 * time.Second}
-	grace   = presence.Reading{Status: presence.Unknown, ExpiresIn: 7 * time.Second}
-	failed  = presence.Reading{Status: presence.Unknown, Err: errors.New("connection refused")}
+	stopped = presencecore.Reading{Status: presencecore.Stopped}
+	alive   = presencecore.Reading{Status: presencecore.Alive, ExpiresIn: 2 * time.Second}
+	grace   = presencecore.Reading{Status: presencecore.Unknown, ExpiresIn: 7 * time.Second}
+	failed  = presencecore.Reading{Status: presencecore.Unknown, Err: errors.New("connection refused")}
 )
 
 // Judge's answers, each from the readings it was given: a stop needs two
@@ -84,24 +86,24 @@ func TestJudge(t *testing.T) {
 		retryIn time.Duration
 	}{
 		{"free", Parse(Fields{}, now, time.Minute), &fakePresence{}, Free, 0, 0},
-		{"alive, however old", held("a", "1", time.Hour), &fakePresence{reads: map[string][]presence.Reading{"a": {alive}}}, Alive, 1, 0},
-		{"unknown after a restart", held("a", "1", time.Hour), &fakePresence{reads: map[string][]presence.Reading{"a": {grace}}}, Unknown, 1, 7 * time.Second},
-		{"a failed read", held("a", "1", time.Hour), &fakePresence{reads: map[string][]presence.Reading{"a": {failed}}}, Unknown, 1, 0},
-		{"stopped twice a beat apart", held("a", "1", time.Second), &fakePresence{reads: map[string][]presence.Reading{"a": {stopped, stopped}}}, Stopped, 2, 0},
-		{"stopped, then unknown", held("a", "1", time.Second), &fakePresence{reads: map[string][]presence.Reading{"a": {stopped, grace}}}, Unknown, 2, 7 * time.Second},
-		{"stopped, then alive", held("a", "1", time.Second), &fakePresence{reads: map[string][]presence.Reading{"a": {stopped, alive}}}, Alive, 2, 0},
-		{"a broken flag counts as the flag", held("a", "x", time.Hour), &fakePresence{reads: map[string][]presence.Reading{"a": {alive}}}, Alive, 1, 0},
+		{"alive, however old", held("a", "1", time.Hour), &fakePresence{reads: map[string][]presencecore.Reading{"a": {alive}}}, Alive, 1, 0},
+		{"unknown after a restart", held("a", "1", time.Hour), &fakePresence{reads: map[string][]presencecore.Reading{"a": {grace}}}, Unknown, 1, 7 * time.Second},
+		{"a failed read", held("a", "1", time.Hour), &fakePresence{reads: map[string][]presencecore.Reading{"a": {failed}}}, Unknown, 1, 0},
+		{"stopped twice a beat apart", held("a", "1", time.Second), &fakePresence{reads: map[string][]presencecore.Reading{"a": {stopped, stopped}}}, Stopped, 2, 0},
+		{"stopped, then unknown", held("a", "1", time.Second), &fakePresence{reads: map[string][]presencecore.Reading{"a": {stopped, grace}}}, Unknown, 2, 7 * time.Second},
+		{"stopped, then alive", held("a", "1", time.Second), &fakePresence{reads: map[string][]presencecore.Reading{"a": {stopped, alive}}}, Alive, 2, 0},
+		{"a broken flag counts as the flag", held("a", "x", time.Hour), &fakePresence{reads: map[string][]presencecore.Reading{"a": {alive}}}, Alive, 1, 0},
 		{"no flag, young", held("a", "0", time.Minute), &fakePresence{}, Young, 0, 3*time.Minute + time.Millisecond},
 		{"no flag, aged", held("a", "0", 5*time.Minute), &fakePresence{}, Aged, 0, 0},
 		{"no flag, its stamp broken", Parse(Fields{Job: "a", Token: "t", At: "abc"}, now, time.Minute), &fakePresence{}, Young, 0, 0},
-		{"no holder, a live server", held("", "1", time.Hour), &fakePresence{list: []presence.Entry{
-			{JobID: "b", Status: presence.Alive}, {JobID: "c", Status: presence.Stopped}}}, LiveServers, 0, 0},
-		{"no holder, a server unknown", held("", "1", time.Hour), &fakePresence{list: []presence.Entry{
-			{JobID: "b", Status: presence.Unknown}}}, LiveServers, 0, 0},
-		{"no holder, every server stopped", held("", "1", time.Hour), &fakePresence{list: []presence.Entry{
-			{JobID: "c", Status: presence.Stopped}}, reads: map[string][]presence.Reading{"*": {stopped}}}, NoLiveHolder, 4, 0},
+		{"no holder, a live server", held("", "1", time.Hour), &fakePresence{list: []presencecore.Entry{
+			{JobID: "b", Status: presencecore.Alive}, {JobID: "c", Status: presencecore.Stopped}}}, LiveServers, 0, 0},
+		{"no holder, a server unknown", held("", "1", time.Hour), &fakePresence{list: []presencecore.Entry{
+			{JobID: "b", Status: presencecore.Unknown}}}, LiveServers, 0, 0},
+		{"no holder, every server stopped", held("", "1", time.Hour), &fakePresence{list: []presencecore.Entry{
+			{JobID: "c", Status: presencecore.Stopped}}, reads: map[string][]presencecore.Reading{"*": {stopped}}}, NoLiveHolder, 4, 0},
 		{"no holder, shards in a restart's grace", held("", "x", time.Hour), &fakePresence{
-			reads: map[string][]presence.Reading{"*": {grace}}}, Unknown, 1, 7 * time.Second},
+			reads: map[string][]presencecore.Reading{"*": {grace}}}, Unknown, 1, 7 * time.Second},
 		{"no holder, the list fails", held("", "1", time.Hour), &fakePresence{listErr: errors.New("down")}, Unknown, 0, 0},
 		{"no holder, no flag, aged", held("", "0", 5*time.Minute), &fakePresence{}, NoLiveHolder, 0, 0},
 		{"no holder, no flag, young", held("", "0", time.Minute), &fakePresence{}, LiveServers, 0, 3*time.Minute + time.Millisecond},
@@ -128,7 +130,7 @@ func TestJudge(t *testing.T) {
 	}
 	// A cancelled context ends a proof, and says so.
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &fakePresence{reads: map[string][]presence.Reading{"a": {stopped}}}
+	p := &fakePresence{reads: map[string][]presencecore.Reading{"a": {stopped}}}
 	time.AfterFunc(beat/3, cancel)
 	if _, err := Judge(ctx, Env{Presence: p, Rules: rules}, held("a", "1", time.Second), now); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Judge under a cancelled context = %v, want context.Canceled", err)
@@ -144,8 +146,8 @@ func TestJudgeAsksTheLiveServers(t *testing.T) {
 	rules := Rules{MaxAge: 4 * time.Minute, Skew: time.Minute, Beat: 20 * time.Millisecond}
 	now := time.Now()
 	l := Parse(Fields{Token: "tok", Presence: "1", At: strconv.FormatInt(now.UnixMilli(), 10)}, now, rules.Skew)
-	p := &fakePresence{list: []presence.Entry{{JobID: "b", Status: presence.Alive}, {JobID: "c", Status: presence.Unknown},
-		{JobID: "d", Status: presence.Stopped}}, reads: map[string][]presence.Reading{"*": {stopped}}}
+	p := &fakePresence{list: []presencecore.Entry{{JobID: "b", Status: presencecore.Alive}, {JobID: "c", Status: presencecore.Unknown},
+		{JobID: "d", Status: presencecore.Stopped}}, reads: map[string][]presencecore.Reading{"*": {stopped}}}
 	for _, tc := range []struct {
 		name     string
 		answered []string

@@ -9,41 +9,41 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/internal/lockrule"
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
 // readings is a Presence whose every job reads as one reading ("*": any
 // job not named), and whose list is every job it names.
 type readings struct {
-	byJob map[string]presence.Reading
+	byJob map[string]presencecore.Reading
 }
 
-func (r readings) Read(_ context.Context, job string) presence.Reading {
+func (r readings) Read(_ context.Context, job string) presencecore.Reading {
 	if rd, ok := r.byJob[job]; ok {
 		return rd
 	}
 	return r.byJob["*"]
 }
 
-func (r readings) List(context.Context) ([]presence.Entry, error) {
-	var out []presence.Entry
+func (r readings) List(context.Context) ([]presencecore.Entry, error) {
+	var out []presencecore.Entry
 	for job, rd := range r.byJob {
 		if job != "*" {
-			out = append(out, presence.Entry{JobID: job, Status: rd.Status})
+			out = append(out, presencecore.Entry{JobID: job, Status: rd.Status})
 		}
 	}
 	return out, nil
 }
 
-func (r readings) Config() presence.Config { return presence.Config{Shards: 1} }
+func (r readings) Config() presencecore.Config { return presencecore.Config{Shards: 1} }
 
 var (
-	stopped = presence.Reading{Status: presence.Stopped}
-	alive   = presence.Reading{Status: presence.Alive, ExpiresIn: time.Second}
-	grace   = presence.Reading{Status: presence.Unknown, ExpiresIn: 9 * time.Second}
-	failed  = presence.Reading{Status: presence.Unknown, Err: errors.New("connection refused")}
+	stopped = presencecore.Reading{Status: presencecore.Stopped}
+	alive   = presencecore.Reading{Status: presencecore.Alive, ExpiresIn: time.Second}
+	grace   = presencecore.Reading{Status: presencecore.Unknown, ExpiresIn: 9 * time.Second}
+	failed  = presencecore.Reading{Status: presencecore.Unknown, Err: errors.New("connection refused")}
 )
 
 // Unlock frees exactly the lock it judged, and only on a yes: a live or
@@ -59,7 +59,7 @@ func TestUnlock(t *testing.T) {
 	for i, tc := range []struct {
 		name   string
 		fields []any
-		pres   presence.Reading
+		pres   presencecore.Reading
 		race   func(ctx context.Context, rk string)
 		dry    bool
 		want   lockrule.UnlockOutcome
@@ -92,7 +92,7 @@ func TestUnlock(t *testing.T) {
 				client = r.Client(t)
 				client.AddHook(&testsupport.BeforeScriptHook{Key: rk, Do: func(ctx context.Context) { tc.race(ctx, rk) }})
 			}
-			env := lockrule.Env{Records: client, Presence: readings{map[string]presence.Reading{"a": tc.pres}}, Rules: rules}
+			env := lockrule.Env{Records: client, Presence: readings{map[string]presencecore.Reading{"a": tc.pres}}, Rules: rules}
 			res, err := lockrule.Unlock(ctx, env, rk, tc.dry)
 			if err != nil || res.Outcome != tc.want {
 				t.Fatalf("Unlock = %+v, %v; want outcome %v", res, err, tc.want)
@@ -119,7 +119,7 @@ func TestRepairNeverMakesASecondOwner(t *testing.T) {
 	for i, tc := range []struct {
 		name    string
 		fields  []any
-		pres    map[string]presence.Reading
+		pres    map[string]presencecore.Reading
 		force   bool
 		token   string // the lock token after the repair ("": free)
 		flag    string // lock.presence after it
@@ -127,23 +127,23 @@ func TestRepairNeverMakesASecondOwner(t *testing.T) {
 		left    string // a field it left ("": none)
 	}{
 		{"lock.at broken, holder alive", []any{"lock.job", "a", "lock.at", "abc", "lock.presence", "1"},
-			map[string]presence.Reading{"a": alive}, true, "tok", "1", "lock.at", ""},
+			map[string]presencecore.Reading{"a": alive}, true, "tok", "1", "lock.at", ""},
 		{"lock.at broken, holder stopped", []any{"lock.job", "a", "lock.at", "abc", "lock.presence", "1"},
-			map[string]presence.Reading{"a": stopped}, true, "tok", "1", "lock.at", ""},
+			map[string]presencecore.Reading{"a": stopped}, true, "tok", "1", "lock.at", ""},
 		{"flag broken, holder alive", []any{"lock.job", "a", "lock.at", "5", "lock.presence", "x"},
-			map[string]presence.Reading{"a": alive}, true, "tok", "1", "lock.presence", ""},
+			map[string]presencecore.Reading{"a": alive}, true, "tok", "1", "lock.presence", ""},
 		{"flag broken, holder unknown", []any{"lock.job", "a", "lock.at", "5", "lock.presence", "x"},
-			map[string]presence.Reading{"a": grace}, true, "tok", "1", "lock.presence", ""},
+			map[string]presencecore.Reading{"a": grace}, true, "tok", "1", "lock.presence", ""},
 		{"flag broken, presence unreadable", []any{"lock.job", "a", "lock.at", "5", "lock.presence", "x"},
-			map[string]presence.Reading{"a": failed}, true, "tok", "x", "", "lock.presence"},
+			map[string]presencecore.Reading{"a": failed}, true, "tok", "x", "", "lock.presence"},
 		{"no holder, a live server", []any{"lock.job", "", "lock.at", "5", "lock.presence", "1"},
-			map[string]presence.Reading{"b": alive, "*": stopped}, true, "tok", "1", "", "lock.job"},
+			map[string]presencecore.Reading{"b": alive, "*": stopped}, true, "tok", "1", "", "lock.job"},
 		{"no holder, a restart's grace", []any{"lock.job", "", "lock.at", "5", "lock.presence", "1"},
-			map[string]presence.Reading{"*": grace}, true, "tok", "1", "", "lock.job"},
+			map[string]presencecore.Reading{"*": grace}, true, "tok", "1", "", "lock.job"},
 		{"no holder, every server stopped, without force", []any{"lock.job", "", "lock.at", "5", "lock.presence", "1"},
-			map[string]presence.Reading{"c": stopped, "*": stopped}, false, "tok", "1", "", "lock.job"},
+			map[string]presencecore.Reading{"c": stopped, "*": stopped}, false, "tok", "1", "", "lock.job"},
 		{"no holder, every server stopped, forced", []any{"lock.job", "", "lock.at", "5", "lock.presence", "1"},
-			map[string]presence.Reading{"c": stopped, "*": stopped}, true, "", "", "lock.job", ""},
+			map[string]presencecore.Reading{"c": stopped, "*": stopped}, true, "", "", "lock.job", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rk := record.Key(r.Namespace, "PlayerData", "r"+strconv.Itoa(i))

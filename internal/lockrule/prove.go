@@ -6,18 +6,18 @@ import (
 
 	"github.com/benbjohnson/clock"
 
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 )
 
 // Presence is what the rule reads: presence as the servers read it (a
-// *presence.Presence of the servers' hash, key, shard count and TTL).
+// *presencecore.Presence of the servers' hash, key, shard count and TTL).
 type Presence interface {
-	// Read reads one server's presence (see presence.Presence.Read).
-	Read(ctx context.Context, jobID string) presence.Reading
+	// Read reads one server's presence (see presencecore.Presence.Read).
+	Read(ctx context.Context, jobID string) presencecore.Reading
 	// List lists every server of every shard.
-	List(ctx context.Context) ([]presence.Entry, error)
+	List(ctx context.Context) ([]presencecore.Entry, error)
 	// Config is the reader's configuration (its shard count).
-	Config() presence.Config
+	Config() presencecore.Config
 }
 
 // maxProofReads bounds the reads of one proof: two suffice (the second a
@@ -28,7 +28,7 @@ const maxProofReads = 4
 type proof struct {
 	job   string
 	stop  Stop
-	last  presence.Reading
+	last  presencecore.Reading
 	reads int
 }
 
@@ -58,7 +58,7 @@ func prove(ctx context.Context, p Presence, clk clock.Clock, jobs []string, beat
 			}
 			pf.reads++
 			pf.stop.Fold(pf.last, sent, clk.Now(), beat)
-			if pf.last.Status != presence.Stopped {
+			if pf.last.Status != presencecore.Stopped {
 				return false, proofs, nil
 			}
 			if !pf.stop.Covers(writtenBy) {

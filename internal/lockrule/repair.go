@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
-	"github.com/ckernel/playerdata/presence"
 )
 
 // RepairOptions say what Repair may do.
@@ -153,7 +153,7 @@ func Explain(v Verdict) string {
 	var b strings.Builder
 	b.WriteString(v.Why)
 	b.WriteString(retryText(v))
-	if v.Reading.Status == presence.Unknown && v.Reading.Err == nil && v.RetryIn > 0 {
+	if v.Reading.Status == presencecore.Unknown && v.Reading.Err == nil && v.RetryIn > 0 {
 		b.WriteString("; an unknown reading never counts as stopped")
 	}
 	return b.String()

@@ -3,7 +3,7 @@ package lockrule
 import (
 	"time"
 
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 )
 
 // Stop is what one reader knows of one holder's silence: the proof that it
@@ -38,8 +38,8 @@ type Stop struct {
 // Fold records reading r, sent at sent and answered at now, with beat the
 // servers' Beat, and reports whether this reading completed a proof that
 // was not standing before.
-func (s *Stop) Fold(r presence.Reading, sent, now time.Time, beat time.Duration) (newlyProven bool) {
-	if r.Status != presence.Stopped {
+func (s *Stop) Fold(r presencecore.Reading, sent, now time.Time, beat time.Duration) (newlyProven bool) {
+	if r.Status != presencecore.Stopped {
 		*s = Stop{}
 		return false
 	}

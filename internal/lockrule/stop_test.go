@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 )
 
 // The rule of a proof: two stopped readings at least a beat apart, nothing
@@ -14,12 +14,12 @@ import (
 func TestStopRule(t *testing.T) {
 	const beat = time.Second
 	t0 := time.Unix(1000, 0)
-	stopped := presence.Reading{Status: presence.Stopped}
-	alive := presence.Reading{Status: presence.Alive, ExpiresIn: time.Second}
-	grace := presence.Reading{Status: presence.Unknown, ExpiresIn: 4 * time.Second}
-	failed := presence.Reading{Status: presence.Unknown, Err: errors.New("read failed")}
+	stopped := presencecore.Reading{Status: presencecore.Stopped}
+	alive := presencecore.Reading{Status: presencecore.Alive, ExpiresIn: time.Second}
+	grace := presencecore.Reading{Status: presencecore.Unknown, ExpiresIn: 4 * time.Second}
+	failed := presencecore.Reading{Status: presencecore.Unknown, Err: errors.New("read failed")}
 	type read struct {
-		r   presence.Reading
+		r   presencecore.Reading
 		at  time.Duration // answered at t0+at, sent 10 ms before
 		new bool          // this read completes a proof
 	}

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/internal/enum"
-	"github.com/ckernel/playerdata/presence"
+	"github.com/ckernel/playerdata/internal/presencecore"
 )
 
 // Rules are the servers' settings the rule reads by.
@@ -69,7 +69,7 @@ type Verdict struct {
 	Answer Answer
 	// Reading is the named holder's last presence reading (zero when none
 	// was read).
-	Reading presence.Reading
+	Reading presencecore.Reading
 	// RetryIn is when asking again may give another answer (0: no time is
 	// known: the holder must release, stop, or presence become readable).
 	RetryIn time.Duration

@@ -1,9 +1,9 @@
 // Package presencescript holds presence's Lua scripts (the beat, the read,
-// the list, the removal and the shard-count mark of a presence hash) and the
-// beat's typed arguments and answer: package presence runs them, and the
-// tools that watch beats on the wire (the script catalog of the tests, the
-// simulation, the bench, the demo) read them, with none of it in presence's
-// public surface.
+// the list, the removal and the shard-count mark of a presence hash) with
+// their typed arguments and answers (the list's answer is read by
+// presencecore's parseList): package presencecore runs them, and the tools
+// that watch beats on the wire (the script catalog of the tests, the
+// simulation, the bench, the demo) read them.
 package presencescript
 
 import (
@@ -40,13 +40,12 @@ const (
 	NameShards = "presence-shards"
 )
 
-// The scripts are immutable values shared by every client.
+// The untyped scripts (the beat is run through BeatRaw with BeatArgs and
+// ParseBeatAnswer); the others are in typed.go. All are immutable values
+// shared by every client.
 var (
-	Beat   = rscript.New(NameBeat, beatLua)
-	Read   = rscript.New(NameRead, readLua)
-	List   = rscript.New(NameList, listLua)
-	Remove = rscript.New(NameRemove, removeLua)
-	Shards = rscript.New(NameShards, shardsLua)
+	Beat = rscript.New(NameBeat, beatLua)
+	List = rscript.New(NameList, listLua)
 )
 
 // BeatRaw is beat.lua as go-redis runs it, for presence's own EVALSHA then
@@ -55,7 +54,9 @@ var (
 var BeatRaw = redis.NewScript(beatLua)
 
 // All lists the presence scripts (for an rscript.Catalog).
-func All() []*rscript.Script { return []*rscript.Script{Beat, Read, List, Remove, Shards} }
+func All() []*rscript.Script {
+	return []*rscript.Script{Beat, Read.Script, List, Remove.Script, Shards.Script}
+}
 
 // ErrUnexpectedReply means a script answered (or was called) in a shape
 // this package does not know; presence.ErrUnexpectedReply is this error.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/sameredis"
-	"github.com/ckernel/playerdata/presence"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -18,7 +18,7 @@ import (
 func TestProve(t *testing.T) {
 	r1, r2 := testsupport.StartRedis(t), testsupport.StartOwnRedis(t)
 	ctx := context.Background()
-	keys := []string{presence.ShardKey(r1.Namespace+":CKPresence", 0), presence.ShardKey(r1.Namespace+":CKPresence", 1)}
+	keys := []string{presencecore.ShardKey(r1.Namespace+":CKPresence", 0), presencecore.ShardKey(r1.Namespace+":CKPresence", 1)}
 	a := r1.Client(t)
 	if err := sameredis.Prove(ctx, r1.Client(t), a, keys); err != nil {
 		t.Fatalf("Prove over one server and DB: %v", err)
@@ -43,7 +43,7 @@ func TestClusterProbeKeysShareTheirKeysSlot(t *testing.T) {
 	c := testsupport.StartRedisCluster(t)
 	rdb := c.Client(t)
 	ctx := context.Background()
-	for _, k := range []string{c.Namespace + ":CKPresence", presence.ShardKey(c.Namespace+":CKPresence", 3), "plain"} {
+	for _, k := range []string{c.Namespace + ":CKPresence", presencecore.ShardKey(c.Namespace+":CKPresence", 3), "plain"} {
 		want, err := rdb.ClusterKeySlot(ctx, k).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -53,7 +53,7 @@ func TestClusterProbeKeysShareTheirKeysSlot(t *testing.T) {
 		}
 	}
 	if err := sameredis.Prove(ctx, c.Client(t), rdb, []string{c.Namespace + ":CKPresence",
-		presence.ShardKey(c.Namespace+":CKPresence", 1), presence.ShardKey(c.Namespace+":CKPresence", 2)}); err != nil {
+		presencecore.ShardKey(c.Namespace+":CKPresence", 1), presencecore.ShardKey(c.Namespace+":CKPresence", 2)}); err != nil {
 		t.Fatalf("Prove over two clients of one cluster: %v", err)
 	}
 }

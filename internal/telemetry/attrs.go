@@ -317,7 +317,7 @@ const (
 	// (messaging.ErrUnknownType).
 	DropUnknownType
 	// DropUnauthenticated: refused by a bus with a key
-	// (messaging.ErrUnauthenticated).
+	// (messaging.Stats.DroppedUnauthenticated).
 	DropUnauthenticated
 	// DropUnknownDriver: for a driver this server does not run
 	// (lockhandoff.Stats.DroppedUnknownDriver).

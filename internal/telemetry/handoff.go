@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// maxTraceStateBytes is messaging.MaxTraceStateBytes: a longer tracestate
+// maxTraceStateBytes is the bus's limit (512 bytes): a longer tracestate
 // is not sent (W3C Trace Context lets a platform drop it), since a message
 // carrying it would not encode.
 const maxTraceStateBytes = 512

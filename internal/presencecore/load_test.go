@@ -1,0 +1,251 @@
+package presencecore
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ckernel/playerdata/internal/presencescript"
+)
+
+// counted is a Config whose Sessions answers n.
+func counted(n *atomic.Int64) Config {
+	return Config{Sessions: func() int { return int(n.Load()) }}
+}
+
+// TestLoads: each server's count travels with its beat; Loads gives every
+// live server's, least loaded first, stamped on the Redis clock, and a
+// changed count is read after the next beat.
+func TestLoads(t *testing.T) {
+	r := startRedis(t)
+	rdb := r.client(t)
+	ctx := context.Background()
+	key := testKey(t)
+	var na, nb atomic.Int64
+	na.Store(5)
+	nb.Store(3)
+	a := server(t, rdb, key, "a", counted(&na))
+	b := server(t, rdb, key, "b", counted(&nb))
+	mustBeat(t, a)
+	mustBeat(t, b)
+	before := time.Now().Add(-time.Second)
+
+	loads, err := a.Loads(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(loads) != 2 || loads[0].JobID != "b" || loads[0].Sessions != 3 || loads[1].JobID != "a" || loads[1].Sessions != 5 {
+		t.Fatalf("Loads = %+v, want b 3 then a 5", loads)
+	}
+	for _, l := range loads {
+		if l.At.Before(before) || l.At.After(time.Now().Add(time.Second)) || l.ExpiresIn <= 0 {
+			t.Errorf("load %+v: At not the beat's Redis time, or not alive", l)
+		}
+	}
+
+	na.Store(1)
+	if _, err := a.beat(ctx, true); err != nil { // a loop beat: the fast path carries the change
+		t.Fatal(err)
+	}
+	loads, err = b.Loads(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(loads) != 2 || loads[0].JobID != "a" || loads[0].Sessions != 1 {
+		t.Fatalf("after a's count fell to 1: Loads = %+v", loads)
+	}
+	entries, err := b.List(ctx)
+	if err != nil || len(entries) != 2 || entries[0].Sessions != 1 || entries[1].Sessions != 3 || entries[0].SessionsErr != nil {
+		t.Fatalf("List = %+v, %v; want a 1, b 3", entries, err)
+	}
+}
+
+// TestLoadOnlyWhenChanged: a steady server's loop beat writes no count (the
+// fast path stays TIME and HINCRBY); a changed count adds one HSET; a full
+// check writes it whatever it is. Counted by Redis (INFO commandstats).
+func TestLoadOnlyWhenChanged(t *testing.T) {
+	r := startRedis(t)
+	if !r.real {
+		t.Skip("miniredis keeps no command statistics")
+	}
+	rdb := r.client(t)
+	ctx := context.Background()
+	var n atomic.Int64
+	n.Store(4)
+	p := server(t, rdb, testKey(t), "a", counted(&n))
+	mustBeat(t, p)
+	beats := func(k int) map[string]int64 {
+		t.Helper()
+		if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for range k {
+			if _, err := p.beat(ctx, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return commandCalls(t, rdb)
+	}
+	if got := beats(3); got["hset"] != 0 || got["hincrby"] != 3 || got["time"] != 3 {
+		t.Errorf("3 steady beats: %v, want TIME and HINCRBY only", got)
+	}
+	n.Store(6)
+	if got := beats(3); got["hset"] != 1 || got["hincrby"] != 3 {
+		t.Errorf("a count changed once in 3 beats: %v, want one HSET", got)
+	}
+	if v := rdb.HGet(ctx, p.own.load, "a").Val(); !strings.HasPrefix(v, "6@") {
+		t.Errorf("load entry %q, want 6@<ms>", v)
+	}
+	if err := rdb.HDel(ctx, p.own.load, "a").Err(); err != nil { // lost by hand: the next full check writes it back
+		t.Fatal(err)
+	}
+	mustBeat(t, p)
+	if v := rdb.HGet(ctx, p.own.load, "a").Val(); !strings.HasPrefix(v, "6@") {
+		t.Errorf("after a full check the load entry is %q, want 6@<ms>", v)
+	}
+}
+
+// TestLoadOfDeadServer: the count of a server whose beat is dead is never
+// given; the bounded cleaning drops it with the beat; Remove drops ours.
+func TestLoadOfDeadServer(t *testing.T) {
+	r := startRedis(t)
+	rdb := r.client(t)
+	ctx := context.Background()
+	var n atomic.Int64
+	n.Store(2)
+	p := server(t, rdb, testKey(t), "a", counted(&n))
+	mustBeat(t, p)
+	writeBeat(t, rdb, p, "dead", "gone", -time.Minute)
+	if err := rdb.HSet(ctx, p.own.load, "dead", "9@"+strconv.FormatInt(time.Now().UnixMilli(), 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := p.List(ctx)
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("List = %+v, %v", entries, err)
+	}
+	if d := entries[1]; d.JobID != "dead" || d.Status == Alive || d.Sessions != 0 || !d.SessionsAt.IsZero() || d.SessionsErr != nil {
+		t.Errorf("dead server's entry %+v: its count is shown", d)
+	}
+	loads, err := p.Loads(ctx)
+	if err != nil || len(loads) != 1 || loads[0].JobID != "a" || loads[0].Sessions != 2 {
+		t.Fatalf("Loads = %+v, %v; want a alone", loads, err)
+	}
+	eventually(t, 5*time.Second, "the dead server's load entry cleaned", func() bool {
+		mustBeat(t, p) // a full check cleans a few random fields
+		return rdb.HExists(ctx, p.own.load, "dead").Val() == false
+	})
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rdb.HExists(ctx, p.own.load, "a").Val() {
+		t.Error("Remove left this server's load entry")
+	}
+}
+
+// TestLoadGarbage: a load entry another tool wrote as garbage, or a load key
+// of another type, is ignored with an error naming it, never a panic; the
+// beat itself carries on, and writes the count again once it can.
+func TestLoadGarbage(t *testing.T) {
+	r := startRedis(t)
+	rdb := r.client(t)
+	ctx := context.Background()
+	key := testKey(t)
+	var na, nb atomic.Int64
+	na.Store(1)
+	nb.Store(2)
+	a := server(t, rdb, key, "a", counted(&na))
+	b := server(t, rdb, key, "b", counted(&nb))
+	mustBeat(t, a)
+	mustBeat(t, b)
+	for _, junk := range []string{"lots", "-3@5", "7@", "7@x", "@", strings.Repeat("9", 300)} {
+		if err := rdb.HSet(ctx, b.own.load, "b", junk).Err(); err != nil {
+			t.Fatal(err)
+		}
+		entries, err := a.List(ctx)
+		if err != nil || len(entries) != 2 {
+			t.Fatalf("%q: List = %+v, %v", junk, entries, err)
+		}
+		e := entries[1]
+		if !errors.Is(e.SessionsErr, ErrBadLoad) || !strings.Contains(e.SessionsErr.Error(), "b in "+b.own.load) ||
+			!e.SessionsAt.IsZero() || e.Sessions != 0 {
+			t.Errorf("%q: entry %+v, want ErrBadLoad naming b and the load hash", junk, e)
+		}
+		if loads, err := a.Loads(ctx); err != nil || len(loads) != 1 || loads[0].JobID != "a" {
+			t.Errorf("%q: Loads = %+v, %v; want a alone", junk, loads, err)
+		}
+	}
+
+	// A load key of another type: every live count is unreadable, and beats
+	// still land.
+	if err := rdb.Del(ctx, a.own.load).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, a.own.load, "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ans, err := a.beat(ctx, false)
+	if err != nil || ans.Load != presencescript.LoadFailed || ans.Outcome != presencescript.BeatWritten {
+		t.Fatalf("beat over a broken load key = %+v, %v; want written, load failed", ans, err)
+	}
+	entries, err := a.List(ctx)
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("List = %+v, %v", entries, err)
+	}
+	for _, e := range entries {
+		if !errors.Is(e.SessionsErr, ErrBadLoad) || !strings.Contains(e.SessionsErr.Error(), "WRONGTYPE") {
+			t.Errorf("entry %+v: want ErrBadLoad with Redis's WRONGTYPE", e)
+		}
+	}
+	if err := rdb.Del(ctx, a.own.load).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ans, err := a.beat(ctx, true); err != nil || ans.Load != presencescript.LoadWritten {
+		t.Fatalf("loop beat after the key was mended = %+v, %v; want the count written again", ans, err)
+	}
+}
+
+func TestParseLoad(t *testing.T) {
+	tests := []struct {
+		raw  string
+		n    int
+		at   int64
+		fine bool
+	}{
+		{"0@1", 0, 1, true},
+		{"12@1900000000123", 12, 1_900_000_000_123, true},
+		{"12", 0, 0, false},
+		{"12@0", 0, 0, false},
+		{"-1@5", 0, 0, false},
+		{"1.5@5", 0, 0, false},
+		{"", 0, 0, false},
+		{"5@6@7", 0, 0, false},
+	}
+	for _, tt := range tests {
+		n, at, err := parseLoad(tt.raw)
+		if tt.fine != (err == nil) || n != tt.n || (tt.fine && at.UnixMilli() != tt.at) {
+			t.Errorf("parseLoad(%q) = %d, %v, %v", tt.raw, n, at, err)
+		}
+		if err != nil && !errors.Is(err, ErrBadLoad) {
+			t.Errorf("parseLoad(%q): %v does not wrap ErrBadLoad", tt.raw, err)
+		}
+	}
+}
+
+func TestLoadKeySlot(t *testing.T) {
+	for _, k := range []string{"g:CKPresence", "g:CKPresence:{3}", "{g}:CKPresence"} {
+		want := k + ":load"
+		if _, ok := hashTag(k); !ok {
+			want = k + ":{" + k + "}:load"
+		}
+		if got := LoadKey(k); got != want {
+			t.Errorf("LoadKey(%q) = %q, want %q", k, got, want)
+		}
+	}
+}

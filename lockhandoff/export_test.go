@@ -1,9 +1,0 @@
-package lockhandoff
-
-// The bounds, for the tests that check them.
-const (
-	MaxPendingReplies    = maxPendingReplies
-	MaxRepliedRequesters = maxRepliedRequesters
-	PublishQueueLen      = publishQueueLen
-	PublishWorkers       = publishWorkers
-)
