@@ -20,7 +20,6 @@ type Presence struct {
 	cfg   Config
 	clock clock.Clock
 	log   *slog.Logger
-	ttlMS int64
 	// fenceAfter is TTL-FenceMargin: how long after an acknowledged beat was
 	// sent the lease lapses.
 	fenceAfter time.Duration
@@ -100,7 +99,6 @@ func New(rdb redis.UniversalClient, cfg Config) (*Presence, error) {
 		cfg:          cfg,
 		clock:        cfg.Clock,
 		log:          cfg.Logger.With("component", "presence", "instance", cfg.Instance),
-		ttlMS:        cfg.TTL.Milliseconds(),
 		fenceAfter:   cfg.TTL - cfg.FenceMargin,
 		shards:       shards,
 		own:          shards[ShardOf(cfg.JobID, cfg.Shards)],

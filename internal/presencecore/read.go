@@ -135,21 +135,20 @@ func (p *Presence) IsAlive(ctx context.Context, jobID string) Status {
 // no entry Stopped, together with an error wrapping ErrShardMismatch. Other
 // errors are wrapped "presence list: ..." and come with no entries.
 func (p *Presence) List(ctx context.Context) ([]Entry, error) {
+	pending := make([]rscript.Pending[presencescript.ListAnswer], len(p.shards))
 	calls := make([]rscript.Call, len(p.shards))
 	for i, s := range p.shards {
-		calls[i] = rscript.Call{Script: presencescript.List, Keys: []string{s.key, s.owners, s.load}, Args: []any{p.ttlMS}}
+		pending[i] = presencescript.List.Call(s.key, presencescript.ListArgs{Owners: s.owners, Load: s.load, TTL: p.cfg.TTL})
+		calls[i] = pending[i].Call
 	}
 	vals, errs := rscript.Run(ctx, p.rdb, calls)
 	entries := []Entry{}
-	for i, v := range vals {
-		if errs[i] != nil {
-			return nil, fmt.Errorf("presence list: %w", errs[i])
-		}
-		got, err := parseList(v, i, p.shards[i].load)
+	for i := range vals {
+		a, err := pending[i].Answer(vals[i], errs[i])
 		if err != nil {
 			return nil, fmt.Errorf("presence list: %w", err)
 		}
-		entries = append(entries, got...)
+		entries = append(entries, listEntries(a, i, p.shards[i].load)...)
 	}
 	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.JobID, b.JobID) })
 	others, _, err := p.shardCounts(ctx, false)
@@ -168,38 +167,22 @@ func (p *Presence) List(ctx context.Context) ([]Entry, error) {
 	return entries, nil
 }
 
-// parseList reads list.lua's answer for shard n, whose load hash is
-// loadKey.
-func parseList(v any, n int, loadKey string) ([]Entry, error) {
-	res, ok := v.([]any)
-	if !ok || len(res) < 3 || (len(res)-3)%4 != 0 {
-		return nil, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
-	}
-	proof, ok1 := res[0].(int64)
-	loadErr, ok2 := res[2].(string)
-	if !ok1 || !ok2 {
-		return nil, fmt.Errorf("%w: proof %T, load error %T", ErrUnexpectedReply, res[0], res[2])
-	}
-	entries := make([]Entry, 0, (len(res)-3)/4)
-	for i := 3; i < len(res); i += 4 {
-		job, ok1 := res[i].(string)
-		ms, ok2 := res[i+1].(int64)
-		inst, ok3 := res[i+2].(string)
-		load, ok4 := res[i+3].(string)
-		if !ok1 || !ok2 || !ok3 || !ok4 {
-			return nil, fmt.Errorf("%w: entry %T %T %T %T", ErrUnexpectedReply, res[i], res[i+1], res[i+2], res[i+3])
-		}
-		e := Entry{JobID: job, ExpiresIn: time.Duration(ms) * time.Millisecond, Instance: inst, Shard: n}
+// listEntries are the entries of list.lua's answer a for shard n, whose
+// load hash is loadKey.
+func listEntries(a presencescript.ListAnswer, n int, loadKey string) []Entry {
+	entries := make([]Entry, 0, len(a.Rows))
+	for _, r := range a.Rows {
+		e := Entry{JobID: r.JobID, ExpiresIn: r.Left, Instance: r.Instance, Shard: n}
 		switch {
-		case ms > 0:
+		case r.Left > 0:
 			e.Status = Alive
-		case proof == 1:
+		case a.Proof:
 			e.Status = Stopped
 		default:
 			e.Status = Unknown
 		}
-		e.setLoad(load, loadErr, loadKey)
+		e.setLoad(r.Load, a.LoadErr, loadKey)
 		entries = append(entries, e)
 	}
-	return entries, nil
+	return entries
 }

@@ -40,13 +40,10 @@ const (
 	NameShards = "presence-shards"
 )
 
-// The untyped scripts (the beat is run through BeatRaw with BeatArgs and
-// ParseBeatAnswer); the others are in typed.go. All are immutable values
-// shared by every client.
-var (
-	Beat = rscript.New(NameBeat, beatLua)
-	List = rscript.New(NameList, listLua)
-)
+// Beat is beat.lua for a catalog: it is run through BeatRaw with BeatArgs
+// and ParseBeatAnswer; the others are typed (typed.go, list.go). All are
+// immutable values shared by every client.
+var Beat = rscript.New(NameBeat, beatLua)
 
 // BeatRaw is beat.lua as go-redis runs it, for presence's own EVALSHA then
 // EVAL: a NOSCRIPT answer (Redis forgot its scripts: a restart, a failover,
@@ -55,7 +52,7 @@ var BeatRaw = redis.NewScript(beatLua)
 
 // All lists the presence scripts (for an rscript.Catalog).
 func All() []*rscript.Script {
-	return []*rscript.Script{Beat, Read.Script, List, Remove.Script, Shards.Script}
+	return []*rscript.Script{Beat, Read.Script, List.Script, Remove.Script, Shards.Script}
 }
 
 // ErrUnexpectedReply means a script answered (or was called) in a shape

@@ -74,3 +74,28 @@ func TestAnswers(t *testing.T) {
 		t.Errorf("remove answer 2: %v, want ErrUnexpectedReply", err)
 	}
 }
+
+// list.lua's arguments parse back, and its answer is read row by row; a
+// shape it does not know is ErrUnexpectedReply, never a panic.
+func TestListTyped(t *testing.T) {
+	if a, want := mustParse(t, ParseListArgs, List.Wire(ListArgs{Owners: "o", Load: "l", TTL: 10 * time.Second})), (ListArgs{TTL: 10 * time.Second}); a != want {
+		t.Errorf("list args %+v, want %+v", a, want)
+	}
+	if _, err := ParseListArgs([]string{"ten"}); !errors.Is(err, ErrUnexpectedReply) {
+		t.Errorf("list args [ten]: %v, want ErrUnexpectedReply", err)
+	}
+	got, err := ParseListAnswer([]any{int64(1), int64(0), "", "server-a", int64(4000), "i1", "3", "server-b", int64(-200), "", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ListAnswer{Proof: true, Rows: []ListRow{{JobID: "server-a", Left: 4 * time.Second, Instance: "i1", Load: "3"},
+		{JobID: "server-b", Left: -200 * time.Millisecond}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("list answer %+v, want %+v", got, want)
+	}
+	for _, bad := range []any{"x", []any{int64(0)}, []any{int64(2), int64(0), ""}, []any{int64(0), int64(0), "", "a", "b", "c", "d"}} {
+		if _, err := ParseListAnswer(bad); !errors.Is(err, ErrUnexpectedReply) {
+			t.Errorf("list answer %v: %v, want ErrUnexpectedReply", bad, err)
+		}
+	}
+}
