@@ -201,7 +201,7 @@ func (p *Profile[T]) moveSnapshot(ctx context.Context) (snapshot, error) {
 	p.d.mu.Lock()
 	adopting := len(p.earlier) > 0
 	p.d.mu.Unlock()
-	changed := !p.w.data.same(snap.data)
+	changed := snap.stored != p.w.data
 	if adopting || len(snap.refused) > 0 || p.unsettled != nil || (changed && (p.w.keepNext || p.versionDue())) {
 		if err := p.write(ctx, writeSave); err != nil {
 			return snap, err
@@ -247,7 +247,7 @@ func (p *Profile[T]) prepareMove(ctx context.Context, snap snapshot, to string) 
 	if !p.w.histAt.IsZero() {
 		m.HistAt = p.w.histAt.UnixMilli()
 	}
-	if !p.w.data.same(snap.data) {
+	if snap.stored != p.w.data {
 		m.Schema, m.SchemaMin = d.codec.WriteVersion(p.w.schema, p.w.schemaMin)
 	}
 	if snap.uids != nil {
@@ -324,7 +324,7 @@ func (p *Profile[T]) moveArgs(m moveMsg, snap snapshot, accept moveMsg) record.M
 	a := record.MoveArgs{Token: token, Expiry: time.UnixMilli(m.Expiry), To: m.To, ToToken: accept.Token,
 		ToPresence: accept.Presence, ID: m.ID, From: d.node.jobID, Applied: slices.Clone(snap.applied)}
 	req := record.SaveArgs{}
-	if !p.w.data.same(snap.data) {
+	if snap.stored != p.w.data {
 		a.Data, a.Schema, a.SchemaMin = snap.data, m.Schema, m.SchemaMin
 		req.Data, req.Schema, req.SchemaMin = snap.data, m.Schema, m.SchemaMin
 	}
@@ -332,7 +332,7 @@ func (p *Profile[T]) moveArgs(m moveMsg, snap snapshot, accept moveMsg) record.M
 		a.Meta = &record.Meta{UserIDs: snap.uids, Meta: snap.meta}
 		req.Meta = a.Meta
 	}
-	a.Sum = p.sumOf(req)
+	a.Sum = p.sumOf(req, snap)
 	return a
 }
 

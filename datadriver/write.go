@@ -25,8 +25,8 @@ var errRecordGone = errors.New("the record vanished from Redis while held (delet
 // applied and refused.
 type snapshot struct {
 	data, uids, meta []byte
-	// stored is what the executor keeps of data once a write of it lands
-	// (set by buildWrite for a write that sends data).
+	// stored is what the executor keeps of data once a write of it lands,
+	// computed once per snapshot: whether data changed, and its checksum.
 	stored  storedData
 	metaGen uint64
 	updates uint64 // Profile.Updates when it was taken
@@ -39,6 +39,15 @@ type snapshot struct {
 // passed. Checked under dataMu, so that an Update that failed never has its
 // change taken.
 func (p *Profile[T]) snapshot() (snapshot, error) {
+	s, err := p.snapshotLocked()
+	if err == nil {
+		s.stored = storedOf(s.data) // outside dataMu: Updates need not wait for the digest
+	}
+	return s, err
+}
+
+// snapshotLocked is snapshot's part under dataMu.
+func (p *Profile[T]) snapshotLocked() (snapshot, error) {
 	p.dataMu.RLock()
 	defer p.dataMu.RUnlock()
 	if p.stopped.Load() {
@@ -160,9 +169,6 @@ func (p *Profile[T]) buildWrite(kind writeKind, trade string) (
 		// the player can join anywhere at once.
 		snap.data, snap.applied = nil, nil
 	}
-	if snap.data != nil {
-		snap.stored = storedOf(snap.data)
-	}
 	if snap.data != nil && snap.stored != p.w.data {
 		req.Data = snap.data
 		req.Schema, req.SchemaMin = d.codec.WriteVersion(p.w.schema, p.w.schemaMin)
@@ -175,22 +181,22 @@ func (p *Profile[T]) buildWrite(kind writeKind, trade string) (
 	if snap.uids != nil {
 		req.Meta = &record.Meta{UserIDs: snap.uids, Meta: snap.meta}
 	}
-	req.Sum = p.sumOf(req)
+	req.Sum = p.sumOf(req, snap)
 	req.Applied, req.Refused = snap.applied, snap.refused
 	return req, snap, tooLarge, nil
 }
 
 // sumOf is the record's checksum after req, a write that sends data or
 // user ids and metadata ("" for one that sends neither): of what it
-// writes, and of what it leaves as stored.
-func (p *Profile[T]) sumOf(req record.SaveArgs) string {
+// writes (req.Data is snap's), and of what it leaves as stored.
+func (p *Profile[T]) sumOf(req record.SaveArgs, snap snapshot) string {
 	if req.Data == nil && req.Meta == nil {
 		return ""
 	}
 	w := &p.w
 	data, schema, schemaMin, uids, meta := w.data.sum, w.stored.Schema, w.stored.SchemaMin, w.uids, w.meta
 	if req.Data != nil {
-		data, schema, schemaMin = record.DataSum(req.Data), req.Schema, req.SchemaMin
+		data, schema, schemaMin = snap.stored.sum, req.Schema, req.SchemaMin
 	}
 	if req.Meta != nil {
 		uids, meta = req.Meta.UserIDs, req.Meta.Meta
