@@ -56,6 +56,23 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 	if r.LastRelease != nil {
 		row("released", fmt.Sprintf("last release by token %s… at ver %d", r.LastRelease.TokenPrefix, r.LastRelease.Ver))
 	}
+	printMoveRows(st, r, when, row)
+	row("trade", tradeLine(st, r.Trade))
+	printMessages(w, st, r.Inbox, row)
+	printVersionRows(st, r, when, row)
+	fmt.Fprintf(w, "  → %s\n", wrapText(r.Verdict, 90, "    "))
+	if r.Data != nil {
+		var b bytes.Buffer
+		if json.Indent(&b, r.Data, "  ", "  ") != nil {
+			b.Reset()
+			b.Write(r.Data)
+		}
+		fmt.Fprintf(w, "%s\n  %s\n", st.bold("data"), b.String())
+	}
+}
+
+// printMoveRows prints the record's last move and one in flight.
+func printMoveRows(st style, r *inspectReport, when func(time.Time) string, row func(label, value string)) {
 	if m := r.LastMove; m != nil {
 		line := fmt.Sprintf("move %s %s: %s → %s, %s", m.ID, m.State, m.From, m.To, when(m.At))
 		if m.Why != "" {
@@ -70,8 +87,11 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 	case r.MoveQuery != "" && r.Lock != nil && r.Lock.Held:
 		row("moving", r.MoveQuery)
 	}
-	row("trade", tradeLine(st, r.Trade))
-	printMessages(w, st, r.Inbox, row)
+}
+
+// printVersionRows prints the record's versions, current and kept, and
+// what the kept ones weigh.
+func printVersionRows(st style, r *inspectReport, when func(time.Time) string, row func(label, value string)) {
 	if len(r.Versions) == 0 {
 		row("versions", "none (no data saved yet)")
 	}
@@ -102,15 +122,6 @@ func printInspect(w io.Writer, st style, r *inspectReport) {
 		row("history", fmt.Sprintf("%d bytes in %d kept %s (a driver's HistoryBytes bounds them, oldest trimmed first: "+
 			"by default %d × MaxDataBytes, 32 MiB)", r.HistoryBytes, n, plural(n, "version", "versions"),
 			defaults.HistoryBytesPerData))
-	}
-	fmt.Fprintf(w, "  → %s\n", wrapText(r.Verdict, 90, "    "))
-	if r.Data != nil {
-		var b bytes.Buffer
-		if json.Indent(&b, r.Data, "  ", "  ") != nil {
-			b.Reset()
-			b.Write(r.Data)
-		}
-		fmt.Fprintf(w, "%s\n  %s\n", st.bold("data"), b.String())
 	}
 }
 

@@ -127,20 +127,8 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	switch {
-	case driver == "":
-		return cmd.mistake("--driver is required")
-	case len(pos) != 1:
-		return cmd.mistake("one profile KEY, got %d", len(pos))
-	}
-	if err := rf.check(cmd, f.presenceTTL); err != nil {
+	if err := checkRepairArgs(cmd, &f, &rf, &af, driver, pos, wait); err != nil {
 		return err
-	}
-	if err := af.check(cmd); err != nil {
-		return err
-	}
-	if wait <= 0 {
-		return cmd.mistake("--wait %v: want a positive duration", wait)
 	}
 	key := pos[0]
 	r, err := f.openProfile(ctx, cmd, driver, key)
@@ -184,6 +172,27 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(rep.Left) > 0 {
 		return fmt.Errorf("repair %s: %d %s left: %s: %s", key, len(rep.Left), plural(len(rep.Left), "field", "fields"),
 			rep.Left[0].Field, rep.Left[0].What)
+	}
+	return nil
+}
+
+// checkRepairArgs checks repair's flags and arguments.
+func checkRepairArgs(cmd *command, f *readFlags, rf *ruleFlags, af *adminFlags, driver string, pos []string,
+	wait time.Duration) error {
+	switch {
+	case driver == "":
+		return cmd.mistake("--driver is required")
+	case len(pos) != 1:
+		return cmd.mistake("one profile KEY, got %d", len(pos))
+	}
+	if err := rf.check(cmd, f.presenceTTL); err != nil {
+		return err
+	}
+	if err := af.check(cmd); err != nil {
+		return err
+	}
+	if wait <= 0 {
+		return cmd.mistake("--wait %v: want a positive duration", wait)
 	}
 	return nil
 }

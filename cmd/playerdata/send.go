@@ -174,18 +174,9 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer r.Close()
-	rk := record.Key(r.ns, driver, key)
 	if !allowNew {
-		n, err := r.rdb.Exists(ctx, rk).Result()
-		if err != nil {
-			return fmt.Errorf("send %s: %w", key, err)
-		}
-		if n == 0 {
-			if err := r.checkScope(ctx, driver, defaultScanLimit); err != nil {
-				return err
-			}
-			return usagef("send %s: no record of the key under driver %s in namespace %q: check KEY, --driver and "+
-				"--namespace, or give --allow-new to send to a profile never loaded; nothing was stored", key, driver, r.ns)
+		if err := checkRecordExists(ctx, r, driver, key); err != nil {
+			return err
 		}
 	}
 	rep, err := send(ctx, r, &f, &af, sendSpec{driver: driver, key: key, body: body, maxInbox: maxInbox, maxBytes: maxBytes,
@@ -194,6 +185,23 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	return emit(stdout, f.json, rep, func(w io.Writer, st style) { printSend(w, st, rep) })
+}
+
+// checkRecordExists refuses a send to a key with no record (status 2,
+// with what the namespace holds), unless --allow-new.
+func checkRecordExists(ctx context.Context, r *reader, driver, key string) error {
+	n, err := r.rdb.Exists(ctx, record.Key(r.ns, driver, key)).Result()
+	if err != nil {
+		return fmt.Errorf("send %s: %w", key, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if err := r.checkScope(ctx, driver, defaultScanLimit); err != nil {
+		return err
+	}
+	return usagef("send %s: no record of the key under driver %s in namespace %q: check KEY, --driver and "+
+		"--namespace, or give --allow-new to send to a profile never loaded; nothing was stored", key, driver, r.ns)
 }
 
 // sendSpec is what to send, and the servers' bounds.

@@ -60,30 +60,10 @@ func (p *Presence) beat(ctx context.Context, loop bool) (presencescript.BeatAnsw
 	if p.cfg.Sessions != nil {
 		sessions = p.cfg.Sessions()
 	}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return presencescript.BeatAnswer{}, fmt.Errorf("presence beat: %w", ErrClosed)
-	}
-	if n := p.inflight.Load(); n >= maxInflightBeats {
-		p.mu.Unlock()
-		err := fmt.Errorf("presence beat: %w: %d earlier beats are still running", ErrBeatTimeout, n)
-		p.beatFailed(err)
+	args, err := p.startBeat(loop, sessions)
+	if err != nil {
 		return presencescript.BeatAnswer{}, err
 	}
-	args := presencescript.BeatArgs{JobID: p.cfg.JobID, TTL: p.cfg.TTL, Instance: p.cfg.Instance,
-		Check: !loop || p.needCheck || p.sinceCheck+1 >= CheckEvery}
-	if p.lastExpiry != 0 {
-		args.Expected = time.UnixMilli(p.lastExpiry)
-	}
-	// The count rides along only when it changed or on a full check: a
-	// steady server's fast-path beat stays two commands.
-	if sessions >= 0 && (args.Check || sessions != p.lastSessions) {
-		args.WriteSessions, args.Sessions = true, sessions
-	}
-	p.inflight.Add(1)
-	p.wg.Add(1)
-	p.mu.Unlock()
 	defer p.beatsDone.Add(1)
 
 	sentAt := p.clock.Now()
@@ -125,7 +105,7 @@ func (p *Presence) beat(ctx context.Context, loop bool) (presencescript.BeatAnsw
 	}
 	p.watchClock(p.own.key, sentAt, ackAt, r.ans.At.UnixMilli())
 	p.loadAnswered(r.sessions, r.ans)
-	err := p.beatAnswered(sentAt, ackAt, r.checked, r.ans)
+	err = p.beatAnswered(sentAt, ackAt, r.checked, r.ans)
 	if err == nil && r.checked {
 		// A full check also marks this server's shard count in use (see
 		// markShards): at once for Beat and Claim, on its own goroutine for
@@ -137,6 +117,37 @@ func (p *Presence) beat(ctx context.Context, loop bool) (presencescript.BeatAnsw
 		}
 	}
 	return r.ans, err
+}
+
+// startBeat counts a beat in flight (its caller runs it) and makes its
+// arguments; it refuses once the presence is closed, or while too many
+// earlier beats still run.
+func (p *Presence) startBeat(loop bool, sessions int) (presencescript.BeatArgs, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return presencescript.BeatArgs{}, fmt.Errorf("presence beat: %w", ErrClosed)
+	}
+	if n := p.inflight.Load(); n >= maxInflightBeats {
+		p.mu.Unlock()
+		err := fmt.Errorf("presence beat: %w: %d earlier beats are still running", ErrBeatTimeout, n)
+		p.beatFailed(err)
+		return presencescript.BeatArgs{}, err
+	}
+	args := presencescript.BeatArgs{JobID: p.cfg.JobID, TTL: p.cfg.TTL, Instance: p.cfg.Instance,
+		Check: !loop || p.needCheck || p.sinceCheck+1 >= CheckEvery}
+	if p.lastExpiry != 0 {
+		args.Expected = time.UnixMilli(p.lastExpiry)
+	}
+	// The count rides along only when it changed or on a full check: a
+	// steady server's fast-path beat stays two commands.
+	if sessions >= 0 && (args.Check || sessions != p.lastSessions) {
+		args.WriteSessions, args.Sessions = true, sessions
+	}
+	p.inflight.Add(1)
+	p.wg.Add(1)
+	p.mu.Unlock()
+	return args, nil
 }
 
 // runBeat runs beat.lua: EVALSHA, then, when Redis does not know the script
