@@ -189,12 +189,12 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		data:     data,
 		unknown:  unknown,
 		done:     make(chan struct{}),
-		token:    token,
 		leaseGen: gen,
 		w: writer{ver: a.Ver, data: storedOf(a.Data), schema: a.Schema, schemaMin: a.SchemaMin, corrupt: corrupt,
 			stored: record.KeptMeta{At: a.At, Schema: a.Schema, SchemaMin: a.SchemaMin}, uids: a.UserIDs, meta: a.Meta,
 			histAt: a.HistAt, redisNow: a.Now, loadedAt: sentAt, lastWrite: sentAt, inboxSeq: a.InboxSeq},
 	}
+	p.initLife(token)
 	p.epoch.Store(a.Epoch)
 	ageUntil := sentAt.Add(d.cfg.LockTTL)
 	p.ageUntil.Store(&ageUntil)

@@ -8,29 +8,35 @@ import (
 	"github.com/ckernel/playerdata/internal/record"
 )
 
-// adopt re-asserts a retained profile for a rejoin, on its owner: a write
-// runs at once under a fresh token (an adoption is a new session, so a late
-// request naming the old lock cannot end it). It reports whether the rejoin
-// gets the profile: only when the lock is proven ours, by the write landing
-// or, when its answer is lost, by a read finding one of our tokens on it.
-// When the lock is gone the profile ends and the caller loads the record
-// normally. When neither can be told (Redis does not answer, or the lock is
-// free after a release of ours whose answer was lost), the rejoin fails with
-// the write's error and the profile stays retained, its release retried: a
-// rejoin handed a profile whose lock another server may take as soon as
-// Redis answers would run it twice.
+// adopt re-asserts a retained profile for a rejoin, on its executor: a
+// write runs at once under a fresh token (an adoption is a new session, so
+// a late request naming the old lock cannot end it). It reports whether the
+// rejoin gets the profile: only when the lock is proven ours, by the write
+// landing or, when its answer is lost, by a read finding one of our tokens
+// on it. When the lock is gone the profile ends and the caller loads the
+// record normally. When neither can be told (Redis does not answer, or the
+// lock is free after a release of ours whose answer was lost), the rejoin
+// fails with the write's error and the profile stays retained, its release
+// retried: a rejoin handed a profile whose lock another server may take as
+// soon as Redis answers would run it twice. The key was reserved for the
+// adoption (reserve); adopt settles the reservation.
 func (d *Driver[T]) adopt(ctx context.Context, p *Profile[T]) (bool, error) {
 	adopted := false
 	err := p.do(ctx, func(ctx context.Context) error {
 		var err error
 		adopted, err = p.adoptOnOwner(ctx)
+		if !adopted {
+			p.unadopt()
+		}
 		return err
 	})
+	d.mu.Lock()
+	delete(d.loading, p.key)
+	d.notify(p.key)
+	d.answerLoadRequestsLocked(p.key)
+	d.mu.Unlock()
 	if err != nil && p.ended.Load() != nil {
 		return false, nil // it ended before its turn (its retried release landed): load the record
-	}
-	if err != nil {
-		p.setPhase(phaseRetained)
 	}
 	return adopted, err
 }
@@ -38,22 +44,14 @@ func (d *Driver[T]) adopt(ctx context.Context, p *Profile[T]) (bool, error) {
 // adoptOnOwner is adopt's work on the profile's executor (owner.go).
 func (p *Profile[T]) adoptOnOwner(ctx context.Context) (bool, error) {
 	d := p.d
-	if p.ended.Load() != nil {
-		return false, nil
+	if p.phaseNow() != phaseRetained {
+		return false, nil // it ended (its retried release landed): load the record
 	}
 	token, err := d.node.newToken()
 	if err != nil {
 		return false, err
 	}
-	d.mu.Lock()
-	// The lock may still carry any token of adoptions that never landed; keep
-	// the last few (each failed rejoin adds one).
-	p.earlier = append(p.earlier, p.token)
-	if len(p.earlier) > maxEarlierTokens {
-		p.earlier = p.earlier[len(p.earlier)-maxEarlierTokens:]
-	}
-	p.token = token // requests naming the old lock are late now
-	d.mu.Unlock()
+	p.beginAdopt(token)
 
 	err = p.write(ctx, writeAdopt)
 	switch {
@@ -90,23 +88,6 @@ func (p *Profile[T]) adoptOnOwner(ctx context.Context) (bool, error) {
 	return false, fmt.Errorf("adopt %q: %w", p.key, err)
 }
 
-// adopted makes the adopted profile a new live session: no leave, no Kick
-// heard yet, no leave cleanups. It reports false when the profile ended
-// meanwhile (its lease lapsed while the adoption ran).
-func (p *Profile[T]) adopted() bool {
-	p.dataMu.Lock()
-	p.cleanups = nil
-	p.dataMu.Unlock()
-	p.d.mu.Lock()
-	defer p.d.mu.Unlock()
-	if p.phaseNow() == phaseEnded {
-		return false
-	}
-	p.leaveBy, p.kicked = causeNone, false
-	p.setPhaseLocked(phaseLive)
-	return true
-}
-
 // lockOwnership is what a read of a retained profile's lock found.
 type lockOwnership int
 
@@ -126,9 +107,8 @@ func (d *Driver[T]) lockOwner(ctx context.Context, p *Profile[T]) (lockOwnership
 		return lockUnknown, ""
 	}
 	token, job, released := fieldString(f[0]), fieldString(f[1]), fieldString(f[2])
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	ours := func(t string) bool { return t == p.token || slices.Contains(p.earlier, t) }
+	v := p.view()
+	ours := func(t string) bool { return t == v.token || slices.Contains(v.earlier, t) }
 	switch {
 	case token == "" && (released == "" || ours(released)):
 		return lockUnknown, "" // free, and the last release was ours: anyone may take it

@@ -44,6 +44,8 @@ type Driver[T any] struct {
 	// reader reads other servers' presence for Where (where.go).
 	reader *presencecore.Presence
 
+	// mu guards the driver's maps of keys and closed; a profile's life is
+	// its executor's (life.go), never changed under mu but for its end.
 	mu       sync.Mutex
 	loading  map[string]bool          // keys with a load in flight on this Node (the reservation)
 	profiles map[string]*Profile[T]   // live, leaving and retained profiles
@@ -205,7 +207,6 @@ func (d *Driver[T]) shutdown(ctx context.Context) error {
 	profiles := make([]*Profile[T], 0, len(d.profiles))
 	for _, p := range d.profiles {
 		profiles = append(profiles, p)
-		p.leaveLocked(causeShutdown, false) // the game can send the player elsewhere
 	}
 	d.closed = true
 	d.mu.Unlock()
@@ -215,7 +216,8 @@ func (d *Driver[T]) shutdown(ctx context.Context) error {
 	errs := make([]error, len(profiles))
 	for i, p := range profiles {
 		wg.Go(func() {
-			if err := p.do(ctx, p.release); err != nil && !errors.Is(err, ErrReleased) && !errors.Is(err, ErrLockLost) {
+			// Kick says shutdown: the game can send the player elsewhere.
+			if err := p.do(ctx, p.leaveAndRelease(causeShutdown)); err != nil && !errors.Is(err, ErrReleased) && !errors.Is(err, ErrLockLost) {
 				errs[i] = err
 				d.log.Error("shutdown: could not save and release a profile in time; its lock stays until this "+
 					"server's presence expires", "key", p.key, "err", err)

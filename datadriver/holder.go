@@ -49,16 +49,15 @@ func (d *Driver[T]) releaseLocked(key, token, purpose string) <-chan struct{} {
 	if p == nil {
 		return d.releaseOrphanLocked(key, token)
 	}
-	if p.token != token || p.phaseNow() == phaseEnded {
+	v := p.view()
+	if v.token != token || p.phaseNow() == phaseEnded {
 		return closed
 	}
 	switch p.phaseNow() {
 	case phaseLive:
-		// A session whose lease has passed is fenced here instead (no leave
-		// cleanup, no release): another server may already take its lock.
-		if p.leaveLocked(askedFor(purpose), true) {
-			d.log.Info("another server asked for a live session; ending it", "key", key)
-		}
+		// Its executor ends it (a session whose lease has passed is fenced
+		// there instead: no leave cleanup, no release).
+		p.askLeave(askedFor(purpose), v.gen)
 	case phaseRetained:
 		d.log.Info("another server asked for a retained profile; retrying its release", "key", key)
 		p.releaseNow()

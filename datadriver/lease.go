@@ -87,47 +87,41 @@ func (d *Driver[T]) fenceLapsed() int {
 	return n
 }
 
-// touchLocked records a write of p that landed, sent at sentAt: the lock's
-// age deadline moves to sentAt + LockTTL. d.mu held.
-func (p *Profile[T]) touchLocked(sentAt time.Time) {
+// touch records a write of p that landed, sent at sentAt: the lock's age
+// deadline moves to sentAt + LockTTL, and the age fence with it. On the
+// executor only (the fence's timer reads the deadline, never writes it).
+func (p *Profile[T]) touch(sentAt time.Time) {
 	until := sentAt.Add(p.d.cfg.LockTTL)
 	if cur := p.ageUntil.Load(); cur == nil || until.After(*cur) {
 		p.ageUntil.Store(&until)
 	}
-	p.armAgeFenceLocked()
+	if p.ageFence != nil && p.phaseNow() != phaseEnded {
+		p.ageFence.Reset(p.ageLeft())
+	}
 }
 
-// armAgeFenceLocked points the profile's age fence at its age deadline: a
-// timer of its own, which ends the session then whatever its owner is
-// doing. d.mu held.
-func (p *Profile[T]) armAgeFenceLocked() {
+// ageLeft is how long until the age deadline.
+func (p *Profile[T]) ageLeft() time.Duration {
+	if until := p.ageUntil.Load(); until != nil {
+		return until.Sub(p.d.node.clock.Now())
+	}
+	return p.d.cfg.LockTTL
+}
+
+// ageFenceFired ends the session at its age deadline, whatever its
+// executor is doing (unless a write moved the deadline meanwhile: the fence
+// is pointed at it again; a Reset racing the executor's only fires early,
+// and fires again).
+func (p *Profile[T]) ageFenceFired() {
 	if p.phaseNow() == phaseEnded {
 		return
 	}
-	until := p.ageUntil.Load()
-	if until == nil {
+	if until := p.ageUntil.Load(); until != nil && p.d.node.clock.Now().Before(*until) {
+		p.ageFence.Reset(p.ageLeft())
 		return
 	}
-	next := until.Sub(p.d.node.clock.Now())
-	if p.ageFence == nil {
-		p.ageFence = p.d.node.clock.AfterFunc(next, p.ageFenceFired)
-	} else {
-		p.ageFence.Reset(next)
-	}
-}
-
-// ageFenceFired ends the session at its age deadline (unless a write moved
-// it meanwhile).
-func (p *Profile[T]) ageFenceFired() {
-	d := p.d
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if until := p.ageUntil.Load(); until != nil && d.node.clock.Now().Before(*until) {
-		p.armAgeFenceLocked()
-		return
-	}
-	if err := p.leaseErr(d.node.clock.Now()); err != nil {
-		p.endLocked(causeOf(err), err)
+	if err := p.leaseErr(p.d.node.clock.Now()); err != nil {
+		p.endWith(causeOf(err), err)
 	}
 }
 

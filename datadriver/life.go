@@ -6,13 +6,21 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 )
 
-// A profile's life is a phase and, at its end, a cause. These transitions
-// are the only writers of both. They run under the driver's mutex (held
-// briefly: no I/O, no game callback runs under it; callbacks are queued to
-// the driver's dispatcher), and none of them waits on I/O, so the fence can
-// end a session whatever its Redis calls are doing.
+// A profile's life is a phase and, at its end, a cause. The profile's
+// executor (owner.go) is the one writer of its phase, lock token and leave
+// state: every transition below but the end runs on it, one event at a
+// time, and replaces the profile's lifeView whole, so anyone else reads one
+// consistent view without a lock. What asks for a transition from outside
+// (another server's release request, a join on this server, the Node
+// closing, a moved profile nobody claimed) posts an event to the executor
+// (askLeave, adopt) and waits on Done or on the key's next change. The end
+// is the one transition anyone may make, at once and exactly once (a CAS):
+// the fences end a session on their own timers whatever the executor is
+// doing, and none of the transitions waits on I/O. The driver's mutex
+// guards only its maps of keys (profiles, loads, waiters).
 //
 //	live ──leave──▶ leaving ──release lands──▶ ended (released)
 //	                   │  ▲
@@ -21,7 +29,7 @@ import (
 //	                retained ──retry lands──▶ ended (released)
 //
 // and from any phase: ended by a lost lock, the fence, a wipe, a broken
-// record, a panic, or the Node closing.
+// record, a panic, a move, or the Node closing.
 
 // phase is where a profile is in its life on this Node.
 type phase int32
@@ -86,76 +94,186 @@ func causeOr(err error, c cause) cause {
 	return c
 }
 
+// lifeView is a profile's life as everyone reads it: the executor
+// replaces it whole at each transition, never changes one in place. The end
+// is not in it (Profile.ended is).
+type lifeView struct {
+	phase   phase
+	leaveBy cause  // why the session was asked to go (causeNone: it was not)
+	gen     uint32 // counts the lock tokens the profile has had (an adoption takes a new one)
+	token   string // the lock token
+	// earlier are tokens the lock may still carry while an adoption has not
+	// landed.
+	earlier []string
+}
+
+// initLife sets the life of a profile being built, live under token.
+func (p *Profile[T]) initLife(token string) { p.life.Store(&lifeView{phase: phaseLive, token: token}) }
+
+// view is the profile's life now (lock-free).
+func (p *Profile[T]) view() *lifeView { return p.life.Load() }
+
+// lockToken is the profile's lock token (lock-free).
+func (p *Profile[T]) lockToken() string { return p.view().token }
+
 // phaseNow is the profile's phase (lock-free).
-func (p *Profile[T]) phaseNow() phase { return phase(p.phase.Load()) }
-
-// setPhaseLocked moves a profile that has not ended to ph and wakes the
-// loads waiting on its key. d.mu held.
-func (p *Profile[T]) setPhaseLocked(ph phase) {
-	if p.phaseNow() == phaseEnded {
-		return
+func (p *Profile[T]) phaseNow() phase {
+	if p.ended.Load() != nil {
+		return phaseEnded
 	}
-	p.phase.Store(int32(ph))
-	p.d.notify(p.key)
+	return p.view().phase
 }
 
-// setPhase is setPhaseLocked under d.mu.
-func (p *Profile[T]) setPhase(ph phase) {
-	p.d.mu.Lock()
-	defer p.d.mu.Unlock()
-	p.setPhaseLocked(ph)
+// setLife replaces the profile's life with f's change of it, and wakes the
+// loads waiting on its key when the phase changed. On the executor only.
+func (p *Profile[T]) setLife(f func(v *lifeView)) {
+	old := p.view()
+	v := *old
+	f(&v)
+	p.life.Store(&v)
+	if v.phase != old.phase {
+		d := p.d
+		d.mu.Lock()
+		d.notify(p.key)
+		d.mu.Unlock()
+	}
 }
 
-// leaveLocked asks a live session to go for c: it takes no more changes,
-// the game hears Kick (none when the game itself released it), and, when
-// now is set, its owner runs the release at once. A session whose lease has
-// passed is fenced instead: it ends without a release (and no leave cleanup
-// runs). It reports whether the session was live and now leaves. d.mu held.
-func (p *Profile[T]) leaveLocked(c cause, now bool) bool {
+// leave makes a live session go for c: it takes no more changes and the
+// game hears Kick (none when the game itself released it); the caller runs
+// the release. A session whose lease has passed is fenced instead: it ends
+// without a release (and no leave cleanup runs). It reports whether the
+// session was live and now leaves. On the executor only.
+func (p *Profile[T]) leave(c cause) bool {
 	if p.phaseNow() != phaseLive {
 		return false
 	}
 	if err := p.leaseErr(p.d.node.clock.Now()); err != nil {
-		p.endLocked(causeOf(err), err)
+		p.endWith(causeOf(err), err)
 		return false
 	}
-	p.leaveBy = c
-	p.setPhaseLocked(phaseLeaving)
-	p.kickLocked(c)
-	if now {
-		p.releaseNow()
-	}
+	p.setLife(func(v *lifeView) { v.phase, v.leaveBy = phaseLeaving, c })
+	p.kick(c)
 	return true
+}
+
+// askLeave asks the executor to make the session of token generation gen
+// leave for c and release (non-blocking; the first ask pending wins). An
+// ask that finds the profile under another lock by then (an adoption
+// landed first) changes nothing but a release retry.
+func (p *Profile[T]) askLeave(c cause, gen uint32) {
+	m := &p.mb
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p.ctx.Err() != nil {
+		return
+	}
+	if m.ask == causeNone {
+		m.ask, m.askGen = c, gen
+	}
+	m.signals |= sigLeave
+	p.wakeLocked()
+}
+
+// takeAsk takes the pending leave ask (causeNone: none).
+func (p *Profile[T]) takeAsk() (cause, uint32) {
+	m := &p.mb
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, gen := m.ask, m.askGen
+	m.ask = causeNone
+	return c, gen
+}
+
+// runLeave is the executor's leave event: the ask, if it still names the
+// session, then the release of a leaving or retained profile.
+func (p *Profile[T]) runLeave() {
+	if c, gen := p.takeAsk(); c != causeNone && p.view().gen == gen && p.leave(c) {
+		p.d.log.Info("session asked to leave; ending it", "key", p.key, "cause", c.String())
+	}
+	p.releaseInBackground()
 }
 
 // releaseNow asks the executor to run the release (non-blocking: one
 // pending ask is enough).
 func (p *Profile[T]) releaseNow() { p.post(sigLeave) }
 
-// kickLocked tells the game, once in the session's life, that it stopped
-// for c. d.mu held.
-func (p *Profile[T]) kickLocked(c cause) {
-	if p.kicked || c.kick() == 0 {
+// kick tells the game, once in the session's life, that it stopped for c.
+func (p *Profile[T]) kick(c cause) {
+	if c.kick() == 0 || !p.kicked.CompareAndSwap(false, true) {
 		return
 	}
-	p.kicked = true
 	p.d.kick(p.key, c.kick())
 }
 
-// retainLocked keeps a leaving profile whose release failed (with err)
-// under its lock: a rejoin here adopts it, a request from elsewhere retries
-// it at once, the owner retries it every autosave period. d.mu held.
-func (p *Profile[T]) retainLocked(err error) {
+// retain keeps a leaving profile whose release failed (with err) under its
+// lock: a rejoin here adopts it, a request from elsewhere retries it at
+// once, the executor retries it every autosave period. On the executor
+// only.
+func (p *Profile[T]) retain(err error) {
 	if p.phaseNow() != phaseLeaving {
 		return
 	}
-	p.setPhaseLocked(phaseRetained)
+	p.setLife(func(v *lifeView) { v.phase = phaseRetained })
 	level := slog.LevelWarn
 	if p.d.loads.Err() != nil || errors.Is(err, context.Canceled) {
 		level = slog.LevelInfo // the Node is closing: Close reports what it could not release
 	}
 	p.d.log.Log(p.d.ctx, level, "release failed; profile retained under its lock and retried", "key", p.key,
 		"err", err)
+}
+
+// beginAdopt marks a retained profile adopting under a fresh token:
+// requests naming the old lock are late now, though the lock may still
+// carry it (kept among the earlier tokens, the last few) until the
+// adoption's write lands. It reports false when the profile is not
+// retained. On the executor only.
+func (p *Profile[T]) beginAdopt(token string) bool {
+	if p.phaseNow() != phaseRetained {
+		return false
+	}
+	p.setLife(func(v *lifeView) {
+		earlier := append(slices.Clone(v.earlier), v.token)
+		if len(earlier) > maxEarlierTokens {
+			earlier = earlier[len(earlier)-maxEarlierTokens:]
+		}
+		v.phase, v.gen, v.token, v.earlier = phaseAdopting, v.gen+1, token, earlier
+	})
+	return true
+}
+
+// adopted makes the adopted profile a new live session: no leave, no Kick
+// heard yet, no leave cleanups. It reports false when the profile ended
+// meanwhile (its lease lapsed while the adoption ran). On the executor
+// only.
+func (p *Profile[T]) adopted() bool {
+	p.dataMu.Lock()
+	p.cleanups = nil
+	p.dataMu.Unlock()
+	if p.phaseNow() == phaseEnded {
+		return false
+	}
+	p.kicked.Store(false)
+	p.setLife(func(v *lifeView) { v.phase, v.leaveBy = phaseLive, causeNone })
+	return true
+}
+
+// unadopt puts a profile whose adoption failed back to retained. On the
+// executor only.
+func (p *Profile[T]) unadopt() {
+	if p.phaseNow() == phaseAdopting {
+		p.setLife(func(v *lifeView) { v.phase = phaseRetained })
+	}
+}
+
+// landedAt records a write of p that landed, sent at sentAt: the lock
+// carries the profile's token now (no earlier one), and its age deadline
+// moves to sentAt + LockTTL. On the executor only.
+func (p *Profile[T]) landedAt(sentAt time.Time) {
+	if len(p.view().earlier) > 0 {
+		p.setLife(func(v *lifeView) { v.earlier = nil })
+	}
+	p.touch(sentAt)
 }
 
 // endWith ends the profile for c with err (see endLocked).
@@ -166,16 +284,18 @@ func (p *Profile[T]) endWith(c cause, err error) {
 }
 
 // endLocked ends the profile for c, once: Done closes, Err answers err,
-// nothing more of it is written, its owner stops, its lock is given back in
-// the background when it may still be this server's, and the game hears of it: Kick (unless it heard one
-// at the leave, or released the profile itself), then OnLockLost for a lost
-// lock. It reports whether this call ended it. d.mu held.
+// nothing more of it is written, its executor stops, its lock is given
+// back in the background when it may still be this server's, and the game
+// hears of it: Kick (unless it heard one at the leave, or released the
+// profile itself), then OnLockLost for a lost lock. It is the one
+// transition any goroutine may make (a fence's timer, the executor, the
+// Node closing); d.mu is held for the driver's map of keys. It reports
+// whether this call ended it.
 func (p *Profile[T]) endLocked(c cause, err error) bool {
 	if !p.ended.CompareAndSwap(nil, &ending{cause: c, err: err}) {
 		return false
 	}
 	p.stopped.Store(true)
-	p.phase.Store(int32(phaseEnded))
 	d := p.d
 	if d.profiles[p.key] == p {
 		delete(d.profiles, p.key)
@@ -185,13 +305,15 @@ func (p *Profile[T]) endLocked(c cause, err error) bool {
 		p.ageFence.Stop()
 	}
 	p.cancel()
-	p.stopExecutorLocked()
+	p.stopExecutor()
 	close(p.done)
+	v := p.view()
 	if c.holdsLock() && d.ctx.Err() == nil {
 		// In the background: the end never waits on I/O. A write of the
-		// owner still in flight can land only under the token, never over
-		// another server's lock, and a save under a released token is refused.
-		key, token, earlier := p.key, p.token, slices.Clone(p.earlier)
+		// executor still in flight can land only under the token, never
+		// over another server's lock, and a save under a released token is
+		// refused.
+		key, token, earlier := p.key, v.token, v.earlier
 		d.goTracked(func() { d.giveBack(key, token, earlier) })
 	}
 	if c.lost() {
@@ -199,8 +321,8 @@ func (p *Profile[T]) endLocked(c cause, err error) bool {
 			"cause", c.String(), "err", err)
 		d.tel.LockLost(d.ctx, c.loss())
 	}
-	if p.leaveBy != causeGameRelease {
-		p.kickLocked(c)
+	if v.leaveBy != causeGameRelease {
+		p.kick(c)
 	}
 	if lost := d.cfg.OnLockLost; lost != nil && c.lost() {
 		key := p.key

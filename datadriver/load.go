@@ -204,7 +204,7 @@ func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profi
 		if err != nil {
 			if p != nil {
 				p.abandon()
-				d.giveBackSoon(key, p.token, nil)
+				d.giveBackSoon(key, p.lockToken(), nil)
 			}
 			return nil, d.loadErr(ctx, err)
 		}

@@ -198,9 +198,7 @@ func (p *Profile[T]) moveSnapshot(ctx context.Context) (snapshot, error) {
 		p.fenceOn(err)
 		return snap, err
 	}
-	p.d.mu.Lock()
-	adopting := len(p.earlier) > 0
-	p.d.mu.Unlock()
+	adopting := len(p.view().earlier) > 0
 	changed := snap.stored != p.w.data
 	if adopting || len(snap.refused) > 0 || p.unsettled != nil || (changed && (p.w.keepNext || p.versionDue())) {
 		if err := p.write(ctx, writeSave); err != nil {
@@ -318,10 +316,7 @@ func (p *Profile[T]) askTarget(ctx context.Context, m moveMsg) (moveMsg, error) 
 // moveArgs are move.lua's arguments for prepare m accepted with accept.
 func (p *Profile[T]) moveArgs(m moveMsg, snap snapshot, accept moveMsg) record.MoveArgs {
 	d := p.d
-	d.mu.Lock()
-	token := p.token
-	d.mu.Unlock()
-	a := record.MoveArgs{Token: token, Expiry: time.UnixMilli(m.Expiry), To: m.To, ToToken: accept.Token,
+	a := record.MoveArgs{Token: p.lockToken(), Expiry: time.UnixMilli(m.Expiry), To: m.To, ToToken: accept.Token,
 		ToPresence: accept.Presence, ID: m.ID, From: d.node.jobID, Applied: slices.Clone(snap.applied)}
 	req := record.SaveArgs{}
 	if snap.stored != p.w.data {

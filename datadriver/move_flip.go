@@ -66,9 +66,7 @@ func (p *Profile[T]) flip(ctx context.Context, m moveMsg, snap snapshot, accept 
 func (p *Profile[T]) moved(m, accept moveMsg, st flipState) {
 	d := p.d
 	d.moveHook(moveFlipped)
-	d.mu.Lock()
-	p.endLocked(causeMoved, &MovedError{Key: p.key, To: m.To, ID: m.ID})
-	d.mu.Unlock()
+	p.endWith(causeMoved, &MovedError{Key: p.key, To: m.To, ID: m.ID})
 	d.node.sendMove(moveMsg{Step: stepCommit, ID: m.ID, Driver: m.Driver, Key: m.Key, To: m.To, Token: accept.Token,
 		Ver: st.ver, Epoch: st.epoch, At: st.at.UnixMilli(), LockAt: st.lockAt.UnixMilli(), InboxSeq: st.inboxSeq})
 	d.log.Info("profile moved", "key", p.key, "to", m.To, "move", m.ID, "epoch", st.epoch)
@@ -95,7 +93,7 @@ func (p *Profile[T]) resolveFlip(m, accept moveMsg, callErr error) error {
 				p.moved(m, accept, flipState{ver: st.Ver, epoch: st.Epoch, inboxSeq: st.InboxSeq, at: st.At,
 					lockAt: st.Now})
 				return nil
-			case st.Token != p.token:
+			case st.Token != p.lockToken():
 				end := endsSession(causeTaken, fmt.Errorf("move %q: %w (the lock is another's)", p.key, ErrLockLost))
 				p.fenceOn(end)
 				return end

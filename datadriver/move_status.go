@@ -105,7 +105,7 @@ func (p *Profile[T]) markCancelled(m moveMsg, err error) {
 	d := p.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	mark := record.MoveMark{Token: p.token, ID: m.ID, State: record.MoveCancelled, From: m.From, To: m.To, Why: why}
+	mark := record.MoveMark{Token: p.lockToken(), ID: m.ID, State: record.MoveCancelled, From: m.From, To: m.To, Why: why}
 	d.goTracked(func() {
 		ctx, cancel := d.node.clock.WithTimeout(d.ctx, d.node.cfg.SaveTimeout)
 		defer cancel()

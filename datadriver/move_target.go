@@ -261,14 +261,17 @@ func (d *Driver[T]) installLocked(in *moveIn[T], st flipState) {
 	key := in.m.Key
 	d.profiles[key] = p
 	p.startLocked()
+	if in.releaseAsked {
+		// Another server asked for it before it was here: its executor
+		// releases it, and no join here is handed it meanwhile.
+		p.askLeave(causeJoinedElsewhere, p.view().gen)
+		return
+	}
 	h := &heldMove[T]{p: p}
 	h.timer = d.node.clock.AfterFunc(d.cfg.MoveHold, func() { d.unclaimed(key, h) })
 	d.moves.held[key] = h
 	d.log.Info("profile moved here; held for its player's join", "key", key, "from", in.m.From, "move", in.m.ID,
 		"epoch", st.epoch)
-	if in.releaseAsked {
-		p.leaveLocked(causeJoinedElsewhere, true)
-	}
 }
 
 // movedProfile builds the profile of a move whose flip landed, from the
@@ -277,13 +280,14 @@ func (d *Driver[T]) movedProfile(in *moveIn[T], st flipState) *Profile[T] {
 	m := in.m
 	now := d.node.clock.Now()
 	p := &Profile[T]{
-		d: d, key: m.Key, data: in.dec.data, unknown: in.dec.unknown, done: make(chan struct{}), token: in.accept.Token,
+		d: d, key: m.Key, data: in.dec.data, unknown: in.dec.unknown, done: make(chan struct{}),
 		leaseGen: in.gen,
 		w: writer{ver: st.ver, data: storedOf(m.Data), schema: m.Schema, schemaMin: m.SchemaMin,
 			stored: record.KeptMeta{At: st.at, Schema: m.Schema, SchemaMin: m.SchemaMin}, uids: m.UIDs, meta: m.Meta,
 			histAt: msOrZero(m.HistAt), redisNow: st.lockAt, loadedAt: now, lastWrite: in.acceptedAt,
 			inboxSeq: st.inboxSeq, seenSeq: m.SeenSeq},
 	}
+	p.initLife(in.accept.Token)
 	p.epoch.Store(st.epoch)
 	ageUntil := in.acceptedAt.Add(d.cfg.LockTTL) // the flip's lock.at is later
 	p.ageUntil.Store(&ageUntil)
@@ -309,8 +313,9 @@ func (d *Driver[T]) unclaimed(key string, h *heldMove[T]) {
 		return
 	}
 	delete(d.moves.held, key)
-	if h.p.leaveLocked(causeMoveUnclaimed, true) {
-		d.log.Info("a moved profile's player did not join within MoveHold; released", "key", key)
+	if h.p.phaseNow() == phaseLive {
+		d.log.Info("a moved profile's player did not join within MoveHold; releasing it", "key", key)
+		h.p.askLeave(causeMoveUnclaimed, h.p.view().gen)
 	}
 }
 

@@ -63,6 +63,10 @@ type mailbox struct {
 	signals    signal
 	running    bool // a drain runs
 	started    bool // startLocked ran: events posted before wait for it
+	// ask is a pending leave ask (askLeave) for the session of token
+	// generation askGen; causeNone: none.
+	ask    cause
+	askGen uint32
 }
 
 // do runs f on the executor, after what is queued there now, and returns
@@ -233,9 +237,9 @@ func (p *Profile[T]) endErr() error {
 
 // startLocked starts the executor of a profile that was just handed out:
 // its first work (the inbox's catch-up), its autosave and refresh timer,
-// and its age deadline. d.mu held.
+// and its age fence. d.mu held (the profile was just put in the map).
 func (p *Profile[T]) startLocked() {
-	p.armAgeFenceLocked()
+	p.ageFence = p.d.node.clock.AfterFunc(p.ageLeft(), p.ageFenceFired)
 	p.w.autosaveAt = p.d.node.clock.Now().Add(p.phase0(p.autosavePeriod()))
 	p.wake = p.d.node.clock.AfterFunc(p.nextTick(), func() { p.post(sigTick) })
 	m := &p.mb
@@ -305,7 +309,7 @@ func (p *Profile[T]) runSignal(s signal) {
 	case sigStart:
 		p.catchUpInbox()
 	case sigLeave:
-		p.releaseInBackground()
+		p.runLeave()
 	case sigPull:
 		p.pullInbox("")
 	case sigTick:
@@ -335,10 +339,9 @@ func (d *Driver[T]) spawn(f func()) bool {
 	return true
 }
 
-// stopExecutorLocked stops the autosave and refresh timer of a profile
-// that ends, and answers what is queued when no drain runs to do it. d.mu
-// held.
-func (p *Profile[T]) stopExecutorLocked() {
+// stopExecutor stops the autosave and refresh timer of a profile that
+// ends, and answers what is queued when no drain runs to do it.
+func (p *Profile[T]) stopExecutor() {
 	if p.wake != nil {
 		p.wake.Stop()
 	}

@@ -50,15 +50,10 @@ type Profile[T any] struct {
 	// may be written: a change failed halfway (a panic) or after its lease
 	// lapsed, or the session ended. Every write's snapshot checks it.
 	stopped atomic.Bool
-	// Its life (life.go): changed only by the transitions there, under d.mu;
-	// the atomics are read without it.
-	phase atomic.Int32 // a phase (beside stopped: no padding between them)
-	token string       // the lock token
-	// earlier are tokens the lock may still carry while an adoption has not
-	// landed.
-	earlier  []string
-	leaveBy  cause // why the session was asked to go (causeNone: it was not)
-	kicked   bool  // the game heard its one Kick
+	// Its life (life.go): the executor is the one writer of life; ended is
+	// set once, by whoever ends the profile.
+	life     atomic.Pointer[lifeView]
+	kicked   atomic.Bool // the game heard its one Kick
 	ended    atomic.Pointer[ending]
 	epoch    atomic.Int64
 	leaseGen uint64 // the presence lease generation the lock lives under (0: no presence flag)

@@ -14,7 +14,8 @@ import (
 
 // reserve waits until key can be loaded on this Node: no other load of it in
 // flight and no profile of it leaving. It returns with the key reserved, or
-// with a retained profile to adopt (adopt true, the profile marked adopting).
+// with a retained profile to adopt (adopt true: the key is reserved for the
+// adoption, which the profile's executor runs).
 // A live session of the key on this Node is asked to end, as another server
 // would ask it, when there is time to wait for it.
 func (d *Driver[T]) reserve(ctx context.Context, key string, deadline time.Time, spec loadSpec) (*Profile[T], bool, error) {
@@ -32,7 +33,8 @@ func (d *Driver[T]) reserve(ctx context.Context, key string, deadline time.Time,
 			d.loading[key] = true
 			return nil, false, nil
 		case p.phaseNow() == phaseRetained:
-			p.setPhaseLocked(phaseAdopting)
+			// Reserved for the adoption, which its executor runs.
+			d.loading[key] = true
 			return p, true, nil
 		case p.phaseNow() == phaseLive:
 			if !d.node.clock.Now().Before(deadline) {
@@ -40,7 +42,7 @@ func (d *Driver[T]) reserve(ctx context.Context, key string, deadline time.Time,
 			}
 			// Asked to end as another server would ask it: Kick, the leave
 			// cleanups, the release save.
-			p.leaveLocked(askedFor(spec.purpose()), true)
+			p.askLeave(askedFor(spec.purpose()), p.view().gen)
 		}
 		left := deadline.Sub(d.node.clock.Now())
 		if left <= 0 {

@@ -23,10 +23,7 @@ func (p *Profile[T]) Save(ctx context.Context) error {
 // the owner's retries release it later. Data over MaxDataBytes is released
 // with the last data that fit (ErrTooLarge). Idempotent.
 func (p *Profile[T]) Release(ctx context.Context) error {
-	p.d.mu.Lock()
-	p.leaveLocked(causeGameRelease, false)
-	p.d.mu.Unlock()
-	err := p.do(ctx, p.release)
+	err := p.do(ctx, p.leaveAndRelease(causeGameRelease))
 	if errors.Is(err, ErrReleased) {
 		return nil
 	}
@@ -61,10 +58,18 @@ func (p *Profile[T]) release(ctx context.Context) error {
 	if p.ended.Load() != nil { // lost meanwhile, or by this very write
 		return err
 	}
-	p.d.mu.Lock()
-	p.retainLocked(err)
-	p.d.mu.Unlock()
+	p.retain(err)
 	return err
+}
+
+// leaveAndRelease is the executor's work for a leave the game or the Node
+// asks for and waits on: a live session leaves for c, then the release
+// runs (a session already leaving or retained releases now).
+func (p *Profile[T]) leaveAndRelease(c cause) func(context.Context) error {
+	return func(ctx context.Context) error {
+		p.leave(c)
+		return p.release(ctx)
+	}
 }
 
 // runCleanups runs the registered leave cleanups once, when the release

@@ -12,7 +12,10 @@ func TestBeatSessionsNeverWaits(t *testing.T) {
 	for key, ph := range map[string]phase{"live": phaseLive, "leaving": phaseLeaving, "adopting": phaseAdopting,
 		"retained": phaseRetained, "ended": phaseEnded} {
 		p := &Profile[int]{}
-		p.phase.Store(int32(ph))
+		p.life.Store(&lifeView{phase: ph})
+		if ph == phaseEnded {
+			p.ended.Store(&ending{cause: causeReleased})
+		}
 		d.profiles[key] = p
 	}
 	d.loading["new"] = true

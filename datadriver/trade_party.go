@@ -62,9 +62,7 @@ func (p *Profile[T]) checkLease() error {
 	return err
 }
 func (p *Profile[T]) lockInfo() (string, int64) {
-	p.d.mu.Lock()
-	defer p.d.mu.Unlock()
-	return p.token, p.w.ver
+	return p.lockToken(), p.w.ver
 }
 
 func (p *Profile[T]) enterTrade(ctx context.Context) error {
@@ -115,9 +113,7 @@ func (p *Profile[T]) readyForTrade(ctx context.Context) error {
 	p.dataMu.Unlock()
 	// An earlier trade's mark must go first, and an adoption that has not
 	// landed yet must move the lock to the profile's token.
-	p.d.mu.Lock()
-	adopting := len(p.earlier) > 0
-	p.d.mu.Unlock()
+	adopting := len(p.view().earlier) > 0
 	if unsettled || adopting {
 		if err := p.write(ctx, writeAutosave); err != nil {
 			return fmt.Errorf("%w: the record is not in step with the profile: %w", ErrTradePending, err)
@@ -208,10 +204,7 @@ func (p *Profile[T]) settled(res writeRes, img []byte, replicated bool) {
 	p.w.stored = record.KeptMeta{At: res.At, Schema: p.w.schema, SchemaMin: p.w.schemaMin}
 	p.w.lastWrite = res.sentAt
 	p.epoch.Store(res.Epoch)
-	p.d.mu.Lock()
-	p.earlier = nil
-	p.touchLocked(res.sentAt)
-	p.d.mu.Unlock()
+	p.landedAt(res.sentAt)
 }
 
 func (p *Profile[T]) setPending(pt *pendingTrade) {

@@ -64,7 +64,8 @@ func (p *Profile[T]) wipe(ctx context.Context) error {
 	if err := p.leaseErr(p.d.node.clock.Now()); err != nil {
 		return err
 	}
-	tokens := append([]string{p.token}, p.earlier...)
+	v := p.view()
+	tokens := append([]string{v.token}, v.earlier...)
 	err := record.Wipe(ctx, p.d.node.rdb, p.d.recordKey(p.key), tokens...)
 	if errors.Is(err, record.ErrWipeLost) {
 		return fmt.Errorf("%w: %w", ErrLockLost, err)

@@ -139,10 +139,9 @@ func (p *Profile[T]) buildWrite(kind writeKind, trade string) (
 	record.SaveArgs, snapshot, error, error) {
 	d := p.d
 	mode := kind.mode()
-	d.mu.Lock()
-	req := record.SaveArgs{Mode: mode, Token: p.token, Earlier: slices.Clone(p.earlier), Trade: trade,
+	v := p.view()
+	req := record.SaveArgs{Mode: mode, Token: v.token, Earlier: v.earlier, Trade: trade,
 		MaxAttempts: d.cfg.MaxMessageAttempts}
-	d.mu.Unlock()
 	if !kind.carriesData() {
 		if err := p.leaseErr(d.node.clock.Now()); err != nil {
 			return req, snapshot{}, nil, err
@@ -236,10 +235,7 @@ func (p *Profile[T]) landed(req record.SaveArgs, snap snapshot, res writeRes, tr
 	p.refused = slices.DeleteFunc(p.refused, func(r record.Refusal) bool { return slices.Contains(snap.refused, r) })
 	p.dataMu.Unlock()
 	p.epoch.Store(res.Epoch)
-	d.mu.Lock()
-	p.earlier = nil
-	p.touchLocked(res.sentAt)
-	d.mu.Unlock()
+	p.landedAt(res.sentAt)
 	p.noteInbox(res.InboxSeq)
 	p.noteBroken(res.SaveResult)
 	if res.Moved {
@@ -273,7 +269,7 @@ func (p *Profile[T]) noteBroken(res record.SaveResult) {
 }
 
 // writeRes is the answer of a save.lua call that was accepted, and when the
-// call was sent (lock.at is at least that: see touchLocked).
+// call was sent (lock.at is at least that: see touch).
 type writeRes struct {
 	record.SaveResult
 	sentAt time.Time
