@@ -31,9 +31,7 @@ func (d *Driver[T]) adopt(ctx context.Context, p *Profile[T]) (bool, error) {
 		return err
 	})
 	d.mu.Lock()
-	delete(d.loading, p.key)
-	d.notify(p.key)
-	d.answerLoadRequestsLocked(p.key)
+	d.settleLocked(p.key)
 	d.mu.Unlock()
 	if err != nil && p.ended.Load() != nil {
 		return false, nil // it ended before its turn (its retried release landed): load the record

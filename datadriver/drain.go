@@ -212,12 +212,11 @@ type mover struct {
 
 // movers lists the driver's live sessions.
 func (d *Driver[T]) movers() []mover {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make([]mover, 0, len(d.profiles))
-	for key, p := range d.profiles {
+	held := d.held()
+	out := make([]mover, 0, len(held))
+	for _, p := range held {
 		if p.phaseNow() == phaseLive {
-			out = append(out, mover{driver: d.cfg.Name, key: key, moveTo: p.MoveTo})
+			out = append(out, mover{driver: d.cfg.Name, key: p.key, moveTo: p.MoveTo})
 		}
 	}
 	return out

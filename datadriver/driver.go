@@ -149,24 +149,6 @@ func (d *Driver[T]) recordKey(key string) string {
 	return record.Key(d.node.ns, d.cfg.Name, key)
 }
 
-// notify wakes every load waiting on key. d.mu must be held.
-func (d *Driver[T]) notify(key string) {
-	if ch, ok := d.waits[key]; ok {
-		close(ch)
-		delete(d.waits, key)
-	}
-}
-
-// waitCh is closed at key's next change. d.mu must be held.
-func (d *Driver[T]) waitCh(key string) <-chan struct{} {
-	ch, ok := d.waits[key]
-	if !ok {
-		ch = make(chan struct{})
-		d.waits[key] = ch
-	}
-	return ch
-}
-
 // goTracked runs f on a goroutine the driver waits for at shutdown. It
 // reports false when the driver is closed (f does not run). d.mu must be
 // held.
@@ -243,9 +225,7 @@ func (d *Driver[T]) shutdown(ctx context.Context) error {
 // profileCounts counts the live and the retained profiles (the gauge of
 // telemetry).
 func (d *Driver[T]) profileCounts() (live, retained int64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, p := range d.profiles {
+	for _, p := range d.held() {
 		switch p.phaseNow() {
 		case phaseLive, phaseLeaving, phaseAdopting:
 			live++

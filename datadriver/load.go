@@ -185,7 +185,6 @@ func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profi
 		}
 		p, err = d.acquire(ctx, key, start.Add(spec.remoteWait), spec, spec.note)
 		d.mu.Lock()
-		delete(d.loading, key)
 		if err == nil {
 			switch {
 			case d.closed:
@@ -198,8 +197,7 @@ func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profi
 				}
 			}
 		}
-		d.notify(key)
-		d.answerLoadRequestsLocked(key)
+		d.settleLocked(key)
 		d.mu.Unlock()
 		if err != nil {
 			if p != nil {

@@ -160,9 +160,7 @@ func (d *Driver[T]) tellHolder(ctx context.Context, key string, holder record.Lo
 // inbox. A live profile of key pulls it on its owner (a notification during
 // a pull makes it pull once more).
 func (d *Driver[T]) onNotify(key string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if p := d.profiles[key]; p != nil {
+	if p := d.lookup(key); p != nil {
 		p.pullNow()
 	}
 }

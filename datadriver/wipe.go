@@ -49,9 +49,7 @@ func (d *Driver[T]) Wipe(ctx context.Context, key string) error {
 
 // liveProfile is key's live session on this Node, or nil.
 func (d *Driver[T]) liveProfile(key string) *Profile[T] {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if p := d.profiles[key]; p != nil && p.phaseNow() == phaseLive {
+	if p := d.lookup(key); p != nil && p.phaseNow() == phaseLive {
 		return p
 	}
 	return nil
