@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/internal/presencescript"
-	"github.com/redis/go-redis/v9"
 )
 
 // maxInflightBeats bounds the beat calls still running at once, counting
@@ -155,19 +154,16 @@ func (p *Presence) startBeat(loop bool, sessions int) (presencescript.BeatArgs, 
 // full check, since whatever forgot the script may have forgotten or
 // rewound the hash too (the session count, when known, rides along then).
 func (p *Presence) runBeat(ctx context.Context, args presencescript.BeatArgs, sessions int) beatResult {
-	keys := []string{p.own.key, p.own.owners, p.own.load}
-	v, err := presencescript.BeatRaw.EvalSha(ctx, p.rdb, keys, args.Argv()...).Result()
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		args.Check = true
+	args.Owners, args.Load = p.own.owners, p.own.load
+	ans, args, err := presencescript.Beat.RunOrReload(ctx, p.rdb, p.own.key, args, func(a *presencescript.BeatArgs) {
+		a.Check = true
 		if sessions >= 0 {
-			args.WriteSessions, args.Sessions = true, sessions
+			a.WriteSessions, a.Sessions = true, sessions
 		}
-		v, err = presencescript.BeatRaw.Eval(ctx, p.rdb, keys, args.Argv()...).Result()
-	}
+	})
 	if err != nil {
 		return beatResult{err: err}
 	}
-	ans, err := presencescript.ParseBeatAnswer(v)
 	carried := -1
 	if args.WriteSessions {
 		carried = args.Sessions

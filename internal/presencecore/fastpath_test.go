@@ -233,10 +233,7 @@ func TestBeatArgsRoundTrip(t *testing.T) {
 	}
 	for _, a := range tests {
 		t.Run(a.JobID, func(t *testing.T) {
-			argv := make([]string, 0, 5)
-			for _, v := range a.Argv() {
-				argv = append(argv, toString(v))
-			}
+			argv := presencescript.Beat.Wire(a)
 			got, err := presencescript.ParseBeatArgs(argv)
 			if err != nil || got != a {
 				t.Fatalf("presencescript.ParseBeatArgs(%q) = %+v, %v; want %+v", argv, got, err, a)
@@ -246,18 +243,6 @@ func TestBeatArgsRoundTrip(t *testing.T) {
 	if _, err := presencescript.ParseBeatArgs([]string{"a", "1000"}); !errors.Is(err, ErrUnexpectedReply) {
 		t.Errorf("a two-argument call = %v, want ErrUnexpectedReply", err)
 	}
-}
-
-func toString(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case int:
-		return strconv.Itoa(x)
-	case int64:
-		return strconv.FormatInt(x, 10)
-	}
-	panic(v)
 }
 
 func TestParseBeatAnswer(t *testing.T) {

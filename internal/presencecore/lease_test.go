@@ -86,7 +86,7 @@ func TestBeatAnsweredLateFails(t *testing.T) {
 	rdb := r.client(t, hook)
 	logs := &logBuffer{}
 	p := newTestPresence(t, rdb, Config{Key: testKey(t), JobID: "a", Clock: mock, Logger: logs.logger()})
-	if err := presencescript.BeatRaw.Load(context.Background(), rdb).Err(); err != nil { // no EVAL fallback after the hang
+	if err := presencescript.Beat.Load(context.Background(), rdb); err != nil { // no EVAL fallback after the hang
 		t.Fatal(err)
 	}
 

@@ -15,7 +15,6 @@ import (
 
 	"github.com/ckernel/playerdata/internal/enum"
 	"github.com/ckernel/playerdata/internal/rscript"
-	"github.com/redis/go-redis/v9"
 )
 
 var (
@@ -40,27 +39,28 @@ const (
 	NameShards = "presence-shards"
 )
 
-// Beat is beat.lua for a catalog: it is run through BeatRaw with BeatArgs
-// and ParseBeatAnswer; the others are typed (typed.go, list.go). All are
-// immutable values shared by every client.
-var Beat = rscript.New(NameBeat, beatLua)
-
-// BeatRaw is beat.lua as go-redis runs it, for presence's own EVALSHA then
-// EVAL: a NOSCRIPT answer (Redis forgot its scripts: a restart, a failover,
-// SCRIPT FLUSH) makes that beat a full check.
-var BeatRaw = redis.NewScript(beatLua)
+// Beat is beat.lua with its one typed definition; the other presence
+// scripts are typed too (typed.go, list.go). All are immutable values
+// shared by every client. Presence runs the beat with RunOrReload: a
+// NOSCRIPT answer (Redis forgot its scripts: a restart, a failover, SCRIPT
+// FLUSH) makes that beat a full check.
+var Beat = rscript.NewTyped(NameBeat, beatLua, rscript.Protocol[BeatArgs, BeatAnswer]{Keys: beatKeys,
+	Args: beatArgv, Parse: ParseBeatArgs, Answer: ParseBeatAnswer})
 
 // All lists the presence scripts (for an rscript.Catalog).
 func All() []*rscript.Script {
-	return []*rscript.Script{Beat, Read.Script, List.Script, Remove.Script, Shards.Script}
+	return []*rscript.Script{Beat.Script, Read.Script, List.Script, Remove.Script, Shards.Script}
 }
 
 // ErrUnexpectedReply means a script answered (or was called) in a shape
 // this package does not know; presence.ErrUnexpectedReply is this error.
 var ErrUnexpectedReply = errors.New("presence: unexpected script reply")
 
-// BeatArgs are the arguments of beat.lua.
+// BeatArgs are the arguments of beat.lua; its KEYS[1] is the shard hash.
 type BeatArgs struct {
+	// Owners and Load are the shard's owners and load hashes (KEYS[2],
+	// KEYS[3]; not read back from an observed call).
+	Owners, Load string
 	// JobID is the beating server.
 	JobID string
 	// TTL is how long the beat keeps it alive (Redis clock).
@@ -81,8 +81,10 @@ type BeatArgs struct {
 	Sessions int
 }
 
-// Argv is ARGV of beat.lua.
-func (a BeatArgs) Argv() []any {
+func beatKeys(a BeatArgs, key string) []string { return []string{key, a.Owners, a.Load} }
+
+// beatArgv is ARGV of beat.lua.
+func beatArgv(a BeatArgs) []any {
 	var expected int64
 	if !a.Expected.IsZero() {
 		expected = a.Expected.UnixMilli()

@@ -18,7 +18,13 @@ func TestArgsRoundTrip(t *testing.T) {
 	if a, want := mustParse(t, ParseShardsArgs, Shards.Wire(ShardsArgs{Count: 4, Mark: 40 * time.Second})), (ShardsArgs{Count: 4, Mark: 40 * time.Second}); a != want {
 		t.Errorf("shards args %+v, want %+v", a, want)
 	}
+	beat := BeatArgs{JobID: "server-a", TTL: 10 * time.Second, Instance: "i1", Expected: time.UnixMilli(1_900_000_000_123),
+		Check: true, WriteSessions: true, Sessions: 7}
+	if a := mustParse(t, ParseBeatArgs, Beat.Wire(beat)); a != beat {
+		t.Errorf("beat args %+v, want %+v", a, beat)
+	}
 	for name, parse := range map[string]func([]string) error{
+		"beat":   func(a []string) error { _, err := ParseBeatArgs(a); return err },
 		"read":   func(a []string) error { _, err := ParseReadArgs(a); return err },
 		"remove": func(a []string) error { _, err := ParseRemoveArgs(a); return err },
 		"shards": func(a []string) error { _, err := ParseShardsArgs(a); return err },

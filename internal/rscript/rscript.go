@@ -37,6 +37,10 @@ func (s *Script) Name() string { return s.name }
 // Hash is the SHA1 of the script's source, as EVALSHA names it.
 func (s *Script) Hash() string { return s.s.Hash() }
 
+// Load loads the script into rdb's script cache (SCRIPT LOAD), so that the
+// next EVALSHA finds it.
+func (s *Script) Load(ctx context.Context, rdb redis.Scripter) error { return s.s.Load(ctx, rdb).Err() }
+
 // The command names, boxed once.
 var (
 	evalSHAName any = "evalsha"

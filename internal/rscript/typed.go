@@ -49,6 +49,32 @@ func (t *Typed[A, R]) Run(ctx context.Context, rdb redis.Scripter, key string, a
 	return t.p.Answer(v)
 }
 
+// RunOrReload runs the script once for key, as Run does; when Redis does
+// not know the script (NOSCRIPT: a restarted or failed-over Redis, or
+// SCRIPT FLUSH), reload may change the arguments of the EVAL that follows
+// (presence makes that beat a full check: whatever forgot the script may
+// have forgotten the data too). It answers the arguments that ran.
+func (t *Typed[A, R]) RunOrReload(ctx context.Context, rdb redis.Scripter, key string, a A, reload func(*A)) (R, A, error) {
+	var zero R
+	p, ok := rdb.(processor)
+	if !ok {
+		return zero, a, fmt.Errorf("rscript: %s: %T cannot process commands", t.name, rdb)
+	}
+	cmd := t.cmd(ctx, false, t.p.Keys(a, key), t.p.Args(a))
+	_ = p.Process(ctx, cmd)
+	if noScript(cmd.Err()) {
+		reload(&a)
+		cmd = t.cmd(ctx, true, t.p.Keys(a, key), t.p.Args(a))
+		_ = p.Process(ctx, cmd)
+	}
+	v, err := cmd.Result()
+	if err != nil {
+		return zero, a, err
+	}
+	r, err := t.p.Answer(v)
+	return r, a, err
+}
+
 // Call is the script's call for key, to run in a pipeline (Run), with the
 // reader of its answer.
 func (t *Typed[A, R]) Call(key string, a A) Pending[R] {
