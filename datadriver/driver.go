@@ -11,6 +11,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/ckernel/playerdata/internal/datacodec"
+	"github.com/ckernel/playerdata/internal/deadlines"
 	"github.com/ckernel/playerdata/internal/handoffcore"
 	"github.com/ckernel/playerdata/internal/presencecore"
 	"github.com/ckernel/playerdata/internal/record"
@@ -41,6 +42,8 @@ type Driver[T any] struct {
 	cancel      context.CancelFunc
 	// callbacks runs the game's Kick, OnLockLost and OnSaveError in order.
 	callbacks *dispatcher
+	// timers holds every profile's tick and age fence on one clock timer.
+	timers *deadlines.Heap
 	// reader reads other servers' presence for Where (where.go).
 	reader *presencecore.Presence
 
@@ -104,6 +107,7 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 		loadRequests: make(map[string][]loadRequest),
 		orphans:      newOrphans(node.clock),
 		callbacks:    newDispatcher(),
+		timers:       deadlines.New(node.clock),
 		reader:       reader,
 	}
 	d.ctx, d.cancel = context.WithCancel(node.ctx)
@@ -132,6 +136,7 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 // compressors and its gauge.
 func (d *Driver[T]) stop() {
 	d.cancel()
+	d.timers.Close()
 	d.callbacks.close()
 	d.unregTel()
 	_ = d.zenc.Close()

@@ -95,8 +95,8 @@ func (p *Profile[T]) touch(sentAt time.Time) {
 	if cur := p.ageUntil.Load(); cur == nil || until.After(*cur) {
 		p.ageUntil.Store(&until)
 	}
-	if p.ageFence != nil && p.phaseNow() != phaseEnded {
-		p.ageFence.Reset(p.ageLeft())
+	if p.phaseNow() != phaseEnded {
+		p.d.timers.Reset(&p.ageFence, p.ageLeft())
 	}
 }
 
@@ -117,7 +117,7 @@ func (p *Profile[T]) ageFenceFired() {
 		return
 	}
 	if until := p.ageUntil.Load(); until != nil && p.d.node.clock.Now().Before(*until) {
-		p.ageFence.Reset(p.ageLeft())
+		p.d.timers.Reset(&p.ageFence, p.ageLeft())
 		return
 	}
 	if err := p.leaseErr(p.d.node.clock.Now()); err != nil {

@@ -301,9 +301,7 @@ func (p *Profile[T]) endLocked(c cause, err error) bool {
 		delete(d.profiles, p.key)
 	}
 	d.notify(p.key)
-	if p.ageFence != nil {
-		p.ageFence.Stop()
-	}
+	d.timers.Stop(&p.ageFence)
 	p.cancel()
 	p.stopExecutor()
 	close(p.done)

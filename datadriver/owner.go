@@ -28,10 +28,11 @@ import (
 // a game's Save or Release, MoveTo, a restore, whose callers would only
 // wait for it): no goroutine is started nor woken for it.
 //
-// The autosave and the lock refresh are one timer (clock.AfterFunc) that
-// posts a tick; the work runs on the executor. Timers that guard safety
-// (the presence lease, the age deadline) are not the executor's: they end
-// the session whatever its writes are doing.
+// The autosave and the lock refresh are one deadline that posts a tick;
+// the work runs on the executor. Every profile's tick and age fence wait
+// on the driver's one timer (internal/deadlines), not on a timer each. The
+// deadlines that guard safety (the presence lease, the age fence) are not
+// the executor's: they end the session whatever its writes are doing.
 
 // request is work for a profile's executor, whose caller waits for its
 // answer.
@@ -128,14 +129,14 @@ func (p *Profile[T]) runInline(r *request) (bool, error) {
 		err = r.run(r.ctx)
 	}
 	if p.ctx.Err() == nil {
-		p.wake.Reset(p.nextTick())
+		p.d.timers.Reset(&p.tick, p.nextTick())
 	}
 	m := &p.mb
 	m.mu.Lock()
 	m.running = false
 	if p.ctx.Err() != nil {
 		p.failQueuedLocked()
-		p.wake.Stop()
+		p.d.timers.Stop(&p.tick)
 	} else if m.head != nil || m.signals != 0 {
 		p.wakeLocked()
 	}
@@ -239,9 +240,12 @@ func (p *Profile[T]) endErr() error {
 // its first work (the inbox's catch-up), its autosave and refresh timer,
 // and its age fence. d.mu held (the profile was just put in the map).
 func (p *Profile[T]) startLocked() {
-	p.ageFence = p.d.node.clock.AfterFunc(p.ageLeft(), p.ageFenceFired)
+	d := p.d
+	p.ageFence.Fn = p.ageFenceFired
+	d.timers.Reset(&p.ageFence, p.ageLeft())
 	p.w.autosaveAt = p.d.node.clock.Now().Add(p.phase0(p.autosavePeriod()))
-	p.wake = p.d.node.clock.AfterFunc(p.nextTick(), func() { p.post(sigTick) })
+	p.tick.Fn = func() { p.post(sigTick) }
+	d.timers.Reset(&p.tick, p.nextTick())
 	m := &p.mb
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -269,7 +273,7 @@ func (p *Profile[T]) drain() {
 			}
 		}
 		if p.ctx.Err() == nil {
-			p.wake.Reset(p.nextTick())
+			p.d.timers.Reset(&p.tick, p.nextTick())
 		}
 	}
 }
@@ -283,7 +287,7 @@ func (p *Profile[T]) next() (signal, *request) {
 	if p.ctx.Err() != nil {
 		p.failQueuedLocked()
 		m.running = false
-		p.wake.Stop()
+		p.d.timers.Stop(&p.tick)
 		return 0, nil
 	}
 	if m.signals != 0 {
@@ -342,9 +346,7 @@ func (d *Driver[T]) spawn(f func()) bool {
 // stopExecutor stops the autosave and refresh timer of a profile that
 // ends, and answers what is queued when no drain runs to do it.
 func (p *Profile[T]) stopExecutor() {
-	if p.wake != nil {
-		p.wake.Stop()
-	}
+	p.d.timers.Stop(&p.tick)
 	m := &p.mb
 	m.mu.Lock()
 	defer m.mu.Unlock()

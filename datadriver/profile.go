@@ -6,10 +6,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/ckernel/playerdata/internal/datacodec"
+	"github.com/ckernel/playerdata/internal/deadlines"
 	"github.com/ckernel/playerdata/internal/record"
 )
 
@@ -58,9 +58,10 @@ type Profile[T any] struct {
 	epoch    atomic.Int64
 	leaseGen uint64 // the presence lease generation the lock lives under (0: no presence flag)
 	// ageUntil is when the lock could be taken by age (the send time of its
-	// last landed write plus LockTTL); ageFence ends the session then.
+	// last landed write plus LockTTL); the age fence ends the session then,
+	// on the driver's timers.
 	ageUntil atomic.Pointer[time.Time]
-	ageFence *clock.Timer
+	ageFence deadlines.Entry
 	ctx      context.Context // cancelled when the profile ends
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -68,8 +69,9 @@ type Profile[T any] struct {
 	// Its writes: the executor's (owner.go).
 	w  writer
 	mb mailbox // the executor's queue
-	// wake posts the tick of the autosave and the lock refresh.
-	wake *clock.Timer
+	// tick posts the tick of the autosave and the lock refresh, on the
+	// driver's timers.
+	tick deadlines.Entry
 	// tradeLeave is closed when the trade borrowing the executor leaves.
 	tradeLeave chan struct{}
 }
