@@ -191,13 +191,12 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		done:     make(chan struct{}),
 		leaseGen: gen,
 		w: writer{ver: a.Ver, data: storedOf(a.Data), schema: a.Schema, schemaMin: a.SchemaMin, corrupt: corrupt,
-			stored: record.KeptMeta{At: a.At, Schema: a.Schema, SchemaMin: a.SchemaMin}, uids: a.UserIDs, meta: a.Meta,
-			histAt: a.HistAt, redisNow: a.Now, loadedAt: sentAt, lastWrite: sentAt, inboxSeq: a.InboxSeq},
+			stored: metaOf(record.KeptMeta{At: a.At, Schema: a.Schema, SchemaMin: a.SchemaMin}), uids: a.UserIDs, meta: a.Meta,
+			histAt: wallNS(a.HistAt), redisNow: wallNS(a.Now), loadedAt: d.instantOf(sentAt), lastWrite: d.instantOf(sentAt), inboxSeq: a.InboxSeq},
 	}
 	p.initLife(token)
 	p.epoch.Store(a.Epoch)
-	ageUntil := sentAt.Add(d.cfg.LockTTL)
-	p.ageUntil.Store(&ageUntil)
+	p.ageUntil.Store(int64(d.instantOf(sentAt.Add(d.cfg.LockTTL))))
 	if !a.MoreMessages {
 		p.w.seenSeq = a.InboxSeq // the acquire read the whole inbox
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -44,6 +45,8 @@ type Driver[T any] struct {
 	callbacks *dispatcher
 	// timers holds every profile's tick and age fence on one clock timer.
 	timers *deadlines.Heap
+	// base is the origin of its profiles' instants (instant.go).
+	base time.Time
 	// reader reads other servers' presence for Where (where.go).
 	reader *presencecore.Presence
 
@@ -108,6 +111,7 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 		orphans:      newOrphans(node.clock),
 		callbacks:    newDispatcher(),
 		timers:       deadlines.New(node.clock),
+		base:         node.clock.Now(),
 		reader:       reader,
 	}
 	d.ctx, d.cancel = context.WithCancel(node.ctx)

@@ -47,8 +47,8 @@ func (p *Profile[T]) versionDue() bool {
 	if p.d.cfg.History <= 0 || w.data.n == 0 {
 		return false
 	}
-	now := w.redisNow.Add(p.d.node.clock.Since(w.loadedAt)) // the Redis clock, reckoned
-	return now.Sub(w.histAt) >= p.d.cfg.HistoryEvery-historySlack
+	now := wallTime(w.redisNow).Add(p.d.node.clock.Since(p.d.timeAt(w.loadedAt))) // the Redis clock, reckoned
+	return now.Sub(wallTime(w.histAt)) >= p.d.cfg.HistoryEvery-historySlack
 }
 
 // keepVersion fills the history arguments of req, a data write that keeps
@@ -71,8 +71,8 @@ func (p *Profile[T]) keepVersion(req *record.SaveArgs) error {
 		d.log.Debug("the data a version keeps was not read: the next write keeps it", "key", p.key, "err", err)
 		return nil
 	}
-	req.KeepVer, req.KeepMeta, req.KeepAlways = w.ver, w.stored, w.keepNext
-	req.Keep = record.NewKeptWhole(w.ver, h.Newest(w.ver), w.stored, replaced, d.zenc)
+	req.KeepVer, req.KeepMeta, req.KeepAlways = w.ver, w.stored.kept(), w.keepNext
+	req.Keep = record.NewKeptWhole(w.ver, h.Newest(w.ver), req.KeepMeta, replaced, d.zenc)
 	if !planned {
 		return nil // without a listing, the script trims by count and rewrites nothing
 	}
@@ -93,7 +93,7 @@ func (p *Profile[T]) listForKeep() (h *record.History, data []byte, planned bool
 	defer cancel()
 	rk := p.d.recordKey(p.key)
 	h = &record.History{}
-	if !p.w.histAt.IsZero() {
+	if p.w.histAt != 0 {
 		var listed record.History
 		if listed, data, err = record.ListForKeep(ctx, p.d.node.rdb, rk); err == nil {
 			h, planned = &listed, true

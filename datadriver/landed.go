@@ -43,7 +43,7 @@ func (p *Profile[T]) Updates() uint64 { return p.updates.Load() }
 // noted in the order they landed.
 func (p *Profile[T]) noteSaved(snap snapshot, withUpdates, released, replicated bool) {
 	prev := p.LastSaved()
-	s := Saved{Key: p.key, Ver: p.w.ver, At: p.w.stored.At, Updates: prev.Updates, Replicated: replicated,
+	s := Saved{Key: p.key, Ver: p.w.ver, At: wallTime(p.w.stored.at), Updates: prev.Updates, Replicated: replicated,
 		Released: released}
 	if withUpdates {
 		s.Updates = max(snap.updates, prev.Updates)

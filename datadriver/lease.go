@@ -47,7 +47,7 @@ func (p *Profile[T]) leaseErr(now time.Time) error {
 	if p.leaseGen != 0 && !p.d.node.presence.Holds(p.leaseGen) {
 		return errFenced(p.key, causeLeaseLapsed, errLeaseLapsed)
 	}
-	if until := p.ageUntil.Load(); until != nil && !now.Before(*until) {
+	if p.d.instantOf(now) >= instant(p.ageUntil.Load()) {
 		return errFenced(p.key, causeLockAged, errLockAged)
 	}
 	return nil
@@ -91,9 +91,8 @@ func (d *Driver[T]) fenceLapsed() int {
 // deadline moves to sentAt + LockTTL, and the age fence with it. On the
 // executor only (the fence's timer reads the deadline, never writes it).
 func (p *Profile[T]) touch(sentAt time.Time) {
-	until := sentAt.Add(p.d.cfg.LockTTL)
-	if cur := p.ageUntil.Load(); cur == nil || until.After(*cur) {
-		p.ageUntil.Store(&until)
+	if until := int64(p.d.instantOf(sentAt.Add(p.d.cfg.LockTTL))); until > p.ageUntil.Load() {
+		p.ageUntil.Store(until)
 	}
 	if p.phaseNow() != phaseEnded {
 		p.d.timers.Reset(&p.ageFence, p.ageLeft())
@@ -102,10 +101,7 @@ func (p *Profile[T]) touch(sentAt time.Time) {
 
 // ageLeft is how long until the age deadline.
 func (p *Profile[T]) ageLeft() time.Duration {
-	if until := p.ageUntil.Load(); until != nil {
-		return until.Sub(p.d.node.clock.Now())
-	}
-	return p.d.cfg.LockTTL
+	return p.d.timeAt(instant(p.ageUntil.Load())).Sub(p.d.node.clock.Now())
 }
 
 // ageFenceFired ends the session at its age deadline, whatever its
@@ -116,7 +112,7 @@ func (p *Profile[T]) ageFenceFired() {
 	if p.phaseNow() == phaseEnded {
 		return
 	}
-	if until := p.ageUntil.Load(); until != nil && p.d.node.clock.Now().Before(*until) {
+	if p.ageLeft() > 0 {
 		p.d.timers.Reset(&p.ageFence, p.ageLeft())
 		return
 	}

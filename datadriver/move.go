@@ -237,13 +237,13 @@ func (p *Profile[T]) prepareMove(ctx context.Context, snap snapshot, to string) 
 	if window < time.Millisecond {
 		return moveMsg{}, fmt.Errorf("move %q: %w", p.key, context.DeadlineExceeded)
 	}
-	redisNow := p.w.redisNow.Add(now.Sub(p.w.loadedAt))
+	redisNow := wallTime(p.w.redisNow).Add(now.Sub(d.timeAt(p.w.loadedAt)))
 	m := moveMsg{Step: stepPrepare, ID: id, Driver: d.cfg.Name, Key: p.key, From: d.node.jobID, To: to,
 		Expiry: redisNow.Add(window).UnixMilli(), Window: window.Milliseconds(), Data: snap.data,
-		Schema: p.w.stored.Schema, SchemaMin: p.w.stored.SchemaMin, UIDs: p.w.uids, Meta: p.w.meta,
+		Schema: int(p.w.stored.schema), SchemaMin: int(p.w.stored.schemaMin), UIDs: p.w.uids, Meta: p.w.meta,
 		SeenSeq: p.w.seenSeq}
-	if !p.w.histAt.IsZero() {
-		m.HistAt = p.w.histAt.UnixMilli()
+	if p.w.histAt != 0 {
+		m.HistAt = wallTime(p.w.histAt).UnixMilli()
 	}
 	if snap.stored != p.w.data {
 		m.Schema, m.SchemaMin = d.codec.WriteVersion(p.w.schema, p.w.schemaMin)

@@ -283,14 +283,14 @@ func (d *Driver[T]) movedProfile(in *moveIn[T], st flipState) *Profile[T] {
 		d: d, key: m.Key, data: in.dec.data, unknown: in.dec.unknown, done: make(chan struct{}),
 		leaseGen: in.gen,
 		w: writer{ver: st.ver, data: storedOf(m.Data), schema: m.Schema, schemaMin: m.SchemaMin,
-			stored: record.KeptMeta{At: st.at, Schema: m.Schema, SchemaMin: m.SchemaMin}, uids: m.UIDs, meta: m.Meta,
-			histAt: msOrZero(m.HistAt), redisNow: st.lockAt, loadedAt: now, lastWrite: in.acceptedAt,
+			stored: metaOf(record.KeptMeta{At: st.at, Schema: m.Schema, SchemaMin: m.SchemaMin}), uids: m.UIDs, meta: m.Meta,
+			histAt: wallNS(msOrZero(m.HistAt)), redisNow: wallNS(st.lockAt), loadedAt: d.instantOf(now),
+			lastWrite: d.instantOf(in.acceptedAt),
 			inboxSeq: st.inboxSeq, seenSeq: m.SeenSeq},
 	}
 	p.initLife(in.accept.Token)
 	p.epoch.Store(st.epoch)
-	ageUntil := in.acceptedAt.Add(d.cfg.LockTTL) // the flip's lock.at is later
-	p.ageUntil.Store(&ageUntil)
+	p.ageUntil.Store(int64(d.instantOf(in.acceptedAt.Add(d.cfg.LockTTL)))) // the flip's lock.at is later
 	p.ctx, p.cancel = context.WithCancel(d.ctx)
 	_ = p.decodeMeta(m.UIDs, m.Meta) // checked at the prepare
 	return p

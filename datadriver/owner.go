@@ -243,7 +243,7 @@ func (p *Profile[T]) startLocked() {
 	d := p.d
 	p.ageFence.Fn = p.ageFenceFired
 	d.timers.Reset(&p.ageFence, p.ageLeft())
-	p.w.autosaveAt = p.d.node.clock.Now().Add(p.phase0(p.autosavePeriod()))
+	p.w.autosaveAt = d.instantOf(d.node.clock.Now().Add(p.phase0(p.autosavePeriod())))
 	p.tick.Fn = func() { p.post(sigTick) }
 	d.timers.Reset(&p.tick, p.nextTick())
 	m := &p.mb
@@ -317,9 +317,9 @@ func (p *Profile[T]) runSignal(s signal) {
 	case sigPull:
 		p.pullInbox("")
 	case sigTick:
-		if !p.d.node.clock.Now().Before(p.w.autosaveAt) {
+		if now := p.d.node.clock.Now(); !now.Before(p.d.timeAt(p.w.autosaveAt)) {
 			p.retryRefused()
-			p.w.autosaveAt = p.d.node.clock.Now().Add(p.autosave())
+			p.w.autosaveAt = p.d.instantOf(p.d.node.clock.Now().Add(p.autosave()))
 		}
 		p.refresh()
 	}
@@ -328,7 +328,7 @@ func (p *Profile[T]) runSignal(s signal) {
 // nextTick is how long until the autosave or the refresh is due, whichever
 // comes first.
 func (p *Profile[T]) nextTick() time.Duration {
-	return max(min(p.w.autosaveAt.Sub(p.d.node.clock.Now()), p.refreshIn()), 0)
+	return max(min(p.d.timeAt(p.w.autosaveAt).Sub(p.d.node.clock.Now()), p.refreshIn()), 0)
 }
 
 // spawn runs f on a goroutine the driver waits for at shutdown; false once
@@ -416,9 +416,9 @@ func (p *Profile[T]) phase0(period time.Duration) time.Duration {
 // refreshIn is how long until the lock needs a refresh: LockTTL/2 after the
 // last landed write (or after a failed refresh's retry time).
 func (p *Profile[T]) refreshIn() time.Duration {
-	at := p.w.lastWrite.Add(p.d.cfg.LockTTL / 2)
-	if p.w.refreshRetry.After(at) {
-		at = p.w.refreshRetry
+	at := p.d.timeAt(p.w.lastWrite).Add(p.d.cfg.LockTTL / 2)
+	if retry := p.d.timeAt(p.w.refreshRetry); p.w.refreshRetry != 0 && retry.After(at) {
+		at = retry
 	}
 	return max(at.Sub(p.d.node.clock.Now()), 0)
 }
@@ -434,7 +434,7 @@ func (p *Profile[T]) refresh() {
 	}
 	err := p.write(p.ctx, writeRefresh)
 	if err != nil && p.ctx.Err() == nil && causeOf(err) == causeNone {
-		p.w.refreshRetry = d.node.clock.Now().Add(d.cfg.LockTTL / 16)
+		p.w.refreshRetry = d.instantOf(d.node.clock.Now().Add(d.cfg.LockTTL / 16))
 		d.log.Warn("lock refresh failed", "key", p.key, "err", err)
 		d.saveFailed(p.key, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -60,7 +59,7 @@ type Profile[T any] struct {
 	// ageUntil is when the lock could be taken by age (the send time of its
 	// last landed write plus LockTTL); the age fence ends the session then,
 	// on the driver's timers.
-	ageUntil atomic.Pointer[time.Time]
+	ageUntil atomic.Int64 // an instant
 	ageFence deadlines.Entry
 	ctx      context.Context // cancelled when the profile ends
 	cancel   context.CancelFunc
@@ -88,7 +87,7 @@ type writer struct {
 	// stored is the stored data's write time, schema and
 	// min-reader, as loaded or as the last landed write stamped them: what
 	// a version kept of it says.
-	stored record.KeptMeta
+	stored storedMeta
 	// uids and meta are the user ids and metadata as stored (encoded): the
 	// record's checksum covers them with the data.
 	uids, meta []byte
@@ -96,7 +95,8 @@ type writer struct {
 	// is the Redis time the load saw, at local time loadedAt: together they
 	// tell when the next version is due. keepNext: the next data write keeps
 	// the data it replaces (a restore).
-	histAt, redisNow, loadedAt time.Time
+	histAt, redisNow int64 // wallNS
+	loadedAt         instant
 	// inboxSeq is how many messages were ever sent to the profile, as the
 	// last load or save saw it; seenSeq what the last pull saw.
 	inboxSeq, seenSeq int64
@@ -106,9 +106,9 @@ type writer struct {
 	// lastWrite is when the last landed write was sent (a refresh is due
 	// LockTTL/2 after it); refreshRetry is no refresh before this (one
 	// failed).
-	lastWrite, refreshRetry time.Time
+	lastWrite, refreshRetry instant
 	// autosaveAt is when the next autosave is due.
-	autosaveAt time.Time
+	autosaveAt instant
 	// warned says which broken keys were logged already (history, inbox).
 	warnedHistory, warnedInbox, warnedVersion bool
 	keepNext                                  bool // see histAt

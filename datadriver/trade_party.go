@@ -201,8 +201,8 @@ func (p *Profile[T]) settled(res writeRes, img []byte, replicated bool) {
 	defer p.noteSaved(snapshot{}, false, false, replicated)
 	p.w.ver, p.w.data = res.Ver, storedOf(img)
 	p.w.schema, p.w.schemaMin = p.imageSchema()
-	p.w.stored = record.KeptMeta{At: res.At, Schema: p.w.schema, SchemaMin: p.w.schemaMin}
-	p.w.lastWrite = res.sentAt
+	p.w.stored = metaOf(record.KeptMeta{At: res.At, Schema: p.w.schema, SchemaMin: p.w.schemaMin})
+	p.w.lastWrite = p.d.instantOf(res.sentAt)
 	p.epoch.Store(res.Epoch)
 	p.landedAt(res.sentAt)
 }

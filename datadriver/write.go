@@ -193,7 +193,7 @@ func (p *Profile[T]) sumOf(req record.SaveArgs, snap snapshot) string {
 		return ""
 	}
 	w := &p.w
-	data, schema, schemaMin, uids, meta := w.data.sum, w.stored.Schema, w.stored.SchemaMin, w.uids, w.meta
+	data, schema, schemaMin, uids, meta := w.data.sum, int(w.stored.schema), int(w.stored.schemaMin), w.uids, w.meta
 	if req.Data != nil {
 		data, schema, schemaMin = snap.stored.sum, req.Schema, req.SchemaMin
 	}
@@ -211,19 +211,19 @@ func (p *Profile[T]) landed(req record.SaveArgs, snap snapshot, res writeRes, tr
 	if req.Data != nil {
 		w.data = snap.stored
 		w.schema, w.schemaMin = req.Schema, req.SchemaMin
-		w.stored = record.KeptMeta{At: res.At, Schema: req.Schema, SchemaMin: req.SchemaMin}
+		w.stored = metaOf(record.KeptMeta{At: res.At, Schema: req.Schema, SchemaMin: req.SchemaMin})
 		w.keepNext = false
 	}
 	if req.Meta != nil {
 		w.uids, w.meta = req.Meta.UserIDs, req.Meta.Meta
 	}
-	if res.HistAt.After(w.histAt) {
-		w.histAt = res.HistAt
+	if res.HistAt.After(wallTime(w.histAt)) {
+		w.histAt = wallNS(res.HistAt)
 	}
 	if pl := req.KeepPlan; pl != nil && res.Planned {
 		d.tel.HistoryKept(p.ctx, pl.Bytes, pl.TrimmedCount, pl.TrimmedBytes)
 	}
-	w.lastWrite = res.sentAt
+	w.lastWrite = d.instantOf(res.sentAt)
 	if trade != "" {
 		p.clearPending(trade)
 	}

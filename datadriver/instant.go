@@ -1,0 +1,52 @@
+package datadriver
+
+import (
+	"time"
+
+	"github.com/ckernel/playerdata/internal/record"
+)
+
+// instant is a local time as an offset from the driver's base, monotonic
+// where the clock is: 8 bytes where a time.Time takes 24, for the times
+// every resident profile keeps.
+type instant int64
+
+// instantOf is t as an instant.
+func (d *Driver[T]) instantOf(t time.Time) instant { return instant(t.Sub(d.base)) }
+
+// timeAt is the local time of instant i.
+func (d *Driver[T]) timeAt(i instant) time.Time { return d.base.Add(time.Duration(i)) }
+
+// wallNS is a Redis-clock time as nanoseconds since the Unix epoch (0 for
+// the zero time): what a profile keeps of the Redis times it saw.
+func wallNS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// wallTime is the time wallNS gave ns for.
+func wallTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// storedMeta is what the executor keeps of the stored data's write time,
+// schema and min-reader (record.KeptMeta in 16 bytes instead of 40).
+type storedMeta struct {
+	at                int64 // wallNS
+	schema, schemaMin int32
+}
+
+// metaOf is k as a storedMeta.
+func metaOf(k record.KeptMeta) storedMeta {
+	return storedMeta{at: wallNS(k.At), schema: int32(k.Schema), schemaMin: int32(k.SchemaMin)}
+}
+
+// kept is m as a record.KeptMeta.
+func (m storedMeta) kept() record.KeptMeta {
+	return record.KeptMeta{At: wallTime(m.at), Schema: int(m.schema), SchemaMin: int(m.schemaMin)}
+}
