@@ -286,7 +286,7 @@ func (d *Driver[T]) movedProfile(in *moveIn[T], st flipState) *Profile[T] {
 			stored: metaOf(record.KeptMeta{At: st.at, Schema: m.Schema, SchemaMin: m.SchemaMin}), uids: m.UIDs, meta: m.Meta,
 			histAt: wallNS(msOrZero(m.HistAt)), redisNow: wallNS(st.lockAt), loadedAt: d.instantOf(now),
 			lastWrite: d.instantOf(in.acceptedAt),
-			inboxSeq: st.inboxSeq, seenSeq: m.SeenSeq},
+			inboxSeq:  st.inboxSeq, seenSeq: m.SeenSeq},
 	}
 	p.initLife(in.accept.Token)
 	p.epoch.Store(st.epoch)
