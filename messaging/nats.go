@@ -279,7 +279,9 @@ func (b *NATSBus) Publish(ctx context.Context, jobID string, m Message) error {
 // PublishOnce sends m to server jobID as Publish does, in one attempt: a
 // connection that refuses it answers the error at once, uncounted, without
 // Publish's wait and retry (the caller falls back to Publish, off the
-// goroutine that could not wait). It never waits on a timer.
+// goroutine that could not wait). It never waits on a timer; like
+// nats.Conn.Publish, it writes to the socket itself only when the
+// connection's buffer is full.
 func (b *NATSBus) PublishOnce(ctx context.Context, jobID string, m Message) error {
 	subject, data, err := b.encode(ctx, jobID, m)
 	if err != nil {
