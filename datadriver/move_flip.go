@@ -70,7 +70,7 @@ func (p *Profile[T]) moved(m, accept moveMsg, st flipState) {
 	p.endLocked(causeMoved, &MovedError{Key: p.key, To: m.To, ID: m.ID})
 	d.mu.Unlock()
 	d.node.sendMove(moveMsg{Step: stepCommit, ID: m.ID, Driver: m.Driver, Key: m.Key, To: m.To, Token: accept.Token,
-		Ver: st.ver, Epoch: st.epoch, At: st.at.UnixMilli(), LockAt: st.lockAt.UnixMilli(), InboxSeq: st.inboxSeq}, true)
+		Ver: st.ver, Epoch: st.epoch, At: st.at.UnixMilli(), LockAt: st.lockAt.UnixMilli(), InboxSeq: st.inboxSeq})
 	d.log.Info("profile moved", "key", p.key, "to", m.To, "move", m.ID, "epoch", st.epoch)
 }
 

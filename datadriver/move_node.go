@@ -101,21 +101,17 @@ func (n *Node) onMove(wm messaging.Message) {
 			answer = d.movePrepare(m, signed)
 		}
 	}
-	n.sendMove(answer, false)
+	n.sendMove(answer)
 }
 
 // sendMove sends move message m to m.To: on this goroutine when the
 // handoff's publish path is idle (one attempt that never waits: the
-// delivery goroutine can send the accept), else through its queue; with
-// queued, always through the queue (a step off the move's path).
-func (n *Node) sendMove(m moveMsg, queued bool) bool {
+// delivery goroutine can send the accept), else through its queue.
+func (n *Node) sendMove(m moveMsg) bool {
 	wm, err := m.message()
 	if err != nil {
 		n.log.Warn("move: message not sent", "err", err)
 		return false
-	}
-	if queued {
-		return n.handoff.QueueMove(n.ctx, m.To, wm)
 	}
 	return n.handoff.SendMove(n.ctx, m.To, wm)
 }

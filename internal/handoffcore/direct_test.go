@@ -120,22 +120,3 @@ func TestSendMoveQueuesWhenRefusedOrBusy(t *testing.T) {
 		}
 	})
 }
-
-// A message off a move's path (QueueMove: the commit) goes through the
-// queue even when the path is idle: its caller does not publish it.
-func TestQueueMoveAlwaysQueues(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		wd := newWorld(t)
-		bus := newOnceBus(nil)
-		h := wd.handoff(t, handoffcore.Config{JobID: jobA, Bus: bus, Presence: newFakePresence(wd.clk)})
-		h.Start()
-		if !h.QueueMove(t.Context(), jobB, messaging.Message{Key: playerKey}) {
-			t.Fatal("QueueMove = false")
-		}
-		synctest.Wait()
-		once, queued := bus.ways()
-		if len(once) != 0 || len(queued) != 1 || queued[0] != messaging.TypeMove {
-			t.Fatalf("sent directly %v, through the queue %v; want the move queued", once, queued)
-		}
-	})
-}

@@ -43,11 +43,3 @@ func (h *Handoff) SendMove(ctx context.Context, to string, m messaging.Message) 
 	m.Type = messaging.TypeMove
 	return h.publish(ctx, to, m, &h.movesSent, true)
 }
-
-// QueueMove is SendMove for a message off its move's path (a commit, sent
-// once the flip has landed): always through the queue, so that the caller
-// returns without encoding and publishing it.
-func (h *Handoff) QueueMove(ctx context.Context, to string, m messaging.Message) bool {
-	m.Type = messaging.TypeMove
-	return h.publish(ctx, to, m, &h.movesSent, false)
-}
