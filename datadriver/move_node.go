@@ -104,7 +104,9 @@ func (n *Node) onMove(wm messaging.Message) {
 	n.sendMove(answer)
 }
 
-// sendMove queues move message m for m.To.
+// sendMove sends move message m to m.To: on this goroutine when the
+// handoff's publish path is idle (one attempt that never waits: the
+// delivery goroutine can send the accept), else through its queue.
 func (n *Node) sendMove(m moveMsg) bool {
 	wm, err := m.message()
 	if err != nil {

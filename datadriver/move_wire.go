@@ -93,8 +93,8 @@ func (m moveMsg) message() (messaging.Message, error) {
 
 // moveMsgOf reads a move message.
 func moveMsgOf(wm messaging.Message) (moveMsg, error) {
-	var m moveMsg
-	if err := msgpack.Unmarshal([]byte(wm.Body), &m); err != nil {
+	m, err := decodeMoveBody(wm.Body)
+	if err != nil {
 		return moveMsg{}, fmt.Errorf("move message: %w", err)
 	}
 	if m.ID == "" {
@@ -102,6 +102,20 @@ func moveMsgOf(wm messaging.Message) (moveMsg, error) {
 	}
 	m.Driver, m.Key, m.From = wm.Driver, wm.Key, wm.Sender
 	return m, nil
+}
+
+// decodeMoveBody reads a move message's body: a pooled decoder reading the
+// string in place (msgpack.Unmarshal would copy it and allocate a decoder's
+// state: 1.0 against 1.7 µs, 136 against 632 bytes for a prepare).
+func decodeMoveBody(body string) (moveMsg, error) {
+	var m moveMsg
+	var r strings.Reader
+	r.Reset(body)
+	dec := msgpack.GetDecoder()
+	defer msgpack.PutDecoder(dec)
+	dec.Reset(&r)
+	err := m.DecodeMsgpack(dec)
+	return m, err
 }
 
 // refusal is the refuse step answering prepare m.
@@ -156,6 +170,93 @@ func (m *moveMsg) EncodeMsgpack(enc *msgpack.Encoder) error {
 	w.str("y", string(m.Reason), false)
 	w.str("z", m.Why, false)
 	return w.err
+}
+
+// DecodeMsgpack reads m as msgpack's reflection would (a map of the
+// fields' tags, in any order, each value in any encoding reflection
+// accepts for its type, nil as the zero value; unknown keys skipped),
+// without reflection: a move decodes its prepare and accept on its path.
+func (m *moveMsg) DecodeMsgpack(dec *msgpack.Decoder) error {
+	n, err := dec.DecodeMapLen()
+	if err != nil || n <= 0 {
+		return err
+	}
+	for range n {
+		k, err := dec.DecodeString()
+		if err != nil {
+			return err
+		}
+		if err := m.decodeField(dec, k); err != nil {
+			return fmt.Errorf("field %q: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// decodeField reads the value of the field tagged k (skips an unknown k).
+func (m *moveMsg) decodeField(dec *msgpack.Decoder, k string) error {
+	var err error
+	var s string
+	switch k {
+	case "s":
+		s, err = dec.DecodeString()
+		m.Step = moveStep(s)
+	case "y":
+		s, err = dec.DecodeString()
+		m.Reason = MoveRefusal(s)
+	case "i":
+		m.ID, err = dec.DecodeString()
+	case "t":
+		m.To, err = dec.DecodeString()
+	case "k":
+		m.Token, err = dec.DecodeString()
+	case "z":
+		m.Why, err = dec.DecodeString()
+	case "d":
+		m.Data, err = dec.DecodeBytes()
+	case "u":
+		m.UIDs, err = dec.DecodeBytes()
+	case "x":
+		m.Meta, err = dec.DecodeBytes()
+	case "v":
+		m.Schema, err = dec.DecodeInt()
+	case "m":
+		m.SchemaMin, err = dec.DecodeInt()
+	case "f":
+		m.Presence, err = dec.DecodeBool()
+	default:
+		if p := m.int64Field(k); p != nil {
+			*p, err = dec.DecodeInt64()
+		} else {
+			err = dec.Skip()
+		}
+	}
+	return err
+}
+
+// int64Field is the int64 field tagged k, or nil.
+func (m *moveMsg) int64Field(k string) *int64 {
+	switch k {
+	case "e":
+		return &m.Expiry
+	case "w":
+		return &m.Window
+	case "h":
+		return &m.HistAt
+	case "q":
+		return &m.SeenSeq
+	case "r":
+		return &m.Ver
+	case "p":
+		return &m.Epoch
+	case "a":
+		return &m.At
+	case "l":
+		return &m.LockAt
+	case "n":
+		return &m.InboxSeq
+	}
+	return nil
 }
 
 // boolInt is 1 for true, 0 for false.

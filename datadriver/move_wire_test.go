@@ -65,3 +65,45 @@ func TestMoveMsgEncodingIsReflections(t *testing.T) {
 func msgEqual(a, b moveMsg) bool {
 	return reflect.DeepEqual(a, b)
 }
+
+// TestMoveMsgDecodingIsReflections checks that moveMsg's hand-written
+// decoder reads what msgpack's reflection reads from any body a peer may
+// send: every step, the keys in another order, values in other encodings
+// (narrow or unsigned integers, bytes as a string, nil), unknown keys
+// (skipped), and that it refuses what reflection refuses.
+func TestMoveMsgDecodingIsReflections(t *testing.T) {
+	bodies := map[string]any{
+		"prepare": map[string]any{"s": "prepare", "i": "m1", "t": "server-b", "e": int64(1765000000123), "w": int16(5000),
+			"d": []byte{0x81, 0xa1, 0x63, 0x05}, "v": uint8(1), "m": int64(1), "q": uint32(3), "h": int8(-4)},
+		"reordered accept": map[string]any{"f": true, "k": "t1", "t": "server-a", "i": "m1", "s": "accept"},
+		"commit": map[string]any{"s": "commit", "i": "m1", "k": "t1", "r": 2, "p": uint64(5), "a": 1, "l": 2,
+			"n": 1},
+		"refuse":         map[string]any{"s": "refuse", "i": "m1", "y": string(RefusedHeld), "z": "held"},
+		"nil values":     map[string]any{"s": "prepare", "i": "m1", "d": nil, "t": nil, "e": nil, "f": nil, "v": nil},
+		"bytes as str":   map[string]any{"s": "prepare", "i": "m1", "d": "\x81\xa1c\x05", "u": "\x91\x01", "x": ""},
+		"unknown keys":   map[string]any{"s": "accept", "i": "m1", "zz": []any{1, "a", map[string]any{"b": nil}}, "k": "t"},
+		"false presence": map[string]any{"s": "accept", "i": "m1", "f": false},
+		"empty map":      map[string]any{},
+		"not a map":      []any{"prepare", "m1"},
+		"bad int":        map[string]any{"s": "commit", "i": "m1", "r": "two"},
+		"bad bool":       map[string]any{"s": "accept", "i": "m1", "f": 1},
+		"bad string":     map[string]any{"s": 7, "i": "m1"},
+	}
+	for name, v := range bodies {
+		t.Run(name, func(t *testing.T) {
+			body, err := msgpack.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want plainMoveMsg
+			wantErr := msgpack.Unmarshal(body, &want)
+			got, gotErr := decodeMoveBody(string(body))
+			if (gotErr != nil) != (wantErr != nil) {
+				t.Fatalf("error %v, reflection's %v", gotErr, wantErr)
+			}
+			if wantErr == nil && !msgEqual(got, moveMsg(want)) {
+				t.Fatalf("read %+v, reflection read %+v", got, want)
+			}
+		})
+	}
+}

@@ -245,28 +245,10 @@ func (b *NATSBus) subject(jobID string) (string, error) {
 // Publish sends m to server jobID, signed when the bus has a key, retrying
 // once after RetryDelay if the connection refuses it.
 func (b *NATSBus) Publish(ctx context.Context, jobID string, m Message) error {
-	subject, err := b.subject(jobID)
+	subject, data, err := b.encode(ctx, jobID, m)
 	if err != nil {
-		return fmt.Errorf("publish: %w", err)
+		return err
 	}
-	m.Stamp, m.MAC = 0, ""
-	if b.opts.key != nil {
-		if m.Sender == "" {
-			return fmt.Errorf("publish to %s: %w: a signed message needs its sender (S)", subject, ErrMalformed)
-		}
-		m = sign(b.opts.key, b.opts.prefix, jobID, m, time.UnixMilli(b.stamps.next(jobID, b.opts.clock.Now())))
-	}
-	data, err := Encode(m)
-	if err != nil {
-		return fmt.Errorf("publish to %s: %w", subject, err)
-	}
-	if limit := limitOf(m.Type, b.opts.maxBytes); len(data) > limit {
-		return fmt.Errorf("publish to %s: %w: %d bytes, limit %d", subject, ErrTooLarge, len(data), limit)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("publish to %s: %w", subject, err)
-	}
-
 	first := b.publish(subject, data)
 	if first == nil {
 		b.sent()
@@ -292,6 +274,51 @@ func (b *NATSBus) Publish(ctx context.Context, jobID string, m Message) error {
 	}
 	b.sent()
 	return nil
+}
+
+// PublishOnce sends m to server jobID as Publish does, in one attempt: a
+// connection that refuses it answers the error at once, uncounted, without
+// Publish's wait and retry (the caller falls back to Publish, off the
+// goroutine that could not wait). It never waits on a timer; like
+// nats.Conn.Publish, it writes to the socket itself only when the
+// connection's buffer is full.
+func (b *NATSBus) PublishOnce(ctx context.Context, jobID string, m Message) error {
+	subject, data, err := b.encode(ctx, jobID, m)
+	if err != nil {
+		return err
+	}
+	if err := b.publish(subject, data); err != nil {
+		return fmt.Errorf("publish to %s: %w", subject, err)
+	}
+	b.sent()
+	return nil
+}
+
+// encode signs m for server jobID (when the bus has a key) and encodes it:
+// the subject and the bytes to publish, within the type's size limit.
+func (b *NATSBus) encode(ctx context.Context, jobID string, m Message) (string, []byte, error) {
+	subject, err := b.subject(jobID)
+	if err != nil {
+		return "", nil, fmt.Errorf("publish: %w", err)
+	}
+	m.Stamp, m.MAC = 0, ""
+	if b.opts.key != nil {
+		if m.Sender == "" {
+			return "", nil, fmt.Errorf("publish to %s: %w: a signed message needs its sender (S)", subject, ErrMalformed)
+		}
+		m = sign(b.opts.key, b.opts.prefix, jobID, m, time.UnixMilli(b.stamps.next(jobID, b.opts.clock.Now())))
+	}
+	data, err := Encode(m)
+	if err != nil {
+		return "", nil, fmt.Errorf("publish to %s: %w", subject, err)
+	}
+	if limit := limitOf(m.Type, b.opts.maxBytes); len(data) > limit {
+		return "", nil, fmt.Errorf("publish to %s: %w: %d bytes, limit %d", subject, ErrTooLarge, len(data), limit)
+	}
+	if err := ctx.Err(); err != nil {
+		return "", nil, fmt.Errorf("publish to %s: %w", subject, err)
+	}
+	return subject, data, nil
 }
 
 // sent counts a good publish and logs the end of a run of failures.

@@ -3,7 +3,13 @@ package bench
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
 )
 
 // Move is Profile.MoveTo between two servers, and the target's Join of the
@@ -23,58 +29,111 @@ type Move struct {
 	// RedisCallsPerJoin the target's per Join (0: no command).
 	RedisCallsPerMove float64 `json:"redis_calls_per_move"`
 	RedisCallsPerJoin float64 `json:"redis_calls_per_join"`
-	FloorEvalSHA      Latency `json:"floor_evalsha"`
-	FloorNATS         Latency `json:"floor_nats"`
+	// FloorEvalSHA is a trivial EVALSHA ("return 1"), FloorNATS a NATS
+	// request/reply of 4 bytes each way: issue 36's floor.
+	FloorEvalSHA Latency `json:"floor_evalsha"`
+	FloorNATS    Latency `json:"floor_nats"`
 	// FloorComposedP50MS is one NATS request/reply and one EVALSHA at their
 	// medians, in series.
 	FloorComposedP50MS float64 `json:"floor_composed_p50_ms"`
+	// FloorSized is the same floor carrying the move's own bytes, measured
+	// beside it.
+	FloorSized MoveSizedFloor `json:"floor_sized"`
 }
+
+// MoveSizedFloor is a move's floor over the bytes the move carries: a NATS
+// request/reply whose request is as long as what the source publishes per
+// move (the prepare and the commit) and whose reply as long as what the
+// target publishes (the accept), and the floor script of a fenced write
+// (floorScript: TIME, an HMGET, an HSET of the data) writing as many bytes
+// of data as the flip writes.
+type MoveSizedFloor struct {
+	EvalSHA Latency `json:"evalsha"`
+	NATS    Latency `json:"nats"`
+	// ComposedP50MS is the two at their medians, in series.
+	ComposedP50MS float64 `json:"composed_p50_ms"`
+	// RequestBytes and ReplyBytes are the payloads of the request/reply
+	// (the bytes each side published per move, NATS's own framing aside);
+	// DataBytes the data the flip writes (the record's data field).
+	RequestBytes int `json:"request_bytes"`
+	ReplyBytes   int `json:"reply_bytes"`
+	DataBytes    int `json:"data_bytes"`
+}
+
+// moveKey is the key of the profile the move measurement moves.
+const moveKey = "moving"
+
+// moveSizeEvery is how often (in rounds, after the warm-up's every
+// round) the sized floor's sizes are read again.
+const moveSizeEvery = 250
 
 // moveCommitWait bounds the wait for a moved profile's commit to reach the
 // target before its Join is timed.
 const moveCommitWait = 5 * time.Second
 
+// moveRun is what runMove collects, round by round.
+type moveRun struct {
+	moves, joins         []float64
+	sizedEval, sizedNATS []float64
+	moveCalls, joinCalls int64
+	sized                MoveSizedFloor // the sizes, as of the last round
+	reply                atomic.Int64   // the sized echo's reply length
+}
+
 // runMove times cfg.Handoffs moves of one profile back and forth between
-// two servers, each followed by the target's Join, one trivial EVALSHA and
-// one NATS request/reply.
+// two servers, each followed by the target's Join, the sized floor (a
+// request/reply and a fenced write of the move's bytes), one trivial
+// EVALSHA and one NATS request/reply.
 func (r *runner) runMove(ctx context.Context) error {
 	return r.withPair(ctx, "move", func(servers [2]*handoffServer, echo string) error {
-		const key = "moving"
+		const key = moveKey
+		ns := r.ns("move")
 		p, err := servers[0].drv.Join(ctx, key)
 		if err != nil {
 			return err
 		}
-		n := r.cfg.Handoffs
-		moves, joins := make([]float64, 0, n), make([]float64, 0, n)
-		var moveCalls, joinCalls int64
+		run := &moveRun{}
+		sizedEcho := echo + "-sized"
+		sub, err := servers[0].nc.Subscribe(sizedEcho, func(m *nats.Msg) { _ = m.Respond(make([]byte, run.reply.Load())) })
+		if err != nil {
+			return fmt.Errorf("subscribe the sized NATS echo: %w", err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+		if err := servers[0].nc.Flush(); err != nil {
+			return fmt.Errorf("flush the sized NATS echo subscription: %w", err)
+		}
+		floorKey := ns + ":floor-sized"
 		evalsha, natsRTT, err := r.pairRounds(ctx, echo, func(i int) (*handoffServer, error) {
 			src, dst := servers[(i+1)%2], servers[i%2]
-			before := src.calls.RoundTrips()
-			start := time.Now()
-			if err := p.MoveTo(ctx, dst.node.JobID()); err != nil {
-				return nil, fmt.Errorf("move %d: %w", i, err)
+			// The sized floors run before the move in odd rounds, after it in
+			// even ones: each floor follows a move directly in half the
+			// rounds (the other floors follow the round).
+			sized := func() error {
+				ev, nt, err := sizedFloors(ctx, src, floorKey, sizedEcho, run.sized)
+				if err == nil && i > handoffWarmup {
+					run.sizedEval, run.sizedNATS = append(run.sizedEval, msOf(ev)), append(run.sizedNATS, msOf(nt))
+				}
+				return err
 			}
-			moved := time.Since(start)
-			during := src.calls.RoundTrips() - before
-			// The commit is one message behind the flip: wait for it (the
-			// Join would otherwise read the record once), then time the Join.
-			if err := waitHeld(ctx, dst, key); err != nil {
-				return nil, fmt.Errorf("move %d: %w", i, err)
+			if i%2 == 1 {
+				if err := sized(); err != nil {
+					return nil, err
+				}
 			}
-			before = dst.calls.RoundTrips()
-			start = time.Now()
-			q, err := dst.drv.Join(ctx, key)
-			joined := time.Since(start)
+			q, err := r.moveRound(ctx, run, i, src, dst, p, record.Key(ns, driverName, key))
 			if err != nil {
-				return nil, fmt.Errorf("join after move %d: %w", i, err)
+				return nil, err
 			}
-			jc := dst.calls.RoundTrips() - before
 			p = q
-			if i > handoffWarmup {
-				moves, joins = append(moves, msOf(moved)), append(joins, msOf(joined))
-				moveCalls, joinCalls = moveCalls+during, joinCalls+jc
+			if err := p.Update(func(d *profileData) { d.Coins++ }); err != nil {
+				return nil, err
 			}
-			return src, p.Update(func(d *profileData) { d.Coins++ })
+			if i%2 == 0 {
+				if err := sized(); err != nil {
+					return nil, err
+				}
+			}
+			return src, nil
 		})
 		if err != nil {
 			return err
@@ -82,17 +141,89 @@ func (r *runner) runMove(ctx context.Context) error {
 		if err := p.Release(ctx); err != nil {
 			return err
 		}
-		m := &r.res.Move
-		m.Latency, m.Join = summarize(moves), summarize(joins)
-		m.FloorEvalSHA, m.FloorNATS = summarize(evalsha), summarize(natsRTT)
-		m.RedisCallsPerMove = round1(float64(moveCalls) / float64(n))
-		m.RedisCallsPerJoin = round1(float64(joinCalls) / float64(n))
-		m.FloorComposedP50MS = round3(m.FloorEvalSHA.P50MS + m.FloorNATS.P50MS)
-		r.progress("  %d moves: p50 %.3f ms, p99 %.3f (floor: NATS request %.3f + EVALSHA %.3f = %.3f ms); target's Join p50 %.3f ms "+
-			"with %.1f Redis round trips", m.N, m.P50MS, m.P99MS, m.FloorNATS.P50MS, m.FloorEvalSHA.P50MS, m.FloorComposedP50MS,
-			m.Join.P50MS, m.RedisCallsPerJoin)
+		r.moveResult(run, evalsha, natsRTT)
 		return nil
 	})
+}
+
+// moveRound moves p from src to dst and times the MoveTo, then the
+// target's Join (once the commit has arrived), counting both sides' Redis
+// round trips and the bytes each side published; it returns the profile
+// the Join gave.
+func (r *runner) moveRound(ctx context.Context, run *moveRun, i int, src, dst *handoffServer,
+	p *datadriver.Profile[profileData], recKey string) (*datadriver.Profile[profileData], error) {
+	before := src.calls.RoundTrips()
+	srcOut, dstOut := src.nc.Stats().OutBytes, dst.nc.Stats().OutBytes
+	start := time.Now()
+	if err := p.MoveTo(ctx, dst.node.JobID()); err != nil {
+		return nil, fmt.Errorf("move %d: %w", i, err)
+	}
+	moved := time.Since(start)
+	during := src.calls.RoundTrips() - before
+	// The commit is one message behind the flip: wait for it (the Join
+	// would otherwise read the record once), then time the Join.
+	if err := waitHeld(ctx, dst, moveKey); err != nil {
+		return nil, fmt.Errorf("move %d: %w", i, err)
+	}
+	before = dst.calls.RoundTrips()
+	start = time.Now()
+	q, err := dst.drv.Join(ctx, moveKey)
+	joined := time.Since(start)
+	if err != nil {
+		return nil, fmt.Errorf("join after move %d: %w", i, err)
+	}
+	jc := dst.calls.RoundTrips() - before
+	if i <= handoffWarmup || i%moveSizeEvery == 0 { // the sizes barely change: read them now and then
+		run.sized.RequestBytes = int(src.nc.Stats().OutBytes - srcOut)
+		run.sized.ReplyBytes = int(dst.nc.Stats().OutBytes - dstOut)
+		run.reply.Store(int64(run.sized.ReplyBytes))
+		n, err := r.admin.HStrLen(ctx, recKey, "data").Result()
+		if err != nil {
+			return nil, fmt.Errorf("the moved data's size: %w", err)
+		}
+		run.sized.DataBytes = int(n)
+	}
+	if i > handoffWarmup {
+		run.moves, run.joins = append(run.moves, msOf(moved)), append(run.joins, msOf(joined))
+		run.moveCalls, run.joinCalls = run.moveCalls+during, run.joinCalls+jc
+	}
+	return q, nil
+}
+
+// sizedFloors times, on s's connections, the floor script writing
+// sized.DataBytes of data to key and a NATS request/reply of
+// sized.RequestBytes to echo (which answers sized.ReplyBytes).
+func sizedFloors(ctx context.Context, s *handoffServer, key, echo string, sized MoveSizedFloor) (evalRTT, natsRTT time.Duration,
+	err error) {
+	data, req := make([]byte, sized.DataBytes), make([]byte, sized.RequestBytes)
+	start := time.Now()
+	if err := floorScript.Run(ctx, s.rdb, []string{key}, data, 1).Err(); err != nil {
+		return 0, 0, fmt.Errorf("sized EVALSHA floor: %w", err)
+	}
+	evalRTT = time.Since(start)
+	start = time.Now()
+	if _, err := s.nc.RequestWithContext(ctx, echo, req); err != nil {
+		return 0, 0, fmt.Errorf("sized NATS floor: %w", err)
+	}
+	return evalRTT, time.Since(start), nil
+}
+
+// moveResult fills Result.Move from run and the floors.
+func (r *runner) moveResult(run *moveRun, evalsha, natsRTT []float64) {
+	n := r.cfg.Handoffs
+	m := &r.res.Move
+	m.Latency, m.Join = summarize(run.moves), summarize(run.joins)
+	m.FloorEvalSHA, m.FloorNATS = summarize(evalsha), summarize(natsRTT)
+	m.RedisCallsPerMove = round1(float64(run.moveCalls) / float64(n))
+	m.RedisCallsPerJoin = round1(float64(run.joinCalls) / float64(n))
+	m.FloorComposedP50MS = round3(m.FloorEvalSHA.P50MS + m.FloorNATS.P50MS)
+	fs := run.sized
+	fs.EvalSHA, fs.NATS = summarize(run.sizedEval), summarize(run.sizedNATS)
+	fs.ComposedP50MS = round3(fs.EvalSHA.P50MS + fs.NATS.P50MS)
+	m.FloorSized = fs
+	r.progress("  %d moves: p50 %.3f ms, p99 %.3f (floor: NATS request %.3f + EVALSHA %.3f = %.3f ms; same bytes: %.3f + %.3f = %.3f ms); "+
+		"target's Join p50 %.3f ms with %.1f Redis round trips", m.N, m.P50MS, m.P99MS, m.FloorNATS.P50MS, m.FloorEvalSHA.P50MS,
+		m.FloorComposedP50MS, fs.NATS.P50MS, fs.EvalSHA.P50MS, fs.ComposedP50MS, m.Join.P50MS, m.RedisCallsPerJoin)
 }
 
 // waitHeld waits until s holds the moved profile of key, ready for a Join

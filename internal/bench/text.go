@@ -45,8 +45,12 @@ func (r *Result) WriteText(w io.Writer) error {
 	ew.printf("\nMove (Profile.MoveTo, %d moves back and forth; MoveTo's call → the target holds the lock and the data):\n", mv.N)
 	ew.printf("  MoveTo          p50 %7.3f ms  p90 %7.3f  p99 %7.3f  max %7.3f  (%.1f Redis round trips per move)\n",
 		mv.P50MS, mv.P90MS, mv.P99MS, mv.MaxMS, mv.RedisCallsPerMove)
-	ew.printf("  floor           p50 %7.3f ms  (1 NATS request/reply %.3f + 1 EVALSHA %.3f, in series)\n", mv.FloorComposedP50MS,
-		mv.FloorNATS.P50MS, mv.FloorEvalSHA.P50MS)
+	ew.printf("  floor           p50 %7.3f ms  (1 NATS request/reply %.3f + 1 EVALSHA %.3f, in series; MoveTo ÷ floor %.2f×)\n",
+		mv.FloorComposedP50MS, mv.FloorNATS.P50MS, mv.FloorEvalSHA.P50MS, ratio(mv.P50MS, mv.FloorComposedP50MS))
+	fs := mv.FloorSized
+	ew.printf("  floor, its bytes p50 %6.3f ms  (NATS request/reply of %d B / %d B %.3f + the floor script writing %d B of data %.3f; "+
+		"MoveTo ÷ it %.2f×)\n", fs.ComposedP50MS, fs.RequestBytes, fs.ReplyBytes, fs.NATS.P50MS, fs.DataBytes, fs.EvalSHA.P50MS,
+		ratio(mv.P50MS, fs.ComposedP50MS))
 	ew.printf("  target's Join   p50 %7.3f ms  p99 %7.3f  max %7.3f  (%.1f Redis round trips per Join)\n", mv.Join.P50MS,
 		mv.Join.P99MS, mv.Join.MaxMS, mv.RedisCallsPerJoin)
 

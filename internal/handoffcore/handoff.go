@@ -90,10 +90,13 @@ type Handoff struct {
 	// queueFull that the last message offered found it full.
 	outbox     chan outgoing
 	publishing bool
-	queueFull  bool
-	sub        messaging.Subscription
-	started    bool
-	closed     bool
+	// inFlight counts the messages queued or being sent: a direct publish
+	// runs only at zero (publish.go).
+	inFlight  atomic.Int64
+	queueFull bool
+	sub       messaging.Subscription
+	started   bool
+	closed    bool
 
 	requestsSent, requestsReceived   atomic.Uint64
 	repliesSent, repliesReceived     atomic.Uint64
@@ -268,7 +271,7 @@ func (h *Handoff) Notify(ctx context.Context, driver, key, to string) bool {
 	if to == h.cfg.JobID {
 		return false
 	}
-	return h.publish(ctx, to, messaging.Message{Type: messaging.TypeNotify, Driver: driver, Key: key}, &h.notifiesSent)
+	return h.publish(ctx, to, messaging.Message{Type: messaging.TypeNotify, Driver: driver, Key: key}, &h.notifiesSent, false)
 }
 
 // request asks holder to release key of driver, naming the lock token seen
@@ -276,5 +279,5 @@ func (h *Handoff) Notify(ctx context.Context, driver, key, to string) bool {
 func (h *Handoff) request(ctx context.Context, driver, key, holder, token, purpose string) {
 	h.publish(ctx, holder, messaging.Message{
 		Type: messaging.TypeRequest, Driver: driver, Key: key, Requester: h.cfg.JobID, Token: token, Purpose: purpose,
-	}, &h.requestsSent)
+	}, &h.requestsSent, false)
 }

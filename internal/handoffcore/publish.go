@@ -25,6 +25,13 @@ const (
 // errQueueFull ends the send span of a message dropped at a full queue.
 var errQueueFull = errors.New("handoff: publish queue full")
 
+// oncePublisher is a bus that can publish in one attempt that never waits
+// (messaging.NATSBus): what a direct publish needs, on a goroutine that
+// must not wait out the bus's retry.
+type oncePublisher interface {
+	PublishOnce(ctx context.Context, jobID string, m messaging.Message) error
+}
+
 // outgoing is one message waiting in the publish queue.
 type outgoing struct {
 	to      string
@@ -36,8 +43,14 @@ type outgoing struct {
 // publish queues m for server to, under a producer span child of ctx's,
 // whose trace context m carries. The first publish starts the workers;
 // after Close nothing is queued. A full queue drops m and counts it in
-// Stats.PublishDropped. It reports whether m was queued.
-func (h *Handoff) publish(ctx context.Context, to string, m messaging.Message, counter *atomic.Uint64) bool {
+// Stats.PublishDropped. It reports whether m was queued (or sent).
+//
+// With direct, when nothing is queued or being sent (the path is idle) and
+// the bus can publish in one attempt that never waits, m is sent on the
+// caller's goroutine instead, saving the hop to a worker; if that attempt
+// fails, m is queued as any other (the worker retries it). A busy path
+// (a flood) queues, so the queue's bound holds.
+func (h *Handoff) publish(ctx context.Context, to string, m messaging.Message, counter *atomic.Uint64, direct bool) bool {
 	if h.cfg.Bus == nil {
 		return false
 	}
@@ -48,6 +61,29 @@ func (h *Handoff) publish(ctx context.Context, to string, m messaging.Message, c
 	}
 	m.Sender = h.cfg.JobID
 	sctx := h.trace.publishStart(ctx, to, &m)
+	if once, ok := h.cfg.Bus.(oncePublisher); ok && direct && h.inFlight.Load() == 0 {
+		h.inFlight.Add(1)
+		h.wg.Add(1)
+		h.mu.Unlock()
+		err := once.PublishOnce(h.ctx, to, m)
+		h.mu.Lock()
+		h.inFlight.Add(-1)
+		h.wg.Done()
+		if err == nil {
+			h.sent(sctx, to, m, counter)
+			return true
+		}
+		if h.closed {
+			h.trace.publishDone(sctx, to, m, err)
+			return false
+		}
+	}
+	return h.enqueueLocked(sctx, to, m, counter)
+}
+
+// enqueueLocked queues m (h.mu held, h not closed), starting the workers
+// on the first message.
+func (h *Handoff) enqueueLocked(sctx context.Context, to string, m messaging.Message, counter *atomic.Uint64) bool {
 	if !h.publishing {
 		h.publishing = true
 		for range publishWorkers {
@@ -55,18 +91,20 @@ func (h *Handoff) publish(ctx context.Context, to string, m messaging.Message, c
 			go h.publishLoop()
 		}
 	}
+	h.inFlight.Add(1)
 	select {
 	case h.outbox <- outgoing{to: to, m: m, ctx: sctx, counter: counter}:
 		h.queueFull = false
 		return true
 	default:
+		h.inFlight.Add(-1)
 		h.trace.publishDone(sctx, to, m, errQueueFull)
 		h.publishDropped.Add(1)
 		level := slog.LevelDebug
 		if !h.queueFull { // the first drop of a run at Warn, the rest at Debug
 			h.queueFull, level = true, slog.LevelWarn
 		}
-		h.log.Log(ctx, level, "handoff: publish queue full; messages are dropped until the bus takes them again",
+		h.log.Log(sctx, level, "handoff: publish queue full; messages are dropped until the bus takes them again",
 			"to", to, "type", string(m.Type), "queue", publishQueueLen)
 	}
 	return false
@@ -79,15 +117,22 @@ func (h *Handoff) publishLoop() {
 	defer h.wg.Done()
 	for o := range h.outbox {
 		err := h.cfg.Bus.Publish(h.ctx, o.to, o.m)
-		h.trace.publishDone(o.ctx, o.to, o.m, err)
+		h.inFlight.Add(-1)
 		if err != nil {
+			h.trace.publishDone(o.ctx, o.to, o.m, err)
 			if h.ctx.Err() == nil {
 				h.publishFailed.Add(1)
 				h.log.Warn("handoff: publish failed", "to", o.to, "type", string(o.m.Type), "key", o.m.Key, "err", err)
 			}
 			continue
 		}
-		o.counter.Add(1)
-		h.log.Debug("handoff: message sent", "to", o.to, "type", string(o.m.Type), "driver", o.m.Driver, "key", o.m.Key)
+		h.sent(o.ctx, o.to, o.m, o.counter)
 	}
+}
+
+// sent ends the span of m, published, and counts it.
+func (h *Handoff) sent(sctx context.Context, to string, m messaging.Message, counter *atomic.Uint64) {
+	h.trace.publishDone(sctx, to, m, nil)
+	counter.Add(1)
+	h.log.Debug("handoff: message sent", "to", to, "type", string(m.Type), "driver", m.Driver, "key", m.Key)
 }

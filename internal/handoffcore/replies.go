@@ -142,5 +142,5 @@ func (h *Handoff) onReply(m messaging.Message) {
 // It is sent in the background; a failure is logged.
 func (h *Handoff) reply(ctx context.Context, a askKey) {
 	h.publish(ctx, a.from, messaging.Message{Type: messaging.TypeReply, Driver: a.driver, Key: a.key},
-		&h.repliesSent)
+		&h.repliesSent, false)
 }
