@@ -271,8 +271,11 @@ func TestHandoffPublishQueueBounded(t *testing.T) {
 			}
 		}
 		synctest.Wait()
-		if grew := handoffGoroutines() - before; grew > handoffcore.PublishWorkers {
+		switch grew := handoffGoroutines() - before; {
+		case grew > handoffcore.PublishWorkers:
 			t.Errorf("%d messages queued: %d more goroutines, want at most the %d workers", n, grew, handoffcore.PublishWorkers)
+		case grew < 1:
+			t.Errorf("%d messages queued and stuck: no more goroutines of the Handoff counted, want its busy workers", n)
 		}
 		s := h.Stats()
 		lo, hi := uint64(n-handoffcore.PublishQueueLen-handoffcore.PublishWorkers), uint64(n-handoffcore.PublishQueueLen)
@@ -307,7 +310,7 @@ func handoffGoroutines() int {
 	}
 	count := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "playerdata/lockhandoff.(*Handoff)") {
+		if strings.Contains(g, "playerdata/internal/handoffcore.(*Handoff)") {
 			count++
 		}
 	}
