@@ -76,20 +76,21 @@ local fmt, token, job, lockAt, presence, epoch = f[1], f[2], f[3], f[4], f[5], f
 local function isint(v)
   return #v <= 15 and string.find(v, '^%d+$') ~= nil
 end
-if fmt and not isint(fmt) then
-  return {'CORRUPT', 'fmt', 'not an integer'}
-end
-if fmt and fmt ~= ARGV[6] and tonumber(fmt) > tonumber(ARGV[6]) then
-  return {'FORMAT', fmt}
-end
--- The integer fields, all checked by one match (an absent field stands as '0'); only when it
--- fails are they checked one by one, to name the first that is not an integer. A call per
--- field cost about 3 µs of the script (issue 35).
-local i1, i2, i3, i4, i5, i6, i7 = f[14] or '0', f[13] or '0', f[6] or '0', f[7] or '0', f[9] or '0', f[15] or '0',
-  f[16] or '0'
-if #i1 > 15 or #i2 > 15 or #i3 > 15 or #i4 > 15 or #i5 > 15 or #i6 > 15 or #i7 > 15 or
-    not string.find(i1 .. ',' .. i2 .. ',' .. i3 .. ',' .. i4 .. ',' .. i5 .. ',' .. i6 .. ',' .. i7,
-      '^%d+,%d+,%d+,%d+,%d+,%d+,%d+$') then
+-- The format and the integer fields, all checked by one match (an absent field stands as
+-- '0'); only when it fails are they checked one by one, in the order of their answers: the
+-- format, a format newer than the caller's, then the first other field that is not an
+-- integer. A call per field cost about 3 µs of the script (issue 35).
+local i0, i1, i2, i3, i4, i5, i6, i7 = fmt or '0', f[14] or '0', f[13] or '0', epoch or '0', f[7] or '0', f[9] or '0',
+  f[15] or '0', f[16] or '0'
+if #i0 > 15 or #i1 > 15 or #i2 > 15 or #i3 > 15 or #i4 > 15 or #i5 > 15 or #i6 > 15 or #i7 > 15 or
+    not string.find(i0 .. ',' .. i1 .. ',' .. i2 .. ',' .. i3 .. ',' .. i4 .. ',' .. i5 .. ',' .. i6 .. ',' .. i7,
+      '^%d+,%d+,%d+,%d+,%d+,%d+,%d+,%d+$') then
+  if fmt and not isint(fmt) then
+    return {'CORRUPT', 'fmt', 'not an integer'}
+  end
+  if fmt and fmt ~= ARGV[6] and tonumber(fmt) > tonumber(ARGV[6]) then
+    return {'FORMAT', fmt}
+  end
   for _, i in ipairs({14, 13, 6, 7, 9, 15, 16}) do
     if f[i] and not isint(f[i]) then
       local names = {[6] = 'epoch', [7] = 'ver', [9] = 'at', [13] = 'schema', [14] = 'schema.min',
@@ -98,11 +99,13 @@ if #i1 > 15 or #i2 > 15 or #i3 > 15 or #i4 > 15 or #i5 > 15 or #i6 > 15 or #i7 >
     end
   end
 end
+if fmt and fmt ~= ARGV[6] and tonumber(fmt) > tonumber(ARGV[6]) then
+  return {'FORMAT', fmt}
+end
 if f[14] and f[14] ~= ARGV[7] and tonumber(f[14]) > tonumber(ARGV[7]) then
   return {'SCHEMA', f[14]}
 end
 
-local nowMS = t[1] * 1000 + math.floor(t[2] / 1000)
 local how
 if not epoch and not f[8] then -- never acquired (a record Send made holds only inbox.seq)
   how = 'new'
@@ -124,7 +127,8 @@ else
   if not lockAt or not isint(lockAt) then
     return {'CORRUPT', 'lock.at', 'not an integer'}
   end
-  local age = nowMS - tonumber(lockAt)
+  -- the Redis clock in ms as a number, only for a held lock's age
+  local age = t[1] * 1000 + math.floor(t[2] / 1000) - tonumber(lockAt)
   if age < -tonumber(ARGV[5]) and presence ~= '1' then
     return {'CORRUPT', 'lock.at', 'stamped ' .. (-age) .. ' ms ahead of the Redis clock'}
   end
@@ -196,11 +200,20 @@ if seq and seq ~= '0' and ARGV[8] ~= '0' then
   end
 end
 
--- now in ms as a string, without formatting a number: seconds, then the first three
--- of the six microsecond digits (zero-padded)
-local now = t[1] .. string.sub(string.rep('0', 6 - #t[2]) .. t[2], 1, 3)
+-- now in ms as a string, without formatting a number: seconds, then the first three of the
+-- six microsecond digits (zero-padded when TIME gave fewer)
+local us = t[2]
+local now
+if #us == 6 then
+  now = t[1] .. string.sub(us, 1, 3)
+else
+  now = t[1] .. string.sub(string.rep('0', 6 - #us) .. us, 1, 3)
+end
 
-epoch = (tonumber(epoch) or 0) + 1
+-- The new epoch formatted once, as a string ('%d': exact for every integer isint admits):
+-- Redis formats a number argument of redis.call again (snprintf, about 0.4 µs), and so
+-- does a concatenation.
+epoch = string.format('%d', (tonumber(epoch) or 0) + 1)
 if how == 'new' then
   redis.call('HSET', rec, 'epoch', epoch, 'lock.job', ARGV[1], 'lock.token', ARGV[2], 'lock.at', now,
     'lock.presence', ARGV[3], 'lock.since', epoch .. ',' .. now, 'ver', '0', 'fmt', ARGV[6])
