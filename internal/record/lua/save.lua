@@ -90,20 +90,23 @@
 -- Every field the script computes with is checked before anything is written.
 --
 -- Answers {code, ...}:
---   {1|2|3|4, ver, epoch, moved (1|0), histAt, inboxSeq, flags, dead, at[, tries]}  accepted. 1: saved. 2: released.
---       3: already released (a retried release found its own release landed). 4: already
---       settled (settle mode, the record no longer carries the trade). histAt: when this
---       write kept a version (ms; 0: it kept none); inboxSeq: how many messages were ever
---       sent to the profile. ver, epoch and inboxSeq are decimal strings or integers (a
---       value read from the record and not changed goes back as it was read, a changed one
---       as the string written: converting costs Redis time). flags: 1 the history key is
---       not a hash (no version was kept), 2 the inbox key is not a stream (applied messages could not be deleted: they are gone
---       with it), 4 the version was due but not kept (the record's at or schema is not what
---       the caller's header says), 8 the version was kept as the caller planned (its trims and
---       rewrite; else the script trimmed by count). dead: how many refused messages this write moved to the
---       dead letters. at: the data's write time this write stamped (ms; 0: it wrote no data);
---       tries, only with the 'refused' option: {id1, n1, ...}, how many times each refused
---       message has been refused now (n >= max: it was dead-lettered)
+--   {1|2|3|4, ver, epoch, inboxSeq, at, moved (1|0), histAt, flags, dead[, tries]}  accepted.
+--       1: saved. 2: released. 3: already released (a retried release found its own release
+--       landed). 4: already settled (settle mode, the record no longer carries the trade).
+--       The elements after inboxSeq are left off when they are all 0 (a table reply costs
+--       Redis about 0.05 µs an element; an absent one reads as 0). inboxSeq: how many
+--       messages were ever sent to the profile. ver, epoch and inboxSeq are decimal strings
+--       or integers (a value read from the record and not changed goes back as it was read,
+--       a changed one as the string written: converting costs Redis time). at: the data's
+--       write time this write stamped (ms; 0: it wrote no data). histAt: when this write kept
+--       a version (ms; 0: it kept none). flags: 1 the history key is not a hash (no version
+--       was kept), 2 the inbox key is not a stream (applied messages could not be deleted:
+--       they are gone with it), 4 the version was due but not kept (the record's at or
+--       schema is not what the caller's header says), 8 the version was kept as the caller
+--       planned (its trims and rewrite; else the script trimmed by count). dead: how many
+--       refused messages this write moved to the dead letters. tries, only with the
+--       'refused' option: {id1, n1, ...}, how many times each refused message has been
+--       refused now (n >= max: it was dead-lettered)
 --   {5, job|'', token|''}   lost: the lock is not the profile's; nothing written
 --   {6, tradeId}            trade: another trade is pending on the record; nothing written
 --   {7, field, why, freed}  corrupt: a field the write relies on is not what this library
@@ -205,12 +208,12 @@ if token ~= tok then
   local ownRelease = relOK and (released == tok or releasedEarlier)
   if ownRelease and mode == 'release' and not hasData and not uids then
     -- the retried release has nothing newer to write: the landed one stands
-    return {3, ver, epoch, 0, 0, seq, 0, 0}
+    return {3, ver, epoch, seq}
   end
   if mode == 'release' and released == tok and not relOK then
     -- this very release landed (its answer was lost) and another session
     -- came after it: the landed release stands, nothing is written
-    return {3, ver, epoch, 0, 0, seq, 0, 0}
+    return {3, ver, epoch, seq}
   end
   -- The lock may move to ARGV[2] when it still carries an earlier token (an
   -- adoption whose save has not landed), when the release that freed it was
@@ -224,7 +227,7 @@ if token ~= tok then
 end
 
 if mode == 'settle' and trade ~= tradeID then
-  return {4, ver, epoch, 0, 0, seq, 0, 0}
+  return {4, ver, epoch, seq}
 end
 if trade and trade ~= '' and trade ~= tradeID and (hasData or mode ~= 'release') then
   return {6, trade}
@@ -369,7 +372,10 @@ if moved == 0 and not uids and histAt == 0 and flags == 0 and dead == 0 then
   else
     redis.call('HSET', rec, 'lock.at', now)
   end
-  return {code, ver, epoch, 0, 0, seq, 0, 0, hasData and now or 0, tries}
+  if tries then
+    return {code, ver, epoch, seq, hasData and now or 0, 0, 0, 0, 0, tries}
+  end
+  return {code, ver, epoch, seq, hasData and now or 0}
 end
 
 -- Any other write: the fields gathered in a table, written by one HSET.
@@ -401,4 +407,4 @@ elseif moved == 1 then
   put('lock.token', tok); put('lock.job', eJob); put('lock.presence', ePresence); put('lock.since', epoch .. ',' .. now)
 end
 redis.call(unpack(set))
-return {code, ver, epoch, moved, histAt, seq, flags, dead, hasData and now or 0, tries}
+return {code, ver, epoch, seq, hasData and now or 0, moved, histAt, flags, dead, tries}
