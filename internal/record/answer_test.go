@@ -2,6 +2,7 @@ package record_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -82,5 +83,21 @@ func TestAnswersSayWhatTheRecordHolds(t *testing.T) {
 				t.Errorf("release without data = %+v, %v; want ver 42 at epoch 8, no data written", s, err)
 			}
 		})
+	}
+}
+
+// save.lua's common answer is one line of integers; anything else in its
+// place is not save.lua's answer, and ParseSave says so instead of reading
+// zeros from it.
+func TestParseSaveLine(t *testing.T) {
+	s, err := record.ParseSave("2,42,8,3,1700000000000")
+	if err != nil || s.Outcome != record.Written || s.How != record.HowReleased || s.Ver != 42 || s.Epoch != 8 ||
+		s.InboxSeq != 3 || s.At.UnixMilli() != 1700000000000 || s.Moved || !s.HistAt.IsZero() {
+		t.Errorf("ParseSave of a release's line = %+v, %v", s, err)
+	}
+	for _, bad := range []string{"", "1", "1,42,8,3", "1,42,8,3,0,0", "3,42,8,3,0", "1,x,8,3,0", "1,42,8,,0", "OK"} {
+		if _, err := record.ParseSave(bad); !errors.Is(err, record.ErrUnexpectedAnswer) {
+			t.Errorf("ParseSave(%q) = %v, want ErrUnexpectedAnswer", bad, err)
+		}
 	}
 }

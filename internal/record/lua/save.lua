@@ -90,11 +90,14 @@
 -- Every field the script computes with is checked before anything is written.
 --
 -- Answers {code, ...}:
+--   '1|2,ver,epoch,inboxSeq,at'  the common accepted write (1: saved, 2: released), with
+--       nothing else to say: one string of integers, as a table answer costs Redis about
+--       0.55 µs plus 0.05 to 0.1 an element
 --   {1|2|3|4, ver, epoch, inboxSeq, at, moved (1|0), histAt, flags, dead[, tries]}  accepted.
 --       1: saved. 2: released. 3: already released (a retried release found its own release
 --       landed). 4: already settled (settle mode, the record no longer carries the trade).
---       The elements after inboxSeq are left off when they are all 0 (a table reply costs
---       Redis about 0.05 µs an element; an absent one reads as 0). inboxSeq: how many
+--       The elements after inboxSeq are left off when they are all 0 (an absent one reads
+--       as 0). inboxSeq: how many
 --       messages were ever sent to the profile. ver, epoch and inboxSeq are decimal strings
 --       or integers (a value read from the record and not changed goes back as it was read,
 --       a changed one as the string written: converting costs Redis time). at: the data's
@@ -126,7 +129,7 @@ end
 if not f[3] then
   return {8} -- every record a lock was taken on has an epoch
 end
-local token, ver, epoch, trade, seq = f[1], f[2] or '0', f[3], f[4], f[5] or 0
+local token, ver, epoch, trade, seq = f[1], f[2] or '0', f[3], f[4], f[5] or '0'
 
 -- now in ms as a string, without formatting a number: seconds, then the first three of the
 -- six microsecond digits (zero-padded when TIME gave fewer)
@@ -375,7 +378,8 @@ if moved == 0 and not uids and histAt == 0 and flags == 0 and dead == 0 then
   if tries then
     return {code, ver, epoch, seq, hasData and now or 0, 0, 0, 0, 0, tries}
   end
-  return {code, ver, epoch, seq, hasData and now or 0}
+  -- The common answer, one string of integers: a table answer costs Redis about 0.7 µs more.
+  return (code == 2 and '2,' or '1,') .. ver .. ',' .. epoch .. ',' .. seq .. ',' .. (hasData and now or '0')
 end
 
 -- Any other write: the fields gathered in a table, written by one HSET.
