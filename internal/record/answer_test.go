@@ -101,3 +101,19 @@ func TestParseSaveLine(t *testing.T) {
 		}
 	}
 }
+
+// acquire.lua's OK answer carries its words and integers in one line of
+// ten fields; a line of another shape is not acquire.lua's answer.
+func TestParseAcquireLine(t *testing.T) {
+	a, err := record.ParseAcquire([]any{"OK", "free,8,41,1700000000000,3,2,,0,1700000000001,2", "d41", "41,1700000000000,c"})
+	if err != nil || a.Outcome != record.Acquired || a.How != record.TakenFree || a.Epoch != 8 || a.Ver != 41 ||
+		a.At.UnixMilli() != 1700000000000 || a.Schema != 3 || a.SchemaMin != 2 || !a.HistAt.IsZero() ||
+		a.Now.UnixMilli() != 1700000000001 || a.Format != "2" || string(a.Data) != "d41" || a.Sum != "41,1700000000000,c" {
+		t.Errorf("ParseAcquire = %+v, %v", a, err)
+	}
+	for _, bad := range []any{[]any{"OK"}, []any{"OK", "free"}, []any{"OK", "free,8,41,0,3,2,0,0,1"}, []any{"OK", int64(1)}} {
+		if _, err := record.ParseAcquire(bad); !errors.Is(err, record.ErrUnexpectedAnswer) {
+			t.Errorf("ParseAcquire(%v) = %v, want ErrUnexpectedAnswer", bad, err)
+		}
+	}
+}
