@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -189,6 +190,11 @@ func Acquire(ctx context.Context, rdb redis.Scripter, key string, a AcquireArgs)
 	return acquireScript.Run(ctx, rdb, key, a)
 }
 
+// acquireLineFields is how many comma-separated fields the line of
+// acquire.lua's OK answer has: how, epoch, ver, at, schema, schemaMin,
+// histAt, inboxSeq, now, fmt.
+const acquireLineFields = 10
+
 // ParseAcquire reads acquire.lua's answer.
 func ParseAcquire(v any) (AcquireResult, error) {
 	arr, tag, err := tagged(v)
@@ -197,27 +203,32 @@ func ParseAcquire(v any) (AcquireResult, error) {
 	}
 	switch tag {
 	case "OK":
+		line, _ := elem(arr, 1).(string)
+		f := strings.SplitN(line, ",", acquireLineFields)
+		if len(f) != acquireLineFields {
+			return AcquireResult{}, fmt.Errorf("%w: acquire answered %q", ErrUnexpectedAnswer, line)
+		}
 		return AcquireResult{
 			Outcome:      Acquired,
-			How:          Taken(str(elem(arr, 1))),
-			Epoch:        num(elem(arr, 2)),
-			Ver:          num(elem(arr, 3)),
-			Data:         blob(elem(arr, 4)),
-			At:           msTime(elem(arr, 5)),
-			Trade:        str(elem(arr, 6)),
-			UserIDs:      blob(elem(arr, 7)),
-			Meta:         blob(elem(arr, 8)),
-			PrevJob:      str(elem(arr, 9)),
-			Schema:       int(num(elem(arr, 10))),
-			SchemaMin:    int(num(elem(arr, 11))),
-			HistAt:       msTime(elem(arr, 12)),
-			InboxSeq:     num(elem(arr, 13)),
-			Now:          msTime(elem(arr, 14)),
-			Messages:     messages(elem(arr, 15)),
-			MoreMessages: num(elem(arr, 16)) == 1,
-			Format:       str(elem(arr, 17)),
-			Sum:          str(elem(arr, 18)),
-			atField:      str(elem(arr, 5)),
+			How:          Taken(f[0]),
+			Epoch:        num(f[1]),
+			Ver:          num(f[2]),
+			At:           msTime(f[3]),
+			Schema:       int(num(f[4])),
+			SchemaMin:    int(num(f[5])),
+			HistAt:       msTime(f[6]),
+			InboxSeq:     num(f[7]),
+			Now:          msTime(f[8]),
+			Format:       f[9],
+			Data:         blob(elem(arr, 2)),
+			Sum:          str(elem(arr, 3)),
+			Trade:        str(elem(arr, 4)),
+			UserIDs:      blob(elem(arr, 5)),
+			Meta:         blob(elem(arr, 6)),
+			PrevJob:      str(elem(arr, 7)),
+			Messages:     messages(elem(arr, 8)),
+			MoreMessages: num(elem(arr, 9)) == 1,
+			atField:      f[3],
 		}, nil
 	case "LOCKED":
 		return AcquireResult{Outcome: Locked, Lock: Lock{

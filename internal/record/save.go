@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ckernel/playerdata/internal/rscript"
@@ -457,6 +458,9 @@ const (
 
 // ParseSave reads save.lua's answer.
 func ParseSave(v any) (SaveResult, error) {
+	if s, ok := v.(string); ok {
+		return parseSaveLine(s)
+	}
 	arr, ok := v.([]any)
 	if !ok || len(arr) == 0 {
 		return SaveResult{}, fmt.Errorf("%w: save answered %T", ErrUnexpectedAnswer, v)
@@ -489,17 +493,45 @@ func ParseSave(v any) (SaveResult, error) {
 		How:             how,
 		Ver:             num(elem(arr, 1)),
 		Epoch:           num(elem(arr, 2)),
-		Moved:           num(elem(arr, 3)) == 1,
-		HistAt:          msTime(elem(arr, 4)),
-		InboxSeq:        num(elem(arr, 5)),
-		HistoryUnusable: num(elem(arr, 6))&1 != 0,
-		InboxUnusable:   num(elem(arr, 6))&2 != 0,
-		VersionSkipped:  num(elem(arr, 6))&4 != 0,
-		Planned:         num(elem(arr, 6))&8 != 0,
-		DeadLettered:    int(num(elem(arr, 7))),
-		At:              msTime(elem(arr, 8)),
+		InboxSeq:        num(elem(arr, 3)),
+		At:              msTime(elem(arr, 4)),
+		Moved:           num(elem(arr, 5)) == 1,
+		HistAt:          msTime(elem(arr, 6)),
+		HistoryUnusable: num(elem(arr, 7))&1 != 0,
+		InboxUnusable:   num(elem(arr, 7))&2 != 0,
+		VersionSkipped:  num(elem(arr, 7))&4 != 0,
+		Planned:         num(elem(arr, 7))&8 != 0,
+		DeadLettered:    int(num(elem(arr, 8))),
 		Tries:           triesOf(elem(arr, 9)),
 	}, nil
+}
+
+// parseSaveLine reads save.lua's common answer, "code,ver,epoch,inboxSeq,at"
+// (code 1: saved, 2: released).
+func parseSaveLine(s string) (SaveResult, error) {
+	var n [5]int64
+	rest := s
+	for i := range n {
+		field, after, found := strings.Cut(rest, ",")
+		if found == (i == len(n)-1) {
+			return SaveResult{}, fmt.Errorf("%w: save answered %q", ErrUnexpectedAnswer, s)
+		}
+		v, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return SaveResult{}, fmt.Errorf("%w: save answered %q", ErrUnexpectedAnswer, s)
+		}
+		n[i], rest = v, after
+	}
+	res := SaveResult{Outcome: Written, Ver: n[1], Epoch: n[2], InboxSeq: n[3], At: msTime(n[4])}
+	switch n[0] {
+	case saveSaved:
+		res.How = HowSaved
+	case saveReleased:
+		res.How = HowReleased
+	default:
+		return SaveResult{}, fmt.Errorf("%w: save answered %q", ErrUnexpectedAnswer, s)
+	}
+	return res, nil
 }
 
 // triesOf reads a flat {id, n, ...} answer (nil: none).

@@ -90,20 +90,26 @@
 -- Every field the script computes with is checked before anything is written.
 --
 -- Answers {code, ...}:
---   {1|2|3|4, ver, epoch, moved (1|0), histAt, inboxSeq, flags, dead, at[, tries]}  accepted. 1: saved. 2: released.
---       3: already released (a retried release found its own release landed). 4: already
---       settled (settle mode, the record no longer carries the trade). histAt: when this
---       write kept a version (ms; 0: it kept none); inboxSeq: how many messages were ever
---       sent to the profile. ver and inboxSeq are integers or decimal strings (a value
---       read from the record and not changed goes back as it was read: converting costs
---       Redis time). flags: 1 the history key is not a hash (no version was kept), 2 the
---       inbox key is not a stream (applied messages could not be deleted: they are gone
---       with it), 4 the version was due but not kept (the record's at or schema is not what
---       the caller's header says), 8 the version was kept as the caller planned (its trims and
---       rewrite; else the script trimmed by count). dead: how many refused messages this write moved to the
---       dead letters. at: the data's write time this write stamped (ms; 0: it wrote no data);
---       tries, only with the 'refused' option: {id1, n1, ...}, how many times each refused
---       message has been refused now (n >= max: it was dead-lettered)
+--   '1|2,ver,epoch,inboxSeq,at'  the common accepted write (1: saved, 2: released), with
+--       nothing else to say: one string of integers, as a table answer costs Redis about
+--       0.55 µs plus 0.05 to 0.1 an element
+--   {1|2|3|4, ver, epoch, inboxSeq, at, moved (1|0), histAt, flags, dead[, tries]}  accepted.
+--       1: saved. 2: released. 3: already released (a retried release found its own release
+--       landed). 4: already settled (settle mode, the record no longer carries the trade).
+--       The elements after inboxSeq are left off when they are all 0 (an absent one reads
+--       as 0). inboxSeq: how many
+--       messages were ever sent to the profile. ver, epoch and inboxSeq are decimal strings
+--       or integers (a value read from the record and not changed goes back as it was read,
+--       a changed one as the string written: converting costs Redis time). at: the data's
+--       write time this write stamped (ms; 0: it wrote no data). histAt: when this write kept
+--       a version (ms; 0: it kept none). flags: 1 the history key is not a hash (no version
+--       was kept), 2 the inbox key is not a stream (applied messages could not be deleted:
+--       they are gone with it), 4 the version was due but not kept (the record's at or
+--       schema is not what the caller's header says), 8 the version was kept as the caller
+--       planned (its trims and rewrite; else the script trimmed by count). dead: how many
+--       refused messages this write moved to the dead letters. tries, only with the
+--       'refused' option: {id1, n1, ...}, how many times each refused message has been
+--       refused now (n >= max: it was dead-lettered)
 --   {5, job|'', token|''}   lost: the lock is not the profile's; nothing written
 --   {6, tradeId}            trade: another trade is pending on the record; nothing written
 --   {7, field, why, freed}  corrupt: a field the write relies on is not what this library
@@ -123,11 +129,17 @@ end
 if not f[3] then
   return {8} -- every record a lock was taken on has an epoch
 end
-local token, ver, epoch, trade, seq = f[1], f[2] or '0', f[3], f[4], f[5] or 0
+local token, ver, epoch, trade, seq = f[1], f[2] or '0', f[3], f[4], f[5] or '0'
 
--- now in ms as a string, without formatting a number: seconds, then the first three
--- of the six microsecond digits (zero-padded)
-local now = t[1] .. string.sub(string.rep('0', 6 - #t[2]) .. t[2], 1, 3)
+-- now in ms as a string, without formatting a number: seconds, then the first three of the
+-- six microsecond digits (zero-padded when TIME gave fewer)
+local us = t[2]
+local now
+if #us == 6 then
+  now = t[1] .. string.sub(us, 1, 3)
+else
+  now = t[1] .. string.sub(string.rep('0', 6 - #us) .. us, 1, 3)
+end
 
 -- A stored integer: decimal digits only, short enough to be exact in a Lua number.
 local function isint(v)
@@ -148,32 +160,34 @@ if #i1 > 15 or #epoch > 15 or #i3 > 15 or not string.find(i1 .. ',' .. epoch .. 
   end
 end
 
--- The options (none in the common call).
+-- The options (none in the common call, which skips looking for them).
 local uids, meta, tradeID, keep, earlier0, earlier1, eJob, ePresence, applied
-local i = 7
-if ARGV[i] == 'meta' then
-  uids, meta, i = ARGV[i + 1], ARGV[i + 2], i + 3
-end
-if ARGV[i] == 'trade' then
-  tradeID, i = ARGV[i + 1], i + 2
-end
-if ARGV[i] == 'keep' then
-  keep = i + 1
-  i = i + 12 + 2 * (tonumber(ARGV[i + 9]) + tonumber(ARGV[i + 10])) + tonumber(ARGV[i + 11])
-end
-if ARGV[i] == 'earlier' then
-  eJob, ePresence = ARGV[i + 1], ARGV[i + 2]
-  earlier0, earlier1 = i + 4, i + 3 + tonumber(ARGV[i + 3])
-  i = earlier1 + 1
-end
 local refused0, refused1, refusedMax, refusedJob
-if ARGV[i] == 'refused' then
-  refusedMax, refusedJob = tonumber(ARGV[i + 1]), ARGV[i + 2]
-  refused0, refused1 = i + 4, i + 3 + 3 * tonumber(ARGV[i + 3])
-  i = refused1 + 1
-end
-if ARGV[i] == 'applied' then
-  applied = i + 1
+if #ARGV > 6 then
+  local i = 7
+  if ARGV[i] == 'meta' then
+    uids, meta, i = ARGV[i + 1], ARGV[i + 2], i + 3
+  end
+  if ARGV[i] == 'trade' then
+    tradeID, i = ARGV[i + 1], i + 2
+  end
+  if ARGV[i] == 'keep' then
+    keep = i + 1
+    i = i + 12 + 2 * (tonumber(ARGV[i + 9]) + tonumber(ARGV[i + 10])) + tonumber(ARGV[i + 11])
+  end
+  if ARGV[i] == 'earlier' then
+    eJob, ePresence = ARGV[i + 1], ARGV[i + 2]
+    earlier0, earlier1 = i + 4, i + 3 + tonumber(ARGV[i + 3])
+    i = earlier1 + 1
+  end
+  if ARGV[i] == 'refused' then
+    refusedMax, refusedJob = tonumber(ARGV[i + 1]), ARGV[i + 2]
+    refused0, refused1 = i + 4, i + 3 + 3 * tonumber(ARGV[i + 3])
+    i = refused1 + 1
+  end
+  if ARGV[i] == 'applied' then
+    applied = i + 1
+  end
 end
 
 local moved = 0
@@ -197,12 +211,12 @@ if token ~= tok then
   local ownRelease = relOK and (released == tok or releasedEarlier)
   if ownRelease and mode == 'release' and not hasData and not uids then
     -- the retried release has nothing newer to write: the landed one stands
-    return {3, ver, epoch, 0, 0, seq, 0, 0}
+    return {3, ver, epoch, seq}
   end
   if mode == 'release' and released == tok and not relOK then
     -- this very release landed (its answer was lost) and another session
     -- came after it: the landed release stands, nothing is written
-    return {3, ver, epoch, 0, 0, seq, 0, 0}
+    return {3, ver, epoch, seq}
   end
   -- The lock may move to ARGV[2] when it still carries an earlier token (an
   -- adoption whose save has not landed), when the release that freed it was
@@ -216,7 +230,7 @@ if token ~= tok then
 end
 
 if mode == 'settle' and trade ~= tradeID then
-  return {4, ver, epoch, 0, 0, seq, 0, 0}
+  return {4, ver, epoch, seq}
 end
 if trade and trade ~= '' and trade ~= tradeID and (hasData or mode ~= 'release') then
   return {6, trade}
@@ -338,10 +352,11 @@ if applied and applied <= #ARGV then
     end
   end
 end
-local vn = ver -- the answer's ver: a number once it changed
 if hasData then
-  vn = tonumber(ver) + 1
-  ver = tostring(vn) -- written twice by a release: formatted once
+  -- formatted once, as a string ('%d': exact for every integer isint admits): Redis
+  -- formats a number argument of redis.call again (snprintf, about 0.4 µs), and a release
+  -- writes ver twice and in the sum
+  ver = string.format('%d', tonumber(ver) + 1)
 end
 
 local code = (mode == 'release') and 2 or 1
@@ -360,7 +375,11 @@ if moved == 0 and not uids and histAt == 0 and flags == 0 and dead == 0 then
   else
     redis.call('HSET', rec, 'lock.at', now)
   end
-  return {code, vn, tonumber(epoch), 0, 0, seq, 0, 0, hasData and now or 0, tries}
+  if tries then
+    return {code, ver, epoch, seq, hasData and now or 0, 0, 0, 0, 0, tries}
+  end
+  -- The common answer, one string of integers: a table answer costs Redis about 0.7 µs more.
+  return (code == 2 and '2,' or '1,') .. ver .. ',' .. epoch .. ',' .. seq .. ',' .. (hasData and now or '0')
 end
 
 -- Any other write: the fields gathered in a table, written by one HSET.
@@ -383,7 +402,7 @@ if uids then
   end
 end
 if moved == 1 then
-  epoch = (tonumber(epoch) or 0) + 1
+  epoch = string.format('%d', (tonumber(epoch) or 0) + 1)
   put('epoch', epoch)
 end
 if code == 2 then
@@ -392,4 +411,4 @@ elseif moved == 1 then
   put('lock.token', tok); put('lock.job', eJob); put('lock.presence', ePresence); put('lock.since', epoch .. ',' .. now)
 end
 redis.call(unpack(set))
-return {code, vn, tonumber(epoch), moved, histAt, seq, flags, dead, hasData and now or 0, tries}
+return {code, ver, epoch, seq, hasData and now or 0, moved, histAt, flags, dead, tries}
