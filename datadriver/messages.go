@@ -174,6 +174,13 @@ func (p *Profile[T]) pullNow() {
 	p.post(sigPull)
 }
 
+// catchUpDue reports whether the executor has inbox work to catch up with
+// at its start (else no drain starts for it: most loads hand the executor
+// out idle).
+func (p *Profile[T]) catchUpDue() bool {
+	return p.messagesPending() || (p.d.cfg.OnMessage != nil && p.w.inboxSeq > p.w.seenSeq)
+}
+
 // catchUpInbox runs when the owner starts: what the join applied and
 // refused is written at once, and what the acquire's page did not hold is
 // pulled.

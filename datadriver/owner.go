@@ -250,8 +250,12 @@ func (p *Profile[T]) startLocked() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.started = true
-	m.signals |= sigStart
-	p.wakeLocked()
+	if p.catchUpDue() {
+		m.signals |= sigStart
+	}
+	if m.signals != 0 || m.head != nil {
+		p.wakeLocked()
+	}
 }
 
 // drain runs the mailbox's events one at a time until it is empty or the
