@@ -113,7 +113,7 @@ func TestRun(t *testing.T) {
 		}
 	}
 	html, _ := os.ReadFile(filepath.Join(dir, "index.html"))
-	for _, want := range []string{"throughput.svg", "handoff.svg", res.Machine.GoVersion, "redsync"} {
+	for _, want := range []string{"throughput.svg", "handoff.svg", res.Machine.GoVersion, "redsync", "ours ÷ floor"} {
 		if !bytes.Contains(html, []byte(want)) {
 			t.Errorf("index.html has no %q", want)
 		}
