@@ -38,8 +38,10 @@ baselines, rounds interleaved, after a warm-up:
 
   session cycle   load under the lock → save → save-and-release, at 1, 8 and
                   64 players: ours, raw go-redis (HGETALL, HSET, HSET, no
-                  lock) and redsync (lock, read, write, write, unlock);
-                  cycles/s, ratios, Redis CPU per cycle, script times
+                  lock), redsync (lock, read, write, write, unlock) and
+                  floor (3 calls of a minimal token-fenced script: the
+                  least a fenced-script lock does); cycles/s, ratios, Redis
+                  and Go CPU per cycle, script times
   handoff         stale-connection handoffs between two servers: p50, p90,
                   p99, max, beside an EVALSHA and a NATS request round trip
   crash takeover  a holder stops beating (beat 100 ms, TTL 400 ms); another

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +68,24 @@ func TestRun(t *testing.T) {
 		t.Fatalf("%v\n%s", err, b)
 	}
 
+	// The floor ran beside the others, at every concurrency, and has its
+	// ratios.
+	names := map[string]bool{}
+	for _, x := range res.Ratios {
+		names[x.Name] = true
+	}
+	for _, p := range res.Players() {
+		c := res.Cycle[strconv.Itoa(p)]
+		if c.FloorOpsS <= 0 || len(c.FloorRounds) == 0 {
+			t.Errorf("%d players: no floor (%v cycles/s, rounds %v)", p, c.FloorOpsS, c.FloorRounds)
+		}
+		for _, n := range []string{"floor_vs_raw", "floor_vs_redsync", "vs_floor"} {
+			if name := "cycle." + strconv.Itoa(p) + "." + n; !names[name] {
+				t.Errorf("no ratio %s", name)
+			}
+		}
+	}
+
 	// Every key of the run is gone.
 	keys, err := r.Client(t).Keys(ctx, r.Namespace+"*").Result()
 	if err != nil || len(keys) != 0 {
@@ -77,7 +96,7 @@ func TestRun(t *testing.T) {
 	if err := res.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Session cycle", "ours", "raw", "redsync", "Handoff", "Crash takeover", "Presence", "Memory", "Messages"} {
+	for _, want := range []string{"Session cycle", "ours", "raw", "redsync", "floor/raw", "Handoff", "Crash takeover", "Presence", "Memory", "Messages"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("the text has no %q:\n%s", want, text.String())
 		}
@@ -94,7 +113,7 @@ func TestRun(t *testing.T) {
 		}
 	}
 	html, _ := os.ReadFile(filepath.Join(dir, "index.html"))
-	for _, want := range []string{"throughput.svg", "handoff.svg", res.Machine.GoVersion, "redsync"} {
+	for _, want := range []string{"throughput.svg", "handoff.svg", res.Machine.GoVersion, "redsync", "ours ÷ floor"} {
 		if !bytes.Contains(html, []byte(want)) {
 			t.Errorf("index.html has no %q", want)
 		}

@@ -27,29 +27,7 @@ func CheckJSON(data []byte) error {
 		c.present("machine", f)
 	}
 
-	cycle, _ := root["cycle"].(map[string]any)
-	if len(cycle) == 0 {
-		c.fail("cycle: no concurrency")
-	}
-	for players := range cycle {
-		ours, raw, rs := c.pos("cycle", players, "ours_ops_s"), c.pos("cycle", players, "raw_ops_s"), c.pos("cycle", players, "redsync_ops_s")
-		c.quotient(c.num("cycle", players, "ratio_raw"), ours, raw, "cycle."+players+".ratio_raw")
-		c.quotient(c.num("cycle", players, "ratio_redsync"), ours, rs, "cycle."+players+".ratio_redsync")
-		for _, f := range []string{"redis_cpu_us", "raw_redis_cpu_us", "redsync_redis_cpu_us"} {
-			c.posIf(stats, "cycle", players, f)
-		}
-		for _, f := range []string{"go_cpu_us", "raw_go_cpu_us", "redsync_go_cpu_us"} {
-			c.posIf(linux, "cycle", players, f)
-		}
-		for _, f := range []string{"ours_rounds_ops_s", "raw_rounds_ops_s", "redsync_rounds_ops_s"} {
-			if rounds, ok := c.get("cycle", players, f).([]any); !ok || len(rounds) == 0 {
-				c.fail("cycle.%s.%s: no rounds", players, f)
-			}
-		}
-	}
-	for _, sys := range systems {
-		c.present("cycle_commands", sys)
-	}
+	c.cycle(stats, linux)
 	for _, f := range []string{"evalsha", "acquire", "save", "release", "send", "trivial", "floor"} {
 		c.posIf(stats, "scripts_us", f)
 	}
@@ -98,6 +76,57 @@ func CheckJSON(data []byte) error {
 	c.flood()
 	c.ratios(data)
 	return errors.Join(c.errs...)
+}
+
+// cycle checks the session cycle at every concurrency: throughputs, their
+// ratios, CPU per cycle, rounds, the floor when the run measured it, and
+// the systems' commands.
+func (c *checker) cycle(stats, linux bool) {
+	cycle, _ := c.root["cycle"].(map[string]any)
+	if len(cycle) == 0 {
+		c.fail("cycle: no concurrency")
+	}
+	for players := range cycle {
+		ours, raw, rs := c.pos("cycle", players, "ours_ops_s"), c.pos("cycle", players, "raw_ops_s"), c.pos("cycle", players, "redsync_ops_s")
+		c.quotient(c.num("cycle", players, "ratio_raw"), ours, raw, "cycle."+players+".ratio_raw")
+		c.quotient(c.num("cycle", players, "ratio_redsync"), ours, rs, "cycle."+players+".ratio_redsync")
+		for _, f := range []string{"redis_cpu_us", "raw_redis_cpu_us", "redsync_redis_cpu_us"} {
+			c.posIf(stats, "cycle", players, f)
+		}
+		for _, f := range []string{"go_cpu_us", "raw_go_cpu_us", "redsync_go_cpu_us"} {
+			c.posIf(linux, "cycle", players, f)
+		}
+		for _, f := range []string{"ours_rounds_ops_s", "raw_rounds_ops_s", "redsync_rounds_ops_s"} {
+			c.rounds("cycle", players, f)
+		}
+		if c.get("cycle", players, "floor_ops_s") != nil { // a result from before the floor has none
+			c.floor(players, ours, raw, rs, stats, linux)
+		}
+	}
+	for _, sys := range systems {
+		c.present("cycle_commands", sys)
+	}
+}
+
+// rounds fails when the rounds' throughputs at path are absent or none.
+func (c *checker) rounds(path ...string) {
+	if rounds, ok := c.get(path...).([]any); !ok || len(rounds) == 0 {
+		c.fail("%s: no rounds", strings.Join(path, "."))
+	}
+}
+
+// floor checks the session cycle's floor at players (its fields are
+// optional, all or none): its throughput, rounds and CPU, and its ratios,
+// the quotients of the throughputs they name (ours, raw and redsync's).
+func (c *checker) floor(players string, ours, raw, rs float64, stats, linux bool) {
+	floor := c.pos("cycle", players, "floor_ops_s")
+	c.quotient(c.num("cycle", players, "floor_ratio_raw"), floor, raw, "cycle."+players+".floor_ratio_raw")
+	c.quotient(c.num("cycle", players, "floor_ratio_redsync"), floor, rs, "cycle."+players+".floor_ratio_redsync")
+	c.quotient(c.num("cycle", players, "ratio_floor"), ours, floor, "cycle."+players+".ratio_floor")
+	c.posIf(stats, "cycle", players, "floor_redis_cpu_us")
+	c.posIf(linux, "cycle", players, "floor_go_cpu_us")
+	c.rounds("cycle", players, "floor_rounds_ops_s")
+	c.present("cycle_commands", sysFloor)
 }
 
 // ratios checks the result's ratios: every one ComputeRatios makes of the

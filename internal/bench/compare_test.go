@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -153,5 +154,72 @@ func TestWriteComparison(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), fmt.Sprintf("load %s", ref.Machine.LoadBefore)) {
 		t.Errorf("the load average of the reference is not shown:\n%s", out.String())
+	}
+}
+
+// withFloor is the reference with a floor measured at every concurrency
+// (floorOf ÷ raw of it), its ratios made again.
+func withFloor(t *testing.T, floorOf float64) *Result {
+	t.Helper()
+	r := docsResult(t)
+	for k, c := range r.Cycle {
+		c.FloorOpsS = round1(c.RawOpsS * floorOf)
+		c.FloorRedisCPUUS, c.FloorGoCPUUS = c.RawRedisCPUUS*1.5, c.RawGoCPUUS*1.1
+		c.FloorRounds = []float64{c.FloorOpsS}
+		c.FloorRatioRaw = round3(ratio(c.FloorOpsS, c.RawOpsS))
+		c.FloorRatioRedsync = round3(ratio(c.FloorOpsS, c.RedsyncOpsS))
+		c.RatioFloor = round3(ratio(c.OursOpsS, c.FloorOpsS))
+		r.Cycle[k] = c
+	}
+	r.CycleCommands[sysFloor] = map[string]CommandCost{"evalsha": {CallsPerCycle: 3, USPerCycle: 20}}
+	r.Ratios = ComputeRatios(r)
+	return r
+}
+
+// TestFloorRatios: a run with the cycle's floor has its ratios beside raw
+// and redsync and ours beside it, in its JSON (which CheckJSON holds to the
+// figures) and the ratio table; a floor ratio that is not its figures'
+// quotient, or a floor without its commands, fails CheckJSON.
+func TestFloorRatios(t *testing.T) {
+	r := withFloor(t, 0.6)
+	got := map[string]Ratio{}
+	for _, x := range r.Ratios {
+		got[x.Name] = x
+	}
+	for _, p := range r.Players() {
+		c, pre := r.Cycle[strconv.Itoa(p)], "cycle."+strconv.Itoa(p)+"."
+		for name, want := range map[string][2]float64{"floor_vs_raw": {c.FloorOpsS, c.RawOpsS},
+			"floor_vs_redsync": {c.FloorOpsS, c.RedsyncOpsS}, "vs_floor": {c.OursOpsS, c.FloorOpsS}} {
+			x, ok := got[pre+name]
+			if !ok || x.Of != want[0] || x.Base != want[1] {
+				t.Errorf("%s%s: %+v, want %v ÷ %v", pre, name, x, want[0], want[1])
+			}
+		}
+		if x := got[pre+"floor_vs_raw"]; x.Ratio < 0.59 || x.Ratio > 0.61 {
+			t.Errorf("%sfloor_vs_raw %v, want 0.6", pre, x.Ratio)
+		}
+	}
+	if table := RatioTable(r); !strings.Contains(table, "`cycle.64.floor_vs_raw` | cycles/s, the floor") {
+		t.Errorf("the ratio table has no floor row:\n%s", table)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckJSON(b); err != nil {
+		t.Fatalf("a run with its floor: %v", err)
+	}
+
+	bad := withFloor(t, 0.6)
+	c := bad.Cycle["8"]
+	c.FloorRatioRaw *= 2
+	bad.Cycle["8"] = c
+	delete(bad.CycleCommands, sysFloor)
+	b, _ = json.Marshal(bad)
+	err = CheckJSON(b)
+	for _, want := range []string{"cycle.8.floor_ratio_raw", "cycle_commands.floor: missing"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckJSON of a wrong floor = %v, want %q", err, want)
+		}
 	}
 }

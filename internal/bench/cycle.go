@@ -19,7 +19,7 @@ import (
 )
 
 // The session cycle: one player session in three writes to Redis, run by
-// ours, raw and redsync (see doc.go). Each player is a goroutine with a key
+// ours, raw, redsync and floor (see doc.go). Each player is a goroutine with a key
 // of its own, cycling it back to back until the round ends: its first cycle
 // creates the record, the others load it from where its last release left
 // it, as a returning player's session does.
@@ -29,9 +29,17 @@ const (
 	sysOurs    = "ours"
 	sysRaw     = "raw"
 	sysRedsync = "redsync"
+	sysFloor   = "floor"
 )
 
-var systems = []string{sysOurs, sysRaw, sysRedsync}
+// systems are the systems of the cycle's charts and of every result's
+// cycle_commands; cycleSystems those each round runs: floor (three calls
+// of the floor script, floorCycle) after them, so that the three keep
+// their order and a result from before the floor stays comparable.
+var (
+	systems      = []string{sysOurs, sysRaw, sysRedsync}
+	cycleSystems = []string{sysOurs, sysRaw, sysRedsync, sysFloor}
+)
 
 // driverName is the driver of every measurement.
 const driverName = "PlayerData"
@@ -68,22 +76,37 @@ type CycleFigures struct {
 	// ours' throughput relative to the baseline's.
 	RatioRaw     float64 `json:"ratio_raw"`
 	RatioRedsync float64 `json:"ratio_redsync"`
+	// FloorOpsS is the floor's cycles per second: three calls of the floor
+	// script (floorCycle), the least a lock fencing every write with its
+	// token in a script does per cycle. FloorRatioRaw is FloorOpsS ÷
+	// RawOpsS, FloorRatioRedsync FloorOpsS ÷ RedsyncOpsS, RatioFloor
+	// OursOpsS ÷ FloorOpsS. They and FloorRounds are absent from a result
+	// measured before the floor ran (its FloorRedisCPUUS and FloorGoCPUUS
+	// read 0).
+	FloorOpsS         float64 `json:"floor_ops_s,omitempty"`
+	FloorRatioRaw     float64 `json:"floor_ratio_raw,omitempty"`
+	FloorRatioRedsync float64 `json:"floor_ratio_redsync,omitempty"`
+	RatioFloor        float64 `json:"ratio_floor,omitempty"`
 	// RedisCPUUS is the Redis CPU time (user + sys) per cycle of ours, in µs;
-	// RawRedisCPUUS and RedsyncRedisCPUUS the baselines'.
+	// RawRedisCPUUS and RedsyncRedisCPUUS the baselines', FloorRedisCPUUS
+	// the floor's.
 	RedisCPUUS        float64 `json:"redis_cpu_us"`
 	RawRedisCPUUS     float64 `json:"raw_redis_cpu_us"`
 	RedsyncRedisCPUUS float64 `json:"redsync_redis_cpu_us"`
+	FloorRedisCPUUS   float64 `json:"floor_redis_cpu_us"`
 	// GoCPUUS is the CPU time this process (the game server side: the
 	// Node, go-redis, msgpack) spent per cycle of ours, in µs, from
-	// getrusage; RawGoCPUUS and RedsyncGoCPUUS the baselines'. An embedded
-	// Redis or NATS counts in it.
+	// getrusage; RawGoCPUUS, RedsyncGoCPUUS and FloorGoCPUUS the baselines'
+	// and the floor's. An embedded Redis or NATS counts in it.
 	GoCPUUS        float64 `json:"go_cpu_us"`
 	RawGoCPUUS     float64 `json:"raw_go_cpu_us"`
 	RedsyncGoCPUUS float64 `json:"redsync_go_cpu_us"`
+	FloorGoCPUUS   float64 `json:"floor_go_cpu_us"`
 	// The rounds' throughputs, in the order they ran.
 	OursRounds    []float64 `json:"ours_rounds_ops_s"`
 	RawRounds     []float64 `json:"raw_rounds_ops_s"`
 	RedsyncRounds []float64 `json:"redsync_rounds_ops_s"`
+	FloorRounds   []float64 `json:"floor_rounds_ops_s,omitempty"`
 }
 
 // CommandCost is what one command costs Redis per cycle.
@@ -95,8 +118,8 @@ type CommandCost struct {
 // cycleClients are the clients of the session cycle: one per system, each
 // with the Config's pool, kept across rounds so that the pools stay warm.
 type cycleClients struct {
-	ours, raw, redsync *redis.Client
-	rs                 *redsync.Redsync
+	ours, raw, redsync, floor *redis.Client
+	rs                        *redsync.Redsync
 }
 
 // round is one measured (or warm-up) round.
@@ -112,18 +135,20 @@ func (r round) opsPerSec() float64 { return float64(r.cycles) / r.elapsed.Second
 // runCycle runs the warm-up, then Rounds interleaved rounds of every system
 // at every concurrency, and fills Result.Cycle and CycleCommands.
 func (r *runner) runCycle(ctx context.Context) error {
-	cc := &cycleClients{ours: r.client(r.cfg.PoolSize), raw: r.client(r.cfg.PoolSize), redsync: r.client(r.cfg.PoolSize)}
+	cc := &cycleClients{ours: r.client(r.cfg.PoolSize), raw: r.client(r.cfg.PoolSize), redsync: r.client(r.cfg.PoolSize),
+		floor: r.client(r.cfg.PoolSize)}
 	defer func() {
 		_ = cc.ours.Close()
 		_ = cc.raw.Close()
 		_ = cc.redsync.Close()
+		_ = cc.floor.Close()
 	}()
 	cc.rs = redsync.New(rsgoredis.NewPool(cc.redsync))
 	rng := rand.NewChaCha8([32]byte{1})
 	blob := newBlob(r.cfg.CycleDataBytes, rng)
 
 	for _, players := range r.cfg.Players {
-		for _, sys := range systems {
+		for _, sys := range cycleSystems {
 			if _, err := r.cycleRound(ctx, cc, sys, players, r.cfg.Warmup, fmt.Sprintf("warm-%d-%s", players, sys), blob); err != nil {
 				return fmt.Errorf("warm-up %s at %d players: %w", sys, players, err)
 			}
@@ -132,13 +157,13 @@ func (r *runner) runCycle(ctx context.Context) error {
 	rounds := map[cycleKey][]round{}
 	work := map[string]*serverDelta{}
 	cycles := map[string]int64{}
-	for _, sys := range systems {
+	for _, sys := range cycleSystems {
 		work[sys] = &serverDelta{}
 	}
 	for i := range r.cfg.Rounds {
 		r.progress("  cycle round %d/%d", i+1, r.cfg.Rounds)
 		for _, players := range r.cfg.Players {
-			for _, sys := range systems {
+			for _, sys := range cycleSystems {
 				rd, err := r.cycleRound(ctx, cc, sys, players, r.cfg.RoundTime, fmt.Sprintf("r%d-%d-%s", i, players, sys), blob)
 				if err != nil {
 					return fmt.Errorf("%s at %d players: %w", sys, players, err)
@@ -155,12 +180,13 @@ func (r *runner) runCycle(ctx context.Context) error {
 	for _, players := range r.cfg.Players {
 		f := cycleFigures(players, rounds)
 		r.res.Cycle[strconv.Itoa(players)] = f
-		r.progress("  %2d players: ours %.0f/s, raw %.0f/s (×%.2f), redsync %.0f/s (×%.2f); CPU per cycle, Redis %.1f / %.1f / %.1f µs, Go %.1f / %.1f / %.1f µs",
-			players, f.OursOpsS, f.RawOpsS, f.RatioRaw, f.RedsyncOpsS, f.RatioRedsync, f.RedisCPUUS, f.RawRedisCPUUS,
-			f.RedsyncRedisCPUUS, f.GoCPUUS, f.RawGoCPUUS, f.RedsyncGoCPUUS)
+		r.progress("  %2d players: ours %.0f/s, raw %.0f/s (×%.2f), redsync %.0f/s (×%.2f), floor %.0f/s (×%.2f); "+
+			"CPU per cycle, Redis %.1f / %.1f / %.1f / %.1f µs, Go %.1f / %.1f / %.1f / %.1f µs",
+			players, f.OursOpsS, f.RawOpsS, f.RatioRaw, f.RedsyncOpsS, f.RatioRedsync, f.FloorOpsS, f.RatioFloor,
+			f.RedisCPUUS, f.RawRedisCPUUS, f.RedsyncRedisCPUUS, f.FloorRedisCPUUS, f.GoCPUUS, f.RawGoCPUUS, f.RedsyncGoCPUUS, f.FloorGoCPUUS)
 	}
 	r.res.CycleCommands = map[string]map[string]CommandCost{}
-	for _, sys := range systems {
+	for _, sys := range cycleSystems {
 		m := map[string]CommandCost{}
 		for name, c := range work[sys].cmds {
 			n := float64(max(cycles[sys], 1))
@@ -181,7 +207,8 @@ type cycleKey struct {
 }
 
 // cycleFigures sums up the rounds of every system at players players: the
-// medians of their rounds, and ours against the others.
+// medians of their rounds, ours against the others, and the floor against
+// the baselines.
 func cycleFigures(players int, rounds map[cycleKey][]round) CycleFigures {
 	ops := func(sys string) (rs []float64, opsS, redisCPU, goCPU float64) {
 		var cpu, gcpu []float64
@@ -197,8 +224,12 @@ func cycleFigures(players int, rounds map[cycleKey][]round) CycleFigures {
 	f.OursRounds, f.OursOpsS, f.RedisCPUUS, f.GoCPUUS = ops(sysOurs)
 	f.RawRounds, f.RawOpsS, f.RawRedisCPUUS, f.RawGoCPUUS = ops(sysRaw)
 	f.RedsyncRounds, f.RedsyncOpsS, f.RedsyncRedisCPUUS, f.RedsyncGoCPUUS = ops(sysRedsync)
+	f.FloorRounds, f.FloorOpsS, f.FloorRedisCPUUS, f.FloorGoCPUUS = ops(sysFloor)
 	f.RatioRaw = round3(ratio(f.OursOpsS, f.RawOpsS))
 	f.RatioRedsync = round3(ratio(f.OursOpsS, f.RedsyncOpsS))
+	f.FloorRatioRaw = round3(ratio(f.FloorOpsS, f.RawOpsS))
+	f.FloorRatioRedsync = round3(ratio(f.FloorOpsS, f.RedsyncOpsS))
+	f.RatioFloor = round3(ratio(f.OursOpsS, f.FloorOpsS))
 	return f
 }
 
@@ -234,6 +265,8 @@ func (r *runner) cycleRound(ctx context.Context, cc *cycleClients, sys string, p
 		cycle = rawCycle(cc.raw, ns, blob)
 	case sysRedsync:
 		cycle = redsyncCycle(cc.redsync, cc.rs, ns, players, blob)
+	case sysFloor:
+		cycle = floorCycle(cc.floor, ns, blob)
 	}
 	before := r.snapIf(ctx)
 	cpu0, _ := processCPU()
@@ -365,6 +398,32 @@ func redsyncCycle(rdb *redis.Client, rs *redsync.Redsync, ns string, players int
 			return fmt.Errorf("redsync unlock: %w", err)
 		case !ok:
 			return errors.New("redsync unlock: the lock was not ours any more")
+		}
+		return nil
+	}
+}
+
+// floorCycle is the floor of a fenced-script lock: three calls of the
+// floor script (floorScript: TIME, an HMGET of the lock token, ver and
+// data, an HSET of the data, ver and lock.at), one where a lock loads,
+// saves and releases, with nothing around them but go-redis (EVALSHA,
+// EVAL when the script is not cached) and msgpack encoding the player's
+// data afresh for each, as rawWork does its writes. Every lock whose
+// writes are fenced by a token read inside a script makes at least these
+// calls, on records of the same size.
+func floorCycle(rdb *redis.Client, ns string, blob []byte) func(ctx context.Context, w, i int) error {
+	return func(ctx context.Context, w, i int) error {
+		keys := []string{ns + ":{" + playerKey(w) + "}"}
+		d := profileData{Coins: int64(3 * i), Level: 1, Blob: blob}
+		for call := range 3 {
+			d.Coins++
+			b, err := msgpack.Marshal(&d)
+			if err != nil {
+				return err
+			}
+			if err := floorScript.Run(ctx, rdb, keys, b, 3*i+call+1).Err(); err != nil {
+				return fmt.Errorf("floor script: %w", err)
+			}
 		}
 		return nil
 	}

@@ -61,6 +61,9 @@ func BenchmarkCycle(b *testing.B) {
 		{sysRedsync, func(_ *testing.B, ns string) func(ctx context.Context, w, i int) error {
 			return redsyncCycle(rdb, redsync.New(rsgoredis.NewPool(rdb)), ns, players, blob)
 		}},
+		{sysFloor, func(_ *testing.B, ns string) func(ctx context.Context, w, i int) error {
+			return floorCycle(rdb, ns, blob)
+		}},
 	}
 	for _, sys := range systems {
 		b.Run(sys.name, func(b *testing.B) {

@@ -20,11 +20,18 @@
 //   - raw: HGETALL, HSET, HSET with plain go-redis, the data decoded and
 //     encoded with msgpack like ours: the floor of this shape, with no lock;
 //   - redsync: a github.com/go-redsync/redsync/v4 mutex Lock, HGETALL, HSET,
-//     HSET, Unlock (five round trips): the common lock-beside-the-data way.
+//     HSET, Unlock (five round trips): the common lock-beside-the-data way;
+//   - floor: three calls of the floor script (scripts.go's floorScript:
+//     TIME, an HMGET of the lock token, ver and data, an HSET of the data,
+//     ver and lock.at) with plain go-redis, the data encoded for each: the
+//     least any lock that fences every write with its token in a script
+//     does per cycle, so that a target beside raw or redsync that the floor
+//     itself misses is out of reach on this Redis, and ours ÷ floor is how
+//     far the library is from it.
 //
-// Rounds are interleaved (ours, raw, redsync at 1, 8, 64 players, then again)
-// after a warm-up round of each, and the medians of the rounds are
-// reported, with the Redis CPU per cycle (INFO cpu, used_cpu_sys +
+// Rounds are interleaved (ours, raw, redsync, floor at 1, 8, 64 players,
+// then again) after a warm-up round of each, and the medians of the rounds
+// are reported, with the Redis CPU per cycle (INFO cpu, used_cpu_sys +
 // used_cpu_user, delta over the round ÷ cycles). Each round runs under a
 // fresh namespace (a fresh Node for ours) and deletes its keys after.
 //

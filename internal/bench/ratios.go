@@ -97,7 +97,7 @@ var (
 func targetAt(players int) bool { return players == 8 || players == 64 }
 
 // ComputeRatios returns r's ratios, in a fixed order: the session cycle at
-// each concurrency, the scripts, the handoff, the move, the crash
+// each concurrency (with the floor's, when the run measured it), the scripts, the handoff, the move, the crash
 // takeover, presence and the resident profile. A figure the run did not
 // measure (no INFO on the server: its baseline is 0) gives a ratio of 0
 // and no verdict.
@@ -132,6 +132,9 @@ func ComputeRatios(r *Result) []Ratio {
 		add(pre+"vs_redsync", "cycles/s, ours ÷ redsync"+at, c.OursOpsS, c.RedsyncOpsS, "cycles/s", pick(p, targetVsRedsync))
 		add(pre+"go_cpu_vs_raw", "Go CPU per cycle, ours ÷ raw"+at, c.GoCPUUS, c.RawGoCPUUS, "µs", targetGoCPU)
 		add(pre+"redis_cpu_vs_raw", "Redis CPU per cycle, ours ÷ raw"+at, c.RedisCPUUS, c.RawRedisCPUUS, "µs", nil)
+		if c.FloorOpsS > 0 { // measured (a run before the floor has none)
+			floorRatios(add, pre, at, c)
+		}
 	}
 	s := r.Scripts
 	add("scripts.cycle_vs_floor", "a script call in the cycle (mean EVALSHA) ÷ the floor script", s.EvalSHA, s.Floor, "µs", targetScriptUS)
@@ -160,4 +163,19 @@ func ComputeRatios(r *Result) []Ratio {
 		out[len(out)-1].Target, out[len(out)-1].Met = &t, &ok
 	}
 	return out
+}
+
+// floorRatios adds the session cycle's floor at one concurrency (pre names
+// it, at says it): the floor beside raw and redsync, with no target (the
+// floor is no library's: a floor below a target says the target is out of
+// reach on this Redis), and ours beside the floor.
+func floorRatios(add func(name, what string, of, base float64, unit string, t *Target), pre, at string, c CycleFigures) {
+	const floor = "the floor (3 calls of the floor script)"
+	add(pre+"floor_vs_raw", "cycles/s, "+floor+" ÷ raw"+at+": the least a fenced-script lock can reach",
+		c.FloorOpsS, c.RawOpsS, "cycles/s", nil)
+	add(pre+"floor_vs_redsync", "cycles/s, "+floor+" ÷ redsync"+at, c.FloorOpsS, c.RedsyncOpsS, "cycles/s", nil)
+	add(pre+"vs_floor", "cycles/s, ours ÷ "+floor+at+": how far ours is from the floor",
+		c.OursOpsS, c.FloorOpsS, "cycles/s", nil)
+	add(pre+"floor_go_cpu_vs_raw", "Go CPU per cycle, "+floor+" ÷ raw"+at, c.FloorGoCPUUS, c.RawGoCPUUS, "µs", nil)
+	add(pre+"floor_redis_cpu_vs_raw", "Redis CPU per cycle, "+floor+" ÷ raw"+at, c.FloorRedisCPUUS, c.RawRedisCPUUS, "µs", nil)
 }

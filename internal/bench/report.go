@@ -87,12 +87,14 @@ func writeHTML(w io.Writer, r *Result) error {
 	for _, p := range r.Players() {
 		rows = append(rows, row{p, r.Cycle[strconv.Itoa(p)]})
 	}
+	commands := map[string]string{}
+	for _, sys := range cycleSystems {
+		commands[sys] = commandLine(r.CycleCommands[sys], r.stats())
+	}
 	return reportTmpl.Execute(w, map[string]any{
 		"R": r, "Rows": rows, "Warning": Warning,
 		"Embedded": r.Machine.EmbeddedRedis || r.Machine.EmbeddedNATS,
-		"Commands": map[string]string{sysOurs: commandLine(r.CycleCommands[sysOurs], r.stats()),
-			sysRaw: commandLine(r.CycleCommands[sysRaw], r.stats()), sysRedsync: commandLine(r.CycleCommands[sysRedsync], r.stats())},
-		"Systems": systems, "Stats": r.stats(), "Mem": r.memory(),
+		"Commands": commands, "CycleSystems": cycleSystems, "Stats": r.stats(), "Mem": r.memory(),
 		"Charts": map[string]string{"Throughput": ChartThroughput, "CPU": ChartRedisCPU, "Handoff": ChartHandoff, "CDF": ChartHandoffCDF},
 	})
 }

@@ -134,20 +134,37 @@ func (r *Result) writeCycle(ew *errWriter) {
 		s.CycleDataBytes, r.playersList())
 	ew.printf("go-redis pool %d; cycles/s, median of %d interleaved rounds of %.0f ms after a warm-up\n", s.PoolSize, s.Rounds, s.RoundMS)
 	tw := tabwriter.NewWriter(ew, 2, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "  players\tours\traw\tredsync\tours/raw\tours/redsync\tRedis CPU µs/cycle: ours\traw\tredsync\tGo CPU µs/cycle: ours\traw\tredsync\t")
+	fmt.Fprintln(tw, "  players\tours\traw\tredsync\tfloor\tours/raw\tours/redsync\tours/floor\tfloor/raw\tfloor/redsync\t"+
+		"Redis CPU µs/cycle: ours\traw\tredsync\tfloor\tGo CPU µs/cycle: ours\traw\tredsync\tfloor\t")
 	for _, p := range r.Players() {
 		c := r.Cycle[strconv.Itoa(p)]
-		fmt.Fprintf(tw, "  %d\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t\n", p, c.OursOpsS, c.RawOpsS, c.RedsyncOpsS,
-			c.RatioRaw, c.RatioRedsync, st.f("%.1f", c.RedisCPUUS), st.f("%.1f", c.RawRedisCPUUS), st.f("%.1f", c.RedsyncRedisCPUUS),
-			c.GoCPUUS, c.RawGoCPUUS, c.RedsyncGoCPUUS)
+		fmt.Fprintf(tw, "  %d\t%.0f\t%.0f\t%.0f\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%s\t\n", p,
+			c.OursOpsS, c.RawOpsS, c.RedsyncOpsS, floorFig("%.0f", c, c.FloorOpsS), c.RatioRaw, c.RatioRedsync,
+			floorFig("%.2f", c, c.RatioFloor), floorFig("%.2f", c, c.FloorRatioRaw), floorFig("%.2f", c, c.FloorRatioRedsync),
+			st.f("%.1f", c.RedisCPUUS), st.f("%.1f", c.RawRedisCPUUS), st.f("%.1f", c.RedsyncRedisCPUUS),
+			floorFig("%s", c, st.f("%.1f", c.FloorRedisCPUUS)), c.GoCPUUS, c.RawGoCPUUS, c.RedsyncGoCPUUS,
+			floorFig("%.1f", c, c.FloorGoCPUUS))
 	}
 	_ = tw.Flush()
 	ew.printf("  ours: Driver.Load, Update, Save, Update, Release (3 round trips); raw: HGETALL, HSET, HSET (3, no lock);\n")
-	ew.printf("  redsync: Lock (SET NX PX), HGETALL, HSET, HSET, Unlock (EVALSHA) (5)\n")
+	ew.printf("  redsync: Lock (SET NX PX), HGETALL, HSET, HSET, Unlock (EVALSHA) (5);\n")
+	ew.printf("  floor: 3 EVALSHA of the floor script (TIME, HMGET of the lock token, ver and data, HSET of data, ver, lock.at):\n")
+	ew.printf("    the least any lock fencing every write with its token in a script does per cycle (3)\n")
 	ew.printf("  per cycle inside Redis (INFO commandstats; a script's commands count in its EVALSHA time too):\n")
-	for _, sys := range systems {
-		ew.printf("    %-8s %s\n", sys, commandLine(r.CycleCommands[sys], st))
+	for _, sys := range cycleSystems {
+		if cmds, ok := r.CycleCommands[sys]; ok || sys != sysFloor {
+			ew.printf("    %-8s %s\n", sys, commandLine(cmds, st))
+		}
 	}
+}
+
+// floorFig formats v, a figure of c's floor, with format, or says "—" when
+// c has no floor (a result from before it).
+func floorFig[T any](format string, c CycleFigures, v T) string {
+	if c.FloorOpsS == 0 {
+		return "—"
+	}
+	return fmt.Sprintf(format, v)
 }
 
 // playersList lists the concurrencies of the cycle: "1, 8 and 64".
