@@ -319,39 +319,9 @@ func Run(ctx context.Context, env Env, cfg Config) (*Result, error) {
 			"servers and the bench, and the figures are noisy. Measure on a quiet machine.", load, r.res.Machine.Cores))
 	}
 	start := time.Now()
-	steps := []struct {
-		name string
-		run  func(context.Context) error
-	}{
-		{"session cycle", r.runCycle},
-		{"scripts", r.runScripts},
-		{"handoff", r.runHandoff},
-		{"move", r.runMove},
-		{"drain", r.runDrain},
-		{"crash takeover", r.runCrash},
-		{"presence", r.runPresence},
-		{"memory", r.runMemory},
-		{"messages", r.runMessages},
-		{"flood", r.runFlood},
-	}
-	if cfg.Only != "" {
-		i := slices.IndexFunc(steps, func(s struct {
-			name string
-			run  func(context.Context) error
-		}) bool {
-			return s.name == cfg.Only
-		})
-		if i < 0 {
-			return nil, fmt.Errorf("%w: no measurement named %q", ErrInvalidConfig, cfg.Only)
-		}
-		steps = steps[i : i+1]
-	}
-	if cfg.BigHistory {
-		steps = steps[:0]
-		steps = append(steps, struct {
-			name string
-			run  func(context.Context) error
-		}{"big-profile history", r.runBigHistory})
+	steps, err := r.steps(cfg)
+	if err != nil {
+		return nil, err
 	}
 	for i, s := range steps {
 		r.progress("[%d/%d] %s", i+1, len(steps), s.name)
@@ -368,6 +338,40 @@ func Run(ctx context.Context, env Env, cfg Config) (*Result, error) {
 		r.res.Ratios = ComputeRatios(r.res)
 	}
 	return r.res, nil
+}
+
+// step is one measurement of a run.
+type step struct {
+	name string
+	run  func(context.Context) error
+}
+
+// steps are the measurements cfg asks for, in order: all of them, the one
+// named by Only, or the big-profile history alone.
+func (r *runner) steps(cfg Config) ([]step, error) {
+	if cfg.BigHistory {
+		return []step{{"big-profile history", r.runBigHistory}}, nil
+	}
+	steps := []step{
+		{"session cycle", r.runCycle},
+		{"scripts", r.runScripts},
+		{"handoff", r.runHandoff},
+		{"move", r.runMove},
+		{"drain", r.runDrain},
+		{"crash takeover", r.runCrash},
+		{"presence", r.runPresence},
+		{"memory", r.runMemory},
+		{"messages", r.runMessages},
+		{"flood", r.runFlood},
+	}
+	if cfg.Only == "" {
+		return steps, nil
+	}
+	i := slices.IndexFunc(steps, func(s step) bool { return s.name == cfg.Only })
+	if i < 0 {
+		return nil, fmt.Errorf("%w: no measurement named %q", ErrInvalidConfig, cfg.Only)
+	}
+	return steps[i : i+1], nil
 }
 
 // cleanupTimeout bounds the deletion of a namespace's keys.

@@ -41,18 +41,7 @@ func (r *Result) WriteText(w io.Writer) error {
 		h.FloorNATS.P99MS, h.FloorNATS.MaxMS)
 	ew.printf("  composed floor  p50 %7.3f ms  (%.1f EVALSHA + 1 NATS request/reply, in series)\n", h.FloorComposedP50MS, h.RedisCallsPerHandoff)
 
-	mv := r.Move
-	ew.printf("\nMove (Profile.MoveTo, %d moves back and forth; MoveTo's call → the target holds the lock and the data):\n", mv.N)
-	ew.printf("  MoveTo          p50 %7.3f ms  p90 %7.3f  p99 %7.3f  max %7.3f  (%.1f Redis round trips per move)\n",
-		mv.P50MS, mv.P90MS, mv.P99MS, mv.MaxMS, mv.RedisCallsPerMove)
-	ew.printf("  floor           p50 %7.3f ms  (1 NATS request/reply %.3f + 1 EVALSHA %.3f, in series; MoveTo ÷ floor %.2f×)\n",
-		mv.FloorComposedP50MS, mv.FloorNATS.P50MS, mv.FloorEvalSHA.P50MS, ratio(mv.P50MS, mv.FloorComposedP50MS))
-	fs := mv.FloorSized
-	ew.printf("  floor, its bytes p50 %6.3f ms  (NATS request/reply of %d B / %d B %.3f + the floor script writing %d B of data %.3f; "+
-		"MoveTo ÷ it %.2f×)\n", fs.ComposedP50MS, fs.RequestBytes, fs.ReplyBytes, fs.NATS.P50MS, fs.DataBytes, fs.EvalSHA.P50MS,
-		ratio(mv.P50MS, fs.ComposedP50MS))
-	ew.printf("  target's Join   p50 %7.3f ms  p99 %7.3f  max %7.3f  (%.1f Redis round trips per Join)\n", mv.Join.P50MS,
-		mv.Join.P99MS, mv.Join.MaxMS, mv.RedisCallsPerJoin)
+	r.writeMove(ew)
 
 	dr := r.Drain
 	ew.printf("\nDrain (Node.Drain of %d players to two peers, by their session counts): %.0f ms, moved %v, %d failed\n",
@@ -97,6 +86,22 @@ func (r *Result) WriteText(w io.Writer) error {
 	r.writeRatios(ew)
 	r.writeNotes(ew)
 	return ew.err
+}
+
+// writeMove writes the move's latency beside its two floors.
+func (r *Result) writeMove(ew *errWriter) {
+	mv := r.Move
+	ew.printf("\nMove (Profile.MoveTo, %d moves back and forth; MoveTo's call → the target holds the lock and the data):\n", mv.N)
+	ew.printf("  MoveTo          p50 %7.3f ms  p90 %7.3f  p99 %7.3f  max %7.3f  (%.1f Redis round trips per move)\n",
+		mv.P50MS, mv.P90MS, mv.P99MS, mv.MaxMS, mv.RedisCallsPerMove)
+	ew.printf("  floor           p50 %7.3f ms  (1 NATS request/reply %.3f + 1 EVALSHA %.3f, in series; MoveTo ÷ floor %.2f×)\n",
+		mv.FloorComposedP50MS, mv.FloorNATS.P50MS, mv.FloorEvalSHA.P50MS, ratio(mv.P50MS, mv.FloorComposedP50MS))
+	fs := mv.FloorSized
+	ew.printf("  floor, its bytes p50 %6.3f ms  (NATS request/reply of %d B / %d B %.3f + the floor script writing %d B of data %.3f; "+
+		"MoveTo ÷ it %.2f×)\n", fs.ComposedP50MS, fs.RequestBytes, fs.ReplyBytes, fs.NATS.P50MS, fs.DataBytes, fs.EvalSHA.P50MS,
+		ratio(mv.P50MS, fs.ComposedP50MS))
+	ew.printf("  target's Join   p50 %7.3f ms  p99 %7.3f  max %7.3f  (%.1f Redis round trips per Join)\n", mv.Join.P50MS,
+		mv.Join.P99MS, mv.Join.MaxMS, mv.RedisCallsPerJoin)
 }
 
 // writeNotes writes the run's notes.
