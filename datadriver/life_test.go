@@ -2,6 +2,7 @@ package datadriver_test
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +31,10 @@ func TestALeaveAskedDuringAWriteKeepsEveryUpdate(t *testing.T) {
 	if err := pa.Update(func(d *player) { d.Coins = 1 }); err != nil {
 		t.Fatal(err)
 	}
-	in, proceed := holdFirst(pr.a, func(cmd redis.Cmder) bool { return isWrite(cmd, "save") })
+	in, release := holdFirst(pr.a, func(cmd redis.Cmder) bool { return isWrite(cmd, "save") })
+	var once sync.Once
+	proceed := func() { once.Do(release) }
+	defer proceed() // a failed check below must not leave the write held (the Node's close waits for it)
 	saved := make(chan error, 1)
 	go func() { saved <- pa.Save(ctx) }()
 	<-in
