@@ -124,13 +124,7 @@ func (p *Profile[T]) runInline(r *request) (bool, error) {
 	if !p.claimIdle() {
 		return false, nil
 	}
-	var err error
-	if err = r.ctx.Err(); err == nil {
-		err = r.run(r.ctx)
-	}
-	if p.ctx.Err() == nil {
-		p.d.timers.Reset(&p.tick, p.nextTick())
-	}
+	err := p.runRequest(r)
 	m := &p.mb
 	m.mu.Lock()
 	m.running = false
@@ -143,6 +137,25 @@ func (p *Profile[T]) runInline(r *request) (bool, error) {
 	m.mu.Unlock()
 	p.d.wg.Done()
 	return true, err
+}
+
+// runRequest runs r on the executor (unless its caller gave up: then its
+// context's error) and re-arms the tick, which r may have moved.
+func (p *Profile[T]) runRequest(r *request) error {
+	err := r.ctx.Err()
+	if err == nil {
+		err = r.run(r.ctx)
+	}
+	p.rearm()
+	return err
+}
+
+// rearm points the tick at the next autosave or refresh, while the profile
+// lives.
+func (p *Profile[T]) rearm() {
+	if p.ctx.Err() == nil {
+		p.d.timers.Reset(&p.tick, p.nextTick())
+	}
 }
 
 // claimIdle makes the caller the executor when it is idle, counted in
@@ -269,15 +282,9 @@ func (p *Profile[T]) drain() {
 			return
 		case s != 0:
 			p.runSignal(s)
+			p.rearm()
 		default:
-			if err := r.ctx.Err(); err != nil {
-				r.done <- err // its caller gave up (withdraw raced it)
-			} else {
-				r.done <- r.run(r.ctx)
-			}
-		}
-		if p.ctx.Err() == nil {
-			p.d.timers.Reset(&p.tick, p.nextTick())
+			r.done <- p.runRequest(r)
 		}
 	}
 }
