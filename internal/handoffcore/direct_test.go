@@ -3,9 +3,11 @@ package handoffcore_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/ckernel/playerdata/internal/handoffcore"
 	"github.com/ckernel/playerdata/messaging"
@@ -117,6 +119,63 @@ func TestSendMoveQueuesWhenRefusedOrBusy(t *testing.T) {
 		h.SendMove(t.Context(), jobB, messaging.Message{Key: "user:44"})
 		if once, _ := bus.ways(); len(once) != 1 {
 			t.Fatalf("sent directly %v once the path was idle again; want 1", once)
+		}
+	})
+}
+
+// A handoff's release request, and the holder's reply once its driver let
+// the key go, go out on their own goroutines when the path is idle: no
+// worker carries either (each hop to a worker cost a handoff its wakeup).
+// The reply to a request whose lock is already let go, sent from the bus's
+// own goroutine, still goes through the queue.
+func TestRequestAndReplyAreDirectWhenThePathIsIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld(t)
+		var onMessage messaging.Handler
+		bus := newOnceBus(nil)
+		bus.SubscribeFn = func(_ string, h messaging.Handler) (messaging.Subscription, error) {
+			onMessage = h
+			return nil, nil
+		}
+		h := wd.handoff(t, handoffcore.Config{JobID: jobA, Bus: bus, Presence: newFakePresence(wd.clk)})
+		holder := &fakeHolder{}
+		if err := h.Register(driverName, handoffcore.Handlers{Release: holder.release}); err != nil {
+			t.Fatal(err)
+		}
+		h.Start()
+		if onMessage == nil {
+			t.Fatal("the handoff did not subscribe")
+		}
+
+		// The joiner's side: a wait asks the holder.
+		w := h.NewWait(driverName, playerKey, wd.clk.Now().Add(time.Minute), true)
+		defer w.Close()
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() { _, _ = w.Next(ctx, handoffcore.Lock{Job: jobB, Token: "tok-1", Presence: true}) }()
+		synctest.Wait()
+		cancel()
+		if once, queued := bus.ways(); !slices.Equal(once, []messaging.Type{messaging.TypeRequest}) || len(queued) != 0 {
+			t.Fatalf("request sent directly %v, through the queue %v; want it sent directly", once, queued)
+		}
+
+		// The holder's side: the reply goes once the driver let the key go.
+		onMessage(messaging.Message{Type: messaging.TypeRequest, Driver: driverName, Key: playerKey, Requester: jobB,
+			Token: "tok-9"})
+		synctest.Wait()
+		holder.let(playerKey)
+		synctest.Wait()
+		once, queued := bus.ways()
+		if !slices.Equal(once, []messaging.Type{messaging.TypeRequest, messaging.TypeReply}) || len(queued) != 0 {
+			t.Fatalf("sent directly %v, through the queue %v; want the request and the reply sent directly", once, queued)
+		}
+
+		// Already let go: answered from the bus's goroutine, through the queue.
+		holder.AtOnce = true
+		onMessage(messaging.Message{Type: messaging.TypeRequest, Driver: driverName, Key: "user:43", Requester: "server-c",
+			Token: "tok-2"})
+		synctest.Wait()
+		if _, queued := bus.ways(); !slices.Equal(queued, []messaging.Type{messaging.TypeReply}) {
+			t.Fatalf("through the queue %v; want the immediate reply queued", queued)
 		}
 	})
 }

@@ -271,7 +271,7 @@ func (h *Handoff) Notify(ctx context.Context, driver, key, to string) bool {
 	if to == h.cfg.JobID {
 		return false
 	}
-	return h.publish(ctx, to, messaging.Message{Type: messaging.TypeNotify, Driver: driver, Key: key}, &h.notifiesSent, false)
+	return h.publish(ctx, to, messaging.Message{Type: messaging.TypeNotify, Driver: driver, Key: key}, &h.notifiesSent, true)
 }
 
 // request asks holder to release key of driver, naming the lock token seen
@@ -279,5 +279,5 @@ func (h *Handoff) Notify(ctx context.Context, driver, key, to string) bool {
 func (h *Handoff) request(ctx context.Context, driver, key, holder, token, purpose string) {
 	h.publish(ctx, holder, messaging.Message{
 		Type: messaging.TypeRequest, Driver: driver, Key: key, Requester: h.cfg.JobID, Token: token, Purpose: purpose,
-	}, &h.requestsSent, false)
+	}, &h.requestsSent, true)
 }

@@ -50,7 +50,7 @@ func (h *Handoff) replyWhenReleased(pctx context.Context, a askKey, released <-c
 	select {
 	case <-released:
 		if h.admitImmediate(a.from) {
-			h.reply(pctx, a)
+			h.reply(pctx, a, false) // on the bus's goroutine: through the queue
 		}
 		h.trace.processDone(pctx)
 		return
@@ -76,7 +76,7 @@ func (h *Handoff) replyWhenReleased(pctx context.Context, a askKey, released <-c
 		defer h.trace.processDone(pctx)
 		select {
 		case <-released:
-			h.reply(pctx, a)
+			h.reply(pctx, a, true)
 		case <-h.releases.Done():
 		}
 		h.mu.Lock()
@@ -139,8 +139,9 @@ func (h *Handoff) onReply(m messaging.Message) {
 }
 
 // reply tells the requester of a that this server no longer holds the key.
-// It is sent in the background; a failure is logged.
-func (h *Handoff) reply(ctx context.Context, a askKey) {
+// With direct it is sent on the caller's goroutine when the publish path is
+// idle (see publish), else in the background; a failure is logged.
+func (h *Handoff) reply(ctx context.Context, a askKey, direct bool) {
 	h.publish(ctx, a.from, messaging.Message{Type: messaging.TypeReply, Driver: a.driver, Key: a.key},
-		&h.repliesSent, false)
+		&h.repliesSent, direct)
 }
