@@ -76,7 +76,8 @@ type Node struct {
 	ctx    context.Context // cancelled by Close: stops background work
 	cancel context.CancelFunc
 
-	entropyMu sync.Mutex
+	entropyMu  sync.Mutex
+	entropyBuf [16]byte // randomHex's, under entropyMu
 
 	// closing is closed when Close begins (Closing).
 	closing chan struct{}
@@ -352,11 +353,22 @@ func (n *Node) unregister(name string) {
 
 // randomHex returns n random bytes from the Node's entropy, hex encoded.
 func (n *Node) randomHex(size int) (string, error) {
-	b := make([]byte, size)
-	if err := n.entropy(b); err != nil {
-		return "", err
+	if size > len(n.entropyBuf) {
+		b := make([]byte, size)
+		if err := n.entropy(b); err != nil {
+			return "", err
+		}
+		return hex.EncodeToString(b), nil
 	}
-	return hex.EncodeToString(b), nil
+	n.entropyMu.Lock()
+	defer n.entropyMu.Unlock()
+	b := n.entropyBuf[:size] // the Node's buffer: a token costs one allocation, its string
+	if _, err := io.ReadFull(n.cfg.Entropy, b); err != nil {
+		return "", fmt.Errorf("read entropy: %w", err)
+	}
+	var out [2 * len(n.entropyBuf)]byte
+	hex.Encode(out[:], b)
+	return string(out[:2*size]), nil
 }
 
 // entropy fills b from the Node's entropy source.

@@ -67,6 +67,9 @@ func num(v any) int64 {
 	case int64:
 		return x
 	case string:
+		if x == "" { // an absent field: no parse (its error would be allocated)
+			return 0
+		}
 		n, _ := strconv.ParseInt(x, 10, 64)
 		return n
 	}
