@@ -32,6 +32,13 @@ type Handoff struct {
 	// in series: RedisCallsPerHandoff EVALSHA round trips and one NATS
 	// request/reply, at their medians (each script treated as trivial).
 	FloorComposedP50MS float64 `json:"floor_composed_p50_ms"`
+	// FloorSerial is the same round trips measured as one operation, in a
+	// handoff's shape (handoffShape: a trivial EVALSHA, a NATS
+	// request/reply whose responder runs a trivial EVALSHA before it
+	// answers, a trivial EVALSHA), each started as the one before answered:
+	// the wakeups between them, which the medians of the parts alone leave
+	// out, are in it.
+	FloorSerial Latency `json:"floor_serial"`
 }
 
 // handoffWarmup handoffs run before the timed ones.
@@ -122,7 +129,7 @@ func (r *runner) runHandoff(ctx context.Context) error {
 		hand := make([]float64, 0, r.cfg.Handoffs)
 		redisCalls := func() int64 { return servers[0].calls.RoundTrips() + servers[1].calls.RoundTrips() }
 		var calls int64 // Redis round trips during the timed Joins
-		evalsha, natsRTT, err := r.pairRounds(ctx, echo, func(i int) (*handoffServer, error) {
+		fs, err := r.pairRounds(ctx, echo, handoffShape, func(i int) (*handoffServer, error) {
 			joiner := servers[i%2]
 			before := redisCalls()
 			start := time.Now()
@@ -146,13 +153,15 @@ func (r *runner) runHandoff(ctx context.Context) error {
 		}
 		h := &r.res.Handoff
 		h.Latency = summarize(hand)
-		h.FloorEvalSHA = summarize(evalsha)
-		h.FloorNATS = summarize(natsRTT)
+		h.FloorEvalSHA = summarize(fs.evalsha)
+		h.FloorNATS = summarize(fs.nats)
+		h.FloorSerial = summarize(fs.serial)
 		h.RedisCallsPerHandoff = round1(float64(calls) / float64(r.cfg.Handoffs))
 		h.FloorComposedP50MS = round3(h.RedisCallsPerHandoff*h.FloorEvalSHA.P50MS + h.FloorNATS.P50MS)
-		r.res.handoffSamples, r.res.evalshaSamples, r.res.natsSamples = hand, evalsha, natsRTT
-		r.progress("  %d handoffs: p50 %.2f ms, p90 %.2f, p99 %.2f, max %.2f; floors p50: EVALSHA %.3f ms, NATS request %.3f ms, composed %.3f ms",
-			h.N, h.P50MS, h.P90MS, h.P99MS, h.MaxMS, h.FloorEvalSHA.P50MS, h.FloorNATS.P50MS, h.FloorComposedP50MS)
+		r.res.handoffSamples, r.res.evalshaSamples, r.res.natsSamples = hand, fs.evalsha, fs.nats
+		r.progress("  %d handoffs: p50 %.2f ms, p90 %.2f, p99 %.2f, max %.2f; floors p50: EVALSHA %.3f ms, NATS request %.3f ms, composed %.3f ms, "+
+			"as one %.3f ms", h.N, h.P50MS, h.P90MS, h.P99MS, h.MaxMS, h.FloorEvalSHA.P50MS, h.FloorNATS.P50MS, h.FloorComposedP50MS,
+			h.FloorSerial.P50MS)
 		return nil
 	})
 }
@@ -182,6 +191,17 @@ func (r *runner) withPair(ctx context.Context, what string, f func(servers [2]*h
 		return fmt.Errorf("subscribe the NATS echo: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	// The echo whose responder runs a trivial EVALSHA before it answers:
+	// the holder's side of a handoff with nothing of the library in it.
+	evalSub, err := servers[0].nc.Subscribe(echo+evalEchoSuffix, func(m *nats.Msg) {
+		if trivialScript.Run(ctx, servers[0].rdb, nil).Err() == nil {
+			_ = m.Respond(m.Data)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe the NATS echo: %w", err)
+	}
+	defer func() { _ = evalSub.Unsubscribe() }()
 	if err := servers[0].nc.Flush(); err != nil {
 		return fmt.Errorf("flush the NATS echo subscription: %w", err)
 	}
@@ -191,25 +211,82 @@ func (r *runner) withPair(ctx context.Context, what string, f func(servers [2]*h
 // pairRounds runs handoffWarmup + Handoffs rounds: round i (from 1) runs
 // step(i), which times its own operation (keeping it once i >
 // handoffWarmup) and names the server whose connections time the floors
-// that follow it. It answers the floors of the timed rounds, in ms.
-func (r *runner) pairRounds(ctx context.Context, echo string, step func(i int) (*handoffServer, error)) (evalsha, natsRTT []float64,
-	err error) {
+// that follow it. It answers the floors of the timed rounds, in ms: each
+// part alone, and shape measured as one operation.
+func (r *runner) pairRounds(ctx context.Context, echo string, shape serialShape,
+	step func(i int) (*handoffServer, error)) (floorSamples, error) {
 	n := r.cfg.Handoffs
-	evalsha, natsRTT = make([]float64, 0, n), make([]float64, 0, n)
+	fs := floorSamples{make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n)}
 	for i := 1; i <= handoffWarmup+n; i++ {
 		s, err := step(i)
 		if err != nil {
-			return nil, nil, err
+			return floorSamples{}, err
 		}
 		evalRTT, natsTook, err := floors(ctx, s, echo)
 		if err != nil {
-			return nil, nil, err
+			return floorSamples{}, err
+		}
+		serial, err := shape.time(ctx, s, echo)
+		if err != nil {
+			return floorSamples{}, err
 		}
 		if i > handoffWarmup {
-			evalsha, natsRTT = append(evalsha, msOf(evalRTT)), append(natsRTT, msOf(natsTook))
+			fs.evalsha, fs.nats = append(fs.evalsha, msOf(evalRTT)), append(fs.nats, msOf(natsTook))
+			fs.serial = append(fs.serial, msOf(serial))
 		}
 	}
-	return evalsha, natsRTT, nil
+	return fs, nil
+}
+
+// floorSamples are the floors of the timed rounds, in ms.
+type floorSamples struct{ evalsha, nats, serial []float64 }
+
+// evalEchoSuffix names the NATS echo whose responder runs a trivial
+// EVALSHA before it answers (withPair).
+const evalEchoSuffix = ".eval"
+
+// serialShape is a floor measured as one operation, in the shape of what it
+// is the floor of, with nothing of the library in it: before trivial
+// EVALSHAs, one NATS request/reply (whose responder runs a trivial EVALSHA
+// first with remote), then after trivial EVALSHAs, each started as the one
+// before it answered. Its parts alone (floors) are each measured after the
+// bench was idle for a moment; in series, each one after the first
+// follows a wakeup of the goroutine that waited on the one before, as in a
+// handoff or a move.
+type serialShape struct {
+	before, after int
+	remote        bool
+}
+
+// The serial floors: a handoff's (the joiner's acquire, the holder's release
+// before it answers, the joiner's acquire) and a move's (the prepare and
+// its accept, the flip).
+var (
+	handoffShape = serialShape{before: 1, after: 1, remote: true}
+	moveShape    = serialShape{after: 1}
+)
+
+// time times the shape on s's connections.
+func (sh serialShape) time(ctx context.Context, s *handoffServer, echo string) (time.Duration, error) {
+	subject := echo
+	if sh.remote {
+		subject += evalEchoSuffix
+	}
+	start := time.Now()
+	for range sh.before {
+		if err := trivialScript.Run(ctx, s.rdb, nil).Err(); err != nil {
+			return 0, fmt.Errorf("serial floor: %w", err)
+		}
+	}
+	if _, err := s.nc.RequestWithContext(ctx, subject, []byte("ping")); err != nil {
+		return 0, fmt.Errorf("serial floor: %w", err)
+	}
+	for range sh.after {
+		if err := trivialScript.Run(ctx, s.rdb, nil).Err(); err != nil {
+			return 0, fmt.Errorf("serial floor: %w", err)
+		}
+	}
+	return time.Since(start), nil
 }
 
 // floors times, on s's connections, one trivial EVALSHA and one NATS

@@ -36,6 +36,11 @@ type Move struct {
 	// FloorComposedP50MS is one NATS request/reply and one EVALSHA at their
 	// medians, in series.
 	FloorComposedP50MS float64 `json:"floor_composed_p50_ms"`
+	// FloorSerial is the same floor measured as one operation (moveShape:
+	// a NATS request/reply, then a trivial EVALSHA started as the reply
+	// arrived): the wakeup between the two, which the medians of the parts
+	// alone leave out, is in it.
+	FloorSerial Latency `json:"floor_serial"`
 	// FloorSized is the same floor carrying the move's own bytes, measured
 	// beside it.
 	FloorSized MoveSizedFloor `json:"floor_sized"`
@@ -103,7 +108,7 @@ func (r *runner) runMove(ctx context.Context) error {
 			return fmt.Errorf("flush the sized NATS echo subscription: %w", err)
 		}
 		floorKey := ns + ":floor-sized"
-		evalsha, natsRTT, err := r.pairRounds(ctx, echo, func(i int) (*handoffServer, error) {
+		fs, err := r.pairRounds(ctx, echo, moveShape, func(i int) (*handoffServer, error) {
 			src, dst := servers[(i+1)%2], servers[i%2]
 			// The sized floors run before the move in odd rounds, after it in
 			// even ones: each floor follows a move directly in half the
@@ -141,7 +146,7 @@ func (r *runner) runMove(ctx context.Context) error {
 		if err := p.Release(ctx); err != nil {
 			return err
 		}
-		r.moveResult(run, evalsha, natsRTT)
+		r.moveResult(run, fs)
 		return nil
 	})
 }
@@ -209,21 +214,22 @@ func sizedFloors(ctx context.Context, s *handoffServer, key, echo string, sized 
 }
 
 // moveResult fills Result.Move from run and the floors.
-func (r *runner) moveResult(run *moveRun, evalsha, natsRTT []float64) {
+func (r *runner) moveResult(run *moveRun, fs floorSamples) {
 	n := r.cfg.Handoffs
 	m := &r.res.Move
 	m.Latency, m.Join = summarize(run.moves), summarize(run.joins)
-	m.FloorEvalSHA, m.FloorNATS = summarize(evalsha), summarize(natsRTT)
+	m.FloorEvalSHA, m.FloorNATS, m.FloorSerial = summarize(fs.evalsha), summarize(fs.nats), summarize(fs.serial)
 	m.RedisCallsPerMove = round1(float64(run.moveCalls) / float64(n))
 	m.RedisCallsPerJoin = round1(float64(run.joinCalls) / float64(n))
 	m.FloorComposedP50MS = round3(m.FloorEvalSHA.P50MS + m.FloorNATS.P50MS)
-	fs := run.sized
-	fs.EvalSHA, fs.NATS = summarize(run.sizedEval), summarize(run.sizedNATS)
-	fs.ComposedP50MS = round3(fs.EvalSHA.P50MS + fs.NATS.P50MS)
-	m.FloorSized = fs
-	r.progress("  %d moves: p50 %.3f ms, p99 %.3f (floor: NATS request %.3f + EVALSHA %.3f = %.3f ms; same bytes: %.3f + %.3f = %.3f ms); "+
-		"target's Join p50 %.3f ms with %.1f Redis round trips", m.N, m.P50MS, m.P99MS, m.FloorNATS.P50MS, m.FloorEvalSHA.P50MS,
-		m.FloorComposedP50MS, fs.NATS.P50MS, fs.EvalSHA.P50MS, fs.ComposedP50MS, m.Join.P50MS, m.RedisCallsPerJoin)
+	sz := run.sized
+	sz.EvalSHA, sz.NATS = summarize(run.sizedEval), summarize(run.sizedNATS)
+	sz.ComposedP50MS = round3(sz.EvalSHA.P50MS + sz.NATS.P50MS)
+	m.FloorSized = sz
+	r.progress("  %d moves: p50 %.3f ms, p99 %.3f (floor: NATS request %.3f + EVALSHA %.3f = %.3f ms, in series %.3f; "+
+		"same bytes: %.3f + %.3f = %.3f ms); target's Join p50 %.3f ms with %.1f Redis round trips", m.N, m.P50MS, m.P99MS,
+		m.FloorNATS.P50MS, m.FloorEvalSHA.P50MS, m.FloorComposedP50MS, m.FloorSerial.P50MS, sz.NATS.P50MS, sz.EvalSHA.P50MS,
+		sz.ComposedP50MS, m.Join.P50MS, m.RedisCallsPerJoin)
 }
 
 // waitHeld waits until s holds the moved profile of key, ready for a Join

@@ -148,8 +148,12 @@ func ComputeRatios(r *Result) []Ratio {
 	add("scripts.floor_vs_trivial", "the floor script ÷ return 1", s.Floor, s.Trivial, "µs", nil)
 	add("handoff.p50_vs_floor", "handoff p50 ÷ its composed floor (EVALSHAs and a NATS request/reply in series)",
 		r.Handoff.P50MS, r.Handoff.FloorComposedP50MS, "ms", targetHandoff)
+	add("handoff.p50_vs_serial_floor", "handoff p50 ÷ its floor measured as one operation in a handoff's shape",
+		r.Handoff.P50MS, r.Handoff.FloorSerial.P50MS, "ms", nil)
 	add("move.p50_vs_floor", "MoveTo p50 ÷ its composed floor (one NATS request/reply and one EVALSHA)",
 		r.Move.P50MS, r.Move.FloorComposedP50MS, "ms", nil)
+	add("move.p50_vs_serial_floor", "MoveTo p50 ÷ its floor measured as one operation (a request/reply, then an EVALSHA)",
+		r.Move.P50MS, r.Move.FloorSerial.P50MS, "ms", nil)
 	add("crash.mean_vs_floor", "crash takeover mean ÷ TTL + beat", r.Crash.MeanMS, r.Crash.FloorMS, "ms", targetCrash)
 	add("presence.script_vs_floor", fmt.Sprintf("presence script time per beat at %d servers ÷ the floor beat", r.Presence.Servers),
 		r.Presence.ScriptUSPerBeat, r.Presence.Floor.ScriptUSPerBeat, "µs", targetPresence)
