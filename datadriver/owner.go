@@ -253,10 +253,10 @@ func (p *Profile[T]) endErr() error {
 // and its age fence. d.mu held (the profile was just put in the map).
 func (p *Profile[T]) startLocked() {
 	d := p.d
-	p.ageFence.Fn = p.ageFenceFired
+	p.ageFence.Fire = (*ageFenceOf[T])(p)
 	d.timers.Reset(&p.ageFence, p.ageLeft())
 	p.w.autosaveAt = d.instantOf(d.node.clock.Now().Add(p.phase0(p.autosavePeriod())))
-	p.tick.Fn = func() { p.post(sigTick) }
+	p.tick.Fire = (*tickOf[T])(p)
 	d.timers.Reset(&p.tick, p.nextTick())
 	m := &p.mb
 	m.mu.Lock()
@@ -269,6 +269,20 @@ func (p *Profile[T]) startLocked() {
 		p.wakeLocked()
 	}
 }
+
+// ageFenceOf and tickOf are a profile as the Firer of its two deadlines:
+// pointers, so the driver's timers hold them without an allocation (a
+// method value or a closure cost a profile two).
+type (
+	ageFenceOf[T any] Profile[T]
+	tickOf[T any]     Profile[T]
+)
+
+// Fire runs the age fence (see ageFenceFired).
+func (f *ageFenceOf[T]) Fire() { (*Profile[T])(f).ageFenceFired() }
+
+// Fire posts the tick of the autosave and the lock refresh.
+func (f *tickOf[T]) Fire() { (*Profile[T])(f).post(sigTick) }
 
 // drain runs the mailbox's events one at a time until it is empty or the
 // profile ends: the signals first (the start's catch-up before all), then

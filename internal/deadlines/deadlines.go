@@ -31,15 +31,26 @@ type Heap struct {
 	closed  bool
 }
 
-// Entry is one deadline: it runs Fn once when due, unless Stopped or
-// Reset first. An Entry belongs to one Heap while scheduled; its zero value
-// with Fn set is ready to use.
+// Entry is one deadline: it fires once when due, unless Stopped or Reset
+// first. An Entry belongs to one Heap while scheduled; its zero value with
+// Fire set is ready to use.
 type Entry struct {
-	// Fn runs when the deadline is due, on the Heap's timer goroutine.
-	Fn  func()
-	at  int64 // offset from the Heap's base
-	idx int   // position in the heap + 1; 0: not scheduled
+	// Fire is fired when the deadline is due, on the Heap's timer
+	// goroutine. An owner that is a pointer (or a Func) is stored without
+	// an allocation, where a method value or a closure costs one per Entry.
+	Fire Firer
+	at   int64 // offset from the Heap's base
+	idx  int   // position in the heap + 1; 0: not scheduled
 }
+
+// Firer is what an Entry fires when it is due.
+type Firer interface{ Fire() }
+
+// Func is a function as a Firer.
+type Func func()
+
+// Fire calls f.
+func (f Func) Fire() { f() }
 
 // New returns a Heap on c.
 func New(c clock.Clock) *Heap {
@@ -134,7 +145,7 @@ func (h *Heap) fire() {
 		e := h.entries[0]
 		h.remove(0)
 		h.mu.Unlock()
-		e.Fn()
+		e.Fire.Fire()
 	}
 }
 

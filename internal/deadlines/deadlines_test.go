@@ -14,7 +14,7 @@ import (
 type ran chan string
 
 func (r ran) entry(name string) *deadlines.Entry {
-	return &deadlines.Entry{Fn: func() { r <- name }}
+	return &deadlines.Entry{Fire: deadlines.Func(func() { r <- name })}
 }
 
 // next is the next entry to run, or "" when none runs within a second.
@@ -112,7 +112,7 @@ func TestManyEntries(t *testing.T) {
 	entries := make([]*deadlines.Entry, n)
 	due := make([]time.Duration, n)
 	for i := range entries {
-		entries[i] = &deadlines.Entry{Fn: func() { runs <- run{i, c.Now()} }}
+		entries[i] = &deadlines.Entry{Fire: deadlines.Func(func() { runs <- run{i, c.Now()} })}
 	}
 	for range 3 * n {
 		i := rng.IntN(n)
