@@ -203,7 +203,6 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 	if n := len(a.Messages); n > 0 {
 		p.w.joinedTo = a.Messages[n-1].ID
 	}
-	p.ctx, p.cancel = context.WithCancel(d.ctx)
 	if derr == nil && mode != loadWipe {
 		if derr = p.decodeMeta(a.UserIDs, a.Meta); derr != nil {
 			derr = &CorruptRecordError{Key: key, Path: "(user ids and metadata)", Err: derr}

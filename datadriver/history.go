@@ -89,7 +89,7 @@ func (p *Profile[T]) keepVersion(req *record.SaveArgs) error {
 // kept whole, without a plan); planned says whether h is a listing. The
 // data must be the data the executor's last landed write left.
 func (p *Profile[T]) listForKeep() (h *record.History, data []byte, planned bool, err error) {
-	ctx, cancel := p.d.node.clock.WithTimeout(p.ctx, historyReadTimeout)
+	ctx, cancel := p.d.node.clock.WithTimeout(p.bg(), historyReadTimeout)
 	defer cancel()
 	rk := p.d.recordKey(p.key)
 	h = &record.History{}

@@ -186,7 +186,7 @@ func (p *Profile[T]) catchUpDue() bool {
 // pulled.
 func (p *Profile[T]) catchUpInbox() {
 	if p.messagesPending() {
-		if err := p.write(p.ctx, writeAutosave); err != nil && p.ctx.Err() == nil {
+		if err := p.write(p.bg(), writeAutosave); err != nil && !p.stopping() {
 			p.d.log.Debug("writing the messages a join applied failed; the next write carries them", "key", p.key,
 				"err", err)
 		}
@@ -222,11 +222,11 @@ func (p *Profile[T]) pullInbox(after string) bool {
 	// pulls again.
 	prev := p.w.seenSeq
 	for first := true; ; first = false {
-		ctx, cancel := d.node.clock.WithTimeout(p.ctx, d.node.cfg.SaveTimeout)
+		ctx, cancel := d.node.clock.WithTimeout(p.bg(), d.node.cfg.SaveTimeout)
 		msgs, seq, err := record.ReadInbox(ctx, d.node.rdb, d.recordKey(p.key), after, d.inboxPage())
 		cancel()
 		if err != nil {
-			if p.ctx.Err() == nil {
+			if !p.stopping() {
 				d.log.Warn("pulling the inbox failed; the next save or notification tries again", "key", p.key, "err", err)
 			}
 			p.w.seenSeq = prev
@@ -241,7 +241,7 @@ func (p *Profile[T]) pullInbox(after string) bool {
 			return false
 		}
 		if p.messagesPending() {
-			if err := p.write(p.ctx, writeAutosave); err != nil {
+			if err := p.write(p.bg(), writeAutosave); err != nil {
 				p.w.seenSeq = prev // the next write carries them, and pulls again
 				return false
 			}
@@ -298,7 +298,7 @@ func (p *Profile[T]) applyMessages(msgs []record.Message) (n int, waiting bool) 
 		n++
 	}
 	if n > 0 {
-		d.tel.MessagesApplied(p.ctx, n)
+		d.tel.MessagesApplied(p.bg(), n)
 		d.log.Debug("messages applied", "key", p.key, "count", n)
 	}
 	if refused > 0 {

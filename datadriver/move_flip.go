@@ -83,7 +83,7 @@ func (p *Profile[T]) resolveFlip(m, accept moveMsg, callErr error) error {
 	d.log.Warn("a move's flip got no answer; reading the record to learn whether it landed", "key", p.key,
 		"move", m.ID, "err", callErr)
 	for {
-		ctx, cancel := d.node.clock.WithTimeout(p.ctx, d.node.cfg.SaveTimeout)
+		ctx, cancel := d.node.clock.WithTimeout(p.bg(), d.node.cfg.SaveTimeout)
 		st, err := record.ReadMoveState(ctx, d.node.rdb, d.recordKey(p.key))
 		cancel()
 		wait := moveRetry

@@ -291,8 +291,7 @@ func (d *Driver[T]) movedProfile(in *moveIn[T], st flipState) *Profile[T] {
 	p.initLife(in.accept.Token)
 	p.epoch.Store(st.epoch)
 	p.ageUntil.Store(int64(d.instantOf(in.acceptedAt.Add(d.cfg.LockTTL)))) // the flip's lock.at is later
-	p.ctx, p.cancel = context.WithCancel(d.ctx)
-	_ = p.decodeMeta(m.UIDs, m.Meta) // checked at the prepare
+	_ = p.decodeMeta(m.UIDs, m.Meta)                                       // checked at the prepare
 	return p
 }
 

@@ -97,7 +97,7 @@ func (p *Profile[T]) enqueue(r *request) error {
 	m := &p.mb
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if p.ctx.Err() != nil {
+	if p.stopping() {
 		return p.endErr()
 	}
 	if m.tail == nil {
@@ -127,7 +127,7 @@ func (p *Profile[T]) runInline(r *request) (bool, error) {
 	m := &p.mb
 	m.mu.Lock()
 	m.running = false
-	if p.ctx.Err() != nil {
+	if p.stopping() {
 		p.failQueuedLocked()
 		p.d.timers.Stop(&p.tick)
 	} else if m.head != nil || m.signals != 0 {
@@ -152,7 +152,7 @@ func (p *Profile[T]) runRequest(r *request) error {
 // rearm points the tick at the next autosave or refresh, while the profile
 // lives.
 func (p *Profile[T]) rearm() {
-	if p.ctx.Err() == nil {
+	if !p.stopping() {
 		p.d.timers.Reset(&p.tick, p.nextTick())
 	}
 }
@@ -163,7 +163,7 @@ func (p *Profile[T]) claimIdle() bool {
 	m := &p.mb
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if p.ctx.Err() != nil || m.running || !m.started || m.head != nil || m.signals != 0 {
+	if p.stopping() || m.running || !m.started || m.head != nil || m.signals != 0 {
 		return false
 	}
 	d := p.d
@@ -208,7 +208,7 @@ func (p *Profile[T]) post(s signal) {
 	m := &p.mb
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if p.ctx.Err() != nil {
+	if p.stopping() {
 		return
 	}
 	m.signals |= s
@@ -308,7 +308,7 @@ func (p *Profile[T]) next() (signal, *request) {
 	m := &p.mb
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if p.ctx.Err() != nil {
+	if p.stopping() {
 		p.failQueuedLocked()
 		m.running = false
 		p.d.timers.Stop(&p.tick)
@@ -414,11 +414,11 @@ func (p *Profile[T]) autosave() time.Duration {
 	}
 	var err error
 	if ph == phaseRetained {
-		err = p.release(p.ctx)
+		err = p.release(p.bg())
 	} else {
-		err = p.write(p.ctx, writeAutosave)
+		err = p.write(p.bg(), writeAutosave)
 	}
-	if err != nil && p.ctx.Err() == nil && causeOf(err) == causeNone {
+	if err != nil && !p.stopping() && causeOf(err) == causeNone {
 		d.log.Warn("autosave failed", "key", p.key, "phase", ph.String(), "err", err)
 		d.saveFailed(p.key, err)
 	}
@@ -482,8 +482,8 @@ func (p *Profile[T]) refresh() {
 	if ph := p.phaseNow(); (ph != phaseLive && ph != phaseRetained) || p.refreshIn() > 0 {
 		return
 	}
-	err := p.write(p.ctx, writeRefresh)
-	if err != nil && p.ctx.Err() == nil && causeOf(err) == causeNone {
+	err := p.write(p.bg(), writeRefresh)
+	if err != nil && !p.stopping() && causeOf(err) == causeNone {
 		p.w.refreshRetry = d.instantOf(d.node.clock.Now().Add(d.cfg.LockTTL / 16))
 		d.log.Warn("lock refresh failed", "key", p.key, "err", err)
 		d.saveFailed(p.key, err)
@@ -495,7 +495,7 @@ func (p *Profile[T]) releaseInBackground() {
 	if ph := p.phaseNow(); ph != phaseLeaving && ph != phaseRetained {
 		return
 	}
-	if err := p.release(p.ctx); err != nil && p.ctx.Err() == nil && causeOf(err) == causeNone {
+	if err := p.release(p.bg()); err != nil && !p.stopping() && causeOf(err) == causeNone {
 		p.d.saveFailed(p.key, err)
 	}
 }

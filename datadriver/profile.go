@@ -1,7 +1,6 @@
 package datadriver
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 
@@ -61,8 +60,6 @@ type Profile[T any] struct {
 	// on the driver's timers.
 	ageUntil atomic.Int64 // an instant
 	ageFence deadlines.Entry
-	ctx      context.Context // cancelled when the profile ends
-	cancel   context.CancelFunc
 	done     chan struct{}
 
 	// Its writes: the executor's (owner.go).

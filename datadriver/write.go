@@ -221,7 +221,7 @@ func (p *Profile[T]) landed(req record.SaveArgs, snap snapshot, res writeRes, tr
 		w.histAt = wallNS(res.HistAt)
 	}
 	if pl := req.KeepPlan; pl != nil && res.Planned {
-		d.tel.HistoryKept(p.ctx, pl.Bytes, pl.TrimmedCount, pl.TrimmedBytes)
+		d.tel.HistoryKept(p.bg(), pl.Bytes, pl.TrimmedCount, pl.TrimmedBytes)
 	}
 	w.lastWrite = d.instantOf(res.sentAt)
 	if trade != "" {
@@ -242,7 +242,7 @@ func (p *Profile[T]) landed(req record.SaveArgs, snap snapshot, res writeRes, tr
 		d.log.Info("lock re-asserted", "key", p.key, "epoch", res.Epoch, "how", res.How)
 	}
 	if res.DeadLettered > 0 {
-		d.tel.MessagesDeadLettered(p.ctx, res.DeadLettered)
+		d.tel.MessagesDeadLettered(p.bg(), res.DeadLettered)
 	}
 	p.noteTries(snap.refused, res.Tries)
 }
