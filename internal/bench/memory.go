@@ -26,8 +26,9 @@ import (
 // versions, 5 % of the values changed by each).
 //
 // Go heap: HeapProfiles records are created and released, then loaded and
-// held at once; the heap in use (runtime.ReadMemStats HeapAlloc after a GC)
-// before and after the loads, divided by their number.
+// held at once, then each changed and autosaved; the heap in use
+// (runtime.ReadMemStats HeapAlloc after a GC) before the loads, after them
+// and after the autosaves, divided by their number (heapPerProfile).
 type Memory struct {
 	Records   int `json:"records"`
 	Saves     int `json:"saves"`
@@ -42,13 +43,18 @@ type Memory struct {
 	// of the realistic profile).
 	FullHistoryVersions        float64 `json:"full_history_versions"`
 	RedisBytesPerRecordFullHis float64 `json:"redis_bytes_per_record_full_history"`
-	// GoHeapPerProfile is the heap one resident profile holds, in bytes.
-	GoHeapPerProfile float64 `json:"go_heap_per_profile"`
-	// GoObjectsPerProfile is the heap objects one resident profile holds,
-	// GoroutinesPerProfile the goroutines (issue 35: none of its own).
-	GoObjectsPerProfile  float64 `json:"go_objects_per_profile"`
-	GoroutinesPerProfile float64 `json:"goroutines_per_profile"`
-	HeapProfiles         int     `json:"heap_profiles"`
+	// GoHeapPerProfile is the heap one resident profile holds, in bytes,
+	// once it has autosaved (as a server holds it: its executor has
+	// written); GoHeapPerProfileLoaded right after its load.
+	GoHeapPerProfile       float64 `json:"go_heap_per_profile"`
+	GoHeapPerProfileLoaded float64 `json:"go_heap_per_profile_loaded"`
+	// GoObjectsPerProfile is the heap objects one resident profile holds
+	// (GoObjectsPerProfileLoaded after its load), GoroutinesPerProfile the
+	// goroutines (issue 35: none of its own).
+	GoObjectsPerProfile       float64 `json:"go_objects_per_profile"`
+	GoObjectsPerProfileLoaded float64 `json:"go_objects_per_profile_loaded"`
+	GoroutinesPerProfile      float64 `json:"goroutines_per_profile"`
+	HeapProfiles              int     `json:"heap_profiles"`
 	// History is what kept versions cost, by layout, beside whole copies.
 	History HistoryCost `json:"history"`
 }
@@ -90,10 +96,12 @@ func (r *runner) runMemory(ctx context.Context) error {
 		return fmt.Errorf("history: %w", err)
 	}
 
-	if m.GoHeapPerProfile, m.GoObjectsPerProfile, m.GoroutinesPerProfile, err = heapPerProfile(ctx, drv,
-		r.cfg.HeapProfiles, size, rng); err != nil {
+	hf, err := heapPerProfile(ctx, node, rdb, r.cfg.HeapProfiles, size, rng)
+	if err != nil {
 		return err
 	}
+	m.GoHeapPerProfile, m.GoObjectsPerProfile, m.GoroutinesPerProfile = hf.bytes, hf.objects, hf.goroutines
+	m.GoHeapPerProfileLoaded, m.GoObjectsPerProfileLoaded = hf.loadedBytes, hf.loadedObjects
 	r.progress("  Redis %.0f bytes per record of %d bytes (record %.0f, history %.0f with %.1f versions, inbox %.0f); %.0f with %.0f versions; "+
 		"a resident profile: Go heap %.0f bytes, %.1f objects, %.2f goroutines",
 		m.RedisBytesPerRecord, m.DataBytes, m.RecordBytes, m.HistoryBytes, m.HistoryVersions, m.InboxBytes,
@@ -184,45 +192,125 @@ func fillRecord[T any](ctx context.Context, r *runner, drv *datadriver.Driver[T]
 	return out, nil
 }
 
-// heapPerProfile creates n records, then loads and holds them all, and
-// returns what the loads added per profile: heap bytes, heap objects and
+// heapAutosave is the heap driver's autosave period: each held profile
+// autosaves once before the resident figure is read.
+const heapAutosave = 200 * time.Millisecond
+
+// heapFigures are what one resident profile holds: heap bytes and objects
+// once it has autosaved (its steady state) and just after its load, and
 // goroutines.
-func heapPerProfile(ctx context.Context, drv *datadriver.Driver[profileData], n, size int, rng *rand.ChaCha8) (
-	heap, objects, goroutines float64, err error) {
+type heapFigures struct {
+	bytes, objects, loadedBytes, loadedObjects, goroutines float64
+}
+
+// heapPerProfile creates n records, then loads and holds them all under a
+// driver of its own (Autosave heapAutosave; no history: its compressor is
+// the driver's, about 1.6 MB made at the first versions kept, once per
+// driver and concurrent writer, whatever the profiles), changes each and waits until
+// each autosaved that change, and returns what the profiles added per
+// profile: after the autosaves (a resident profile as a server holds it:
+// its executor has written) and right after the loads. A first profile
+// autosaves and is released before the count starts, and the Redis
+// client's pool is grown, so that what the driver makes once and the
+// autosaves' connections are not counted.
+func heapPerProfile(ctx context.Context, node *datadriver.Node, rdb *redis.Client, n, size int,
+	rng *rand.ChaCha8) (heapFigures, error) {
+	drv, err := datadriver.NewDriver(node, datadriver.Config[profileData]{Name: driverName + "Heap", Autosave: heapAutosave,
+		History: -1})
+	if err != nil {
+		return heapFigures{}, err
+	}
 	key := func(i int) string { return fmt.Sprintf("heap-%d", i) }
 	for i := range n {
 		p, err := drv.Load(ctx, key(i), datadriver.LoadOptions{})
 		if err != nil {
-			return 0, 0, 0, err
+			return heapFigures{}, err
 		}
 		blob := newBlob(size, rng)
 		if err := p.Update(func(d *profileData) { d.Blob = blob }); err != nil {
-			return 0, 0, 0, err
+			return heapFigures{}, err
 		}
 		if err := p.Release(ctx); err != nil {
-			return 0, 0, 0, err
+			return heapFigures{}, err
 		}
+	}
+	// What the first autosave creates once per driver and the pool's
+	// connections are made before the count starts.
+	warm, err := drv.Load(ctx, key(-1), datadriver.LoadOptions{})
+	if err != nil {
+		return heapFigures{}, err
+	}
+	if err := autosaveAll(ctx, []*datadriver.Profile[profileData]{warm}); err != nil {
+		return heapFigures{}, err
+	}
+	if err := warm.Release(ctx); err != nil {
+		return heapFigures{}, err
+	}
+	if err := growPool(ctx, rdb, 64); err != nil {
+		return heapFigures{}, err
 	}
 	held := make([]*datadriver.Profile[profileData], n)
+	defer func() {
+		for _, p := range held {
+			if p != nil {
+				_ = p.Release(context.WithoutCancel(ctx))
+			}
+		}
+	}()
 	before, g0 := heapInUse(), runtime.NumGoroutine()
 	for i := range held {
-		p, err := drv.Load(ctx, key(i), datadriver.LoadOptions{})
-		if err != nil {
-			return 0, 0, 0, err
+		if held[i], err = drv.Load(ctx, key(i), datadriver.LoadOptions{}); err != nil {
+			return heapFigures{}, err
 		}
-		held[i] = p
+	}
+	loaded := heapInUse()
+	if err := autosaveAll(ctx, held); err != nil {
+		return heapFigures{}, err
 	}
 	after, g1 := heapInUse(), runtime.NumGoroutine()
-	var errs []error
+	per := func(a, b uint64) float64 { return round1(float64(int64(a)-int64(b)) / float64(n)) }
+	return heapFigures{bytes: per(after.bytes, before.bytes), objects: per(after.objects, before.objects),
+		loadedBytes: per(loaded.bytes, before.bytes), loadedObjects: per(loaded.objects, before.objects),
+		goroutines: round3(float64(g1-g0) / float64(n))}, nil
+}
+
+// autosaveAll changes each profile and waits until its autosave stored
+// the change (within 10 s).
+func autosaveAll(ctx context.Context, held []*datadriver.Profile[profileData]) error {
 	for _, p := range held {
-		errs = append(errs, p.Release(ctx))
+		if err := p.Update(func(d *profileData) { d.Coins++ }); err != nil {
+			return err
+		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return 0, 0, 0, err
+	deadline := time.Now().Add(10 * time.Second)
+	for _, p := range held {
+		for p.LastSaved().Updates < p.Updates() {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s was not autosaved within 10 s", p.Key())
+			}
+			if err := sleep(ctx, heapAutosave/10); err != nil {
+				return err
+			}
+		}
 	}
-	per := func(a, b uint64) float64 { return float64(int64(a)-int64(b)) / float64(n) }
-	return round1(per(after.bytes, before.bytes)), round1(per(after.objects, before.objects)),
-		round3(float64(g1-g0) / float64(n)), nil
+	return nil
+}
+
+// growPool makes rdb's pool hold at least n connections, at most its
+// PoolSize (that many held at once, each used, then all given back).
+func growPool(ctx context.Context, rdb *redis.Client, n int) error {
+	n = min(n, rdb.Options().PoolSize)
+	conns := make([]*redis.Conn, 0, n)
+	var errs []error
+	for range n {
+		c := rdb.Conn()
+		conns = append(conns, c)
+		errs = append(errs, c.Ping(ctx).Err())
+	}
+	for _, c := range conns {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // heapUse is the heap in use: bytes and objects.
