@@ -306,3 +306,48 @@ func TestCleaningDropsOrphanedOwnersAndLoads(t *testing.T) {
 		}
 	}
 }
+
+// TestFullCheckKeepsTheHashesHashtables: a full check writes MetaEnc into
+// the shard, owners and load hashes, so that Redis keeps each a hashtable
+// (a beat finds its field in O(1), not by a scan of a listpack), and no
+// reader takes it for a server.
+func TestFullCheckKeepsTheHashesHashtables(t *testing.T) {
+	r := startRedis(t)
+	if !r.real {
+		t.Skip("miniredis has no listpack encoding")
+	}
+	rdb := r.client(t)
+	ctx := context.Background()
+	var n atomic.Int64
+	n.Store(3)
+	p := server(t, rdb, testKey(t), "a", counted(&n))
+	for _, h := range []string{p.own.key, p.own.owners, p.own.load} {
+		if err := rdb.HSet(ctx, h, "other", "1").Err(); err != nil { // a listpack, as a small hash is
+			t.Fatal(err)
+		}
+		if enc := rdb.ObjectEncoding(ctx, h).Val(); enc != "listpack" && enc != "ziplist" {
+			t.Fatalf("%s is a %s before any beat; the test needs a listpack", h, enc)
+		}
+	}
+	mustBeat(t, p)
+	for _, h := range []string{p.own.key, p.own.owners, p.own.load} {
+		if enc := rdb.ObjectEncoding(ctx, h).Val(); enc != "hashtable" {
+			t.Errorf("after a full check %s is a %s, want a hashtable", h, enc)
+		}
+		if !rdb.HExists(ctx, h, MetaEnc).Val() {
+			t.Errorf("%s has no %q", h, MetaEnc)
+		}
+	}
+	entries, err := p.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.JobID != "a" && e.JobID != "other" {
+			t.Errorf("List shows %q", e.JobID)
+		}
+	}
+	if loads, err := p.Loads(ctx); err != nil || len(loads) != 1 || loads[0].JobID != "a" || loads[0].Sessions != 3 {
+		t.Errorf("Loads = %+v, %v; want a alone, 3 sessions", loads, err)
+	}
+}

@@ -46,6 +46,16 @@
 -- A written beat with sessions >= 0 also writes the load entry: one HSET
 -- more on the fast path, sent only when the count changed or on a check.
 --
+-- Encoding: the full path writes the field "\0enc" into the shard hash, and
+-- a check into the owners and load hashes too, with a value longer than
+-- hash-max-listpack-value (64 bytes by default): Redis then keeps each hash
+-- a hashtable (it never converts one back), where a field is found in O(1),
+-- instead of a listpack scanned from its start (up to 512 fields by
+-- default, so up to 512 servers a shard). With 200 servers a beat's
+-- HINCRBY and a check's lookups and samples cost about a third less. Like
+-- the run meta, "\0enc" is no server: every reader and the cleaning skip
+-- NUL-prefixed fields.
+--
 -- Answers, on the fast path, {expiresAt, now, load} (written, no reset, no
 -- other instance); on the full path {code, expiresAt, reset, other,
 -- otherExpiresAt, now, load}:
@@ -63,6 +73,8 @@ local key, owners, load = KEYS[1], KEYS[2], KEYS[3]
 local job, ttl, inst = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local expected, check = tonumber(ARGV[4]), ARGV[5] == '1'
 local sessions = tonumber(ARGV[6] or '-1') or -1
+
+local enc = 'presence: longer than hash-max-listpack-value, so that Redis keeps this hash a hashtable'
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -102,7 +114,7 @@ if owner and owner ~= inst then
   code, other = 2, owner
 end
 
-local write = {key, job, string.format('%.0f', expires)}
+local write = {key, job, string.format('%.0f', expires), '\0enc', enc}
 local reset = 0
 local since = tonumber(cur[3])
 if check or not cur[2] or since == nil then
@@ -113,17 +125,24 @@ if check or not cur[2] or since == nil then
     run = at and string.match(info, '^%x+', at + 7) or ''
   end
   if cur[2] ~= run or since == nil then
-    write[4], write[5], write[6], write[7] = '\0run', run, '\0since', string.format('%.0f', now)
+    write[6], write[7], write[8], write[9] = '\0run', run, '\0since', string.format('%.0f', now)
     reset = 1
   end
 end
 redis.call('HSET', unpack(write))
-if owner ~= inst then
+if check then
+  redis.call('HSET', owners, job, inst, '\0enc', enc)
+elseif owner ~= inst then
   redis.call('HSET', owners, job, inst)
 end
 local loaded = 0
 if sessions >= 0 then
-  local r = redis.pcall('HSET', load, job, string.format('%d@%.0f', sessions, now))
+  local r
+  if check then
+    r = redis.pcall('HSET', load, job, string.format('%d@%.0f', sessions, now), '\0enc', enc)
+  else
+    r = redis.pcall('HSET', load, job, string.format('%d@%.0f', sessions, now))
+  end
   loaded = type(r) == 'number' and 1 or 2
 end
 
@@ -156,8 +175,10 @@ if check then
   local sampled = redis.pcall('HRANDFIELD', load, -2)
   if type(sampled) == 'table' and not sampled.err then
     for _, f in ipairs(sampled) do
-      names[#names + 1] = f
-      inLoad[#names] = true
+      if string.byte(f, 1) ~= 0 then
+        names[#names + 1] = f
+        inLoad[#names] = true
+      end
     end
   end
   if #names > 0 then
