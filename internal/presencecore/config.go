@@ -37,10 +37,14 @@ const (
 // MetaRun and MetaSince are the meta fields of a presence hash (see the
 // package doc, "Keys", and beat.lua): the run of Redis that the hash's
 // beats were written under, and when that run was first seen (ms, Redis
-// clock). They start with a NUL byte, which no JobID may hold.
+// clock). They start with a NUL byte, which no JobID may hold. MetaEnc is
+// no server either: a field of the shard, owners and load hashes whose
+// value is longer than hash-max-listpack-value, so that Redis keeps them
+// hashtables, where a beat finds its field in O(1) (beat.lua).
 const (
 	MetaRun   = "\x00run"
 	MetaSince = "\x00since"
+	MetaEnc   = "\x00enc"
 )
 
 // KeyFor returns the presence hash key under namespace: "<namespace>:CKPresence",

@@ -31,6 +31,9 @@
 //	<JobID>   expiry of its last beat, ms on the Redis clock (a plain integer)
 //	"\0run"   run_id of the Redis process the meta below was written under
 //	"\0since" Redis time (ms) since which that run has been seen
+//	"\0enc"   a text longer than hash-max-listpack-value ([MetaEnc]; in
+//	          the owners and load hashes too): Redis keeps the hash a
+//	          hashtable
 //
 // Beside each shard, in the same slot, its owners hash ([OwnersKey]) records
 // which process wrote each beat: <JobID> = instance, and its load hash
@@ -99,9 +102,10 @@
 // INFO commandstats with the EVALSHA (one HSET more when the session count
 // changed: see "Load"). Otherwise the field is put back and the full path
 // runs.
-// A full check (TIME, HMGET, HGET, INFO, HSET, the count's HSET, three
-// HRANDFIELDs for cleaning, then the layout mark: TIME, HSET, HGETALL) runs
-// on [Presence.Beat] and [Presence.Claim], and in the loop:
+// A full check (TIME, HMGET, HGET, INFO, HSET, the owner's HSET, the
+// count's HSET, three HRANDFIELDs and one HMGET for cleaning, then the
+// layout mark: TIME, HSET, HGETALL) runs on [Presence.Beat] and
+// [Presence.Claim], and in the loop:
 //
 //   - on the beat after any failed beat (Redis may have restarted or failed
 //     over while unreachable);
@@ -121,13 +125,17 @@
 // of script time per beat before; 3 commands and 9 to 14 µs for the common
 // beat, 4.1 commands and 13 to 16 µs per beat averaged over full checks and
 // marks. With 200 servers beating, each publishing a count that changes
-// every fourth beat (playerdata-bench; docs/performance.md): 3.5 commands
-// and a median of 18 µs of script time per beat (15 to 25 on a busy
-// machine), against 15 µs before counts and 6 µs for the least beat a
-// script can make (TIME and one HSET) in the same runs. A full check also cleans: it looks at three
-// random fields of its shard, two of the owners hash and two of the load
-// hash and drops expired or orphaned ones, O(1) work on which no answer
-// depends (Redis 7.0 has no per-field hash expiry).
+// every fourth beat (playerdata-bench; docs/performance.md): 3.3 commands
+// and 8.3 to 8.9 µs of script time per beat on a quiet machine, against
+// 11.0 to 11.8 µs for the build before [MetaEnc] and the leaner beat, and
+// about 4 µs for the least beat a script can make (TIME and one HSET) in
+// the same runs. A full check writes [MetaEnc] into the shard, owners and
+// load hashes, so that Redis keeps them hashtables (a listpack, which a
+// shard of up to 512 servers would be, is scanned by every lookup). A full
+// check also cleans: it looks at three random fields of its shard, two of
+// the owners hash and two of the load hash and drops expired or orphaned
+// ones, O(1) work on which no answer depends (Redis 7.0 has no per-field
+// hash expiry).
 //
 // # Load
 //

@@ -3,6 +3,7 @@ package presencecore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -247,5 +248,106 @@ func TestLoadKeySlot(t *testing.T) {
 		if got := LoadKey(k); got != want {
 			t.Errorf("LoadKey(%q) = %q, want %q", k, got, want)
 		}
+	}
+}
+
+// TestCleaningDropsOrphanedOwnersAndLoads: a full check's cleaning looks up
+// the beats of two sampled owners entries and two sampled load entries (in
+// one HMGET) and drops those whose beat is gone, each from its own hash;
+// live servers' entries stay.
+func TestCleaningDropsOrphanedOwnersAndLoads(t *testing.T) {
+	r := startRedis(t)
+	rdb := r.client(t)
+	ctx := context.Background()
+	key := testKey(t)
+	var na, nb atomic.Int64
+	na.Store(1)
+	nb.Store(2)
+	a := server(t, rdb, key, "a", counted(&na))
+	b := server(t, rdb, key, "b", counted(&nb))
+	mustBeat(t, a)
+	mustBeat(t, b)
+	at := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	var owners, loads []string
+	for i := range 6 {
+		owners = append(owners, fmt.Sprintf("owner-only-%d", i))
+		loads = append(loads, fmt.Sprintf("load-only-%d", i))
+	}
+	for _, f := range owners {
+		if err := rdb.HSet(ctx, a.own.owners, f, "gone-instance").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range loads {
+		if err := rdb.HSet(ctx, a.own.load, f, "4@"+at).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := func(hash string, fields []string) int {
+		n := 0
+		for _, f := range fields {
+			if rdb.HExists(ctx, hash, f).Val() {
+				n++
+			}
+		}
+		return n
+	}
+	for beats := 0; left(a.own.owners, owners)+left(a.own.load, loads) > 0; beats++ {
+		if beats > 2000 {
+			t.Fatalf("after %d full checks %d orphaned owners and %d orphaned loads are left", beats,
+				left(a.own.owners, owners), left(a.own.load, loads))
+		}
+		mustBeat(t, a)
+	}
+	for _, job := range []string{"a", "b"} {
+		if !rdb.HExists(ctx, a.own.key, job).Val() || !rdb.HExists(ctx, a.own.owners, job).Val() ||
+			!rdb.HExists(ctx, a.own.load, job).Val() {
+			t.Errorf("the live server %s lost its beat, owner or load entry to the cleaning", job)
+		}
+	}
+}
+
+// TestFullCheckKeepsTheHashesHashtables: a full check writes MetaEnc into
+// the shard, owners and load hashes, so that Redis keeps each a hashtable
+// (a beat finds its field in O(1), not by a scan of a listpack), and no
+// reader takes it for a server.
+func TestFullCheckKeepsTheHashesHashtables(t *testing.T) {
+	r := startRedis(t)
+	if !r.real {
+		t.Skip("miniredis has no listpack encoding")
+	}
+	rdb := r.client(t)
+	ctx := context.Background()
+	var n atomic.Int64
+	n.Store(3)
+	p := server(t, rdb, testKey(t), "a", counted(&n))
+	for _, h := range []string{p.own.key, p.own.owners, p.own.load} {
+		if err := rdb.HSet(ctx, h, "other", "1").Err(); err != nil { // a listpack, as a small hash is
+			t.Fatal(err)
+		}
+		if enc := rdb.ObjectEncoding(ctx, h).Val(); enc != "listpack" && enc != "ziplist" {
+			t.Fatalf("%s is a %s before any beat; the test needs a listpack", h, enc)
+		}
+	}
+	mustBeat(t, p)
+	for _, h := range []string{p.own.key, p.own.owners, p.own.load} {
+		if enc := rdb.ObjectEncoding(ctx, h).Val(); enc != "hashtable" {
+			t.Errorf("after a full check %s is a %s, want a hashtable", h, enc)
+		}
+		if !rdb.HExists(ctx, h, MetaEnc).Val() {
+			t.Errorf("%s has no %q", h, MetaEnc)
+		}
+	}
+	entries, err := p.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.JobID != "a" && e.JobID != "other" {
+			t.Errorf("List shows %q", e.JobID)
+		}
+	}
+	if loads, err := p.Loads(ctx); err != nil || len(loads) != 1 || loads[0].JobID != "a" || loads[0].Sessions != 3 {
+		t.Errorf("Loads = %+v, %v; want a alone, 3 sessions", loads, err)
 	}
 }

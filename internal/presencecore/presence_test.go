@@ -302,7 +302,7 @@ func TestBeatCleansExpiredFields(t *testing.T) {
 	if err := rdb.HSet(ctx, key, "junk", "not-a-number", "live", "99999999999999").Err(); err != nil {
 		t.Fatal(err)
 	}
-	keep := []string{MetaRun, MetaSince, "a", "live"}
+	keep := []string{MetaRun, MetaSince, MetaEnc, "a", "live"}
 
 	prev := rdb.HLen(ctx, key).Val()
 	beats := 0

@@ -83,11 +83,15 @@ type BeatArgs struct {
 
 func beatKeys(a BeatArgs, key string) []string { return []string{key, a.Owners, a.Load} }
 
-// beatArgv is ARGV of beat.lua.
+// beatArgv is ARGV of beat.lua: the common beat (no check, no count) sends
+// the first four alone, the script reading the others as 0 and -1.
 func beatArgv(a BeatArgs) []any {
 	var expected int64
 	if !a.Expected.IsZero() {
 		expected = a.Expected.UnixMilli()
+	}
+	if !a.Check && !a.WriteSessions {
+		return []any{a.JobID, a.TTL.Milliseconds(), a.Instance, expected}
 	}
 	check := 0
 	if a.Check {
@@ -100,14 +104,18 @@ func beatArgv(a BeatArgs) []any {
 	return []any{a.JobID, a.TTL.Milliseconds(), a.Instance, expected, check, sessions}
 }
 
-// ParseBeatArgs reads the ARGV of an observed beat.lua call (five
-// arguments, from a build before the session count, or six).
+// ParseBeatArgs reads the ARGV of an observed beat.lua call: four
+// arguments (a common beat), five (a build before the session count) or
+// six.
 func ParseBeatArgs(argv []string) (BeatArgs, error) {
-	if len(argv) != 5 && len(argv) != 6 {
-		return BeatArgs{}, fmt.Errorf("%w: %s call with %d arguments, want 6", ErrUnexpectedReply, NameBeat, len(argv))
+	if len(argv) < 4 || len(argv) > 6 {
+		return BeatArgs{}, fmt.Errorf("%w: %s call with %d arguments, want 4 to 6", ErrUnexpectedReply, NameBeat, len(argv))
 	}
 	var n [3]int64
 	for i, j := range []int{1, 3, 4} {
+		if j >= len(argv) {
+			break // no check argument: 0
+		}
 		v, err := strconv.ParseInt(argv[j], 10, 64)
 		if err != nil {
 			return BeatArgs{}, fmt.Errorf("%w: %s argument %d is %q", ErrUnexpectedReply, NameBeat, j+1, argv[j])
@@ -193,10 +201,14 @@ func (o LoadOutcome) String() string {
 	return "LoadOutcome(" + strconv.Itoa(int(o)) + ")"
 }
 
-// ParseBeatAnswer reads beat.lua's answer (six values, from a build before
-// the session count, or seven).
+// ParseBeatAnswer reads beat.lua's answer: three values from the fast
+// path (expiresAt, now, load), else six (from a build before the session
+// count) or seven.
 func ParseBeatAnswer(v any) (BeatAnswer, error) {
 	arr, ok := v.([]any)
+	if ok && len(arr) == 3 {
+		return parseFastAnswer(arr)
+	}
 	if !ok || (len(arr) != 6 && len(arr) != 7) {
 		return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, v)
 	}
@@ -225,4 +237,22 @@ func ParseBeatAnswer(v any) (BeatAnswer, error) {
 		a.OtherExpiresAt = time.UnixMilli(n[3])
 	}
 	return a, nil
+}
+
+// parseFastAnswer reads the fast path's answer {expiresAt, now, load}: a
+// beat written over our own, which started no new run meta.
+func parseFastAnswer(arr []any) (BeatAnswer, error) {
+	var n [3]int64
+	for i, x := range arr {
+		v, ok := x.(int64)
+		if !ok {
+			return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, arr)
+		}
+		n[i] = v
+	}
+	if n[0] <= 0 || n[1] <= 0 || n[2] < 0 || n[2] > int64(LoadFailed) {
+		return BeatAnswer{}, fmt.Errorf("%w: %v", ErrUnexpectedReply, arr)
+	}
+	return BeatAnswer{Outcome: BeatWritten, ExpiresAt: time.UnixMilli(n[0]), At: time.UnixMilli(n[1]),
+		Load: LoadOutcome(n[2])}, nil
 }

@@ -19,16 +19,17 @@
 -- ARGV[4]  expected: the expiry (ms) this instance's last acknowledged beat
 --          wrote, or 0 to go straight to the full path
 -- ARGV[5]  check: 1 to compare the run meta with INFO server and to clean a
---          few expired fields, else 0
+--          few expired fields, else 0 (or absent)
 -- ARGV[6]  sessions: the session count to write into the load hash with a
 --          written beat, or -1 (or absent) to leave it as it is
+-- The common beat (no check, no count) sends ARGV[1] to ARGV[4] alone.
 --
 -- Fast path (expected > 0 and check 0): one HINCRBY moves our field from
 -- `expected` to now + TTL. When the result is now + TTL, the field held what
 -- we wrote last: nobody else beat this JobID since, and the beat is done in
--- two Redis commands (TIME, HINCRBY). Otherwise the field is put back as it
--- was (nobody sees the difference: a script runs alone) and the full path
--- decides.
+-- two Redis commands (TIME, HINCRBY), answered {expiresAt, now, load}.
+-- Otherwise the field is put back as it was (nobody sees the difference: a
+-- script runs alone) and the full path decides.
 --
 -- Full path: read the field, its owner and the run meta. A live beat of
 -- another instance (its owner entry names another instance) is left alone
@@ -39,12 +40,25 @@
 -- fields of the hash and two of the owners are looked at and the expired
 -- ones dropped: O(1) work, and no answer depends on it. The load hash is
 -- cleaned with them: an expired beat's load entry goes with it, and two
--- random load entries whose beat is gone are dropped.
+-- random load entries whose beat is gone are dropped. The beats of the
+-- sampled owners and load entries are looked up in one HMGET.
 --
 -- A written beat with sessions >= 0 also writes the load entry: one HSET
 -- more on the fast path, sent only when the count changed or on a check.
 --
--- Answers {code, expiresAt, reset, other, otherExpiresAt, now, load}:
+-- Encoding: the full path writes the field "\0enc" into the shard hash, and
+-- a check into the owners and load hashes too, with a value longer than
+-- hash-max-listpack-value (64 bytes by default): Redis then keeps each hash
+-- a hashtable (it never converts one back), where a field is found in O(1),
+-- instead of a listpack scanned from its start (up to 512 fields by
+-- default, so up to 512 servers a shard). With 200 servers a beat's
+-- HINCRBY and a check's lookups and samples cost about a third less. Like
+-- the run meta, "\0enc" is no server: every reader and the cleaning skip
+-- NUL-prefixed fields.
+--
+-- Answers, on the fast path, {expiresAt, now, load} (written, no reset, no
+-- other instance); on the full path {code, expiresAt, reset, other,
+-- otherExpiresAt, now, load}:
 --   code        0: written. 1: refused: `other` has a live beat until
 --               otherExpiresAt (ms). 2: written, taking the field over from
 --               instance `other` whose beat had expired at otherExpiresAt
@@ -60,35 +74,30 @@ local job, ttl, inst = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local expected, check = tonumber(ARGV[4]), ARGV[5] == '1'
 local sessions = tonumber(ARGV[6] or '-1') or -1
 
+local enc = 'presence: longer than hash-max-listpack-value, so that Redis keeps this hash a hashtable'
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expires = now + ttl
 
-local function ms(v) return string.format('%.0f', v) end
-
-local function writeLoad()
-  if sessions < 0 then
-    return 0
-  end
-  local r = redis.pcall('HSET', load, job, ms(sessions) .. '@' .. ms(now))
-  if type(r) == 'number' then
-    return 1
-  end
-  return 2
-end
-
+-- No local functions: the script's body runs afresh on every call, and
+-- each would be a closure made (and collected) per beat.
 if expected > 0 and not check then
   local delta = expires - expected
   local got = redis.pcall('HINCRBY', key, job, delta) -- an error table when the field is not an integer
   if type(got) == 'number' then
     if got == expires then
-      return {0, expires, 0, '', 0, now, writeLoad()}
+      if sessions < 0 then
+        return {expires, now, 0}
+      end
+      local r = redis.pcall('HSET', load, job, string.format('%d@%.0f', sessions, now))
+      return {expires, now, type(r) == 'number' and 1 or 2}
     end
     local before = got - delta
     if before == 0 then -- the field did not exist
       redis.call('HDEL', key, job)
     else
-      redis.call('HSET', key, job, ms(before))
+      redis.call('HSET', key, job, string.format('%.0f', before))
     end
   end
 end
@@ -105,26 +114,37 @@ if owner and owner ~= inst then
   code, other = 2, owner
 end
 
-local write = {key, job, ms(expires)}
+local write = {key, job, string.format('%.0f', expires), '\0enc', enc}
 local reset = 0
 local since = tonumber(cur[3])
 if check or not cur[2] or since == nil then
   local run = ''
   local info = redis.pcall('INFO', 'server') -- an error table where INFO is unsupported
   if type(info) == 'string' then
-    run = string.match(info, 'run_id:(%x+)') or ''
+    local at = string.find(info, 'run_id:', 1, true) -- a plain search: no pattern tried at every byte
+    run = at and string.match(info, '^%x+', at + 7) or ''
   end
   if cur[2] ~= run or since == nil then
-    write[#write + 1], write[#write + 2] = '\0run', run
-    write[#write + 1], write[#write + 2] = '\0since', ms(now)
+    write[6], write[7], write[8], write[9] = '\0run', run, '\0since', string.format('%.0f', now)
     reset = 1
   end
 end
 redis.call('HSET', unpack(write))
-if owner ~= inst then
+if check then
+  redis.call('HSET', owners, job, inst, '\0enc', enc)
+elseif owner ~= inst then
   redis.call('HSET', owners, job, inst)
 end
-local loaded = writeLoad()
+local loaded = 0
+if sessions >= 0 then
+  local r
+  if check then
+    r = redis.pcall('HSET', load, job, string.format('%d@%.0f', sessions, now), '\0enc', enc)
+  else
+    r = redis.pcall('HSET', load, job, string.format('%d@%.0f', sessions, now))
+  end
+  loaded = type(r) == 'number' and 1 or 2
+end
 
 if check then
   -- Bounded cleaning: an expired (or unreadable) beat goes with its owner;
@@ -145,17 +165,31 @@ if check then
       end
     end
   end
-  local orphans = redis.call('HRANDFIELD', owners, -2)
-  for _, f in ipairs(orphans) do
-    if string.byte(f, 1) ~= 0 and redis.call('HEXISTS', key, f) == 0 then
-      redis.call('HDEL', owners, f)
+  -- Two owners and two load entries; their beats looked up at once.
+  local names, inLoad = {}, {}
+  for _, f in ipairs(redis.call('HRANDFIELD', owners, -2)) do
+    if string.byte(f, 1) ~= 0 then
+      names[#names + 1] = f
     end
   end
-  local gone = redis.pcall('HRANDFIELD', load, -2)
-  if type(gone) == 'table' and not gone.err then
-    for _, f in ipairs(gone) do
-      if redis.call('HEXISTS', key, f) == 0 then
-        redis.pcall('HDEL', load, f)
+  local sampled = redis.pcall('HRANDFIELD', load, -2)
+  if type(sampled) == 'table' and not sampled.err then
+    for _, f in ipairs(sampled) do
+      if string.byte(f, 1) ~= 0 then
+        names[#names + 1] = f
+        inLoad[#names] = true
+      end
+    end
+  end
+  if #names > 0 then
+    local beats = redis.call('HMGET', key, unpack(names))
+    for i, f in ipairs(names) do
+      if not beats[i] then
+        if inLoad[i] then
+          redis.pcall('HDEL', load, f)
+        else
+          redis.call('HDEL', owners, f)
+        end
       end
     end
   end

@@ -23,6 +23,20 @@ func TestArgsRoundTrip(t *testing.T) {
 	if a := mustParse(t, ParseBeatArgs, Beat.Wire(beat)); a != beat {
 		t.Errorf("beat args %+v, want %+v", a, beat)
 	}
+	// The common beat (no check, no count) sends four arguments.
+	common := BeatArgs{JobID: "server-a", TTL: 10 * time.Second, Instance: "i1", Expected: time.UnixMilli(1_900_000_000_123)}
+	if wire := Beat.Wire(common); len(wire) != 4 {
+		t.Errorf("the common beat sends %q, want four arguments", wire)
+	} else if a := mustParse(t, ParseBeatArgs, wire); a != common {
+		t.Errorf("common beat args %+v, want %+v", a, common)
+	}
+	counted := common
+	counted.WriteSessions, counted.Sessions = true, 0
+	if wire := Beat.Wire(counted); len(wire) != 6 {
+		t.Errorf("a beat that carries a count sends %q, want six arguments", wire)
+	} else if a := mustParse(t, ParseBeatArgs, wire); a != counted {
+		t.Errorf("counted beat args %+v, want %+v", a, counted)
+	}
 	for name, parse := range map[string]func([]string) error{
 		"beat":   func(a []string) error { _, err := ParseBeatArgs(a); return err },
 		"read":   func(a []string) error { _, err := ParseReadArgs(a); return err },
@@ -78,6 +92,24 @@ func TestAnswers(t *testing.T) {
 	}
 	if _, err := parseRemoved(int64(2)); !errors.Is(err, ErrUnexpectedReply) {
 		t.Errorf("remove answer 2: %v, want ErrUnexpectedReply", err)
+	}
+}
+
+// The fast path answers {expiresAt, now, load}: a beat written over our
+// own, with no reset and no other instance; any other three values are
+// ErrUnexpectedReply.
+func TestFastBeatAnswer(t *testing.T) {
+	got, err := ParseBeatAnswer([]any{int64(1_900_000_010_000), int64(1_900_000_000_000), int64(1)})
+	want := BeatAnswer{Outcome: BeatWritten, ExpiresAt: time.UnixMilli(1_900_000_010_000), At: time.UnixMilli(1_900_000_000_000),
+		Load: LoadWritten}
+	if err != nil || got != want {
+		t.Errorf("fast answer = %+v, %v; want %+v", got, err, want)
+	}
+	for _, bad := range [][]any{{int64(1), int64(2), int64(3)}, {int64(0), int64(2), int64(0)}, {int64(1), int64(2), "0"},
+		{int64(1), int64(-2), int64(0)}} {
+		if _, err := ParseBeatAnswer(bad); !errors.Is(err, ErrUnexpectedReply) {
+			t.Errorf("fast answer %v: %v, want ErrUnexpectedReply", bad, err)
+		}
 	}
 }
 

@@ -3,11 +3,12 @@
 -- KEYS[1]  the record hash <ns>:{<driver>:<key>}
 -- KEYS[2]  its history hash <record>:hist (see history.go)
 -- ARGV[1]  '1': also answer the values of every field of the newest kept version (the
---          version a write that keeps a new one rewrites as a delta); '2': those, and the
---          record's data (the version that write keeps: its holder keeps no copy); else '0'
+--          version a write that keeps a new one rewrites as a delta); else '0'. The
+--          record's data, which that write keeps, is read apart (a plain HGET): a string of
+--          megabytes passed through Lua holds Redis twenty times as long.
 --
 -- Answers: {ver|false, at|false, hasData ('1'|'0'), histAt|false, 'fields', {name1, head1, size1, ...},
---           {name1, value1, ...}, sum|false, data|false}
+--           {name1, value1, ...}, sum|false}
 -- the current version, its write time (ms, Redis TIME), whether it has data and when the
 -- record last kept a version; then every field of the history, each with its value when it
 -- holds a version's metadata (k<ver>, f<ver>, t<ver>, and v<ver> when at most 2048 bytes
@@ -25,14 +26,10 @@
 -- bytes (a k version's first field is at most 64): what the listing reads grows with the
 -- versions kept, never with their data. The newest version's values are one version's bytes.
 local f = redis.call('HMGET', KEYS[1], 'ver', 'at', 'hist.at', 'sum')
-local data = false
-if ARGV[1] == '2' then
-  data = redis.call('HGET', KEYS[1], 'data')
-end
 local hasData = redis.call('HSTRLEN', KEYS[1], 'data') > 0 and '1' or '0'
 local enc = redis.pcall('OBJECT', 'ENCODING', KEYS[2]) -- an error (a Redis without it): field by field
 if enc == 'listpack' or enc == 'ziplist' then
-  return {f[1] or false, f[2] or false, hasData, f[3] or false, 'all', redis.call('HGETALL', KEYS[2]), {}, f[4] or false, data}
+  return {f[1] or false, f[2] or false, hasData, f[3] or false, 'all', redis.call('HGETALL', KEYS[2]), {}, f[4] or false}
 end
 local fields = {}
 local newest, newestFields = -1, {}
@@ -66,11 +63,11 @@ for _, name in ipairs(redis.call('HKEYS', KEYS[2])) do
   end
 end
 local values = {}
-if (ARGV[1] == '1' or ARGV[1] == '2') and #newestFields > 0 then
+if ARGV[1] == '1' and #newestFields > 0 then
   local vals = redis.call('HMGET', KEYS[2], unpack(newestFields))
   for i, name in ipairs(newestFields) do
     values[#values + 1] = name
     values[#values + 1] = vals[i]
   end
 end
-return {f[1] or false, f[2] or false, hasData, f[3] or false, 'fields', fields, values, f[4] or false, data}
+return {f[1] or false, f[2] or false, hasData, f[3] or false, 'fields', fields, values, f[4] or false}
