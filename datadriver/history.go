@@ -57,7 +57,8 @@ func (p *Profile[T]) versionDue() bool {
 // write does to the history (record.History.Plan: the trim, by count and
 // by bytes, and the previous newest version rewritten as a delta), from a
 // listing of the history (its fields and headers, and the newest version's
-// value: no read of the rest) read with the data by one script. A version
+// value: no read of the rest) read by one script, then the data by an
+// HGET (record.ListForKeep). A version
 // whose data could not be read is not kept by this write (the next data
 // write tries again), unless the write must keep it (a restore's): then
 // the write is not sent. Runs on the owner.
@@ -83,8 +84,8 @@ func (p *Profile[T]) keepVersion(req *record.SaveArgs) error {
 }
 
 // listForKeep reads, for a write that keeps a version, within
-// historyReadTimeout, the history's listing and the data the version
-// keeps (one script), or the data alone (one HGET) for a record that never
+// historyReadTimeout, the history's listing (one script) and the data the
+// version keeps (one HGET), or the data alone for a record that never
 // kept a version or whose history could not be listed (the version is then
 // kept whole, without a plan); planned says whether h is a listing. The
 // data must be the data the executor's last landed write left.
