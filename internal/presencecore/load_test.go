@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ckernel/playerdata/internal/presencescript"
+	"github.com/redis/go-redis/v9"
 )
 
 // counted is a Config whose Sessions answers n.
@@ -18,21 +19,50 @@ func counted(n *atomic.Int64) Config {
 	return Config{Sessions: func() int { return int(n.Load()) }}
 }
 
+// pair is two servers, a and b, beating one fresh presence key with the
+// session counts na and nb, each beaten once.
+type pair struct {
+	rdb    redis.UniversalClient
+	a, b   *Presence
+	na, nb atomic.Int64
+}
+
+// realCounted starts server "a" on a fresh key of a real redis-server
+// (skipped on miniredis, saying why), counting the sessions n holds (n
+// sessions at first); not yet beaten.
+func realCounted(t *testing.T, n int64, why string) (redis.UniversalClient, *Presence, *atomic.Int64) {
+	t.Helper()
+	r := startRedis(t)
+	if !r.real {
+		t.Skip(why)
+	}
+	rdb := r.client(t)
+	var count atomic.Int64
+	count.Store(n)
+	return rdb, server(t, rdb, testKey(t), "a", counted(&count)), &count
+}
+
+// countedPair starts a pair counting na and nb sessions.
+func countedPair(t *testing.T, na, nb int64) *pair {
+	t.Helper()
+	pr := &pair{rdb: startRedis(t).client(t)}
+	pr.na.Store(na)
+	pr.nb.Store(nb)
+	key := testKey(t)
+	pr.a = server(t, pr.rdb, key, "a", counted(&pr.na))
+	pr.b = server(t, pr.rdb, key, "b", counted(&pr.nb))
+	mustBeat(t, pr.a)
+	mustBeat(t, pr.b)
+	return pr
+}
+
 // TestLoads: each server's count travels with its beat; Loads gives every
 // live server's, least loaded first, stamped on the Redis clock, and a
 // changed count is read after the next beat.
 func TestLoads(t *testing.T) {
-	r := startRedis(t)
-	rdb := r.client(t)
 	ctx := context.Background()
-	key := testKey(t)
-	var na, nb atomic.Int64
-	na.Store(5)
-	nb.Store(3)
-	a := server(t, rdb, key, "a", counted(&na))
-	b := server(t, rdb, key, "b", counted(&nb))
-	mustBeat(t, a)
-	mustBeat(t, b)
+	pr := countedPair(t, 5, 3)
+	a, b, na := pr.a, pr.b, &pr.na
 	before := time.Now().Add(-time.Second)
 
 	loads, err := a.Loads(ctx)
@@ -69,15 +99,8 @@ func TestLoads(t *testing.T) {
 // fast path stays TIME and HINCRBY); a changed count adds one HSET; a full
 // check writes it whatever it is. Counted by Redis (INFO commandstats).
 func TestLoadOnlyWhenChanged(t *testing.T) {
-	r := startRedis(t)
-	if !r.real {
-		t.Skip("miniredis keeps no command statistics")
-	}
-	rdb := r.client(t)
+	rdb, p, n := realCounted(t, 4, "miniredis keeps no command statistics")
 	ctx := context.Background()
-	var n atomic.Int64
-	n.Store(4)
-	p := server(t, rdb, testKey(t), "a", counted(&n))
 	mustBeat(t, p)
 	beats := func(k int) map[string]int64 {
 		t.Helper()
@@ -256,17 +279,9 @@ func TestLoadKeySlot(t *testing.T) {
 // one HMGET) and drops those whose beat is gone, each from its own hash;
 // live servers' entries stay.
 func TestCleaningDropsOrphanedOwnersAndLoads(t *testing.T) {
-	r := startRedis(t)
-	rdb := r.client(t)
 	ctx := context.Background()
-	key := testKey(t)
-	var na, nb atomic.Int64
-	na.Store(1)
-	nb.Store(2)
-	a := server(t, rdb, key, "a", counted(&na))
-	b := server(t, rdb, key, "b", counted(&nb))
-	mustBeat(t, a)
-	mustBeat(t, b)
+	pr := countedPair(t, 1, 2)
+	rdb, a := pr.rdb, pr.a
 	at := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	var owners, loads []string
 	for i := range 6 {
@@ -312,15 +327,8 @@ func TestCleaningDropsOrphanedOwnersAndLoads(t *testing.T) {
 // (a beat finds its field in O(1), not by a scan of a listpack), and no
 // reader takes it for a server.
 func TestFullCheckKeepsTheHashesHashtables(t *testing.T) {
-	r := startRedis(t)
-	if !r.real {
-		t.Skip("miniredis has no listpack encoding")
-	}
-	rdb := r.client(t)
+	rdb, p, _ := realCounted(t, 3, "miniredis has no listpack encoding")
 	ctx := context.Background()
-	var n atomic.Int64
-	n.Store(3)
-	p := server(t, rdb, testKey(t), "a", counted(&n))
 	for _, h := range []string{p.own.key, p.own.owners, p.own.load} {
 		if err := rdb.HSet(ctx, h, "other", "1").Err(); err != nil { // a listpack, as a small hash is
 			t.Fatal(err)
