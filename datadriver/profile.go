@@ -48,10 +48,10 @@ type Profile[T any] struct {
 	// may be written: a change failed halfway (a panic) or after its lease
 	// lapsed, or the session ended. Every write's snapshot checks it.
 	stopped atomic.Bool
+	kicked  atomic.Bool // the game heard its one Kick (beside stopped: no padding)
 	// Its life (life.go): the executor is the one writer of life; ended is
 	// set once, by whoever ends the profile.
 	life     atomic.Pointer[lifeView]
-	kicked   atomic.Bool // the game heard its one Kick
 	ended    atomic.Pointer[ending]
 	epoch    atomic.Int64
 	leaseGen uint64 // the presence lease generation the lock lives under (0: no presence flag)
