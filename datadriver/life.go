@@ -351,6 +351,6 @@ func (p *Profile[T]) stopping() bool { return p.ended.Load() != nil || p.d.ctx.E
 // in flight is fenced by its token in Redis and bounded by SaveTimeout, and
 // the end never waits for it. (A context of the profile's own, the parent
 // of every such write, kept a map of its children and a Done channel once
-// a write had run: about 300 bytes of every resident profile that had
+// a write had run: about 400 bytes of every resident profile that had
 // autosaved.)
 func (p *Profile[T]) bg() context.Context { return p.d.ctx }
