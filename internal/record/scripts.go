@@ -88,7 +88,7 @@ type wire interface {
 // typed is the script src under name with its protocol: A's KEYS and ARGV,
 // parse reading an observed call back, answer reading its answer.
 func typed[A wire, R any](name, src string, parse func([]string) (A, error), answer func(any) (R, error)) *rscript.Typed[A, R] {
-	return rscript.NewTyped(name, src, rscript.Protocol[A, R]{
+	return rscript.NewTyped(name, expandLua(src), rscript.Protocol[A, R]{
 		Keys:   func(a A, key string) []string { return a.keys(key) },
 		Args:   func(a A) []any { return a.argv() },
 		Parse:  parse,

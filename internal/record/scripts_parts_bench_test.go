@@ -145,7 +145,7 @@ func BenchmarkScriptParts(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		return string(src)
+		return record.ExpandLua(string(src))
 	}
 	for _, p := range acquireParts {
 		s := rscript.New("acquire-"+p.name, cutBefore(b, readLua("acquire"), p.anchor))

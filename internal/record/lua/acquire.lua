@@ -75,10 +75,7 @@ end
 local fmt, token, epoch = f[1], f[2], f[3]
 local job -- the holder: read only when the lock is held
 
--- A stored integer: decimal digits only, short enough to be exact in a Lua number.
-local function isint(v)
-  return #v <= 15 and string.find(v, '^%d+$') ~= nil
-end
+--#include isint
 -- The format and the integer fields, all checked by one match (an absent field stands as
 -- '0'); only when it fails are they checked one by one, in the order of their answers: the
 -- format, a format newer than the caller's, then the first other field that is not an
@@ -207,15 +204,7 @@ if seq and seq ~= '0' and ARGV[8] ~= '0' then
   end
 end
 
--- now in ms as a string, without formatting a number: seconds, then the first three of the
--- six microsecond digits (zero-padded when TIME gave fewer)
-local us = t[2]
-local now
-if #us == 6 then
-  now = t[1] .. string.sub(us, 1, 3)
-else
-  now = t[1] .. string.sub(string.rep('0', 6 - #us) .. us, 1, 3)
-end
+--#include nowms
 
 -- The new epoch formatted once, as a string ('%d': exact for every integer isint admits):
 -- Redis formats a number argument of redis.call again (snprintf, about 0.4 µs), and so

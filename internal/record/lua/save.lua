@@ -131,20 +131,9 @@ if not f[3] then
 end
 local token, ver, epoch, trade, seq = f[1], f[2] or '0', f[3], f[4], f[5] or '0'
 
--- now in ms as a string, without formatting a number: seconds, then the first three of the
--- six microsecond digits (zero-padded when TIME gave fewer)
-local us = t[2]
-local now
-if #us == 6 then
-  now = t[1] .. string.sub(us, 1, 3)
-else
-  now = t[1] .. string.sub(string.rep('0', 6 - #us) .. us, 1, 3)
-end
+--#include nowms
 
--- A stored integer: decimal digits only, short enough to be exact in a Lua number.
-local function isint(v)
-  return #v <= 15 and string.find(v, '^%d+$') ~= nil
-end
+--#include isint
 -- ver, epoch and inbox.seq checked by one match (an absent one stands as '0'); only when it
 -- fails one by one, to name the field.
 local i1, i3 = f[2] or '0', f[5] or '0'

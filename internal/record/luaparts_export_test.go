@@ -1,0 +1,5 @@
+package record
+
+// ExpandLua is expandLua, for the external benchmarks that cut a script's
+// source.
+var ExpandLua = expandLua
