@@ -1,6 +1,7 @@
 package datadriver
 
 import (
+	"hash/fnv"
 	"strconv"
 	"time"
 )
@@ -12,33 +13,11 @@ func (p *Profile[T]) phase0(period time.Duration) time.Duration {
 	if period <= 0 {
 		return 0
 	}
-	// FNV-1a of "<key>\x00<job>\x00<epoch>", hashed in place (fmt and a
-	// hash.Hash cost a load three allocations).
-	var num [20]byte
-	h := fnv1a(fnvOffset, p.key)
-	h = fnv1a(h, "\x00")
-	h = fnv1a(h, p.d.node.jobID)
-	h = fnv1a(h, "\x00")
-	h = fnv1aBytes(h, strconv.AppendInt(num[:0], p.epoch.Load(), 10))
-	return time.Duration(h % uint64(period))
-}
-
-// FNV-1a, 64 bits (hash/fnv's New64a, without its allocation).
-const (
-	fnvOffset = 14695981039346656037
-	fnvPrime  = 1099511628211
-)
-
-func fnv1a(h uint64, s string) uint64 {
-	for i := 0; i < len(s); i++ {
-		h = (h ^ uint64(s[i])) * fnvPrime
-	}
-	return h
-}
-
-func fnv1aBytes(h uint64, b []byte) uint64 {
-	for _, c := range b {
-		h = (h ^ uint64(c)) * fnvPrime
-	}
-	return h
+	// FNV-1a of "<key>\x00<job>\x00<epoch>", the bytes built in one
+	// buffer (fmt cost a load two more allocations).
+	b := make([]byte, 0, len(p.key)+len(p.d.node.jobID)+22)
+	b = append(append(append(append(b, p.key...), 0), p.d.node.jobID...), 0)
+	h := fnv.New64a()
+	_, _ = h.Write(strconv.AppendInt(b, p.epoch.Load(), 10))
+	return time.Duration(h.Sum64() % uint64(period))
 }
