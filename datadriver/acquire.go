@@ -118,7 +118,7 @@ func (d *Driver[T]) refused(key string, res *record.AcquireResult) error {
 // fenced by the token, and a release request naming it later gives it back
 // again (releaseOrphanLocked), so no lock is left that no session uses.
 func (d *Driver[T]) acquireOnce(ctx context.Context, key string, args record.AcquireArgs) (record.AcquireResult, error) {
-	cctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout+d.node.cfg.ReplicaTimeout)
+	cctx, cancel := d.node.bounds.within(ctx, d.node.cfg.SaveTimeout+d.node.cfg.ReplicaTimeout)
 	defer cancel()
 	actx, span := d.tel.StartAcquire(cctx)
 	call := args.Call(d.recordKey(key))

@@ -202,6 +202,7 @@ func (d *Driver[T]) shutdown(ctx context.Context) error {
 	d.closed = true
 	d.mu.Unlock()
 	d.cancelLoads() // loads waiting on locks give up
+	d.node.bounds.forget(d.loads)
 
 	var wg sync.WaitGroup
 	errs := make([]error, len(profiles))

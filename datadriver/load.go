@@ -153,10 +153,15 @@ func (d *Driver[T]) load(ctx context.Context, key string, spec loadSpec) (*Profi
 	defer d.wg.Done()
 
 	// Stop waiting when the driver shuts down.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(d.loads, cancel)
-	defer stop()
+	if lctx, ok := endsWith(ctx, d.loads); ok {
+		ctx = lctx
+	} else {
+		lctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(d.loads, cancel)
+		defer stop()
+		ctx = lctx
+	}
 
 	if spec.note == nil {
 		spec.note = &joinNote{}

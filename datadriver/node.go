@@ -36,6 +36,8 @@ type Node struct {
 	clock clock.Clock
 	log   *slog.Logger
 	cfg   NodeConfig
+	// bounds bounds the Redis calls by SaveTimeout (bounds.go).
+	bounds callBounds
 
 	saveSem chan struct{} // bounds concurrent autosaves
 	// waitSlots bounds the replica waits holding pool connections at once
@@ -125,6 +127,7 @@ func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 		rdb:       cfg.Redis,
 		ns:        cfg.Namespace,
 		clock:     cfg.Clock,
+		bounds:    callBounds{clock: cfg.Clock},
 		cfg:       cfg,
 		saveSem:   make(chan struct{}, cfg.MaxConcurrentSaves),
 		waitSlots: make(chan struct{}, waitSlotsFor(cfg.Redis)),

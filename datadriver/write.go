@@ -287,7 +287,7 @@ func (d *Driver[T]) saveArgs(a record.SaveArgs) record.SaveArgs {
 // session (ErrLockLost: the lock is another's, the record is gone or
 // broken) or ErrTradePending (another trade holds the record).
 func (d *Driver[T]) write(ctx context.Context, key string, a record.SaveArgs) (writeRes, error) {
-	ctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout)
+	ctx, cancel := d.node.bounds.within(ctx, d.node.cfg.SaveTimeout)
 	defer cancel()
 	sentAt := d.node.clock.Now()
 	res, err := record.Save(ctx, d.node.rdb, d.recordKey(key), d.saveArgs(a))
@@ -297,7 +297,7 @@ func (d *Driver[T]) write(ctx context.Context, key string, a record.SaveArgs) (w
 // writeWait is write, then WAIT for MinReplicas replicas on the same
 // connection: it also returns how many acknowledged.
 func (d *Driver[T]) writeWait(ctx context.Context, key string, a record.SaveArgs) (writeRes, int64, error) {
-	ctx, cancel := d.node.clock.WithTimeout(ctx, d.node.cfg.SaveTimeout+d.node.cfg.ReplicaTimeout)
+	ctx, cancel := d.node.bounds.within(ctx, d.node.cfg.SaveTimeout+d.node.cfg.ReplicaTimeout)
 	defer cancel()
 	sentAt := d.node.clock.Now()
 	call := d.writeCall(key, a)

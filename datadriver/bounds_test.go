@@ -1,0 +1,156 @@
+package datadriver
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+
+	"github.com/ckernel/playerdata/internal/mockclock"
+)
+
+type boundTestKey struct{}
+
+// TestBoundedCallsShareADeadlineNeverLaterThanTheirOwn: calls under a
+// context that never ends share one deadline context while they start
+// within d/boundShare of the first; each ends at its own now+d or up to
+// d/boundShare before, never after, and carries its own context's values.
+func TestBoundedCallsShareADeadlineNeverLaterThanTheirOwn(t *testing.T) {
+	mock := mockclock.New()
+	b := &callBounds{clock: mock}
+	const d = 10 * time.Second
+	grain := d / boundShare
+
+	first, cancel := b.within(context.WithValue(context.Background(), boundTestKey{}, "a"), d)
+	defer cancel()
+	mock.Add(grain / 2)
+	second, cancel2 := b.within(context.WithValue(context.Background(), boundTestKey{}, "b"), d)
+	defer cancel2()
+	if first.Done() != second.Done() {
+		t.Fatal("two calls started within the grain do not share their deadline")
+	}
+	if first.Value(boundTestKey{}) != "a" || second.Value(boundTestKey{}) != "b" {
+		t.Fatalf("values %v and %v, want each call's own (a, b)", first.Value(boundTestKey{}), second.Value(boundTestKey{}))
+	}
+	mock.Add(grain)
+	third, cancel3 := b.within(context.Background(), d)
+	defer cancel3()
+	if third.Done() == first.Done() {
+		t.Fatal("a call started a grain later shares the first's deadline, which is too early for it")
+	}
+
+	// The second call's own deadline is grain/2 after the first's: it ends
+	// at the first's, not after its own and not before it by a grain.
+	mock.Add(d - grain - grain/2 - time.Millisecond)
+	if second.Err() != nil {
+		t.Fatalf("ended %s before its own deadline: %v", grain/2+time.Millisecond, second.Err())
+	}
+	mock.Add(time.Millisecond)
+	if !errors.Is(second.Err(), context.DeadlineExceeded) || !errors.Is(first.Err(), context.DeadlineExceeded) {
+		t.Fatalf("at the first call's deadline: %v and %v, want both ended (deadline exceeded)", first.Err(), second.Err())
+	}
+	if third.Err() != nil {
+		t.Fatalf("the third call ended %s before its deadline", grain)
+	}
+	mock.Add(grain)
+	if third.Err() != nil {
+		t.Fatalf("the third call ended %s before its deadline", grain/2)
+	}
+	mock.Add(grain / 2)
+	if !errors.Is(third.Err(), context.DeadlineExceeded) {
+		t.Fatalf("the third call at its deadline: %v", third.Err())
+	}
+}
+
+// TestBoundedCallUnderAContextThatCanEnd: a context that can end gets a
+// deadline of its own, which ends with it.
+func TestBoundedCallUnderAContextThatCanEnd(t *testing.T) {
+	b := &callBounds{clock: mockclock.New()}
+	parent, cancelParent := context.WithCancel(context.Background())
+	ctx, cancel := b.within(parent, time.Second)
+	defer cancel()
+	other, cancelOther := b.within(parent, time.Second)
+	defer cancelOther()
+	if ctx.Done() == other.Done() {
+		t.Fatal("calls under a context that can end share a deadline")
+	}
+	cancelParent()
+	if !endsSoon(ctx) || !errors.Is(ctx.Err(), context.Canceled) {
+		t.Fatalf("after its parent's cancel: %v, want canceled", ctx.Err())
+	}
+}
+
+// TestEndsWithEndsWithTheDriver: a load under a context that never ends
+// ends when the Driver's context does, its calls too (they share their
+// deadline until then), and the shared deadlines of a Driver that has
+// ended are forgotten.
+func TestEndsWithEndsWithTheDriver(t *testing.T) {
+	b := &callBounds{clock: mockclock.New()}
+	driverCtx, cancelDriver := context.WithCancel(context.Background())
+	caller := context.WithValue(context.Background(), boundTestKey{}, "caller")
+	load, ok := endsWith(caller, driverCtx)
+	if !ok {
+		t.Fatal("endsWith refused a context that never ends")
+	}
+	if _, ok := endsWith(driverCtx, driverCtx); ok {
+		t.Fatal("endsWith took a context that can end")
+	}
+	call, cancel := b.within(load, time.Second)
+	defer cancel()
+	call2, cancel2 := b.within(load, time.Second)
+	defer cancel2()
+	if call.Done() != call2.Done() {
+		t.Fatal("two calls of a load do not share their deadline")
+	}
+	if load.Value(boundTestKey{}) != "caller" || call.Value(boundTestKey{}) != "caller" {
+		t.Fatal("the load or its call lost the caller's values")
+	}
+	cancelDriver()
+	b.forget(driverCtx)
+	if load.Err() == nil || call.Err() == nil {
+		t.Fatalf("after the Driver's end: load %v, call %v, want both ended", load.Err(), call.Err())
+	}
+	late, cancel3 := b.within(load, time.Second)
+	defer cancel3()
+	if !endsSoon(late) {
+		t.Fatal("a call after the Driver's end did not end")
+	}
+	if len(b.shared) != 0 {
+		t.Fatalf("%d shared deadlines left after the Driver's end", len(b.shared))
+	}
+}
+
+// TestContextsUnderABoundedCallStartNoGoroutine: context.WithCancel under a
+// bounded call registers with the shared deadline, as under any context of
+// the context package, instead of starting a goroutine to watch it.
+func TestContextsUnderABoundedCallStartNoGoroutine(t *testing.T) {
+	b := &callBounds{clock: clock.New()} // the context package's own deadlines
+	ctx, cancel := b.within(context.Background(), time.Minute)
+	defer cancel()
+	before := runtime.NumGoroutine()
+	cancels := make([]context.CancelFunc, 0, 200)
+	for range 200 {
+		_, c := context.WithCancel(ctx)
+		cancels = append(cancels, c)
+	}
+	if n := runtime.NumGoroutine() - before; n > 50 {
+		t.Fatalf("200 contexts under a bounded call started %d goroutines", n)
+	}
+	for _, c := range cancels {
+		c()
+	}
+}
+
+// endsSoon reports whether ctx ends within a second of real time (the mock
+// clock's contexts hear their parent's end on a goroutine of their own).
+func endsSoon(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	case <-time.After(time.Second):
+		return false
+	}
+}
