@@ -17,7 +17,8 @@ const boundShare = 1000
 // callBounds bounds the Redis calls of a Node (SaveTimeout, and with
 // ReplicaTimeout) without a context and a timer of each call's own where
 // the call's context cannot end by itself: a Save or a Release under
-// context.Background(), a Join's acquire under one (see endsWith). Such
+// context.Background(), a Join's acquire under one (see endsWith), the
+// executors' own writes (an autosave: sharesBounds). Such
 // calls share one deadline context per bound and base, made afresh when the
 // last one's deadline is too early for a new call, and each call sees its
 // own context's values (boundCtx). A context that can end is bounded as
@@ -76,6 +77,13 @@ func endsWith(ctx, base context.Context) (_ context.Context, ok bool) {
 		return nil, false
 	}
 	return &boundCtx{Context: base, vals: ctx, base: base}, true
+}
+
+// sharesBounds is base (a Driver's long-lived context) as a context whose
+// calls share their deadlines (within), ending with base. It carries base's
+// values, the context package's keys aside (looked up in base itself).
+func sharesBounds(base context.Context) context.Context {
+	return &boundCtx{Context: base, vals: context.WithoutCancel(base), base: base}
 }
 
 // within returns the context of one call under ctx that must end within d

@@ -154,3 +154,39 @@ func endsSoon(ctx context.Context) bool {
 		return false
 	}
 }
+
+// TestTheExecutorsWorkSharesBounds: the executors' own writes (an
+// autosave) under the Driver's context share their deadlines, carry the
+// Driver context's values and end with it.
+func TestTheExecutorsWorkSharesBounds(t *testing.T) {
+	b := &callBounds{clock: clock.New()}
+	driverCtx, cancelDriver := context.WithCancel(context.WithValue(context.Background(), boundTestKey{}, "node"))
+	bg := sharesBounds(driverCtx)
+	first, cancel := b.within(bg, time.Minute)
+	defer cancel()
+	second, cancel2 := b.within(bg, time.Minute)
+	defer cancel2()
+	if first.Done() != second.Done() {
+		t.Fatal("two writes of the executors do not share their deadline")
+	}
+	if first.Value(boundTestKey{}) != "node" {
+		t.Fatal("a write of the executors lost the Driver context's values")
+	}
+	before := runtime.NumGoroutine()
+	cancels := make([]context.CancelFunc, 0, 100)
+	for range 100 {
+		_, c := context.WithCancel(bg)
+		cancels = append(cancels, c)
+	}
+	if n := runtime.NumGoroutine() - before; n > 25 {
+		t.Fatalf("100 contexts under the Driver's started %d goroutines", n)
+	}
+	for _, c := range cancels {
+		c()
+	}
+	cancelDriver()
+	b.forget(driverCtx)
+	if !endsSoon(first) || !endsSoon(bg) {
+		t.Fatal("the executors' work did not end with the Driver")
+	}
+}

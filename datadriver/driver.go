@@ -41,6 +41,9 @@ type Driver[T any] struct {
 	cancelLoads context.CancelFunc
 	ctx         context.Context
 	cancel      context.CancelFunc
+	// bg is ctx for the executors' own work (Profile.bg): its calls share
+	// their SaveTimeout deadlines (bounds.go).
+	bg context.Context
 	// callbacks runs the game's Kick, OnLockLost and OnSaveError in order.
 	callbacks *dispatcher
 	// timers holds every profile's tick and age fence on one clock timer.
@@ -116,6 +119,7 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 	}
 	d.ctx, d.cancel = context.WithCancel(node.ctx)
 	d.loads, d.cancelLoads = context.WithCancel(d.ctx)
+	d.bg = sharesBounds(d.ctx)
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
@@ -140,6 +144,7 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 // compressors and its gauge.
 func (d *Driver[T]) stop() {
 	d.cancel()
+	d.node.bounds.forget(d.ctx)
 	d.timers.Close()
 	d.callbacks.close()
 	d.unregTel()
@@ -225,6 +230,7 @@ func (d *Driver[T]) shutdown(ctx context.Context) error {
 	}
 	d.mu.Unlock()
 	d.cancel()
+	d.node.bounds.forget(d.ctx)
 	d.closeExecutors()
 	d.wg.Wait()
 	d.node.handoff.Unregister(d.cfg.Name)

@@ -353,4 +353,5 @@ func (p *Profile[T]) stopping() bool { return p.ended.Load() != nil || p.d.ctx.E
 // of every such write, kept a map of its children and a Done channel once
 // a write had run: about 400 bytes of every resident profile that had
 // autosaved.)
-func (p *Profile[T]) bg() context.Context { return p.d.ctx }
+// Its calls share their SaveTimeout deadlines (sharesBounds).
+func (p *Profile[T]) bg() context.Context { return p.d.bg }
