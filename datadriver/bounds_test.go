@@ -130,18 +130,26 @@ func TestContextsUnderABoundedCallStartNoGoroutine(t *testing.T) {
 	b := &callBounds{clock: clock.New()} // the context package's own deadlines
 	ctx, cancel := b.within(context.Background(), time.Minute)
 	defer cancel()
+	if n := goroutinesOfChildren(ctx, 200); n > 50 {
+		t.Fatalf("200 contexts under a bounded call started %d goroutines", n)
+	}
+}
+
+// goroutinesOfChildren is how many goroutines n context.WithCancel children
+// of ctx start (each would watch ctx if it were not one the context package
+// can register them with); it cancels them.
+func goroutinesOfChildren(ctx context.Context, n int) int {
 	before := runtime.NumGoroutine()
-	cancels := make([]context.CancelFunc, 0, 200)
-	for range 200 {
+	cancels := make([]context.CancelFunc, 0, n)
+	for range n {
 		_, c := context.WithCancel(ctx)
 		cancels = append(cancels, c)
 	}
-	if n := runtime.NumGoroutine() - before; n > 50 {
-		t.Fatalf("200 contexts under a bounded call started %d goroutines", n)
-	}
+	started := runtime.NumGoroutine() - before
 	for _, c := range cancels {
 		c()
 	}
+	return started
 }
 
 // endsSoon reports whether ctx ends within a second of real time (the mock
@@ -172,17 +180,8 @@ func TestTheExecutorsWorkSharesBounds(t *testing.T) {
 	if first.Value(boundTestKey{}) != "node" {
 		t.Fatal("a write of the executors lost the Driver context's values")
 	}
-	before := runtime.NumGoroutine()
-	cancels := make([]context.CancelFunc, 0, 100)
-	for range 100 {
-		_, c := context.WithCancel(bg)
-		cancels = append(cancels, c)
-	}
-	if n := runtime.NumGoroutine() - before; n > 25 {
+	if n := goroutinesOfChildren(bg, 100); n > 25 {
 		t.Fatalf("100 contexts under the Driver's started %d goroutines", n)
-	}
-	for _, c := range cancels {
-		c()
 	}
 	cancelDriver()
 	b.forget(driverCtx)

@@ -44,7 +44,9 @@ type NodeConfig struct {
 	PingTimeout    time.Duration
 	AcceptEviction bool
 
-	// Saves: SaveTimeout bounds each acquire, save and release;
+	// Saves: SaveTimeout bounds each acquire, save and release (calls
+	// under a context that never ends share one deadline per SaveTimeout/1000:
+	// each ends at most that much before its own, never after);
 	// MaxConcurrentSaves the autosaves at once; TradeRetain keeps a settled
 	// trade's journal entry; MinReplicas makes acquisitions, releases,
 	// Saves, trade commits and Sends wait (at most ReplicaTimeout) for that
