@@ -32,7 +32,8 @@ type callBounds struct {
 	clock clock.Clock
 	mu    sync.Mutex
 	// shared holds the current context of each bound and base (a nil base
-	// never ends; else a Driver's loads context, see endsWith).
+	// never ends; else a Driver's loads context, see endsWith, or its
+	// context, see sharesBounds).
 	shared map[boundKey]*sharedBound
 }
 
