@@ -21,9 +21,9 @@ const boundShare = 1000
 // executors' own writes (an autosave: sharesBounds). Such
 // calls share one deadline context per bound and base, made afresh when the
 // last one's deadline is too early for a new call, and each call sees its
-// own context's values (boundCtx). A context that can end is bounded as
-// before, by a context.WithTimeout of its own. Every deadline is on the
-// Node's clock.
+// own context's values (boundCtx). A context whose own deadline comes
+// within the bound needs none; another that can end is bounded by a
+// context.WithTimeout of its own. Every deadline is on the Node's clock.
 //
 // What it saves, measured on the session cycle (load, save, release under
 // context.Background(), BenchmarkCycle): 3 timers and about 20 of the
@@ -88,18 +88,21 @@ func sharesBounds(base context.Context) context.Context {
 }
 
 // within returns the context of one call under ctx that must end within d
-// from now, and its cancel. A ctx that can end by itself gets a
+// from now, and its cancel. A ctx whose deadline comes by then is the
+// call's as it is; one that can end by itself otherwise gets a
 // clock.WithTimeout of its own; one that never does (or ends only with a
 // Driver's context, through endsWith) shares a deadline with the calls of
 // the same bound started up to d/boundShare before.
 func (b *callBounds) within(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	now := b.clock.Now()
 	vals, base := ctx, context.Context(nil)
 	if c, ok := ctx.(*boundCtx); ok && c.base != nil && c.Context == c.base && c.base.Err() == nil {
 		vals, base = c.vals, c.base
+	} else if dl, ok := ctx.Deadline(); ok && !dl.After(now.Add(d)) {
+		return ctx, func() {} // it ends by then already
 	} else if ctx.Done() != nil || d/boundShare <= 0 {
 		return b.clock.WithTimeout(ctx, d) // (a Driver's that has ended: its shared ones are forgotten)
 	}
-	now := b.clock.Now()
 	k := boundKey{base: base, d: d}
 	b.mu.Lock()
 	s := b.shared[k]

@@ -83,6 +83,28 @@ func TestBoundedCallUnderAContextThatCanEnd(t *testing.T) {
 	}
 }
 
+// TestBoundedCallUnderAnEarlierDeadline: a context whose own deadline
+// comes within the bound is the call's as it is; one whose deadline comes
+// later gets the bound.
+func TestBoundedCallUnderAnEarlierDeadline(t *testing.T) {
+	mock := mockclock.New()
+	b := &callBounds{clock: mock}
+	early, cancelEarly := mock.WithTimeout(context.Background(), time.Second)
+	defer cancelEarly()
+	ctx, cancel := b.within(early, 2*time.Second)
+	defer cancel()
+	if ctx != early {
+		t.Fatal("a context ending before the bound was wrapped")
+	}
+	late, cancelLate := mock.WithTimeout(context.Background(), time.Minute)
+	defer cancelLate()
+	bounded, cancel2 := b.within(late, 2*time.Second)
+	defer cancel2()
+	if dl, _ := bounded.Deadline(); !dl.Equal(mock.Now().Add(2 * time.Second)) {
+		t.Fatalf("a context ending after the bound has deadline %v, want the bound's %v", dl, mock.Now().Add(2*time.Second))
+	}
+}
+
 // TestEndsWithEndsWithTheDriver: a load under a context that never ends
 // ends when the Driver's context does, its calls too (they share their
 // deadline until then), and the shared deadlines of a Driver that has
