@@ -188,7 +188,6 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		key:      key,
 		data:     data,
 		unknown:  unknown,
-		done:     make(chan struct{}),
 		leaseGen: gen,
 		w: writer{ver: a.Ver, data: storedOf(a.Data), schema: a.Schema, schemaMin: a.SchemaMin, corrupt: corrupt,
 			stored: metaOf(record.KeptMeta{At: a.At, Schema: a.Schema, SchemaMin: a.SchemaMin}), uids: a.UserIDs, meta: a.Meta,

@@ -50,3 +50,7 @@ func WithoutHandoff[T any](cfg *Config[T]) { cfg.noHandoff = true }
 // HandoffStats returns the counters of n's lock handoff (the metrics count
 // the same messages for an operator).
 func (n *Node) HandoffStats() lockhandoff.Stats { return lockhandoff.Stats(n.handoff.Stats()) }
+
+// HasDoneChannel reports whether p's Done channel has been made (it is
+// made when first asked for).
+func HasDoneChannel[T any](p *Profile[T]) bool { return p.done.Load() != nil }

@@ -63,7 +63,7 @@ func (d *Driver[T]) releaseLocked(key, token, purpose string) <-chan struct{} {
 		p.releaseNow()
 	}
 	// Leaving, adopting: it ends when its write settles.
-	return p.done
+	return p.doneLocked()
 }
 
 // answerLoadRequestsLocked answers the requests that arrived while key was

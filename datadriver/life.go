@@ -303,7 +303,9 @@ func (p *Profile[T]) endLocked(c cause, err error) bool {
 	d.notify(p.key)
 	d.timers.Stop(&p.ageFence)
 	p.stopExecutor()
-	close(p.done)
+	if c := p.done.Load(); c != nil {
+		close(*c) // else Done answers a closed channel from now on
+	}
 	v := p.view()
 	if c.holdsLock() && d.ctx.Err() == nil {
 		// In the background: the end never waits on I/O. A write of the

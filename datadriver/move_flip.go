@@ -104,7 +104,7 @@ func (p *Profile[T]) resolveFlip(m, accept moveMsg, callErr error) error {
 		}
 		t := d.node.clock.Timer(wait)
 		select {
-		case <-p.done:
+		case <-p.Done():
 			t.Stop()
 			return p.Err()
 		case <-t.C:

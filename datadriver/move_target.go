@@ -280,7 +280,7 @@ func (d *Driver[T]) movedProfile(in *moveIn[T], st flipState) *Profile[T] {
 	m := in.m
 	now := d.node.clock.Now()
 	p := &Profile[T]{
-		d: d, key: m.Key, data: in.dec.data, unknown: in.dec.unknown, done: make(chan struct{}),
+		d: d, key: m.Key, data: in.dec.data, unknown: in.dec.unknown,
 		leaseGen: in.gen,
 		w: writer{ver: st.ver, data: storedOf(m.Data), schema: m.Schema, schemaMin: m.SchemaMin,
 			stored: metaOf(record.KeptMeta{At: st.at, Schema: m.Schema, SchemaMin: m.SchemaMin}), uids: m.UIDs, meta: m.Meta,

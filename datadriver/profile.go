@@ -60,7 +60,10 @@ type Profile[T any] struct {
 	// on the driver's timers.
 	ageUntil atomic.Int64 // an instant
 	ageFence deadlines.Entry
-	done     chan struct{}
+	// done is the Done channel, made when first asked for (as a
+	// context.Context's is): a resident profile nobody watches has none.
+	// Made and closed under d.mu (doneLocked, endLocked).
+	done atomic.Pointer[chan struct{}]
 
 	// Its writes: the executor's (owner.go).
 	w  writer
@@ -126,7 +129,28 @@ func (p *Profile[T]) Epoch() int64 { return p.epoch.Load() }
 
 // Done is closed when the profile stops being live: after a release, when
 // its lock is lost, or when the Node closes. Err then says why.
-func (p *Profile[T]) Done() <-chan struct{} { return p.done }
+func (p *Profile[T]) Done() <-chan struct{} {
+	if c := p.done.Load(); c != nil {
+		return *c
+	}
+	p.d.mu.Lock()
+	defer p.d.mu.Unlock()
+	return p.doneLocked()
+}
+
+// doneLocked is Done with d.mu held: the channel, made now if nobody asked
+// for it yet (closed already once the profile has ended).
+func (p *Profile[T]) doneLocked() <-chan struct{} {
+	if c := p.done.Load(); c != nil {
+		return *c
+	}
+	if p.ended.Load() != nil {
+		return closed
+	}
+	c := make(chan struct{})
+	p.done.Store(&c)
+	return c
+}
 
 // Err is nil while the profile is live; after Done it matches ErrReleased,
 // ErrLockLost or ErrClosed.
