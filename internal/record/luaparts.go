@@ -16,9 +16,18 @@ var (
 	nowMSPart string
 	//go:embed lua/parts/isint.lua
 	isIntPart string
-
-	luaParts = map[string]string{"nowms": nowMSPart, "isint": isIntPart}
 )
+
+// luaPart is the text of the part named name.
+func luaPart(name string) (string, bool) {
+	switch name {
+	case "nowms":
+		return nowMSPart, true
+	case "isint":
+		return isIntPart, true
+	}
+	return "", false
+}
 
 // includePrefix starts a line that names a part.
 const includePrefix = "--#include "
@@ -38,7 +47,7 @@ func expandLua(src string) string {
 			b.WriteString(l)
 			continue
 		}
-		part, known := luaParts[name]
+		part, known := luaPart(name)
 		if !known {
 			panic(fmt.Sprintf("record: a script includes %q, which no part of lua/parts is", name))
 		}
