@@ -187,12 +187,13 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		d:        d,
 		key:      key,
 		data:     data,
-		unknown:  unknown,
 		leaseGen: gen,
 		w: writer{ver: a.Ver, data: storedOf(a.Data), schema: a.Schema, schemaMin: a.SchemaMin, corrupt: corrupt,
-			stored: metaOf(record.KeptMeta{At: a.At, Schema: a.Schema, SchemaMin: a.SchemaMin}), uids: a.UserIDs, meta: a.Meta,
+			stored: metaOf(record.KeptMeta{At: a.At, Schema: a.Schema, SchemaMin: a.SchemaMin}),
 			histAt: wallNS(a.HistAt), redisNow: wallNS(a.Now), loadedAt: d.instantOf(sentAt), lastWrite: d.instantOf(sentAt), inboxSeq: a.InboxSeq},
 	}
+	p.setUnknown(unknown)
+	p.w.setStored(a.UserIDs, a.Meta)
 	p.initLife(token)
 	p.epoch.Store(a.Epoch)
 	p.ageUntil.Store(int64(d.instantOf(sentAt.Add(d.cfg.LockTTL))))
@@ -200,7 +201,7 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		p.w.seenSeq = a.InboxSeq // the acquire read the whole inbox
 	}
 	if n := len(a.Messages); n > 0 {
-		p.w.joinedTo = a.Messages[n-1].ID
+		p.w.made().joinedTo = a.Messages[n-1].ID
 	}
 	if derr == nil && mode != loadWipe {
 		if derr = p.decodeMeta(a.UserIDs, a.Meta); derr != nil {

@@ -119,7 +119,7 @@ func (q *dispatcher) close() {
 // most callbackOrderWait, or until ctx ends.
 func (p *Profile[T]) awaitCallbacks(ctx context.Context) {
 	p.dataMu.RLock()
-	none := len(p.cleanups) == 0
+	none := p.extras() == nil || len(p.extras().cleanups) == 0
 	p.dataMu.RUnlock()
 	if none {
 		return

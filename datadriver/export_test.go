@@ -2,6 +2,7 @@ package datadriver
 
 import (
 	"time"
+	"unsafe"
 
 	"github.com/ckernel/playerdata/lockhandoff"
 )
@@ -54,3 +55,12 @@ func (n *Node) HandoffStats() lockhandoff.Stats { return lockhandoff.Stats(n.han
 // HasDoneChannel reports whether p's Done channel has been made (it is
 // made when first asked for).
 func HasDoneChannel[T any](p *Profile[T]) bool { return p.done.Load() != nil }
+
+// HasExtras reports whether p carries its extras (what few sessions use,
+// made when first set), and on its executor's side.
+func HasExtras[T any](p *Profile[T]) (game, executor bool) {
+	return p.ext.Load() != nil, p.w.x != nil
+}
+
+// ProfileSize is the size of a Profile of T, without what it points to.
+func ProfileSize[T any]() uintptr { return unsafe.Sizeof(Profile[T]{}) }

@@ -247,9 +247,11 @@ func (p *Profile[T]) beginAdopt(token string) bool {
 // meanwhile (its lease lapsed while the adoption ran). On the executor
 // only.
 func (p *Profile[T]) adopted() bool {
-	p.dataMu.Lock()
-	p.cleanups = nil
-	p.dataMu.Unlock()
+	if x := p.extras(); x != nil {
+		p.dataMu.Lock()
+		x.cleanups = nil
+		p.dataMu.Unlock()
+	}
 	if p.phaseNow() == phaseEnded {
 		return false
 	}

@@ -192,7 +192,7 @@ func (p *Profile[T]) catchUpInbox() {
 		}
 	}
 	if p.w.inboxSeq > p.w.seenSeq {
-		p.pullInbox(p.w.joinedTo) // the join tried its page already
+		p.pullInbox(p.w.joinedTo()) // the join tried its page already
 	}
 }
 
@@ -201,7 +201,7 @@ func (p *Profile[T]) catchUpInbox() {
 func (p *Profile[T]) messagesPending() bool {
 	p.dataMu.RLock()
 	defer p.dataMu.RUnlock()
-	return len(p.applied) > 0 || len(p.refused) > 0
+	return p.extras().inFlight()
 }
 
 // pullInbox reads the inbox after the message id after ("": all of it) a
@@ -270,31 +270,27 @@ func (p *Profile[T]) applyMessages(msgs []record.Message) (n int, waiting bool) 
 		return 0, false
 	}
 	p.dataMu.Lock()
-	for p.gate != nil {
-		g := p.gate
-		p.dataMu.Unlock()
-		<-g
-		p.dataMu.Lock()
-	}
+	p.waitTradeLocked()
 	defer p.dataMu.Unlock()
 	if err := p.syncTradeLocked(); err != nil {
 		d.log.Debug("messages wait for a trade's outcome", "key", p.key, "err", err)
 		return 0, true
 	}
 	refused := 0
+	x := p.extrasMade()
 	for _, rm := range msgs {
-		if slices.Contains(p.applied, rm.ID) || slices.ContainsFunc(p.refused, func(r record.Refusal) bool { return r.ID == rm.ID }) {
+		if slices.Contains(x.applied, rm.ID) || slices.ContainsFunc(x.refused, func(r record.Refusal) bool { return r.ID == rm.ID }) {
 			continue
 		}
 		if p.updatable() != nil {
 			break
 		}
 		if err := p.applyOne(rm); err != nil {
-			p.refused = append(p.refused, record.Refusal{ID: rm.ID, Err: truncate(err.Error(), maxRefusalBytes)})
+			x.refused = append(x.refused, record.Refusal{ID: rm.ID, Err: truncate(err.Error(), maxRefusalBytes)})
 			refused++
 			continue
 		}
-		p.applied = append(p.applied, rm.ID)
+		x.applied = append(x.applied, rm.ID)
 		n++
 	}
 	if n > 0 {

@@ -172,21 +172,23 @@ func (p *Profile[T]) moveOnce(ctx context.Context, to string) error {
 // carries is the data the flip writes). It reports false when a trade
 // holds the gate.
 func (p *Profile[T]) closeGate() bool {
+	x := p.extrasMade()
 	p.dataMu.Lock()
 	defer p.dataMu.Unlock()
-	if p.gate != nil {
+	if x.gate != nil {
 		return false
 	}
-	p.gate = make(chan struct{})
+	x.gate = make(chan struct{})
 	return true
 }
 
 // openGate lets Updates go on (they find the session ended if it moved).
 func (p *Profile[T]) openGate() {
+	x := p.extras() // made by closeGate
 	p.dataMu.Lock()
 	defer p.dataMu.Unlock()
-	close(p.gate)
-	p.gate = nil
+	close(x.gate)
+	x.gate = nil
 }
 
 // moveSnapshot takes what the move carries. What the flip does not write
@@ -200,7 +202,7 @@ func (p *Profile[T]) moveSnapshot(ctx context.Context) (snapshot, error) {
 	}
 	adopting := len(p.view().earlier) > 0
 	changed := snap.stored != p.w.data
-	if adopting || len(snap.refused) > 0 || p.unsettled != nil || (changed && (p.w.keepNext || p.versionDue())) {
+	if adopting || len(snap.refused) > 0 || p.extras().pending() != nil || (changed && (p.w.keepNext || p.versionDue())) {
 		if err := p.write(ctx, writeSave); err != nil {
 			return snap, err
 		}
@@ -209,10 +211,11 @@ func (p *Profile[T]) moveSnapshot(ctx context.Context) (snapshot, error) {
 			return snap, err
 		}
 	}
+	uids, meta := p.w.asStored()
 	switch {
 	case p.w.corrupt:
 		return snap, fmt.Errorf("move %q: %w: a profile loaded for a restore does not move", p.key, ErrCorruptRecord)
-	case len(snap.data)+len(p.w.uids)+len(p.w.meta)+len(snap.uids)+len(snap.meta) > messaging.DefaultMaxMoveBytes-moveSlack:
+	case len(snap.data)+len(uids)+len(meta)+len(snap.uids)+len(snap.meta) > messaging.DefaultMaxMoveBytes-moveSlack:
 		return snap, fmt.Errorf("move %q: %w: %d bytes do not fit a move's message (%d)", p.key, ErrTooLarge,
 			len(snap.data), messaging.DefaultMaxMoveBytes-moveSlack)
 	case len(snap.data) > p.d.cfg.MaxDataBytes:
@@ -238,9 +241,10 @@ func (p *Profile[T]) prepareMove(ctx context.Context, snap snapshot, to string) 
 		return moveMsg{}, fmt.Errorf("move %q: %w", p.key, context.DeadlineExceeded)
 	}
 	redisNow := wallTime(p.w.redisNow).Add(now.Sub(d.timeAt(p.w.loadedAt)))
+	uids, meta := p.w.asStored()
 	m := moveMsg{Step: stepPrepare, ID: id, Driver: d.cfg.Name, Key: p.key, From: d.node.jobID, To: to,
 		Expiry: redisNow.Add(window).UnixMilli(), Window: window.Milliseconds(), Data: snap.data,
-		Schema: int(p.w.stored.schema), SchemaMin: int(p.w.stored.schemaMin), UIDs: p.w.uids, Meta: p.w.meta,
+		Schema: int(p.w.stored.schema), SchemaMin: int(p.w.stored.schemaMin), UIDs: uids, Meta: meta,
 		SeenSeq: p.w.seenSeq}
 	if p.w.histAt != 0 {
 		m.HistAt = wallTime(p.w.histAt).UnixMilli()

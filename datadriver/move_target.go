@@ -280,14 +280,16 @@ func (d *Driver[T]) movedProfile(in *moveIn[T], st flipState) *Profile[T] {
 	m := in.m
 	now := d.node.clock.Now()
 	p := &Profile[T]{
-		d: d, key: m.Key, data: in.dec.data, unknown: in.dec.unknown,
+		d: d, key: m.Key, data: in.dec.data,
 		leaseGen: in.gen,
 		w: writer{ver: st.ver, data: storedOf(m.Data), schema: m.Schema, schemaMin: m.SchemaMin,
-			stored: metaOf(record.KeptMeta{At: st.at, Schema: m.Schema, SchemaMin: m.SchemaMin}), uids: m.UIDs, meta: m.Meta,
+			stored: metaOf(record.KeptMeta{At: st.at, Schema: m.Schema, SchemaMin: m.SchemaMin}),
 			histAt: wallNS(msOrZero(m.HistAt)), redisNow: wallNS(st.lockAt), loadedAt: d.instantOf(now),
 			lastWrite: d.instantOf(in.acceptedAt),
 			inboxSeq:  st.inboxSeq, seenSeq: m.SeenSeq},
 	}
+	p.setUnknown(in.dec.unknown)
+	p.w.setStored(m.UIDs, m.Meta)
 	p.initLife(in.accept.Token)
 	p.epoch.Store(st.epoch)
 	p.ageUntil.Store(int64(d.instantOf(in.acceptedAt.Add(d.cfg.LockTTL)))) // the flip's lock.at is later

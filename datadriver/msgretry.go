@@ -44,7 +44,11 @@ const refusalLogEvery = time.Minute
 // most 8 periods. A tick comes every period, so the retry runs at the
 // first tick at least 7/8 of the delay after the refusal.
 func (p *Profile[T]) retryDelay() time.Duration {
-	return p.autosavePeriod() << min(p.w.retry.n, maxRetryBackoff)
+	var n uint8
+	if r := p.w.retryState(); r != nil {
+		n = r.n
+	}
+	return p.autosavePeriod() << min(n, maxRetryBackoff)
 }
 
 // retryRefused runs at each autosave tick, on the owner: when a retry is
@@ -53,7 +57,10 @@ func (p *Profile[T]) retryDelay() time.Duration {
 // ends the back-off; one that could not read or write the inbox comes
 // again after the same delay.
 func (p *Profile[T]) retryRefused() {
-	r := &p.w.retry
+	r := p.w.retryState()
+	if r == nil { // nothing was ever refused
+		return
+	}
 	now := p.d.node.clock.Now()
 	if r.at == 0 || now.UnixNano() < r.at || p.phaseNow() != phaseLive {
 		return
@@ -81,7 +88,7 @@ func (p *Profile[T]) noteTries(refused []record.Refusal, tries []record.Tries) {
 	if len(tries) == 0 {
 		return
 	}
-	d, r := p.d, &p.w.retry
+	d, r := p.d, &p.w.made().retry
 	most := d.cfg.MaxMessageAttempts
 	var waiting, dead []record.Tries
 	for _, t := range tries {

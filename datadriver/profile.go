@@ -6,9 +6,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/ckernel/playerdata/internal/datacodec"
 	"github.com/ckernel/playerdata/internal/deadlines"
-	"github.com/ckernel/playerdata/internal/record"
 )
 
 // Profile is one loaded profile, live under its session lock until it is
@@ -21,29 +19,12 @@ type Profile[T any] struct {
 	// The game's side.
 	dataMu sync.RWMutex
 	data   T
-	// unknown is what the stored data holds that T does not know (a newer
-	// build's fields): written back with every save.
-	unknown *datacodec.Unknown
-	// applied are the ids of inbox messages applied to data that no landed
-	// save has written yet (the next save deletes them from the inbox);
-	// refused the refusals no landed save has counted yet.
-	applied []string
-	refused []record.Refusal
-	uids    []string
-	meta    map[string]string
-	// metaGen counts changes of uids and meta; metaSaved is the count the
-	// last landed save wrote.
-	metaGen, metaSaved uint64
+	// ext is what few sessions use (extras.go): nil until first set.
+	ext atomic.Pointer[extras[T]]
 	// updates counts the Updates that succeeded (Profile.Updates), changed
 	// under dataMu; lastSaved is the last landed write (landed.go).
 	updates   atomic.Uint64
 	lastSaved atomic.Pointer[Saved]
-	// cleanups are the leave cleanups (OnRelease).
-	cleanups []func(*T)
-	// gate is set while a trade of the profile runs (Update waits for it to
-	// close); unsettled is a trade whose outcome is not in the record yet.
-	gate      chan struct{}
-	unsettled *pendingTrade
 	// stopped is set (under dataMu) once nothing more of the session's data
 	// may be written: a change failed halfway (a panic) or after its lease
 	// lapsed, or the session ended. Every write's snapshot checks it.
@@ -71,8 +52,6 @@ type Profile[T any] struct {
 	// tick posts the tick of the autosave and the lock refresh, on the
 	// driver's timers.
 	tick deadlines.Entry
-	// tradeLeave is closed when the trade borrowing the executor leaves.
-	tradeLeave chan struct{}
 }
 
 // writer is the executor's state: what the profile's writes know of
@@ -88,9 +67,6 @@ type writer struct {
 	// min-reader, as loaded or as the last landed write stamped them: what
 	// a version kept of it says.
 	stored storedMeta
-	// uids and meta are the user ids and metadata as stored (encoded): the
-	// record's checksum covers them with the data.
-	uids, meta []byte
 	// histAt is when the record last kept a version (Redis clock); redisNow
 	// is the Redis time the load saw, at local time loadedAt: together they
 	// tell when the next version is due. keepNext: the next data write keeps
@@ -100,9 +76,6 @@ type writer struct {
 	// inboxSeq is how many messages were ever sent to the profile, as the
 	// last load or save saw it; seenSeq what the last pull saw.
 	inboxSeq, seenSeq int64
-	// joinedTo is the last message the join's acquire read (its page of
-	// the inbox was applied before the join returned).
-	joinedTo string
 	// lastWrite is when the last landed write was sent (a refresh is due
 	// LockTTL/2 after it); refreshRetry is no refresh before this (one
 	// failed).
@@ -115,8 +88,8 @@ type writer struct {
 	// corrupt is set on a profile loaded for RestoreAt whose stored data
 	// does not decode: it never writes its data, only a restored version.
 	corrupt bool
-	// retry is when refused messages are tried again (msgretry.go).
-	retry inboxRetry
+	// x is what few sessions use (extras.go): nil until first set.
+	x *writerExtras
 }
 
 // Key is the profile's key.
@@ -177,12 +150,7 @@ func (p *Profile[T]) View(fn func(d *T)) {
 // and the session ends). fn must not keep the pointer or call p's methods.
 func (p *Profile[T]) Update(fn func(d *T)) error {
 	p.dataMu.Lock()
-	for p.gate != nil { // a trade of this profile is running
-		g := p.gate
-		p.dataMu.Unlock()
-		<-g
-		p.dataMu.Lock()
-	}
+	p.waitTradeLocked()
 	if err := p.updatable(); err != nil {
 		p.dataMu.Unlock()
 		p.fenceOn(err)
@@ -214,6 +182,16 @@ func (p *Profile[T]) Update(fn func(d *T)) error {
 	return nil
 }
 
+// waitTradeLocked waits, with dataMu held (it lets go while it waits),
+// until no trade of the profile runs.
+func (p *Profile[T]) waitTradeLocked() {
+	for g := p.extras().tradeGate(); g != nil; g = p.extras().tradeGate() {
+		p.dataMu.Unlock()
+		<-g
+		p.dataMu.Lock()
+	}
+}
+
 // OnRelease registers a leave cleanup: fn runs with the data before the
 // release save (Release, a handoff, Node.Close), so what it changes is saved;
 // once, in order, and only for a release that will try to save. An adoption
@@ -221,7 +199,8 @@ func (p *Profile[T]) Update(fn func(d *T)) error {
 func (p *Profile[T]) OnRelease(fn func(d *T)) {
 	p.dataMu.Lock()
 	defer p.dataMu.Unlock()
-	p.cleanups = append(p.cleanups, fn)
+	x := p.extrasMade()
+	x.cleanups = append(x.cleanups, fn)
 }
 
 // SetUserIDs records the users whose personal data the profile holds (for
@@ -229,15 +208,19 @@ func (p *Profile[T]) OnRelease(fn func(d *T)) {
 func (p *Profile[T]) SetUserIDs(ids ...string) {
 	p.dataMu.Lock()
 	defer p.dataMu.Unlock()
-	p.uids = append([]string(nil), ids...)
-	p.metaGen++
+	x := p.extrasMade()
+	x.uids = append([]string(nil), ids...)
+	x.metaGen++
 }
 
 // UserIDs returns the user ids recorded on the profile.
 func (p *Profile[T]) UserIDs() []string {
 	p.dataMu.RLock()
 	defer p.dataMu.RUnlock()
-	return append([]string(nil), p.uids...)
+	if x := p.extras(); x != nil {
+		return append([]string(nil), x.uids...)
+	}
+	return nil
 }
 
 // SetMeta sets one metadata entry kept on the record beside the data;
@@ -245,19 +228,24 @@ func (p *Profile[T]) UserIDs() []string {
 func (p *Profile[T]) SetMeta(name, value string) {
 	p.dataMu.Lock()
 	defer p.dataMu.Unlock()
-	if p.meta == nil {
-		p.meta = make(map[string]string)
+	x := p.extrasMade()
+	if x.meta == nil {
+		x.meta = make(map[string]string)
 	}
-	p.meta[name] = value
-	p.metaGen++
+	x.meta[name] = value
+	x.metaGen++
 }
 
 // Meta returns a copy of the profile's metadata.
 func (p *Profile[T]) Meta() map[string]string {
 	p.dataMu.RLock()
 	defer p.dataMu.RUnlock()
-	m := make(map[string]string, len(p.meta))
-	for k, v := range p.meta {
+	x := p.extras()
+	if x == nil {
+		return map[string]string{}
+	}
+	m := make(map[string]string, len(x.meta))
+	for k, v := range x.meta {
 		m[k] = v
 	}
 	return m
@@ -266,12 +254,12 @@ func (p *Profile[T]) Meta() map[string]string {
 // decodeMeta loads the user ids and metadata stored on the record.
 func (p *Profile[T]) decodeMeta(uids, meta []byte) error {
 	if len(uids) > 0 {
-		if err := msgpack.Unmarshal(uids, &p.uids); err != nil {
+		if err := msgpack.Unmarshal(uids, &p.extrasMade().uids); err != nil {
 			return err
 		}
 	}
 	if len(meta) > 0 {
-		return msgpack.Unmarshal(meta, &p.meta)
+		return msgpack.Unmarshal(meta, &p.extrasMade().meta)
 	}
 	return nil
 }

@@ -82,11 +82,12 @@ func (p *Profile[T]) leaveAndRelease(c cause) func(context.Context) error {
 func (p *Profile[T]) runCleanups() error {
 	p.dataMu.Lock()
 	defer p.dataMu.Unlock()
-	fns := p.cleanups
-	if len(fns) == 0 || p.stopped.Load() || p.leaseErr(p.d.node.clock.Now()) != nil {
+	x := p.extras()
+	if x == nil || len(x.cleanups) == 0 || p.stopped.Load() || p.leaseErr(p.d.node.clock.Now()) != nil {
 		return nil
 	}
-	p.cleanups = nil
+	fns := x.cleanups
+	x.cleanups = nil
 	before, err := p.d.codec.Clone(&p.data)
 	if err != nil {
 		return fmt.Errorf("leave cleanups of %q: copy the data: %w", p.key, err)

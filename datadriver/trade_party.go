@@ -71,7 +71,7 @@ func (p *Profile[T]) enterTrade(ctx context.Context) error {
 	r := &request{ctx: ctx, done: make(chan error, 1), run: func(ctx context.Context) error {
 		err := p.readyForTrade(ctx)
 		if err == nil {
-			p.tradeLeave = leave
+			p.extrasMade().tradeLeave = leave
 		}
 		entered <- err
 		if err == nil {
@@ -109,7 +109,8 @@ func (p *Profile[T]) readyForTrade(ctx context.Context) error {
 	p.dataMu.Lock()
 	// Messages applied but not saved must leave the inbox first: a trade
 	// image written by another server's recovery would not delete them.
-	unsettled := p.unsettled != nil || len(p.applied) > 0 || len(p.refused) > 0
+	x := p.extras()
+	unsettled := x.pending() != nil || x.inFlight()
 	p.dataMu.Unlock()
 	// An earlier trade's mark must go first, and an adoption that has not
 	// landed yet must move the lock to the profile's token.
@@ -129,21 +130,23 @@ func (p *Profile[T]) readyForTrade(ctx context.Context) error {
 	default:
 		return fmt.Errorf("%w: the player has left", ErrReleased)
 	}
+	x = p.extrasMade()
 	p.dataMu.Lock()
-	p.gate = make(chan struct{})
+	x.gate = make(chan struct{})
 	p.dataMu.Unlock()
 	return nil
 }
 
 func (p *Profile[T]) leaveTrade() {
+	x := p.extrasMade() // made by the enter
 	p.dataMu.Lock()
-	if p.gate != nil {
-		close(p.gate)
-		p.gate = nil
+	if x.gate != nil {
+		close(x.gate)
+		x.gate = nil
 	}
 	p.dataMu.Unlock()
-	leave := p.tradeLeave
-	p.tradeLeave = nil
+	leave := x.tradeLeave
+	x.tradeLeave = nil
 	close(leave)
 }
 
@@ -158,7 +161,7 @@ func (p *Profile[T]) copyForTrade() (any, error) {
 // newer build.
 func (p *Profile[T]) imageOf(c any) ([]byte, error) {
 	p.dataMu.RLock()
-	unknown := p.unknown
+	unknown := p.extras().unknownData()
 	p.dataMu.RUnlock()
 	b, err := p.d.codec.Encode(c.(*T), unknown)
 	if err != nil {
@@ -171,8 +174,9 @@ func (p *Profile[T]) imageOf(c any) ([]byte, error) {
 }
 
 func (p *Profile[T]) settleCall(id, token string, img []byte, schema, schemaMin int) rscript.Pending[record.SaveResult] {
+	uids, meta := p.w.asStored()
 	return p.d.writeCall(p.key, record.SaveArgs{Mode: record.ModeSettle, Token: token, Trade: id, Data: img,
-		Schema: schema, SchemaMin: schemaMin, Sum: record.RecordSum(img, schema, schemaMin, p.w.uids, p.w.meta)})
+		Schema: schema, SchemaMin: schemaMin, Sum: record.RecordSum(img, schema, schemaMin, uids, meta)})
 }
 
 func (p *Profile[T]) settleResult(res record.SaveResult, err error, sentAt time.Time) (writeRes, error) {
@@ -208,15 +212,16 @@ func (p *Profile[T]) settled(res writeRes, img []byte, replicated bool) {
 }
 
 func (p *Profile[T]) setPending(pt *pendingTrade) {
+	x := p.extrasMade()
 	p.dataMu.Lock()
 	defer p.dataMu.Unlock()
-	p.unsettled = pt
+	x.unsettled = pt
 }
 
 // syncTradeLocked brings the data in line with a pending trade's outcome
 // and reports whether updates may go ahead. dataMu must be held.
 func (p *Profile[T]) syncTradeLocked() error {
-	pt := p.unsettled
+	pt := p.extras().pending()
 	if pt == nil {
 		return nil
 	}
@@ -227,7 +232,8 @@ func (p *Profile[T]) syncTradeLocked() error {
 			if err != nil {
 				return fmt.Errorf("%w: trade image: %w", ErrCorruptRecord, err)
 			}
-			p.data, p.unknown, pt.applied = v, unknown, true
+			p.data, pt.applied = v, true
+			p.setUnknown(unknown)
 		}
 	case outcomeUnknown, outcomeInFlight:
 		return fmt.Errorf("%w: the outcome of trade %s is not known yet", ErrTradePending, pt.run.id)
@@ -241,7 +247,7 @@ func (p *Profile[T]) syncTradeLocked() error {
 // owner (or a trade borrowing it).
 func (p *Profile[T]) resolvePending(ctx context.Context) (string, error) {
 	p.dataMu.Lock()
-	pt := p.unsettled
+	pt := p.extras().pending()
 	p.dataMu.Unlock()
 	if pt == nil {
 		return "", nil
@@ -274,9 +280,9 @@ func (p *Profile[T]) resolvePending(ctx context.Context) (string, error) {
 // marks a committed one settled in the journal.
 func (p *Profile[T]) clearPending(id string) {
 	p.dataMu.Lock()
-	pt := p.unsettled
+	pt := p.extras().pending()
 	if pt != nil && pt.run.id == id {
-		p.unsettled = nil
+		p.extras().unsettled = nil
 	}
 	p.dataMu.Unlock()
 	if pt != nil && pt.run.id == id && pt.run.getOutcome() == outcomeCommitted {

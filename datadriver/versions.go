@@ -226,8 +226,9 @@ func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) err
 	}
 	err = p.do(ctx, func(ctx context.Context) error {
 		p.dataMu.Lock()
-		was, wasUnknown := p.data, p.unknown
-		p.data, p.unknown = data, unknown
+		was, wasUnknown := p.data, p.extras().unknownData()
+		p.data = data
+		p.setUnknown(unknown)
 		p.dataMu.Unlock()
 		// The data is at the kept version's schema (or this driver's, which
 		// migrated it): the save stamps the larger of the two, never the
@@ -245,7 +246,8 @@ func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) err
 			// answer was lost may have landed: the release writes the loaded
 			// data over it.)
 			p.dataMu.Lock()
-			p.data, p.unknown = was, wasUnknown
+			p.data = was
+			p.setUnknown(wasUnknown)
 			p.dataMu.Unlock()
 			p.w.schema, p.w.corrupt, p.w.keepNext = schema, corrupt, keep
 		}

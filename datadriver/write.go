@@ -60,16 +60,20 @@ func (p *Profile[T]) snapshotLocked() (snapshot, error) {
 	if err := p.leaseErr(p.d.node.clock.Now()); err != nil {
 		return snapshot{}, err
 	}
-	s := snapshot{metaGen: p.metaGen, updates: p.updates.Load(), applied: slices.Clone(p.applied),
-		refused: slices.Clone(p.refused)}
+	s := snapshot{updates: p.updates.Load()}
+	x := p.extras()
 	var err error
-	if s.data, err = p.d.codec.Encode(&p.data, p.unknown); err != nil || s.metaGen == p.metaSaved {
+	if s.data, err = p.d.codec.Encode(&p.data, x.unknownData()); err != nil || x == nil {
 		return s, err
 	}
-	if s.uids, err = msgpack.Marshal(p.uids); err != nil {
+	s.metaGen, s.applied, s.refused = x.metaGen, slices.Clone(x.applied), slices.Clone(x.refused)
+	if s.metaGen == x.metaSaved {
+		return s, nil
+	}
+	if s.uids, err = msgpack.Marshal(x.uids); err != nil {
 		return s, err
 	}
-	s.meta, err = msgpack.Marshal(p.meta)
+	s.meta, err = msgpack.Marshal(x.meta)
 	return s, err
 }
 
@@ -193,7 +197,8 @@ func (p *Profile[T]) sumOf(req record.SaveArgs, snap snapshot) string {
 		return ""
 	}
 	w := &p.w
-	data, schema, schemaMin, uids, meta := w.data.sum, int(w.stored.schema), int(w.stored.schemaMin), w.uids, w.meta
+	data, schema, schemaMin := w.data.sum, int(w.stored.schema), int(w.stored.schemaMin)
+	uids, meta := w.asStored()
 	if req.Data != nil {
 		data, schema, schemaMin = snap.stored.sum, req.Schema, req.SchemaMin
 	}
@@ -215,7 +220,7 @@ func (p *Profile[T]) landed(req record.SaveArgs, snap snapshot, res writeRes, tr
 		w.keepNext = false
 	}
 	if req.Meta != nil {
-		w.uids, w.meta = req.Meta.UserIDs, req.Meta.Meta
+		w.setStored(req.Meta.UserIDs, req.Meta.Meta)
 	}
 	if res.HistAt.After(wallTime(w.histAt)) {
 		w.histAt = wallNS(res.HistAt)
@@ -227,13 +232,15 @@ func (p *Profile[T]) landed(req record.SaveArgs, snap snapshot, res writeRes, tr
 	if trade != "" {
 		p.clearPending(trade)
 	}
-	p.dataMu.Lock()
-	if req.Meta != nil {
-		p.metaSaved = snap.metaGen
+	if x := p.extras(); x != nil { // a write without extras sent no metadata and no messages
+		p.dataMu.Lock()
+		if req.Meta != nil {
+			x.metaSaved = snap.metaGen
+		}
+		x.applied = slices.DeleteFunc(x.applied, func(id string) bool { return slices.Contains(snap.applied, id) })
+		x.refused = slices.DeleteFunc(x.refused, func(r record.Refusal) bool { return slices.Contains(snap.refused, r) })
+		p.dataMu.Unlock()
 	}
-	p.applied = slices.DeleteFunc(p.applied, func(id string) bool { return slices.Contains(snap.applied, id) })
-	p.refused = slices.DeleteFunc(p.refused, func(r record.Refusal) bool { return slices.Contains(snap.refused, r) })
-	p.dataMu.Unlock()
 	p.epoch.Store(res.Epoch)
 	p.landedAt(res.sentAt)
 	p.noteInbox(res.InboxSeq)
