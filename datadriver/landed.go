@@ -26,10 +26,26 @@ type Saved struct {
 // Saved); the zero Saved before the first. It says what the record stores
 // at least: a later write may have landed since it was read.
 func (p *Profile[T]) LastSaved() Saved {
-	if s := p.lastSaved.Load(); s != nil {
-		return *s
+	if l := p.lastSaved.Load(); l != nil {
+		return l.saved(p.key)
 	}
 	return Saved{}
+}
+
+// landing is a Saved as the profile keeps it: without the key the profile
+// has, the time as an integer (32 bytes where a Saved takes 64, on every
+// resident profile).
+type landing struct {
+	ver                  int64
+	at                   int64 // wallNS: Unix ns
+	updates              uint64
+	replicated, released bool
+}
+
+// saved is l as the Saved of key.
+func (l *landing) saved(key string) Saved {
+	return Saved{Key: key, Ver: l.ver, At: wallTime(l.at), Updates: l.updates, Replicated: l.replicated,
+		Released: l.released}
 }
 
 // Updates is how many Updates of the session have succeeded so far. Read it
@@ -42,14 +58,16 @@ func (p *Profile[T]) Updates() uint64 { return p.updates.Load() }
 // Updates). Runs on the owner (or a trade borrowing it), so writes are
 // noted in the order they landed.
 func (p *Profile[T]) noteSaved(snap snapshot, withUpdates, released, replicated bool) {
-	prev := p.LastSaved()
-	s := Saved{Key: p.key, Ver: p.w.ver, At: wallTime(p.w.stored.at), Updates: prev.Updates, Replicated: replicated,
-		Released: released}
-	if withUpdates {
-		s.Updates = max(snap.updates, prev.Updates)
+	l := &landing{ver: p.w.ver, at: p.w.stored.at, replicated: replicated, released: released}
+	if prev := p.lastSaved.Load(); prev != nil {
+		l.updates = prev.updates
 	}
-	p.lastSaved.Store(&s)
+	if withUpdates {
+		l.updates = max(snap.updates, l.updates)
+	}
+	p.lastSaved.Store(l)
 	if on := p.d.cfg.OnSaved; on != nil {
+		s := l.saved(p.key)
 		p.d.callback(p.key, "OnSaved", func() { on(p.key, s) })
 	}
 }

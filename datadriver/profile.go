@@ -24,7 +24,7 @@ type Profile[T any] struct {
 	// updates counts the Updates that succeeded (Profile.Updates), changed
 	// under dataMu; lastSaved is the last landed write (landed.go).
 	updates   atomic.Uint64
-	lastSaved atomic.Pointer[Saved]
+	lastSaved atomic.Pointer[landing]
 	// stopped is set (under dataMu) once nothing more of the session's data
 	// may be written: a change failed halfway (a panic) or after its lease
 	// lapsed, or the session ended. Every write's snapshot checks it.
