@@ -223,3 +223,39 @@ func TestFloorRatios(t *testing.T) {
 		}
 	}
 }
+
+// TestResidentProfileFloor: a run that measured the same value held
+// without the library has the resident profile beside it (and the
+// library's own part); one that did not has neither ratio, and its table
+// and text are the reference's.
+func TestResidentProfileFloor(t *testing.T) {
+	r := docsResult(t)
+	r.Memory.GoHeapPerProfile, r.Memory.BareHeapPerValue = 1800, 1125
+	got := map[string]Ratio{}
+	for _, x := range ComputeRatios(r) {
+		got[x.Name] = x
+	}
+	if x := got["profile.heap_vs_bare"]; x.Of != 1800 || x.Base != 1125 || x.Ratio != 1.6 {
+		t.Errorf("profile.heap_vs_bare = %+v; want 1800 ÷ 1125 = 1.6", x)
+	}
+	if x := got["profile.library_bytes"]; x.Of != 675 {
+		t.Errorf("profile.library_bytes = %+v; want 675 B", x)
+	}
+	if x := got["profile.goroutines"]; x.Target == nil {
+		t.Errorf("profile.goroutines lost its target: %+v", x)
+	}
+	r.Ratios = ComputeRatios(r)
+	var text strings.Builder
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "without the library (the floor): 1125 bytes; the library's own part 675 bytes") {
+		t.Errorf("the text does not give the floor of a resident profile:\n%s", text.String())
+	}
+
+	for _, x := range ComputeRatios(docsResult(t)) {
+		if strings.HasPrefix(x.Name, "profile.heap_vs_bare") || strings.HasPrefix(x.Name, "profile.library") {
+			t.Errorf("a run without the bare figure has %s", x.Name)
+		}
+	}
+}

@@ -54,6 +54,10 @@ type Memory struct {
 	GoObjectsPerProfile       float64 `json:"go_objects_per_profile"`
 	GoObjectsPerProfileLoaded float64 `json:"go_objects_per_profile_loaded"`
 	GoroutinesPerProfile      float64 `json:"goroutines_per_profile"`
+	// BareHeapPerValue is the heap the same decoded value takes held in a
+	// plain map under the same key, without the library: the floor of a
+	// resident profile (what a game holding its players' data pays anyway).
+	BareHeapPerValue float64 `json:"bare_heap_per_value,omitempty"`
 	HeapProfiles              int     `json:"heap_profiles"`
 	// History is what kept versions cost, by layout, beside whole copies.
 	History HistoryCost `json:"history"`
@@ -102,6 +106,7 @@ func (r *runner) runMemory(ctx context.Context) error {
 	}
 	m.GoHeapPerProfile, m.GoObjectsPerProfile, m.GoroutinesPerProfile = hf.bytes, hf.objects, hf.goroutines
 	m.GoHeapPerProfileLoaded, m.GoObjectsPerProfileLoaded = hf.loadedBytes, hf.loadedObjects
+	m.BareHeapPerValue = hf.bare
 	r.progress("  Redis %.0f bytes per record of %d bytes (record %.0f, history %.0f with %.1f versions, inbox %.0f); %.0f with %.0f versions; "+
 		"a resident profile: Go heap %.0f bytes, %.1f objects, %.2f goroutines",
 		m.RedisBytesPerRecord, m.DataBytes, m.RecordBytes, m.HistoryBytes, m.HistoryVersions, m.InboxBytes,
@@ -200,7 +205,7 @@ const heapAutosave = 200 * time.Millisecond
 // once it has autosaved (its steady state) and just after its load, and
 // goroutines.
 type heapFigures struct {
-	bytes, objects, loadedBytes, loadedObjects, goroutines float64
+	bytes, objects, loadedBytes, loadedObjects, goroutines, bare float64
 }
 
 // heapPerProfile creates n records, then loads and holds them all under a
@@ -269,9 +274,26 @@ func heapPerProfile(ctx context.Context, node *datadriver.Node, rdb *redis.Clien
 	}
 	after, g1 := heapInUse(), runtime.NumGoroutine()
 	per := func(a, b uint64) float64 { return round1(float64(int64(a)-int64(b)) / float64(n)) }
+	bare := bareHeap(n, size, key, rng)
 	return heapFigures{bytes: per(after.bytes, before.bytes), objects: per(after.objects, before.objects),
 		loadedBytes: per(loaded.bytes, before.bytes), loadedObjects: per(loaded.objects, before.objects),
-		goroutines: round3(float64(g1-g0) / float64(n))}, nil
+		goroutines: round3(float64(g1-g0) / float64(n)), bare: bare}, nil
+}
+
+// bareHeap is the heap one value of the same data takes, held without the
+// library: n values as their decode makes them (a blob of the same size
+// each), in a map under the same keys as the driver's, grown one by one as
+// the driver's is. Measured while the profiles are held, so the heap's
+// state is the same.
+func bareHeap(n, size int, key func(int) string, rng *rand.ChaCha8) float64 {
+	before := heapInUse()
+	held := make(map[string]*profileData)
+	for i := range n {
+		held[key(i)] = &profileData{Coins: 1, Blob: newBlob(size, rng)}
+	}
+	after := heapInUse()
+	runtime.KeepAlive(held)
+	return round1(float64(int64(after.bytes)-int64(before.bytes)) / float64(n))
 }
 
 // autosaveAll changes each profile and waits until its autosave stored

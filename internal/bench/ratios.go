@@ -159,6 +159,12 @@ func ComputeRatios(r *Result) []Ratio {
 		r.Presence.ScriptUSPerBeat, r.Presence.Floor.ScriptUSPerBeat, "µs", targetPresence)
 	m := r.Memory
 	add("profile.heap_vs_data", "Go heap of a resident profile ÷ its encoded data", m.GoHeapPerProfile, float64(m.DataBytes), "B", targetHeap)
+	if m.BareHeapPerValue > 0 { // measured (a run before the bare figure has none)
+		add("profile.heap_vs_bare", "Go heap of a resident profile ÷ the same value held in a map without the library: "+
+			"the floor of a resident profile", m.GoHeapPerProfile, m.BareHeapPerValue, "B", nil)
+		add("profile.library_bytes", "Go heap of a resident profile beyond that floor: the library's own part",
+			m.GoHeapPerProfile-m.BareHeapPerValue, 0, "B", nil)
+	}
 	add("profile.objects", "heap objects of a resident profile", m.GoObjectsPerProfile, 0, "objects", nil)
 	add("profile.goroutines", "goroutines of a resident profile", m.GoroutinesPerProfile, 0, "goroutines", nil)
 	if m.GoObjectsPerProfile > 0 { // measured (a run before these figures has neither)

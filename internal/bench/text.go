@@ -79,6 +79,10 @@ func (r *Result) WriteText(w io.Writer) error {
 	ew.printf("  a resident profile (%d held at once), once it has autosaved: Go heap %.0f bytes, %.1f heap objects, %.2f goroutines "+
 		"(just loaded: %.0f bytes, %.1f objects)\n", mm.HeapProfiles, mm.GoHeapPerProfile, mm.GoObjectsPerProfile,
 		mm.GoroutinesPerProfile, mm.GoHeapPerProfileLoaded, mm.GoObjectsPerProfileLoaded)
+	if mm.BareHeapPerValue > 0 {
+		ew.printf("  the same value held in a map without the library (the floor): %.0f bytes; the library's own part %.0f bytes\n",
+			mm.BareHeapPerValue, mm.GoHeapPerProfile-mm.BareHeapPerValue)
+	}
 	mm.History.writeText(ew, mem, st)
 
 	g := r.Messages
