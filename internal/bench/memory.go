@@ -54,11 +54,11 @@ type Memory struct {
 	GoObjectsPerProfile       float64 `json:"go_objects_per_profile"`
 	GoObjectsPerProfileLoaded float64 `json:"go_objects_per_profile_loaded"`
 	GoroutinesPerProfile      float64 `json:"goroutines_per_profile"`
+	HeapProfiles              int     `json:"heap_profiles"`
 	// BareHeapPerValue is the heap the same decoded value takes held in a
 	// plain map under the same key, without the library: the floor of a
 	// resident profile (what a game holding its players' data pays anyway).
 	BareHeapPerValue float64 `json:"bare_heap_per_value,omitempty"`
-	HeapProfiles              int     `json:"heap_profiles"`
 	// History is what kept versions cost, by layout, beside whole copies.
 	History HistoryCost `json:"history"`
 }
