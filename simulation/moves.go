@@ -163,6 +163,13 @@ func (s *sim) join(pl *player, srv *server) {
 	}
 	var coins int64
 	p.View(func(w *Wallet) { coins = w.Coins })
+	// As a game does on a join: the player's user id (for erasure requests)
+	// and metadata naming the server, set anew by every join, so that the
+	// session's first write sends them and the record's checksum covers
+	// them through saves, moves, trades and faults (a record whose checksum
+	// a write got wrong is refused as corrupt: invariant 11).
+	p.SetUserIDs(pl.key)
+	p.SetMeta("joined-on", srv.s.JobID)
 	s.mu.Lock()
 	prev := pl.p
 	s.mu.Unlock()
