@@ -118,8 +118,9 @@ func (q *dispatcher) close() {
 // queued so far (the Kick of its leave) before its leave cleanups run: at
 // most callbackOrderWait, or until ctx ends.
 func (p *Profile[T]) awaitCallbacks(ctx context.Context) {
+	x := p.extras()
 	p.dataMu.RLock()
-	none := p.extras() == nil || len(p.extras().cleanups) == 0
+	none := x == nil || len(x.cleanups) == 0
 	p.dataMu.RUnlock()
 	if none {
 		return
