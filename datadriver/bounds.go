@@ -59,6 +59,9 @@ type boundCtx struct {
 	context.Context
 	vals context.Context
 	base context.Context // the Driver context the embedded one ends with; nil: none
+	// own: vals are base's own values (sharesBounds), so a context made
+	// under base carries them already.
+	own bool
 }
 
 // Value is vals' value of key, else the embedded context's.
@@ -84,7 +87,7 @@ func endsWith(ctx, base context.Context) (_ context.Context, ok bool) {
 // calls share their deadlines (within), ending with base. It carries base's
 // values, the context package's keys aside (looked up in base itself).
 func sharesBounds(base context.Context) context.Context {
-	return &boundCtx{Context: base, vals: context.WithoutCancel(base), base: base}
+	return &boundCtx{Context: base, vals: context.WithoutCancel(base), base: base, own: true}
 }
 
 // within returns the context of one call under ctx that must end within d
@@ -95,9 +98,9 @@ func sharesBounds(base context.Context) context.Context {
 // the same bound started up to d/boundShare before.
 func (b *callBounds) within(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	now := b.clock.Now()
-	vals, base := ctx, context.Context(nil)
+	vals, base, plain := ctx, context.Context(nil), ctx == context.Background() || ctx == context.TODO()
 	if c, ok := ctx.(*boundCtx); ok && c.base != nil && c.Context == c.base && c.base.Err() == nil {
-		vals, base = c.vals, c.base
+		vals, base, plain = c.vals, c.base, c.own
 	} else if dl, ok := ctx.Deadline(); ok && !dl.After(now.Add(d)) {
 		return ctx, func() {} // it ends by then already
 	} else if ctx.Done() != nil || d/boundShare <= 0 {
@@ -119,6 +122,9 @@ func (b *callBounds) within(ctx context.Context, d time.Duration) (context.Conte
 		b.shared[k] = s // the one before ends by its own deadline
 	}
 	b.mu.Unlock()
+	if plain { // no values but its parent's: the shared context is the call's as it is
+		return s.ctx, func() {}
+	}
 	return &boundCtx{Context: s.ctx, vals: vals}, func() {}
 }
 

@@ -211,3 +211,32 @@ func TestTheExecutorsWorkSharesBounds(t *testing.T) {
 		t.Fatal("the executors' work did not end with the Driver")
 	}
 }
+
+// TestBoundedCallsWithoutValuesAllocateNothing: a call under
+// context.Background() or under the executors' own context carries no
+// values but its shared deadline's parent's, so it is given that deadline
+// context itself (no wrapper: nothing allocated once the deadline is
+// made); a call under a context with values of its own keeps them.
+func TestBoundedCallsWithoutValuesAllocateNothing(t *testing.T) {
+	b := &callBounds{clock: mockclock.New()} // still: every call within the first's grain
+	driverCtx, cancel := context.WithCancel(context.WithValue(context.Background(), boundTestKey{}, "node"))
+	defer cancel()
+	bg := sharesBounds(driverCtx)
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want any
+	}{{"context.Background()", context.Background(), nil}, {"the executors' context", bg, "node"}} {
+		c, _ := b.within(tc.ctx, time.Minute) // makes the shared deadline
+		if allocs := testing.AllocsPerRun(100, func() { c, _ = b.within(tc.ctx, time.Minute) }); allocs != 0 {
+			t.Errorf("a call under %s allocates %.1f objects; want none", tc.name, allocs)
+		}
+		if _, ok := c.Deadline(); !ok || c.Value(boundTestKey{}) != tc.want {
+			t.Errorf("a call under %s: deadline %t, value %v; want a deadline and %v", tc.name, ok, c.Value(boundTestKey{}), tc.want)
+		}
+	}
+	withValue := context.WithValue(context.Background(), boundTestKey{}, "call")
+	if c, _ := b.within(withValue, time.Minute); c.Value(boundTestKey{}) != "call" {
+		t.Fatalf("a call under a context with a value of its own lost it: %v", c.Value(boundTestKey{}))
+	}
+}
