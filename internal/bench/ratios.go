@@ -163,7 +163,7 @@ func ComputeRatios(r *Result) []Ratio {
 		add("profile.heap_vs_bare", "Go heap of a resident profile ÷ the same value held in a map without the library: "+
 			"the floor of a resident profile", m.GoHeapPerProfile, m.BareHeapPerValue, "B", nil)
 		add("profile.library_bytes", "Go heap of a resident profile beyond that floor: the library's own part",
-			m.GoHeapPerProfile-m.BareHeapPerValue, 0, "B", nil)
+			round1(m.GoHeapPerProfile-m.BareHeapPerValue), 0, "B", nil)
 	}
 	add("profile.objects", "heap objects of a resident profile", m.GoObjectsPerProfile, 0, "objects", nil)
 	add("profile.goroutines", "goroutines of a resident profile", m.GoroutinesPerProfile, 0, "goroutines", nil)
