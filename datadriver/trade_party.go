@@ -138,7 +138,7 @@ func (p *Profile[T]) readyForTrade(ctx context.Context) error {
 }
 
 func (p *Profile[T]) leaveTrade() {
-	x := p.extrasMade() // made by the enter
+	x := p.extras() // made by the enter (as openGate's by closeGate)
 	p.dataMu.Lock()
 	if x.gate != nil {
 		close(x.gate)
