@@ -123,6 +123,9 @@ func (w *Wait) Next(ctx context.Context, l Lock) (Attempt, error) {
 func (w *Wait) Close() { w.w.Close() }
 
 // Stats counts what a Handoff did (docs/bus.md says when each drop happens).
+// A message sent is counted as it goes to the bus, so a Stats read after
+// what the message caused (its reply, say) counts it; a send that fails is
+// taken back.
 type Stats struct {
 	RequestsSent, RequestsReceived                  uint64
 	RepliesSent, RepliesReceived                    uint64 // received: replies that woke a wait

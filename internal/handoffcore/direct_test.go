@@ -179,3 +179,43 @@ func TestRequestAndReplyAreDirectWhenThePathIsIdle(t *testing.T) {
 		}
 	})
 }
+
+// A message is counted before the bus call returns: what it causes (a reply
+// that wakes a wait, here the bus delivering it) can be seen before the call
+// returns, and a Stats read then must count the message. A send that fails
+// is not counted, whichever way it went.
+func TestAMessageIsCountedBeforeWhatItCauses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld(t)
+		var h *handoffcore.Handoff
+		var seenOnce, seenQueued []uint64
+		fail := true
+		bus := newOnceBus(func(context.Context) error {
+			seenQueued = append(seenQueued, h.Stats().MovesSent)
+			return nil
+		})
+		bus.OnceFn = func(string, messaging.Message) error {
+			seenOnce = append(seenOnce, h.Stats().MovesSent)
+			if fail {
+				return errors.New("refused")
+			}
+			return nil
+		}
+		h = wd.handoff(t, handoffcore.Config{JobID: jobA, Bus: bus, Presence: newFakePresence(wd.clk)})
+		h.Start()
+		h.SendMove(t.Context(), jobB, messaging.Message{Key: playerKey}) // refused directly, then queued
+		synctest.Wait()
+		fail = false
+		h.SendMove(t.Context(), jobB, messaging.Message{Key: playerKey}) // direct
+		synctest.Wait()
+		// The direct attempt that failed saw its own count, taken back
+		// before the worker's send counted it again; the worker's send saw
+		// 1; the direct send after saw 2.
+		if !slices.Equal(seenOnce, []uint64{1, 2}) || !slices.Equal(seenQueued, []uint64{1}) {
+			t.Fatalf("MovesSent seen during the bus calls: direct %v, queued %v; want [1 2] and [1]", seenOnce, seenQueued)
+		}
+		if s := h.Stats(); s.MovesSent != 2 {
+			t.Fatalf("MovesSent = %d after two moves sent, want 2", s.MovesSent)
+		}
+	})
+}

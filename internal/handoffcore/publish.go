@@ -37,7 +37,7 @@ type outgoing struct {
 	to      string
 	m       messaging.Message
 	ctx     context.Context // from Trace.PublishStart
-	counter *atomic.Uint64  // counts it once it is out
+	counter *atomic.Uint64  // counts it as it goes out (see publish)
 }
 
 // publish queues m for server to, under a producer span child of ctx's,
@@ -50,6 +50,11 @@ type outgoing struct {
 // caller's goroutine instead, saving the hop to a worker; if that attempt
 // fails, m is queued as any other (the worker retries it). A busy path
 // (a flood) queues, so the queue's bound holds.
+//
+// m's counter is raised before the bus is called, and lowered again if the
+// call fails: the reply m may bring can arrive (and wake whoever reads the
+// Stats) before the bus call returns, and a Stats read after what a message
+// caused must count the message.
 func (h *Handoff) publish(ctx context.Context, to string, m messaging.Message, counter *atomic.Uint64, direct bool) bool {
 	if h.cfg.Bus == nil {
 		return false
@@ -65,14 +70,16 @@ func (h *Handoff) publish(ctx context.Context, to string, m messaging.Message, c
 		h.inFlight.Add(1)
 		h.wg.Add(1)
 		h.mu.Unlock()
+		counter.Add(1)
 		err := once.PublishOnce(h.ctx, to, m)
 		h.mu.Lock()
 		h.inFlight.Add(-1)
 		h.wg.Done()
 		if err == nil {
-			h.sent(sctx, to, m, counter)
+			h.sent(sctx, to, m)
 			return true
 		}
+		counter.Add(^uint64(0)) // not sent after all
 		if h.closed {
 			h.trace.publishDone(sctx, to, m, err)
 			return false
@@ -116,9 +123,11 @@ func (h *Handoff) enqueueLocked(sctx context.Context, to string, m messaging.Mes
 func (h *Handoff) publishLoop() {
 	defer h.wg.Done()
 	for o := range h.outbox {
+		o.counter.Add(1) // before the call: see publish
 		err := h.cfg.Bus.Publish(h.ctx, o.to, o.m)
 		h.inFlight.Add(-1)
 		if err != nil {
+			o.counter.Add(^uint64(0))
 			h.trace.publishDone(o.ctx, o.to, o.m, err)
 			if h.ctx.Err() == nil {
 				h.publishFailed.Add(1)
@@ -126,13 +135,12 @@ func (h *Handoff) publishLoop() {
 			}
 			continue
 		}
-		h.sent(o.ctx, o.to, o.m, o.counter)
+		h.sent(o.ctx, o.to, o.m)
 	}
 }
 
-// sent ends the span of m, published, and counts it.
-func (h *Handoff) sent(sctx context.Context, to string, m messaging.Message, counter *atomic.Uint64) {
+// sent ends the span of m, published (its counter was raised before).
+func (h *Handoff) sent(sctx context.Context, to string, m messaging.Message) {
 	h.trace.publishDone(sctx, to, m, nil)
-	counter.Add(1)
 	h.log.Debug("handoff: message sent", "to", to, "type", string(m.Type), "driver", m.Driver, "key", m.Key)
 }
