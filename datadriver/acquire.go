@@ -188,7 +188,7 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		key:      key,
 		data:     data,
 		leaseGen: gen,
-		w: writer{ver: a.Ver, data: storedOf(a.Data), schema: a.Schema, schemaMin: a.SchemaMin, corrupt: corrupt,
+		w: writer{ver: a.Ver, data: d.dig.storedOf(a.Data), schema: a.Schema, schemaMin: a.SchemaMin, corrupt: corrupt,
 			stored: metaOf(record.KeptMeta{At: a.At, Schema: a.Schema, SchemaMin: a.SchemaMin}),
 			histAt: wallNS(a.HistAt), redisNow: wallNS(a.Now), loadedAt: d.instantOf(sentAt), lastWrite: d.instantOf(sentAt), inboxSeq: a.InboxSeq},
 	}

@@ -52,6 +52,8 @@ type Driver[T any] struct {
 	base time.Time
 	// reader reads other servers' presence for Where (where.go).
 	reader *presencecore.Presence
+	// dig digests the data its profiles store (stored.go).
+	dig digester
 
 	// mu guards the driver's maps of keys and closed; a profile's life is
 	// its executor's (life.go), never changed under mu but for its end.
@@ -101,6 +103,7 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 	}
 	d := &Driver[T]{
 		node:         node,
+		dig:          newDigester(),
 		cfg:          cfg,
 		codec:        c,
 		zenc:         zenc,

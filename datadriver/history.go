@@ -107,7 +107,7 @@ func (p *Profile[T]) listForKeep() (h *record.History, data []byte, planned bool
 			return nil, nil, false, fmt.Errorf("read the stored data: %w", err)
 		}
 	}
-	if !p.w.data.same(data) {
+	if !p.d.dig.same(p.w.data, data) {
 		return nil, nil, false, errStoredDataChanged
 	}
 	return h, data, planned, nil

@@ -282,7 +282,7 @@ func (d *Driver[T]) movedProfile(in *moveIn[T], st flipState) *Profile[T] {
 	p := &Profile[T]{
 		d: d, key: m.Key, data: in.dec.data,
 		leaseGen: in.gen,
-		w: writer{ver: st.ver, data: storedOf(m.Data), schema: m.Schema, schemaMin: m.SchemaMin,
+		w: writer{ver: st.ver, data: d.dig.storedOf(m.Data), schema: m.Schema, schemaMin: m.SchemaMin,
 			stored: metaOf(record.KeptMeta{At: st.at, Schema: m.Schema, SchemaMin: m.SchemaMin}),
 			histAt: wallNS(msOrZero(m.HistAt)), redisNow: wallNS(st.lockAt), loadedAt: d.instantOf(now),
 			lastWrite: d.instantOf(in.acceptedAt),

@@ -203,7 +203,7 @@ func (p *Profile[T]) settled(res writeRes, img []byte, replicated bool) {
 		return
 	}
 	defer p.noteSaved(snapshot{}, false, false, replicated)
-	p.w.ver, p.w.data = res.Ver, storedOf(img)
+	p.w.ver, p.w.data = res.Ver, p.d.dig.storedOf(img)
 	p.w.schema, p.w.schemaMin = p.imageSchema()
 	p.w.stored = metaOf(record.KeptMeta{At: res.At, Schema: p.w.schema, SchemaMin: p.w.schemaMin})
 	p.w.lastWrite = p.d.instantOf(res.sentAt)

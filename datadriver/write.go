@@ -41,7 +41,7 @@ type snapshot struct {
 func (p *Profile[T]) snapshot() (snapshot, error) {
 	s, err := p.snapshotLocked()
 	if err == nil {
-		s.stored = storedOf(s.data) // outside dataMu: Updates need not wait for the digest
+		s.stored = p.d.dig.storedOf(s.data) // outside dataMu: Updates need not wait for the digest
 	}
 	return s, err
 }
