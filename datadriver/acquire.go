@@ -190,16 +190,18 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		leaseGen: gen,
 		w: writer{ver: a.Ver, data: d.dig.storedOf(a.Data), schema: a.Schema, schemaMin: a.SchemaMin, corrupt: corrupt,
 			stored: metaOf(record.KeptMeta{At: a.At, Schema: a.Schema, SchemaMin: a.SchemaMin}),
-			histAt: wallNS(a.HistAt), redisNow: wallNS(a.Now), loadedAt: d.instantOf(sentAt), lastWrite: d.instantOf(sentAt), inboxSeq: a.InboxSeq},
+			histAt: wallNS(a.HistAt), redis: d.redisClockOf(a.Now, sentAt), lastWrite: d.instantOf(sentAt)},
 	}
 	p.setUnknown(unknown)
 	p.w.setStored(a.UserIDs, a.Meta)
 	p.initLife(token)
 	p.epoch.Store(a.Epoch)
 	p.ageUntil.Store(int64(d.instantOf(sentAt.Add(d.cfg.LockTTL))))
+	seen := int64(0)
 	if !a.MoreMessages {
-		p.w.seenSeq = a.InboxSeq // the acquire read the whole inbox
+		seen = a.InboxSeq // the acquire read the whole inbox
 	}
+	p.w.setInboxSeqs(a.InboxSeq, seen)
 	if n := len(a.Messages); n > 0 {
 		p.w.made().joinedTo = a.Messages[n-1].ID
 	}

@@ -107,7 +107,44 @@ type writerExtras struct {
 	joinedTo string
 	// retry is when refused messages are tried again (msgretry.go).
 	retry inboxRetry
+	// inboxSeq is how many messages were ever sent to the profile, as the
+	// last load or save saw it; seenSeq what the last pull saw (both 0
+	// while no message was ever sent: no part is made for them).
+	inboxSeq, seenSeq int64
 }
+
+// inboxSeqNow is x.inboxSeq; 0 without the part.
+func (w *writer) inboxSeqNow() int64 {
+	if w.x == nil {
+		return 0
+	}
+	return w.x.inboxSeq
+}
+
+// seenSeqNow is x.seenSeq; 0 without the part.
+func (w *writer) seenSeqNow() int64 {
+	if w.x == nil {
+		return 0
+	}
+	return w.x.seenSeq
+}
+
+// inboxBehind reports whether messages were sent that the last pull did
+// not see.
+func (w *writer) inboxBehind() bool { return w.inboxSeqNow() > w.seenSeqNow() }
+
+// setInboxSeqs sets the two counters, making the part only when one is not
+// 0.
+func (w *writer) setInboxSeqs(seq, seen int64) {
+	if seq == 0 && seen == 0 && w.x == nil {
+		return
+	}
+	x := w.made()
+	x.inboxSeq, x.seenSeq = seq, seen
+}
+
+// setSeenSeq sets what the last pull saw.
+func (w *writer) setSeenSeq(seen int64) { w.setInboxSeqs(w.inboxSeqNow(), seen) }
 
 // made is the writer's extras, made now if none was.
 func (w *writer) made() *writerExtras {

@@ -47,7 +47,7 @@ func (p *Profile[T]) versionDue() bool {
 	if p.d.cfg.History <= 0 || w.data.n == 0 {
 		return false
 	}
-	now := wallTime(w.redisNow).Add(p.d.node.clock.Since(p.d.timeAt(w.loadedAt))) // the Redis clock, reckoned
+	now := p.d.redisTime(w.redis, p.d.node.clock.Now()) // the Redis clock, reckoned
 	return now.Sub(wallTime(w.histAt)) >= p.d.cfg.HistoryEvery-historySlack
 }
 

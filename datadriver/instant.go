@@ -17,6 +17,22 @@ func (d *Driver[T]) instantOf(t time.Time) instant { return instant(t.Sub(d.base
 // timeAt is the local time of instant i.
 func (d *Driver[T]) timeAt(i instant) time.Time { return d.base.Add(time.Duration(i)) }
 
+// redisClock is the Redis clock as a profile reckons it from one reading:
+// the Redis time read (Unix ns) less the local instant it was read at, so
+// that the Redis time at instant i is the clock plus i (on the monotonic
+// clock, whatever the local wall clock does).
+type redisClock int64
+
+// redisClockOf is the Redis clock that read redis at local time at.
+func (d *Driver[T]) redisClockOf(redis, at time.Time) redisClock {
+	return redisClock(wallNS(redis) - int64(d.instantOf(at)))
+}
+
+// redisTime is the Redis time c reckons at local time now.
+func (d *Driver[T]) redisTime(c redisClock, now time.Time) time.Time {
+	return time.Unix(0, int64(c)+int64(d.instantOf(now)))
+}
+
 // wallNS is a Redis-clock time as nanoseconds since the Unix epoch (0 for
 // the zero time): what a profile keeps of the Redis times it saw.
 func wallNS(t time.Time) int64 {

@@ -178,7 +178,7 @@ func (p *Profile[T]) pullNow() {
 // at its start (else no drain starts for it: most loads hand the executor
 // out idle).
 func (p *Profile[T]) catchUpDue() bool {
-	return p.messagesPending() || (p.d.cfg.OnMessage != nil && p.w.inboxSeq > p.w.seenSeq)
+	return p.messagesPending() || (p.d.cfg.OnMessage != nil && p.w.inboxBehind())
 }
 
 // catchUpInbox runs when the owner starts: what the join applied and
@@ -191,7 +191,7 @@ func (p *Profile[T]) catchUpInbox() {
 				"err", err)
 		}
 	}
-	if p.w.inboxSeq > p.w.seenSeq {
+	if p.w.inboxBehind() {
 		p.pullInbox(p.w.joinedTo()) // the join tried its page already
 	}
 }
@@ -220,7 +220,7 @@ func (p *Profile[T]) pullInbox(after string) bool {
 	// tried again at once, and dead-lettered within milliseconds). A pull
 	// that stops early leaves seenSeq as it was, so the next save's counter
 	// pulls again.
-	prev := p.w.seenSeq
+	prev := p.w.seenSeqNow()
 	for first := true; ; first = false {
 		ctx, cancel := d.node.clock.WithTimeout(p.bg(), d.node.cfg.SaveTimeout)
 		msgs, seq, err := record.ReadInbox(ctx, d.node.rdb, d.recordKey(p.key), after, d.inboxPage())
@@ -229,20 +229,19 @@ func (p *Profile[T]) pullInbox(after string) bool {
 			if !p.stopping() {
 				d.log.Warn("pulling the inbox failed; the next save or notification tries again", "key", p.key, "err", err)
 			}
-			p.w.seenSeq = prev
+			p.w.setSeenSeq(prev)
 			return false
 		}
 		if first {
-			p.w.inboxSeq = max(p.w.inboxSeq, seq)
-			p.w.seenSeq = max(prev, seq)
+			p.w.setInboxSeqs(max(p.w.inboxSeqNow(), seq), max(prev, seq))
 		}
 		if _, waiting := p.applyMessages(msgs); waiting {
-			p.w.seenSeq = prev // the save that learns the trade's outcome pulls again
+			p.w.setSeenSeq(prev) // the save that learns the trade's outcome pulls again
 			return false
 		}
 		if p.messagesPending() {
 			if err := p.write(p.bg(), writeAutosave); err != nil {
-				p.w.seenSeq = prev // the next write carries them, and pulls again
+				p.w.setSeenSeq(prev) // the next write carries them, and pulls again
 				return false
 			}
 		}
@@ -344,10 +343,10 @@ func truncate(s string, n int) string {
 // saw it, and pulls when that is more than the last pull saw (a
 // notification was lost). On the owner.
 func (p *Profile[T]) noteInbox(seq int64) {
-	if seq > p.w.inboxSeq {
-		p.w.inboxSeq = seq
+	if seq > p.w.inboxSeqNow() {
+		p.w.setInboxSeqs(seq, p.w.seenSeqNow())
 	}
-	if p.w.inboxSeq > p.w.seenSeq {
+	if p.w.inboxBehind() {
 		p.pullNow()
 	}
 }

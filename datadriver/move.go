@@ -240,12 +240,12 @@ func (p *Profile[T]) prepareMove(ctx context.Context, snap snapshot, to string) 
 	if window < time.Millisecond {
 		return moveMsg{}, fmt.Errorf("move %q: %w", p.key, context.DeadlineExceeded)
 	}
-	redisNow := wallTime(p.w.redisNow).Add(now.Sub(d.timeAt(p.w.loadedAt)))
+	redisNow := d.redisTime(p.w.redis, now)
 	uids, meta := p.w.asStored()
 	m := moveMsg{Step: stepPrepare, ID: id, Driver: d.cfg.Name, Key: p.key, From: d.node.jobID, To: to,
 		Expiry: redisNow.Add(window).UnixMilli(), Window: window.Milliseconds(), Data: snap.data,
 		Schema: int(p.w.stored.schema), SchemaMin: int(p.w.stored.schemaMin), UIDs: uids, Meta: meta,
-		SeenSeq: p.w.seenSeq}
+		SeenSeq: p.w.seenSeqNow()}
 	if p.w.histAt != 0 {
 		m.HistAt = wallTime(p.w.histAt).UnixMilli()
 	}

@@ -284,10 +284,10 @@ func (d *Driver[T]) movedProfile(in *moveIn[T], st flipState) *Profile[T] {
 		leaseGen: in.gen,
 		w: writer{ver: st.ver, data: d.dig.storedOf(m.Data), schema: m.Schema, schemaMin: m.SchemaMin,
 			stored: metaOf(record.KeptMeta{At: st.at, Schema: m.Schema, SchemaMin: m.SchemaMin}),
-			histAt: wallNS(msOrZero(m.HistAt)), redisNow: wallNS(st.lockAt), loadedAt: d.instantOf(now),
-			lastWrite: d.instantOf(in.acceptedAt),
-			inboxSeq:  st.inboxSeq, seenSeq: m.SeenSeq},
+			histAt: wallNS(msOrZero(m.HistAt)), redis: d.redisClockOf(st.lockAt, now),
+			lastWrite: d.instantOf(in.acceptedAt)},
 	}
+	p.w.setInboxSeqs(st.inboxSeq, m.SeenSeq)
 	p.setUnknown(in.dec.unknown)
 	p.w.setStored(m.UIDs, m.Meta)
 	p.initLife(in.accept.Token)

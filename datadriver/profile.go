@@ -67,15 +67,12 @@ type writer struct {
 	// min-reader, as loaded or as the last landed write stamped them: what
 	// a version kept of it says.
 	stored storedMeta
-	// histAt is when the record last kept a version (Redis clock); redisNow
-	// is the Redis time the load saw, at local time loadedAt: together they
-	// tell when the next version is due. keepNext: the next data write keeps
-	// the data it replaces (a restore).
-	histAt, redisNow int64 // wallNS
-	loadedAt         instant
-	// inboxSeq is how many messages were ever sent to the profile, as the
-	// last load or save saw it; seenSeq what the last pull saw.
-	inboxSeq, seenSeq int64
+	// histAt is when the record last kept a version (Redis clock); redis is
+	// the Redis clock as the load read it: together they tell when the next
+	// version is due. keepNext: the next data write keeps the data it
+	// replaces (a restore).
+	histAt int64 // wallNS
+	redis  redisClock
 	// lastWrite is when the last landed write was sent (a refresh is due
 	// LockTTL/2 after it); refreshRetry is no refresh before this (one
 	// failed).

@@ -23,8 +23,9 @@ type storedData struct {
 	digest [16]byte
 	// sum is the record checksum run over the data (record.DataSum).
 	sum checksum.Running
-	// n is the data's length; 0: the record stores no data.
-	n int
+	// n is the data's length; 0: the record stores no data (a Redis
+	// string holds at most 512 MiB).
+	n int32
 }
 
 // digester digests a driver's encoded data, as storedData keeps it: two
@@ -53,12 +54,12 @@ func (g digester) storedOf(data []byte) storedData {
 	if len(data) == 0 {
 		return storedData{sum: record.DataSum(nil)}
 	}
-	return storedData{digest: g.digest(data), sum: record.DataSum(data), n: len(data)}
+	return storedData{digest: g.digest(data), sum: record.DataSum(data), n: int32(len(data))}
 }
 
 // same reports whether data is s, the stored data.
 func (g digester) same(s storedData, data []byte) bool {
-	if len(data) != s.n {
+	if len(data) != int(s.n) {
 		return false
 	}
 	if s.n == 0 {
