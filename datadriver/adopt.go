@@ -106,7 +106,7 @@ func (d *Driver[T]) lockOwner(ctx context.Context, p *Profile[T]) (lockOwnership
 	}
 	token, job, released := fieldString(f[0]), fieldString(f[1]), fieldString(f[2])
 	v := p.view()
-	ours := func(t string) bool { return t == v.token || slices.Contains(v.earlier, t) }
+	ours := func(t string) bool { return t == v.token || slices.Contains(v.earlierTokens(), t) }
 	switch {
 	case token == "" && (released == "" || ours(released)):
 		return lockUnknown, "" // free, and the last release was ours: anyone may take it

@@ -64,3 +64,7 @@ func HasExtras[T any](p *Profile[T]) (game, executor bool) {
 
 // ProfileSize is the size of a Profile of T, without what it points to.
 func ProfileSize[T any]() uintptr { return unsafe.Sizeof(Profile[T]{}) }
+
+// LifeViewSize is the size of a profile's life view, without what it
+// points to.
+func LifeViewSize() uintptr { return unsafe.Sizeof(lifeView{}) }

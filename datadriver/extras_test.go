@@ -90,4 +90,10 @@ func TestTheProfileStaysInItsSizeClass(t *testing.T) {
 	if n := datadriver.ProfileSize[[40]byte](); n > 384 {
 		t.Fatalf("a Profile of a 40-byte value takes %d bytes; want at most 384", n)
 	}
+	// Its life view, replaced whole at each transition, in the 48-byte
+	// class (64 before the earlier tokens of an adoption moved behind a
+	// pointer).
+	if n := datadriver.LifeViewSize(); n > 48 {
+		t.Fatalf("a life view takes %d bytes; want at most 48", n)
+	}
 }

@@ -103,8 +103,17 @@ type lifeView struct {
 	gen     uint32 // counts the lock tokens the profile has had (an adoption takes a new one)
 	token   string // the lock token
 	// earlier are tokens the lock may still carry while an adoption has not
-	// landed.
-	earlier []string
+	// landed (nil for none: most views never hold one, and a pointer takes
+	// the view a size class down).
+	earlier *[]string
+}
+
+// earlierTokens are the tokens the lock may still carry besides token.
+func (v *lifeView) earlierTokens() []string {
+	if v.earlier == nil {
+		return nil
+	}
+	return *v.earlier
 }
 
 // initLife sets the life of a profile being built, live under token.
@@ -233,11 +242,11 @@ func (p *Profile[T]) beginAdopt(token string) bool {
 		return false
 	}
 	p.setLife(func(v *lifeView) {
-		earlier := append(slices.Clone(v.earlier), v.token)
+		earlier := append(slices.Clone(v.earlierTokens()), v.token)
 		if len(earlier) > maxEarlierTokens {
 			earlier = earlier[len(earlier)-maxEarlierTokens:]
 		}
-		v.phase, v.gen, v.token, v.earlier = phaseAdopting, v.gen+1, token, earlier
+		v.phase, v.gen, v.token, v.earlier = phaseAdopting, v.gen+1, token, &earlier
 	})
 	return true
 }
@@ -272,7 +281,7 @@ func (p *Profile[T]) unadopt() {
 // carries the profile's token now (no earlier one), and its age deadline
 // moves to sentAt + LockTTL. On the executor only.
 func (p *Profile[T]) landedAt(sentAt time.Time) {
-	if len(p.view().earlier) > 0 {
+	if len(p.view().earlierTokens()) > 0 {
 		p.setLife(func(v *lifeView) { v.earlier = nil })
 	}
 	p.touch(sentAt)
@@ -314,7 +323,7 @@ func (p *Profile[T]) endLocked(c cause, err error) bool {
 		// executor still in flight can land only under the token, never
 		// over another server's lock, and a save under a released token is
 		// refused.
-		key, token, earlier := p.key, v.token, v.earlier
+		key, token, earlier := p.key, v.token, v.earlierTokens()
 		d.goTracked(func() { d.giveBack(key, token, earlier) })
 	}
 	if c.lost() {

@@ -200,7 +200,7 @@ func (p *Profile[T]) moveSnapshot(ctx context.Context) (snapshot, error) {
 		p.fenceOn(err)
 		return snap, err
 	}
-	adopting := len(p.view().earlier) > 0
+	adopting := len(p.view().earlierTokens()) > 0
 	changed := snap.stored != p.w.data
 	if adopting || len(snap.refused) > 0 || p.extras().pending() != nil || (changed && (p.w.keepNext || p.versionDue())) {
 		if err := p.write(ctx, writeSave); err != nil {

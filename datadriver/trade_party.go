@@ -114,7 +114,7 @@ func (p *Profile[T]) readyForTrade(ctx context.Context) error {
 	p.dataMu.Unlock()
 	// An earlier trade's mark must go first, and an adoption that has not
 	// landed yet must move the lock to the profile's token.
-	adopting := len(p.view().earlier) > 0
+	adopting := len(p.view().earlierTokens()) > 0
 	if unsettled || adopting {
 		if err := p.write(ctx, writeAutosave); err != nil {
 			return fmt.Errorf("%w: the record is not in step with the profile: %w", ErrTradePending, err)

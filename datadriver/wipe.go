@@ -63,7 +63,7 @@ func (p *Profile[T]) wipe(ctx context.Context) error {
 		return err
 	}
 	v := p.view()
-	tokens := append([]string{v.token}, v.earlier...)
+	tokens := append([]string{v.token}, v.earlierTokens()...)
 	err := record.Wipe(ctx, p.d.node.rdb, p.d.recordKey(p.key), tokens...)
 	if errors.Is(err, record.ErrWipeLost) {
 		return fmt.Errorf("%w: %w", ErrLockLost, err)

@@ -144,7 +144,7 @@ func (p *Profile[T]) buildWrite(kind writeKind, trade string) (
 	d := p.d
 	mode := kind.mode()
 	v := p.view()
-	req := record.SaveArgs{Mode: mode, Token: v.token, Earlier: v.earlier, Trade: trade,
+	req := record.SaveArgs{Mode: mode, Token: v.token, Earlier: v.earlierTokens(), Trade: trade,
 		MaxAttempts: d.cfg.MaxMessageAttempts}
 	if !kind.carriesData() {
 		if err := p.leaseErr(d.node.clock.Now()); err != nil {
