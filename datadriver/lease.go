@@ -44,7 +44,7 @@ func errFenced(key string, c cause, why error) error {
 
 // leaseErr is nil while p may change its data at now (lock-free).
 func (p *Profile[T]) leaseErr(now time.Time) error {
-	if p.leaseGen != 0 && !p.d.node.presence.Holds(p.leaseGen) {
+	if p.leaseGen != 0 && !p.d.node.presence.HoldsAt(p.leaseGen, now) {
 		return errFenced(p.key, causeLeaseLapsed, errLeaseLapsed)
 	}
 	if p.d.instantOf(now) >= instant(p.ageUntil.Load()) {
@@ -95,14 +95,12 @@ func (p *Profile[T]) touch(sentAt time.Time) {
 		p.ageUntil.Store(until)
 	}
 	if p.phaseNow() != phaseEnded {
-		p.d.timers.Reset(&p.ageFence, p.ageLeft())
+		p.d.timers.ResetAt(&p.ageFence, p.ageDeadline())
 	}
 }
 
-// ageLeft is how long until the age deadline.
-func (p *Profile[T]) ageLeft() time.Duration {
-	return p.d.timeAt(instant(p.ageUntil.Load())).Sub(p.d.node.clock.Now())
-}
+// ageDeadline is the lock's age deadline: when it could be taken by age.
+func (p *Profile[T]) ageDeadline() time.Time { return p.d.timeAt(instant(p.ageUntil.Load())) }
 
 // ageFenceFired ends the session at its age deadline, whatever its
 // executor is doing (unless a write moved the deadline meanwhile: the fence
@@ -112,11 +110,12 @@ func (p *Profile[T]) ageFenceFired() {
 	if p.phaseNow() == phaseEnded {
 		return
 	}
-	if p.ageLeft() > 0 {
-		p.d.timers.Reset(&p.ageFence, p.ageLeft())
+	now := p.d.node.clock.Now()
+	if until := p.ageDeadline(); until.After(now) {
+		p.d.timers.ResetAt(&p.ageFence, until)
 		return
 	}
-	if err := p.leaseErr(p.d.node.clock.Now()); err != nil {
+	if err := p.leaseErr(now); err != nil {
 		p.endWith(causeOf(err), err)
 	}
 }

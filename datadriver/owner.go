@@ -152,7 +152,7 @@ func (p *Profile[T]) runRequest(r *request) error {
 // lives.
 func (p *Profile[T]) rearm() {
 	if !p.stopping() {
-		p.d.timers.Reset(&p.tick, p.nextTick())
+		p.d.timers.ResetAt(&p.tick, p.nextTick())
 	}
 }
 
@@ -253,10 +253,10 @@ func (p *Profile[T]) endErr() error {
 func (p *Profile[T]) startLocked() {
 	d := p.d
 	p.ageFence.Fire = (*ageFenceOf[T])(p)
-	d.timers.Reset(&p.ageFence, p.ageLeft())
+	d.timers.ResetAt(&p.ageFence, p.ageDeadline())
 	p.w.autosaveAt = d.instantOf(d.node.clock.Now().Add(p.phase0(p.autosavePeriod())))
 	p.tick.Fire = (*tickOf[T])(p)
-	d.timers.Reset(&p.tick, p.nextTick())
+	d.timers.ResetAt(&p.tick, p.nextTick())
 	m := &p.mb
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -348,10 +348,13 @@ func (p *Profile[T]) runSignal(s signal) {
 	}
 }
 
-// nextTick is how long until the autosave or the refresh is due, whichever
-// comes first.
-func (p *Profile[T]) nextTick() time.Duration {
-	return max(min(p.d.timeAt(p.w.autosaveAt).Sub(p.d.node.clock.Now()), p.refreshIn()), 0)
+// nextTick is when the autosave or the refresh is due, whichever comes
+// first (no clock read: the timers run a time passed at once).
+func (p *Profile[T]) nextTick() time.Time {
+	if at, refresh := p.d.timeAt(p.w.autosaveAt), p.refreshAt(); refresh.Before(at) {
+		return refresh
+	}
+	return p.d.timeAt(p.w.autosaveAt)
 }
 
 // spawn runs f on a goroutine the driver waits for at shutdown; false once
@@ -424,14 +427,14 @@ func (p *Profile[T]) autosave() time.Duration {
 	return period
 }
 
-// refreshIn is how long until the lock needs a refresh: LockTTL/2 after the
-// last landed write (or after a failed refresh's retry time).
-func (p *Profile[T]) refreshIn() time.Duration {
+// refreshAt is when the lock needs a refresh: LockTTL/2 after the last
+// landed write (or a failed refresh's retry time, when later).
+func (p *Profile[T]) refreshAt() time.Time {
 	at := p.d.timeAt(p.w.lastWrite).Add(p.d.cfg.LockTTL / 2)
 	if retry := p.d.timeAt(p.w.refreshRetry); p.w.refreshRetry != 0 && retry.After(at) {
 		at = retry
 	}
-	return max(at.Sub(p.d.node.clock.Now()), 0)
+	return at
 }
 
 // refresh writes nothing but the lock's timestamp (one save.lua call
@@ -440,7 +443,7 @@ func (p *Profile[T]) refreshIn() time.Duration {
 // sixteenth of LockTTL.
 func (p *Profile[T]) refresh() {
 	d := p.d
-	if ph := p.phaseNow(); (ph != phaseLive && ph != phaseRetained) || p.refreshIn() > 0 {
+	if ph := p.phaseNow(); (ph != phaseLive && ph != phaseRetained) || p.refreshAt().After(d.node.clock.Now()) {
 		return
 	}
 	err := p.write(p.bg(), writeRefresh)

@@ -59,8 +59,14 @@ func New(c clock.Clock) *Heap {
 
 // Reset schedules e to run after d (at once when d <= 0), replacing its
 // earlier deadline if it had one. It does nothing once the Heap is closed.
-func (h *Heap) Reset(e *Entry, d time.Duration) {
-	at := h.clock.Now().Sub(h.base) + max(d, 0)
+func (h *Heap) Reset(e *Entry, d time.Duration) { h.ResetAt(e, h.clock.Now().Add(max(d, 0))) }
+
+// ResetAt schedules e to run at t (at once when t has passed), a time of
+// the Heap's clock, replacing its earlier deadline if it had one: Reset for
+// a caller that knows the deadline itself, without reading the clock. It
+// does nothing once the Heap is closed.
+func (h *Heap) ResetAt(e *Entry, t time.Time) {
+	at := t.Sub(h.base)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {

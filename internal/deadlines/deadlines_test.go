@@ -158,3 +158,33 @@ func TestManyEntries(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 }
+
+// ResetAt schedules at a time the caller knows (no clock read of its own):
+// the entry runs once that time comes, in order with the Reset ones, and at
+// once for a time that has passed.
+func TestResetAt(t *testing.T) {
+	c := clock.NewMock()
+	h := deadlines.New(c)
+	r := make(ran, 10)
+	a, b, late := r.entry("a"), r.entry("b"), r.entry("late")
+	start := c.Now()
+	c.Add(5 * time.Millisecond)
+	h.ResetAt(a, start.Add(30*time.Millisecond))
+	h.Reset(b, 10*time.Millisecond) // at 15 ms
+	c.Add(24 * time.Millisecond)    // 29 ms
+	if got := r.next(); got != "b" {
+		t.Fatalf("ran %q, want b", got)
+	}
+	if !r.none() {
+		t.Fatal("the entry reset at 30 ms ran at 29")
+	}
+	c.Add(time.Millisecond)
+	if got := r.next(); got != "a" {
+		t.Fatalf("ran %q, want a at 30 ms", got)
+	}
+	h.ResetAt(late, start) // passed
+	c.Add(0)               // the mock clock runs a timer due now when it moves
+	if got := r.next(); got != "late" {
+		t.Fatalf("an entry reset at a time passed: ran %q, want it at once", got)
+	}
+}

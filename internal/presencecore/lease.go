@@ -49,9 +49,14 @@ func (p *Presence) Lease() Lease {
 // the current generation and its deadline has not passed. This is the check
 // a server makes before every change to a profile it holds (cheap: one
 // atomic load and one clock read).
-func (p *Presence) Holds(gen uint64) bool {
+func (p *Presence) Holds(gen uint64) bool { return p.HoldsAt(gen, p.clock.Now()) }
+
+// HoldsAt is Holds at now, a reading of the Presence's clock the caller
+// has just taken (for a check that reads the clock once for several
+// deadlines; now must not be older than the change it guards).
+func (p *Presence) HoldsAt(gen uint64, now time.Time) bool {
 	l := p.lease.Load()
-	return l != nil && gen != 0 && l.Gen == gen && p.clock.Now().Before(l.Until)
+	return l != nil && gen != 0 && l.Gen == gen && now.Before(l.Until)
 }
 
 // Renewed returns a channel that is closed when the next lease generation
