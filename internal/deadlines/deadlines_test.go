@@ -98,7 +98,7 @@ func TestResetAndStop(t *testing.T) {
 
 // TestManyEntries: a thousand entries moved and stopped at random each run
 // once, none before its last deadline, in deadline order, and stopped ones
-// never.
+// never, whether Reset or ResetAt scheduled them.
 func TestManyEntries(t *testing.T) {
 	c := clock.NewMock()
 	h := deadlines.New(c)
@@ -122,7 +122,11 @@ func TestManyEntries(t *testing.T) {
 			continue
 		}
 		due[i] = time.Duration(1+rng.IntN(1000)) * time.Millisecond
-		h.Reset(entries[i], due[i])
+		if rng.IntN(2) == 0 {
+			h.Reset(entries[i], due[i])
+		} else {
+			h.ResetAt(entries[i], c.Now().Add(due[i])) // the clock stands still: the same deadline
+		}
 	}
 	want := 0
 	for _, d := range due {
