@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -192,4 +193,67 @@ func TestFenceAfterUnlandedAdoptionGivesTheLockBack(t *testing.T) {
 	eventually(t, 5*time.Second, "the fenced lock is given back", func() bool {
 		return recordFields(t, r, "PlayerData", "user:12")["lock.token"] == ""
 	})
+}
+
+// The age fence ends a session at its lock's age deadline on the driver's
+// timers, whatever its executor is doing: here it is stuck in a save that
+// hangs (SaveTimeout is 10 s), so no refresh and no write's own check can
+// end it. A lock without the presence flag goes by age, and the session
+// must end before another server may take it (LockSkew later).
+func TestAgeFenceFiresWhileTheExecutorHangs(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a")
+	b := newServer(t, r, "server-b")
+	short := func(c *datadriver.Config[player]) {
+		c.LockTTL, c.LockSkew = 300*time.Millisecond, 200*time.Millisecond
+		datadriver.WithoutHandoff(c) // locks without the presence flag go by age
+	}
+	da, db := players(t, a, short), players(t, b, short)
+	ctx := ctxT(t)
+	pa, err := da.Join(ctx, "user:11")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = pa.Update(func(d *player) { d.Coins = 1 })
+	if err := pa.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hang := make(chan struct{})
+	defer close(hang)
+	a.faults.SetBefore(func(c context.Context, cmd redis.Cmder) error {
+		if isScript(cmd, record.ScriptSave) {
+			select {
+			case <-hang:
+			case <-c.Done():
+			}
+			return testsupport.ErrInjected
+		}
+		return nil
+	})
+	_ = pa.Update(func(d *player) { d.Coins = 2 })
+	saved := make(chan error, 1)
+	go func() { saved <- pa.Save(ctx) }() // stuck on the executor
+	pb, err := db.Join(ctx, "user:11")
+	if err != nil {
+		t.Fatalf("Join on an aged lock: %v", err)
+	}
+	select {
+	case <-pa.Done():
+	default:
+		t.Fatal("B took the lock by age while A's session, its executor stuck in a hung save, still lived")
+	}
+	if !errors.Is(pa.Err(), datadriver.ErrFenced) {
+		t.Fatalf("A's Err = %v, want ErrFenced", pa.Err())
+	}
+	if coins(pb) != 1 {
+		t.Fatalf("B got coins %d, want A's last landed save (1)", coins(pb))
+	}
+	if err := pa.Update(func(d *player) { d.Coins = 3 }); !errors.Is(err, datadriver.ErrLockLost) {
+		t.Fatalf("A's Update after the fence = %v, want ErrLockLost", err)
+	}
+	select {
+	case err := <-saved:
+		t.Fatalf("the hung save returned %v before it was let go", err)
+	default:
+	}
 }
