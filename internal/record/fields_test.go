@@ -459,3 +459,52 @@ func TestRepairNeverFreesALock(t *testing.T) {
 		t.Fatalf("lock after the repair %v, want presence 1 under the same token and holder", f)
 	}
 }
+
+// A save whose answer was lost, retried by the client after its profile let
+// the lock go under the same token (a fence's give-back), answers
+// already-stored: it landed before the release, the record holds its data,
+// and the retry writes nothing (found by the robustness suite under a Redis
+// restarted from its AOF: the retry used to answer lost, so Save reported
+// ErrLockLost for a save whose data was stored). A save that did not land
+// before the release (other data), or one after another session wrote,
+// stays refused.
+func TestSaveRetriedAfterItsOwnRelease(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := context.Background()
+	key := record.Key(r.Namespace, "PlayerData", "user:2")
+	if res, err := record.Acquire(ctx, rdb, key, acquireArgs("server-a", "tok-a")); err != nil ||
+		res.Outcome != record.Acquired {
+		t.Fatalf("acquire = %+v, %v", res, err)
+	}
+	save := record.SaveArgs{Mode: record.ModeSave, Token: "tok-a", Data: []byte("a's data"), Sum: "1234"}
+	landed, err := record.Save(ctx, rdb, key, save)
+	if err != nil || landed.How != record.HowSaved {
+		t.Fatalf("save = %+v, %v", landed, err)
+	}
+	giveBack := record.SaveArgs{Mode: record.ModeRelease, Token: "tok-a"}
+	if res, err := record.Save(ctx, rdb, key, giveBack); err != nil || res.How != record.HowReleased {
+		t.Fatalf("release = %+v, %v", res, err)
+	}
+	before := snapshot(t, rdb, key)
+	late := save
+	late.Data, late.Sum = []byte("newer data"), "5678"
+	if res, err := record.Save(ctx, rdb, key, late); err != nil || res.Outcome != record.LockLost {
+		t.Fatalf("a save that did not land before the release = %+v, %v; want lost", res, err)
+	}
+	res, err := record.Save(ctx, rdb, key, save) // the client's retry
+	if err != nil || res.Outcome != record.Written || res.How != record.HowAlreadyStored || res.Ver != landed.Ver ||
+		!res.At.Equal(landed.At) {
+		t.Fatalf("retried save = %+v, %v; want already-stored at ver %d, %v", res, err, landed.Ver, landed.At)
+	}
+	if after := snapshot(t, rdb, key); !reflect.DeepEqual(after, before) {
+		t.Errorf("the retried save wrote:\nbefore %v\nafter  %v", before, after)
+	}
+	if res, err := record.Acquire(ctx, rdb, key, acquireArgs("server-b", "tok-b")); err != nil ||
+		res.Outcome != record.Acquired {
+		t.Fatalf("B's acquire = %+v, %v", res, err)
+	}
+	if res, err := record.Save(ctx, rdb, key, save); err != nil || res.Outcome != record.LockLost {
+		t.Fatalf("the retry once B holds the lock = %+v, %v; want lost", res, err)
+	}
+}

@@ -40,6 +40,10 @@ const (
 	HowReleased        WriteHow = "released"
 	HowAlreadyReleased WriteHow = "already-released" // a retried release found its own release landed
 	HowAlreadySettled  WriteHow = "already-settled"  // a settle found the trade's mark gone
+	// HowAlreadyStored: a retried save found itself landed before its
+	// profile let the lock go (the record holds its very data, released
+	// under its token with nobody writing since): nothing was written.
+	HowAlreadyStored WriteHow = "already-stored"
 )
 
 // SaveResult is save.lua's answer.
@@ -106,6 +110,7 @@ const (
 	saveTrade           = 6
 	saveCorrupt         = 7
 	saveGone            = 8
+	saveAlreadyStored   = 9
 )
 
 // ParseSave reads save.lua's answer.
@@ -128,6 +133,8 @@ func ParseSave(v any) (SaveResult, error) {
 		how = HowAlreadyReleased
 	case saveAlreadySettled:
 		how = HowAlreadySettled
+	case saveAlreadyStored:
+		how = HowAlreadyStored
 	case saveLost:
 		return SaveResult{Outcome: LockLost, Holder: Lock{Job: str(elem(arr, 1)), Token: str(elem(arr, 2))}}, nil
 	case saveTrade:

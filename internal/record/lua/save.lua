@@ -68,7 +68,9 @@
 --                           under the very token that was released answers
 --                           already-released too once another session came after it;
 --                           a save under the very token that was released is late and
---                           refused (lost).
+--                           refused (lost), unless the record holds its very data and
+--                           checksum with nobody writing since the release: then it is
+--                           the retry of a save that landed before it (already-stored).
 --   'refused', max, job, n, id1, err1, sum1 .. idN, errN, sumN
 --                           inbox messages the holder's OnMessage refused: each refusal is
 --                           counted, and a message refused max times moves to the dead
@@ -96,6 +98,7 @@
 --   {1|2|3|4, ver, epoch, inboxSeq, at, moved (1|0), histAt, flags, dead[, tries]}  accepted.
 --       1: saved. 2: released. 3: already released (a retried release found its own release
 --       landed). 4: already settled (settle mode, the record no longer carries the trade).
+--       9: already stored (a retried save found itself landed before its profile's release).
 --       The elements after inboxSeq are left off when they are all 0 (an absent one reads
 --       as 0). inboxSeq: how many
 --       messages were ever sent to the profile. ver, epoch and inboxSeq are decimal strings
@@ -206,6 +209,19 @@ if token ~= tok then
     -- this very release landed (its answer was lost) and another session
     -- came after it: the landed release stands, nothing is written
     return {3, ver, epoch, seq}
+  end
+  if mode == 'save' and released == tok and relOK and hasData then
+    -- The record holds this very save's data and checksum (the sum field is
+    -- '<ver>,<at>,<checksum>'), and its lock was let go under this very token with
+    -- nobody writing since: this save landed before the profile let go (its answer
+    -- was lost, and the client sent it again); the landed save stands, nothing is
+    -- written.
+    local s = redis.call('HMGET', rec, 'sum', 'data', 'uids', 'meta', 'at')
+    local sum = s[1] or ''
+    if sum == ver .. ',' .. (s[5] or '') .. ',' .. ARGV[6] and s[2] == ARGV[5] and
+        (not uids or (s[3] == uids and s[4] == meta)) then
+      return {9, ver, epoch, seq, s[5]}
+    end
   end
   -- The lock may move to ARGV[2] when it still carries an earlier token (an
   -- adoption whose save has not landed), when the release that freed it was
