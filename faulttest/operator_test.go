@@ -201,7 +201,9 @@ func liveHolderKeepsPlaying(t *testing.T, c *cluster, a *server, held, after rec
 // TestUnlockAfterARestartFromAnOldSnapshot: Redis crashes and comes back
 // from an RDB snapshot older than the presence TTL, whose beats are older
 // than the holder's last ones. unlock of the live holder's lock is refused
-// every time (unknown, then alive) and the holder plays on; once the
+// every time (unknown, then alive), never frees it (it may find it let go
+// by the holder itself, fenced when its beats miss a loaded machine's
+// restart window), and the holder plays on; once the
 // holder is killed, unlock frees its lock after the restart's grace and
 // the holder's silence are proven.
 func TestUnlockAfterARestartFromAnOldSnapshot(t *testing.T) {
@@ -222,23 +224,31 @@ func TestUnlockAfterARestartFromAnOldSnapshot(t *testing.T) {
 	args := []string{"unlock", "--namespace", c.ns, "--presence-ttl", tm.ttl.String(), "--beat", tm.beat.String(),
 		"--driver", driverName, "user:0"}
 	var unknownUntil time.Duration
-	refused := 0
+	refused, free := 0, 0
 	for time.Since(restarted) < 3*tm.ttl {
 		out, code := c.cli(args...)
-		if code != 1 {
+		switch {
+		case code == 1:
+			refused++
+			if strings.Contains(out, "unknown") {
+				unknownUntil = time.Since(restarted)
+			}
+		case code == 0 && !strings.Contains(out, "freed"):
+			// The holder let the lock go itself: on a loaded machine its beats
+			// can miss the restart's window, its lease lapse and its fence give
+			// the lock back (it joins again). Nothing was freed by the unlock.
+			free++
+		default:
 			t.Fatalf("unlock of a live holder's lock %v after the restart: exit %d\n%s", time.Since(restarted), code, out)
-		}
-		refused++
-		if strings.Contains(out, "unknown") {
-			unknownUntil = time.Since(restarted)
 		}
 	}
 	if n := updatesAfter(a, restarted.Add(tm.ttl)); n == 0 {
 		t.Fatal("a accepted no Update after the restart")
 	}
 	t.Logf("OPERATOR | Redis restarted from a snapshot %v old (TTL %v) | %d unlocks of the live holder's lock in %v, all "+
-		"refused (unknown until %v after the restart, then alive) | a accepted %d Updates since",
-		2*tm.ttl, tm.ttl, refused, 3*tm.ttl, unknownUntil.Round(time.Millisecond), updatesAfter(a, restarted))
+		"refused (unknown until %v after the restart, then alive; %d found the lock let go by its holder) | a accepted "+
+		"%d Updates since", 2*tm.ttl, tm.ttl, refused, 3*tm.ttl, unknownUntil.Round(time.Millisecond), free,
+		updatesAfter(a, restarted))
 	a.kill()
 	killed := time.Now()
 	for {
