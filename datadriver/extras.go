@@ -113,25 +113,20 @@ type writerExtras struct {
 	inboxSeq, seenSeq int64
 }
 
-// inboxSeqNow is x.inboxSeq; 0 without the part.
-func (w *writer) inboxSeqNow() int64 {
+// inboxSeqs are x.inboxSeq and x.seenSeq; 0, 0 without the part.
+func (w *writer) inboxSeqs() (seq, seen int64) {
 	if w.x == nil {
-		return 0
+		return 0, 0
 	}
-	return w.x.inboxSeq
-}
-
-// seenSeqNow is x.seenSeq; 0 without the part.
-func (w *writer) seenSeqNow() int64 {
-	if w.x == nil {
-		return 0
-	}
-	return w.x.seenSeq
+	return w.x.inboxSeq, w.x.seenSeq
 }
 
 // inboxBehind reports whether messages were sent that the last pull did
 // not see.
-func (w *writer) inboxBehind() bool { return w.inboxSeqNow() > w.seenSeqNow() }
+func (w *writer) inboxBehind() bool {
+	seq, seen := w.inboxSeqs()
+	return seq > seen
+}
 
 // setInboxSeqs sets the two counters, making the part only when one is not
 // 0.
@@ -144,7 +139,10 @@ func (w *writer) setInboxSeqs(seq, seen int64) {
 }
 
 // setSeenSeq sets what the last pull saw.
-func (w *writer) setSeenSeq(seen int64) { w.setInboxSeqs(w.inboxSeqNow(), seen) }
+func (w *writer) setSeenSeq(seen int64) {
+	seq, _ := w.inboxSeqs()
+	w.setInboxSeqs(seq, seen)
+}
 
 // made is the writer's extras, made now if none was.
 func (w *writer) made() *writerExtras {

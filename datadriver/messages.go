@@ -220,7 +220,7 @@ func (p *Profile[T]) pullInbox(after string) bool {
 	// tried again at once, and dead-lettered within milliseconds). A pull
 	// that stops early leaves seenSeq as it was, so the next save's counter
 	// pulls again.
-	prev := p.w.seenSeqNow()
+	_, prev := p.w.inboxSeqs()
 	for first := true; ; first = false {
 		ctx, cancel := d.node.clock.WithTimeout(p.bg(), d.node.cfg.SaveTimeout)
 		msgs, seq, err := record.ReadInbox(ctx, d.node.rdb, d.recordKey(p.key), after, d.inboxPage())
@@ -233,7 +233,8 @@ func (p *Profile[T]) pullInbox(after string) bool {
 			return false
 		}
 		if first {
-			p.w.setInboxSeqs(max(p.w.inboxSeqNow(), seq), max(prev, seq))
+			known, _ := p.w.inboxSeqs()
+			p.w.setInboxSeqs(max(known, seq), max(prev, seq))
 		}
 		if _, waiting := p.applyMessages(msgs); waiting {
 			p.w.setSeenSeq(prev) // the save that learns the trade's outcome pulls again
@@ -343,8 +344,8 @@ func truncate(s string, n int) string {
 // saw it, and pulls when that is more than the last pull saw (a
 // notification was lost). On the owner.
 func (p *Profile[T]) noteInbox(seq int64) {
-	if seq > p.w.inboxSeqNow() {
-		p.w.setInboxSeqs(seq, p.w.seenSeqNow())
+	if known, seen := p.w.inboxSeqs(); seq > known {
+		p.w.setInboxSeqs(seq, seen)
 	}
 	if p.w.inboxBehind() {
 		p.pullNow()

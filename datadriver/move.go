@@ -242,10 +242,11 @@ func (p *Profile[T]) prepareMove(ctx context.Context, snap snapshot, to string) 
 	}
 	redisNow := d.redisTime(p.w.redis, now)
 	uids, meta := p.w.asStored()
+	_, seen := p.w.inboxSeqs()
 	m := moveMsg{Step: stepPrepare, ID: id, Driver: d.cfg.Name, Key: p.key, From: d.node.jobID, To: to,
 		Expiry: redisNow.Add(window).UnixMilli(), Window: window.Milliseconds(), Data: snap.data,
 		Schema: int(p.w.stored.schema), SchemaMin: int(p.w.stored.schemaMin), UIDs: uids, Meta: meta,
-		SeenSeq: p.w.seenSeqNow()}
+		SeenSeq: seen}
 	if p.w.histAt != 0 {
 		m.HistAt = wallTime(p.w.histAt).UnixMilli()
 	}

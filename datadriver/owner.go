@@ -351,10 +351,11 @@ func (p *Profile[T]) runSignal(s signal) {
 // nextTick is when the autosave or the refresh is due, whichever comes
 // first (no clock read: the timers run a time passed at once).
 func (p *Profile[T]) nextTick() time.Time {
-	if at, refresh := p.d.timeAt(p.w.autosaveAt), p.refreshAt(); refresh.Before(at) {
+	at := p.d.timeAt(p.w.autosaveAt)
+	if refresh := p.refreshAt(); refresh.Before(at) {
 		return refresh
 	}
-	return p.d.timeAt(p.w.autosaveAt)
+	return at
 }
 
 // spawn runs f on a goroutine the driver waits for at shutdown; false once
