@@ -204,10 +204,7 @@ func TestAgeFenceFiresWhileTheExecutorHangs(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	a := newServer(t, r, "server-a")
 	b := newServer(t, r, "server-b")
-	short := func(c *datadriver.Config[player]) {
-		c.LockTTL, c.LockSkew = 300*time.Millisecond, 200*time.Millisecond
-		datadriver.WithoutHandoff(c) // locks without the presence flag go by age
-	}
+	short := byAge(300*time.Millisecond, 200*time.Millisecond)
 	da, db := players(t, a, short), players(t, b, short)
 	ctx := ctxT(t)
 	pa, err := da.Join(ctx, "user:11")
@@ -237,14 +234,7 @@ func TestAgeFenceFiresWhileTheExecutorHangs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Join on an aged lock: %v", err)
 	}
-	select {
-	case <-pa.Done():
-	default:
-		t.Fatal("B took the lock by age while A's session, its executor stuck in a hung save, still lived")
-	}
-	if !errors.Is(pa.Err(), datadriver.ErrFenced) {
-		t.Fatalf("A's Err = %v, want ErrFenced", pa.Err())
-	}
+	fencedAlready(t, pa, "B took the lock by age while A's session, its executor stuck in a hung save, still lived")
 	if coins(pb) != 1 {
 		t.Fatalf("B got coins %d, want A's last landed save (1)", coins(pb))
 	}

@@ -2,6 +2,7 @@ package datadriver_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
@@ -246,3 +247,26 @@ func joinAsync(t *testing.T, ctx context.Context, d *datadriver.Driver[player], 
 
 func msgpackMarshal(v any) ([]byte, error)   { return msgpack.Marshal(v) }
 func msgpackUnmarshal(b []byte, v any) error { return msgpack.Unmarshal(b, v) }
+
+// byAge gives a driver short locks without the presence flag: they go by
+// age, once older than ttl + skew (LockTTL, LockSkew).
+func byAge(ttl, skew time.Duration) func(*datadriver.Config[player]) {
+	return func(c *datadriver.Config[player]) {
+		c.LockTTL, c.LockSkew = ttl, skew
+		datadriver.WithoutHandoff(c)
+	}
+}
+
+// fencedAlready fails t unless a's session has ended, fenced, by now: when
+// another server has just taken its lock by age (else it fails with live).
+func fencedAlready(t *testing.T, a *datadriver.Profile[player], live string) {
+	t.Helper()
+	select {
+	case <-a.Done():
+	default:
+		t.Fatal(live)
+	}
+	if !errors.Is(a.Err(), datadriver.ErrFenced) {
+		t.Fatalf("A's Err = %v, want ErrFenced", a.Err())
+	}
+}

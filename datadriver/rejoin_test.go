@@ -116,10 +116,7 @@ func TestAdoption(t *testing.T) {
 		r := testsupport.StartRedis(t)
 		a := newServer(t, r, "server-a")
 		b := newServer(t, r, "server-b")
-		short := func(c *datadriver.Config[player]) {
-			c.LockTTL, c.LockSkew = 100*time.Millisecond, 50*time.Millisecond
-			datadriver.WithoutHandoff(c) // locks without the presence flag go by age
-		}
+		short := byAge(100*time.Millisecond, 50*time.Millisecond)
 		da, db := players(t, a, short), players(t, b, short)
 		ctx := ctxT(t)
 		p := leaveWithFailingSave(t, a, da, "user:12")

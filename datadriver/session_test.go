@@ -161,10 +161,7 @@ func TestStaleLockWithoutPresenceTakenByAge(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	a := newServer(t, r, "server-a")
 	b := newServer(t, r, "server-b")
-	short := func(c *datadriver.Config[player]) {
-		c.LockTTL, c.LockSkew = 200*time.Millisecond, 100*time.Millisecond
-		datadriver.WithoutHandoff(c) // locks without the presence flag go by age
-	}
+	short := byAge(200*time.Millisecond, 100*time.Millisecond)
 	da, db := players(t, a, short), players(t, b, short)
 	ctx := ctxT(t)
 
@@ -191,14 +188,7 @@ func TestStaleLockWithoutPresenceTakenByAge(t *testing.T) {
 	}
 	// A ended the session itself before B could take the lock: LockTTL after
 	// its last landed write, LockSkew before the lock could go by age.
-	select {
-	case <-pa.Done():
-	default:
-		t.Fatal("A's session outlived its lock's age deadline: B took the lock of a live session")
-	}
-	if !errors.Is(pa.Err(), datadriver.ErrFenced) {
-		t.Fatalf("A's Err = %v, want ErrFenced", pa.Err())
-	}
+	fencedAlready(t, pa, "A's session outlived its lock's age deadline: B took the lock of a live session")
 	a.faults.Clear()
 	if coins(pb) != 1 || pb.Epoch() != 2 {
 		t.Fatalf("B got coins %d epoch %d, want A's last save (1) at epoch 2", coins(pb), pb.Epoch())
