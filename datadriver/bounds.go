@@ -2,6 +2,7 @@ package datadriver
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"time"
 
@@ -22,8 +23,12 @@ const boundShare = 1000
 // calls share one deadline context per bound and base, made afresh when the
 // last one's deadline is too early for a new call, and each call sees its
 // own context's values (boundCtx). A context whose own deadline comes
-// within the bound needs none; another that can end is bounded by a
-// context.WithTimeout of its own. Every deadline is on the Node's clock.
+// within the bound needs none. Another that can end shares likewise once
+// it is the caller's context of two calls of the same bound in a row (a
+// server's context, cancelled at its shutdown, that every Save passes):
+// the shared deadline is made under it, so it ends with it too
+// (callerShare). Any other is bounded by a context.WithTimeout of its own.
+// Every deadline is on the Node's clock.
 //
 // What it saves, measured on the session cycle (load, save, release under
 // context.Background(), BenchmarkCycle): 3 timers and about 20 of the
@@ -32,9 +37,20 @@ type callBounds struct {
 	clock clock.Clock
 	mu    sync.Mutex
 	// shared holds the current context of each bound and base (a nil base
-	// never ends; else a Driver's loads context, see endsWith, or its
-	// context, see sharesBounds).
+	// never ends; else a Driver's loads context, see endsWith, its
+	// context, see sharesBounds, or a caller's, see callers).
 	shared map[boundKey]*sharedBound
+	// callers holds, for each bound, the one caller context that can end
+	// whose calls share their deadlines, and the last other one seen.
+	callers map[time.Duration]*callerShare
+}
+
+// callerShare is which caller context that can end shares the deadlines
+// of one bound: ctx (its shared deadline is shared[{ctx, bound}]), until
+// another is the context of two calls in a row (seen, then again). Both
+// are pointers (compared by identity); each is held until replaced.
+type callerShare struct {
+	ctx, seen context.Context
 }
 
 // boundKey names a shared deadline: the bound, and what else ends it.
@@ -92,22 +108,36 @@ func sharesBounds(base context.Context) context.Context {
 
 // within returns the context of one call under ctx that must end within d
 // from now, and its cancel. A ctx whose deadline comes by then is the
-// call's as it is; one that can end by itself otherwise gets a
-// clock.WithTimeout of its own; one that never does (or ends only with a
+// call's as it is; one that never ends by itself (or ends only with a
 // Driver's context, through endsWith) shares a deadline with the calls of
-// the same bound started up to d/boundShare before.
+// the same bound started up to d/boundShare before; one that can end does
+// likewise, under itself, while it is the bound's sharing caller context
+// (callerShare), and gets a clock.WithTimeout of its own otherwise.
 func (b *callBounds) within(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	now := b.clock.Now()
 	vals, base, plain := ctx, context.Context(nil), ctx == context.Background() || ctx == context.TODO()
+	caller := false
 	if c, ok := ctx.(*boundCtx); ok && c.base != nil && c.Context == c.base && c.base.Err() == nil {
 		vals, base, plain = c.vals, c.base, c.own
 	} else if dl, ok := ctx.Deadline(); ok && !dl.After(now.Add(d)) {
 		return ctx, func() {} // it ends by then already
-	} else if ctx.Done() != nil || d/boundShare <= 0 {
-		return b.clock.WithTimeout(ctx, d) // (a Driver's that has ended: its shared ones are forgotten)
+	} else if d/boundShare <= 0 {
+		return b.clock.WithTimeout(ctx, d)
+	} else if ctx.Done() != nil {
+		if _, ok := ctx.(*boundCtx); ok || reflect.TypeOf(ctx).Kind() != reflect.Pointer {
+			// (a Driver's that has ended: its shared ones are forgotten; a
+			// context that is not a pointer may not compare)
+			return b.clock.WithTimeout(ctx, d)
+		}
+		// The shared deadline is made under ctx: it has ctx's values.
+		base, plain, caller = ctx, true, true
 	}
 	k := boundKey{base: base, d: d}
 	b.mu.Lock()
+	if caller && !b.callerSharesLocked(ctx, d) {
+		b.mu.Unlock()
+		return b.clock.WithTimeout(ctx, d)
+	}
 	s := b.shared[k]
 	if s == nil || s.at.After(now.Add(d)) || !s.at.After(now.Add(d-d/boundShare)) || s.ctx.Err() != nil {
 		parent := base
@@ -126,6 +156,35 @@ func (b *callBounds) within(ctx context.Context, d time.Duration) (context.Conte
 		return s.ctx, func() {}
 	}
 	return &boundCtx{Context: s.ctx, vals: vals}, func() {}
+}
+
+// callerSharesLocked says whether the calls of bound d under ctx (a
+// pointer context that can end) share their deadline: ctx is the bound's
+// sharing caller context, or is now, having been the last one seen too
+// (the one it replaces stops sharing; its calls in flight keep their
+// deadline, which ends by itself). Else ctx is remembered as seen. Called
+// with b.mu held.
+func (b *callBounds) callerSharesLocked(ctx context.Context, d time.Duration) bool {
+	c := b.callers[d]
+	if c == nil {
+		if b.callers == nil {
+			b.callers = make(map[time.Duration]*callerShare)
+		}
+		c = &callerShare{}
+		b.callers[d] = c
+	}
+	switch ctx {
+	case c.ctx:
+		return true
+	case c.seen:
+		if c.ctx != nil {
+			delete(b.shared, boundKey{base: c.ctx, d: d})
+		}
+		c.ctx, c.seen = ctx, nil
+		return true
+	}
+	c.seen = ctx
+	return false
 }
 
 // forget drops the shared deadlines that end with base (a Driver's

@@ -65,21 +65,123 @@ func TestBoundedCallsShareADeadlineNeverLaterThanTheirOwn(t *testing.T) {
 	}
 }
 
-// TestBoundedCallUnderAContextThatCanEnd: a context that can end gets a
-// deadline of its own, which ends with it.
-func TestBoundedCallUnderAContextThatCanEnd(t *testing.T) {
-	b := &callBounds{clock: mockclock.New()}
-	parent, cancelParent := context.WithCancel(context.Background())
-	ctx, cancel := b.within(parent, time.Second)
+// TestBoundedCallsUnderACallersContextShareOnceItRepeats: a caller's
+// context that can end (a server's, cancelled at its shutdown) shares the
+// deadlines of a bound once it is the context of two calls in a row: each
+// call then ends at its own now+d or up to d/boundShare before, carries
+// the context's values, and ends with the context.
+func TestBoundedCallsUnderACallersContextShareOnceItRepeats(t *testing.T) {
+	mock := mockclock.New()
+	b := &callBounds{clock: mock}
+	const d = 10 * time.Second
+	grain := d / boundShare
+	parent, cancelParent := context.WithCancel(context.WithValue(context.Background(), boundTestKey{}, "server"))
+	first, cancel := b.within(parent, d)
 	defer cancel()
-	other, cancelOther := b.within(parent, time.Second)
-	defer cancelOther()
-	if ctx.Done() == other.Done() {
-		t.Fatal("calls under a context that can end share a deadline")
+	second, cancel2 := b.within(parent, d)
+	defer cancel2()
+	mock.Add(grain / 2)
+	third, cancel3 := b.within(parent, d)
+	defer cancel3()
+	if first.Done() == second.Done() {
+		t.Fatal("the first call under a context that can end shares a deadline")
+	}
+	if second.Done() != third.Done() {
+		t.Fatal("calls under a context that repeats, a half grain apart, do not share their deadline")
+	}
+	for i, c := range []context.Context{first, second, third} {
+		if c.Value(boundTestKey{}) != "server" {
+			t.Fatalf("call %d lost its context's value: %v", i+1, c.Value(boundTestKey{}))
+		}
+	}
+	if dl, _ := third.Deadline(); dl.After(mock.Now().Add(d)) || !dl.After(mock.Now().Add(d-grain)) {
+		t.Fatalf("the third call's deadline is %v after its start, want within (%v, %v]", dl.Sub(mock.Now()), d-grain, d)
 	}
 	cancelParent()
-	if !endsSoon(ctx) || !errors.Is(ctx.Err(), context.Canceled) {
-		t.Fatalf("after its parent's cancel: %v, want canceled", ctx.Err())
+	if !endsSoon(third) || !errors.Is(third.Err(), context.Canceled) || !endsSoon(first) {
+		t.Fatalf("after its context's cancel: %v and %v, want both canceled", first.Err(), third.Err())
+	}
+	late, cancel4 := b.within(parent, d)
+	defer cancel4()
+	if !endsSoon(late) {
+		t.Fatal("a call under a context that was cancelled did not end")
+	}
+}
+
+// TestBoundedCallsUnderRequestContextsShareNothing: contexts that each
+// carry one call (a request's) get deadlines of their own, which their
+// cancel ends at once; a context of two calls in a row takes the sharing
+// over from the one before, whose calls in flight keep their deadline; no
+// more than one sharing context is held per bound.
+func TestBoundedCallsUnderRequestContextsShareNothing(t *testing.T) {
+	mock := mockclock.New()
+	b := &callBounds{clock: mock}
+	const d = time.Second
+	server, cancelServer := context.WithCancel(context.Background())
+	defer cancelServer()
+	b.within(server, d)
+	inFlight, _ := b.within(server, d) // the server's context shares now
+	for i := range 100 {
+		req, cancelReq := context.WithCancel(server)
+		call, cancel := b.within(req, d)
+		if call.Done() == inFlight.Done() {
+			t.Fatalf("request %d shares the server context's deadline", i)
+		}
+		cancel()
+		if !endsSoon(call) {
+			t.Fatalf("request %d: its call's cancel did not end it", i)
+		}
+		cancelReq()
+		if again, _ := b.within(server, d); again.Done() != inFlight.Done() {
+			t.Fatalf("after request %d, the server context no longer shares", i)
+		}
+	}
+	if n := len(b.shared); n != 1 {
+		t.Fatalf("%d shared deadlines after 100 requests, want the server context's one", n)
+	}
+	other, cancelOther := context.WithCancel(context.Background())
+	defer cancelOther()
+	b.within(other, d)
+	took, _ := b.within(other, d)
+	if took.Done() == inFlight.Done() {
+		t.Fatal("a context of two calls in a row did not take the sharing over")
+	}
+	if n := len(b.shared); n != 1 {
+		t.Fatalf("%d shared deadlines once another context took over, want 1", n)
+	}
+	if inFlight.Err() != nil {
+		t.Fatalf("a call in flight under the context before ended when another took over: %v", inFlight.Err())
+	}
+	mock.Add(d)
+	if !endsSoon(inFlight) {
+		t.Fatal("a call in flight under the context before did not end at its deadline")
+	}
+}
+
+// valueCtx is a context that is not a pointer and cannot be compared (its
+// map): its calls are bounded, never compared.
+type valueCtx struct {
+	context.Context
+	tags map[string]string
+}
+
+// TestBoundedCallUnderAContextThatCannotCompare: a context that can end
+// and is not a pointer gets a deadline of its own, each call, without a
+// panic.
+func TestBoundedCallUnderAContextThatCannotCompare(t *testing.T) {
+	b := &callBounds{clock: mockclock.New()}
+	parent, cancelParent := context.WithCancel(context.Background())
+	ctx := valueCtx{Context: parent, tags: map[string]string{}}
+	first, cancel := b.within(ctx, time.Second)
+	defer cancel()
+	second, cancel2 := b.within(ctx, time.Second)
+	defer cancel2()
+	if first.Done() == second.Done() {
+		t.Fatal("calls under a context that cannot compare share a deadline")
+	}
+	cancelParent()
+	if !endsSoon(second) {
+		t.Fatal("a call did not end with its context")
 	}
 }
 
@@ -213,10 +315,11 @@ func TestTheExecutorsWorkSharesBounds(t *testing.T) {
 }
 
 // TestBoundedCallsWithoutValuesAllocateNothing: a call under
-// context.Background() or under the executors' own context carries no
-// values but its shared deadline's parent's, so it is given that deadline
-// context itself (no wrapper: nothing allocated once the deadline is
-// made); a call under a context with values of its own keeps them.
+// context.Background(), under the executors' own context or under a
+// caller's context that shares carries no values but its shared deadline's
+// parent's, so it is given that deadline context itself (no wrapper:
+// nothing allocated once the deadline is made); a call under a context
+// with values of its own keeps them.
 func TestBoundedCallsWithoutValuesAllocateNothing(t *testing.T) {
 	b := &callBounds{clock: mockclock.New()} // still: every call within the first's grain
 	driverCtx, cancel := context.WithCancel(context.WithValue(context.Background(), boundTestKey{}, "node"))
@@ -226,7 +329,9 @@ func TestBoundedCallsWithoutValuesAllocateNothing(t *testing.T) {
 		name string
 		ctx  context.Context
 		want any
-	}{{"context.Background()", context.Background(), nil}, {"the executors' context", bg, "node"}} {
+	}{{"context.Background()", context.Background(), nil}, {"the executors' context", bg, "node"},
+		{"a caller's context that can end", driverCtx, "node"}} {
+		b.within(tc.ctx, time.Minute) // a context that can end shares once it repeats
 		c, _ := b.within(tc.ctx, time.Minute) // makes the shared deadline
 		if allocs := testing.AllocsPerRun(100, func() { c, _ = b.within(tc.ctx, time.Minute) }); allocs != 0 {
 			t.Errorf("a call under %s allocates %.1f objects; want none", tc.name, allocs)

@@ -29,7 +29,9 @@ import (
 // Each sub-benchmark reports, besides ns/op (b.RunParallel over 8
 // players), the Redis time of each command per call as INFO commandstats
 // counts it ("evalsha-µs/call") and per cycle. CYCLE_BENCH_REDIS=host:port
-// runs it on that Redis instead. Nothing is asserted.
+// runs it on that Redis instead. The players' context is
+// context.Background(); CYCLE_BENCH_CANCEL=1 makes it one that can be
+// cancelled, as playerdata-bench's and a server's are. Nothing is asserted.
 func BenchmarkCycle(b *testing.B) {
 	addr, ns := benchRedis(b, "CYCLE_BENCH_REDIS", "cycle-bench")
 	opt := &redis.Options{Addr: addr, PoolSize: 128}
@@ -76,10 +78,16 @@ func BenchmarkCycle(b *testing.B) {
 			}
 			b.SetParallelism(max(1, players/runtime.GOMAXPROCS(0)))
 			b.ResetTimer()
+			cctx := ctx
+			if os.Getenv("CYCLE_BENCH_CANCEL") != "" {
+				var cancel context.CancelFunc
+				cctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+			}
 			b.RunParallel(func(pb *testing.PB) {
 				w := int(next.Add(1)-1) % players
 				for i := 0; pb.Next(); i++ {
-					if err := cycle(ctx, w, i); err != nil {
+					if err := cycle(cctx, w, i); err != nil {
 						b.Error(err)
 						return
 					}
