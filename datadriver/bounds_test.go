@@ -331,7 +331,8 @@ func TestBoundedCallsWithoutValuesAllocateNothing(t *testing.T) {
 		want any
 	}{{"context.Background()", context.Background(), nil}, {"the executors' context", bg, "node"},
 		{"a caller's context that can end", driverCtx, "node"}} {
-		b.within(tc.ctx, time.Minute) // a context that can end shares once it repeats
+		// A context that can end shares once it repeats.
+		b.within(tc.ctx, time.Minute)
 		c, _ := b.within(tc.ctx, time.Minute) // makes the shared deadline
 		if allocs := testing.AllocsPerRun(100, func() { c, _ = b.within(tc.ctx, time.Minute) }); allocs != 0 {
 			t.Errorf("a call under %s allocates %.1f objects; want none", tc.name, allocs)

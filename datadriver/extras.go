@@ -111,6 +111,48 @@ type writerExtras struct {
 	// last load or save saw it; seenSeq what the last pull saw (both 0
 	// while no message was ever sent: no part is made for them).
 	inboxSeq, seenSeq int64
+	// refreshRetry is no refresh before this (the last one failed); 0:
+	// none failed.
+	refreshRetry instant
+	// flags are the writer's rare flags (has, set).
+	flags writerFlag
+}
+
+// writerFlag is one of the executor's rare flags, kept in its extras.
+type writerFlag uint8
+
+const (
+	// flagCorrupt: a profile loaded for RestoreAt whose stored data does
+	// not decode; it never writes its data, only a restored version.
+	flagCorrupt writerFlag = 1 << iota
+	// flagKeepNext: the next data write keeps the data it replaces (a
+	// restore's).
+	flagKeepNext
+	// The broken keys logged already (history, a version skipped, inbox).
+	flagWarnedHistory
+	flagWarnedVersion
+	flagWarnedInbox
+)
+
+// has reports whether f is set (none is without the part).
+func (w *writer) has(f writerFlag) bool { return w.x != nil && w.x.flags&f != 0 }
+
+// set sets f on or off, making the part only to set one.
+func (w *writer) set(f writerFlag, on bool) {
+	switch {
+	case on:
+		w.made().flags |= f
+	case w.x != nil:
+		w.x.flags &^= f
+	}
+}
+
+// refreshRetryAt is no refresh before this; 0: none failed.
+func (w *writer) refreshRetryAt() instant {
+	if w.x == nil {
+		return 0
+	}
+	return w.x.refreshRetry
 }
 
 // inboxSeqs are x.inboxSeq and x.seenSeq; 0, 0 without the part.

@@ -66,13 +66,13 @@ func (p *Profile[T]) keepVersion(req *record.SaveArgs) error {
 	d, w := p.d, &p.w
 	h, replaced, planned, err := p.listForKeep()
 	if err != nil {
-		if w.keepNext {
+		if w.has(flagKeepNext) {
 			return fmt.Errorf("%s %q: the data a restore replaces must be kept: %w", req.Mode, p.key, err)
 		}
 		d.log.Debug("the data a version keeps was not read: the next write keeps it", "key", p.key, "err", err)
 		return nil
 	}
-	req.KeepVer, req.KeepMeta, req.KeepAlways = w.ver, w.stored.kept(), w.keepNext
+	req.KeepVer, req.KeepMeta, req.KeepAlways = w.ver, w.stored.kept(), w.has(flagKeepNext)
 	req.Keep = record.NewKeptWhole(w.ver, h.Newest(w.ver), req.KeepMeta, replaced, d.zenc)
 	if !planned {
 		return nil // without a listing, the script trims by count and rewrites nothing

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -42,9 +43,19 @@ func errFenced(key string, c cause, why error) error {
 	return endsSession(c, fmt.Errorf("%q: %w: %w: %w", key, ErrLockLost, ErrFenced, why))
 }
 
+// leaseGenOf is a presence lease generation as a profile holds it: one
+// past 32 bits (never reached) as the largest, which the lease, its
+// generations only growing, never has again (0 would mean no lease).
+func leaseGenOf(gen uint64) uint32 {
+	if gen > math.MaxUint32 {
+		return math.MaxUint32
+	}
+	return uint32(gen)
+}
+
 // leaseErr is nil while p may change its data at now (lock-free).
 func (p *Profile[T]) leaseErr(now time.Time) error {
-	if p.leaseGen != 0 && !p.d.node.presence.HoldsAt(p.leaseGen, now) {
+	if p.leaseGen != 0 && !p.d.node.presence.HoldsAt(uint64(p.leaseGen), now) {
 		return errFenced(p.key, causeLeaseLapsed, errLeaseLapsed)
 	}
 	if p.d.instantOf(now) >= instant(p.ageUntil.Load()) {
@@ -63,7 +74,7 @@ func (p *Profile[T]) updatable() error {
 	default:
 		return releasedErr(p.key)
 	}
-	if p.stopped.Load() {
+	if p.state.stopped() {
 		if err := p.Err(); err != nil {
 			return err
 		}

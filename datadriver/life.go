@@ -101,6 +101,7 @@ type lifeView struct {
 	phase   phase
 	leaveBy cause  // why the session was asked to go (causeNone: it was not)
 	gen     uint32 // counts the lock tokens the profile has had (an adoption takes a new one)
+	epoch   int64  // the lock's epoch (Epoch), as the last landed write answered it
 	token   string // the lock token
 	// earlier are tokens the lock may still carry while an adoption has not
 	// landed (nil for none: most views never hold one, and a pointer takes
@@ -116,8 +117,19 @@ func (v *lifeView) earlierTokens() []string {
 	return *v.earlier
 }
 
-// initLife sets the life of a profile being built, live under token.
-func (p *Profile[T]) initLife(token string) { p.life.Store(&lifeView{phase: phaseLive, token: token}) }
+// initLife sets the life of a profile being built, live under token at
+// epoch.
+func (p *Profile[T]) initLife(token string, epoch int64) {
+	p.life.Store(&lifeView{phase: phaseLive, token: token, epoch: epoch})
+}
+
+// setEpoch records the lock's epoch as a landed write answered it (a new
+// view only when it changed). On the executor only.
+func (p *Profile[T]) setEpoch(epoch int64) {
+	if p.view().epoch != epoch {
+		p.setLife(func(v *lifeView) { v.epoch = epoch })
+	}
+}
 
 // view is the profile's life now (lock-free).
 func (p *Profile[T]) view() *lifeView { return p.life.Load() }
@@ -209,7 +221,7 @@ func (p *Profile[T]) releaseNow() { p.post(sigLeave) }
 
 // kick tells the game, once in the session's life, that it stopped for c.
 func (p *Profile[T]) kick(c cause) {
-	if c.kick() == 0 || !p.kicked.CompareAndSwap(false, true) {
+	if c.kick() == 0 || !p.state.kickOnce() {
 		return
 	}
 	p.d.kick(p.key, c.kick())
@@ -264,7 +276,7 @@ func (p *Profile[T]) adopted() bool {
 	if p.phaseNow() == phaseEnded {
 		return false
 	}
-	p.kicked.Store(false)
+	p.state.unkick()
 	p.setLife(func(v *lifeView) { v.phase, v.leaveBy = phaseLive, causeNone })
 	return true
 }
@@ -306,7 +318,7 @@ func (p *Profile[T]) endLocked(c cause, err error) bool {
 	if !p.ended.CompareAndSwap(nil, &ending{cause: c, err: err}) {
 		return false
 	}
-	p.stopped.Store(true)
+	p.state.stop()
 	d := p.d
 	if d.profiles[p.key] == p {
 		delete(d.profiles, p.key)

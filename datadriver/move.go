@@ -202,7 +202,7 @@ func (p *Profile[T]) moveSnapshot(ctx context.Context) (snapshot, error) {
 	}
 	adopting := len(p.view().earlierTokens()) > 0
 	changed := snap.stored != p.w.data
-	if adopting || len(snap.refused) > 0 || p.extras().pending() != nil || (changed && (p.w.keepNext || p.versionDue())) {
+	if adopting || len(snap.refused) > 0 || p.extras().pending() != nil || (changed && (p.w.has(flagKeepNext) || p.versionDue())) {
 		if err := p.write(ctx, writeSave); err != nil {
 			return snap, err
 		}
@@ -213,7 +213,7 @@ func (p *Profile[T]) moveSnapshot(ctx context.Context) (snapshot, error) {
 	}
 	uids, meta := p.w.asStored()
 	switch {
-	case p.w.corrupt:
+	case p.w.has(flagCorrupt):
 		return snap, fmt.Errorf("move %q: %w: a profile loaded for a restore does not move", p.key, ErrCorruptRecord)
 	case len(snap.data)+len(uids)+len(meta)+len(snap.uids)+len(snap.meta) > messaging.DefaultMaxMoveBytes-moveSlack:
 		return snap, fmt.Errorf("move %q: %w: %d bytes do not fit a move's message (%d)", p.key, ErrTooLarge,

@@ -281,7 +281,7 @@ func (d *Driver[T]) movedProfile(in *moveIn[T], st flipState) *Profile[T] {
 	now := d.node.clock.Now()
 	p := &Profile[T]{
 		d: d, key: m.Key, data: in.dec.data,
-		leaseGen: in.gen,
+		leaseGen: leaseGenOf(in.gen),
 		w: writer{ver: st.ver, data: d.dig.storedOf(m.Data), schema: m.Schema, schemaMin: m.SchemaMin,
 			stored: metaOf(record.KeptMeta{At: st.at, Schema: m.Schema, SchemaMin: m.SchemaMin}),
 			histAt: wallNS(msOrZero(m.HistAt)), redis: d.redisClockOf(st.lockAt, now),
@@ -290,8 +290,7 @@ func (d *Driver[T]) movedProfile(in *moveIn[T], st flipState) *Profile[T] {
 	p.w.setInboxSeqs(st.inboxSeq, m.SeenSeq)
 	p.setUnknown(in.dec.unknown)
 	p.w.setStored(m.UIDs, m.Meta)
-	p.initLife(in.accept.Token)
-	p.epoch.Store(st.epoch)
+	p.initLife(in.accept.Token, st.epoch)
 	p.ageUntil.Store(int64(d.instantOf(in.acceptedAt.Add(d.cfg.LockTTL)))) // the flip's lock.at is later
 	_ = p.decodeMeta(m.UIDs, m.Meta)                                       // checked at the prepare
 	return p

@@ -432,8 +432,8 @@ func (p *Profile[T]) autosave() time.Duration {
 // landed write (or a failed refresh's retry time, when later).
 func (p *Profile[T]) refreshAt() time.Time {
 	at := p.d.timeAt(p.w.lastWrite).Add(p.d.cfg.LockTTL / 2)
-	if retry := p.d.timeAt(p.w.refreshRetry); p.w.refreshRetry != 0 && retry.After(at) {
-		at = retry
+	if r := p.w.refreshRetryAt(); r != 0 && p.d.timeAt(r).After(at) {
+		at = p.d.timeAt(r)
 	}
 	return at
 }
@@ -449,7 +449,7 @@ func (p *Profile[T]) refresh() {
 	}
 	err := p.write(p.bg(), writeRefresh)
 	if err != nil && !p.stopping() && causeOf(err) == causeNone {
-		p.w.refreshRetry = d.instantOf(d.node.clock.Now().Add(d.cfg.LockTTL / 16))
+		p.w.made().refreshRetry = d.instantOf(d.node.clock.Now().Add(d.cfg.LockTTL / 16))
 		d.log.Warn("lock refresh failed", "key", p.key, "err", err)
 		d.saveFailed(p.key, err)
 	}

@@ -18,6 +18,6 @@ func (p *Profile[T]) phase0(period time.Duration) time.Duration {
 	b := make([]byte, 0, len(p.key)+len(p.d.node.jobID)+22)
 	b = append(append(append(append(b, p.key...), 0), p.d.node.jobID...), 0)
 	h := fnv.New64a()
-	_, _ = h.Write(strconv.AppendInt(b, p.epoch.Load(), 10))
+	_, _ = h.Write(strconv.AppendInt(b, p.view().epoch, 10))
 	return time.Duration(h.Sum64() % uint64(period))
 }

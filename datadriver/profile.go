@@ -25,17 +25,20 @@ type Profile[T any] struct {
 	// under dataMu; lastSaved is the last landed write (landed.go).
 	updates   atomic.Uint64
 	lastSaved atomic.Pointer[landing]
-	// stopped is set (under dataMu) once nothing more of the session's data
-	// may be written: a change failed halfway (a panic) or after its lease
-	// lapsed, or the session ended. Every write's snapshot checks it.
-	stopped atomic.Bool
-	kicked  atomic.Bool // the game heard its one Kick (beside stopped: no padding)
-	// Its life (life.go): the executor is the one writer of life; ended is
-	// set once, by whoever ends the profile.
-	life     atomic.Pointer[lifeView]
-	ended    atomic.Pointer[ending]
-	epoch    atomic.Int64
-	leaseGen uint64 // the presence lease generation the lock lives under (0: no presence flag)
+	// state: stopped is set (under dataMu) once nothing more of the
+	// session's data may be written (a change failed halfway, a panic, or
+	// after its lease lapsed, or the session ended; every write's snapshot
+	// checks it); kicked once the game heard its one Kick.
+	state profileState
+	// leaseGen is the presence lease generation the lock lives under (0:
+	// no presence flag); beside state, one word. A generation past 32 bits
+	// (never reached) is held as one the lease never has again: the
+	// session fences itself.
+	leaseGen uint32
+	// Its life (life.go): the executor is the one writer of life (the
+	// epoch among it); ended is set once, by whoever ends the profile.
+	life  atomic.Pointer[lifeView]
+	ended atomic.Pointer[ending]
 	// ageUntil is when the lock could be taken by age (the send time of its
 	// last landed write plus LockTTL); the age fence ends the session then,
 	// on the driver's timers.
@@ -74,20 +77,39 @@ type writer struct {
 	histAt int64 // wallNS
 	redis  redisClock
 	// lastWrite is when the last landed write was sent (a refresh is due
-	// LockTTL/2 after it); refreshRetry is no refresh before this (one
-	// failed).
-	lastWrite, refreshRetry instant
+	// LockTTL/2 after it; x.refreshRetry is no refresh before a time, once
+	// one failed).
+	lastWrite instant
 	// autosaveAt is when the next autosave is due.
 	autosaveAt instant
-	// warned says which broken keys were logged already (history, inbox).
-	warnedHistory, warnedInbox, warnedVersion bool
-	keepNext                                  bool // see histAt
-	// corrupt is set on a profile loaded for RestoreAt whose stored data
-	// does not decode: it never writes its data, only a restored version.
-	corrupt bool
-	// x is what few sessions use (extras.go): nil until first set.
+	// x is what few sessions use (extras.go): nil until first set. Its
+	// flags (writerFlag, has and set): the next data write keeps the data
+	// it replaces (flagKeepNext, see histAt), the data does not decode
+	// (flagCorrupt), the broken keys logged already.
 	x *writerExtras
 }
+
+// profileState is a profile's two one-way bits, in one word: stopped and
+// kicked.
+type profileState struct{ v atomic.Uint32 }
+
+const (
+	stateStopped uint32 = 1 << iota
+	stateKicked
+)
+
+// stopped reports whether nothing more of the session's data may be
+// written.
+func (s *profileState) stopped() bool { return s.v.Load()&stateStopped != 0 }
+
+// stop sets stopped.
+func (s *profileState) stop() { s.v.Or(stateStopped) }
+
+// kickOnce sets kicked and reports whether it was not set before.
+func (s *profileState) kickOnce() bool { return s.v.Or(stateKicked)&stateKicked == 0 }
+
+// unkick clears kicked (an adopted session may hear a Kick again).
+func (s *profileState) unkick() { s.v.And(^stateKicked) }
 
 // Key is the profile's key.
 func (p *Profile[T]) Key() string { return p.key }
@@ -95,7 +117,7 @@ func (p *Profile[T]) Key() string { return p.key }
 // Epoch is the fencing token of the profile's lock: it grows by one with
 // every acquisition of the key, so a system that records the highest epoch
 // it has seen can refuse writes from an older holder.
-func (p *Profile[T]) Epoch() int64 { return p.epoch.Load() }
+func (p *Profile[T]) Epoch() int64 { return p.view().epoch }
 
 // Done is closed when the profile stops being live: after a release, when
 // its lock is lost, or when the Node closes. Err then says why.
@@ -161,7 +183,7 @@ func (p *Profile[T]) Update(fn func(d *T)) error {
 	lerr := p.leaseErr(p.d.node.clock.Now())
 	if perr != nil || lerr != nil {
 		// No write may take the change: every snapshot checks stopped.
-		p.stopped.Store(true)
+		p.state.stop()
 	}
 	if perr == nil && lerr == nil {
 		p.updates.Add(1)

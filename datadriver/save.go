@@ -83,7 +83,7 @@ func (p *Profile[T]) runCleanups() error {
 	p.dataMu.Lock()
 	defer p.dataMu.Unlock()
 	x := p.extras()
-	if x == nil || len(x.cleanups) == 0 || p.stopped.Load() || p.leaseErr(p.d.node.clock.Now()) != nil {
+	if x == nil || len(x.cleanups) == 0 || p.state.stopped() || p.leaseErr(p.d.node.clock.Now()) != nil {
 		return nil
 	}
 	fns := x.cleanups

@@ -213,7 +213,7 @@ func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) err
 	}
 	if target.Current {
 		return p.do(ctx, func(context.Context) error {
-			if p.w.corrupt {
+			if p.w.has(flagCorrupt) {
 				return &CorruptRecordError{Key: p.key, Err: fmt.Errorf("the data as of %s is the current data, which does not decode",
 					t.Format(time.RFC3339))}
 			}
@@ -234,10 +234,10 @@ func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) err
 		// migrated it): the save stamps the larger of the two, never the
 		// replaced data's, so a newer server migrates it again on load. The
 		// replaced data's min-reader stays: it never lets an older server in.
-		schema, corrupt, keep := p.w.schema, p.w.corrupt, p.w.keepNext
+		schema, corrupt, keep := p.w.schema, p.w.has(flagCorrupt), p.w.has(flagKeepNext)
 		p.w.schema = target.schema
-		p.w.corrupt = false
-		p.w.keepNext = true // the data before the restore is kept (even corrupt: nothing stored is lost)
+		p.w.set(flagCorrupt, false)
+		p.w.set(flagKeepNext, true) // the data before the restore is kept (even corrupt: nothing stored is lost)
 		err := p.write(ctx, writeSave)
 		if err != nil {
 			// A restore that failed puts nothing back: the profile holds the
@@ -249,7 +249,9 @@ func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) err
 			p.data = was
 			p.setUnknown(wasUnknown)
 			p.dataMu.Unlock()
-			p.w.schema, p.w.corrupt, p.w.keepNext = schema, corrupt, keep
+			p.w.schema = schema
+			p.w.set(flagCorrupt, corrupt)
+			p.w.set(flagKeepNext, keep)
 		}
 		return err
 	})

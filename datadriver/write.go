@@ -50,7 +50,7 @@ func (p *Profile[T]) snapshot() (snapshot, error) {
 func (p *Profile[T]) snapshotLocked() (snapshot, error) {
 	p.dataMu.RLock()
 	defer p.dataMu.RUnlock()
-	if p.stopped.Load() {
+	if p.state.stopped() {
 		if err := p.Err(); err != nil {
 			return snapshot{}, err
 		}
@@ -128,7 +128,7 @@ func (p *Profile[T]) write(ctx context.Context, kind writeKind) error {
 	}
 	if kind.carriesData() { // a refresh writes no data; an autosave waits for no replica
 		replicated := want == 0 || (durable && notReplicated == nil)
-		p.noteSaved(snap, tooLarge == nil && !p.w.corrupt, mode == record.ModeRelease, replicated)
+		p.noteSaved(snap, tooLarge == nil && !p.w.has(flagCorrupt), mode == record.ModeRelease, replicated)
 	}
 	if tooLarge != nil {
 		return &landedButErr{fmt.Errorf("%w (released with the last data that fit)", tooLarge)}
@@ -156,7 +156,7 @@ func (p *Profile[T]) buildWrite(kind writeKind, trade string) (
 	if err != nil {
 		return req, snap, nil, err
 	}
-	if p.w.corrupt {
+	if p.w.has(flagCorrupt) {
 		// A corrupt record loaded for a restore: its data was never decoded,
 		// so it is never written (a release gives the lock back untouched).
 		snap = snapshot{}
@@ -175,7 +175,7 @@ func (p *Profile[T]) buildWrite(kind writeKind, trade string) (
 	if snap.data != nil && snap.stored != p.w.data {
 		req.Data = snap.data
 		req.Schema, req.SchemaMin = d.codec.WriteVersion(p.w.schema, p.w.schemaMin)
-		if p.w.keepNext || p.versionDue() {
+		if p.w.has(flagKeepNext) || p.versionDue() {
 			if err := p.keepVersion(&req); err != nil {
 				return req, snap, nil, err
 			}
@@ -217,7 +217,7 @@ func (p *Profile[T]) landed(req record.SaveArgs, snap snapshot, res writeRes, tr
 		w.data = snap.stored
 		w.schema, w.schemaMin = req.Schema, req.SchemaMin
 		w.stored = metaOf(record.KeptMeta{At: res.At, Schema: req.Schema, SchemaMin: req.SchemaMin})
-		w.keepNext = false
+		w.set(flagKeepNext, false)
 	}
 	if req.Meta != nil {
 		w.setStored(req.Meta.UserIDs, req.Meta.Meta)
@@ -241,7 +241,7 @@ func (p *Profile[T]) landed(req record.SaveArgs, snap snapshot, res writeRes, tr
 		x.refused = slices.DeleteFunc(x.refused, func(r record.Refusal) bool { return slices.Contains(snap.refused, r) })
 		p.dataMu.Unlock()
 	}
-	p.epoch.Store(res.Epoch)
+	p.setEpoch(res.Epoch)
 	p.landedAt(res.sentAt)
 	p.noteInbox(res.InboxSeq)
 	p.noteBroken(res.SaveResult)
@@ -258,18 +258,18 @@ func (p *Profile[T]) landed(req record.SaveArgs, snap snapshot, res writeRes, tr
 // broke: the write went on without it.
 func (p *Profile[T]) noteBroken(res record.SaveResult) {
 	d, w := p.d, &p.w
-	if res.HistoryUnusable && !w.warnedHistory {
-		w.warnedHistory = true
+	if res.HistoryUnusable && !w.has(flagWarnedHistory) {
+		w.set(flagWarnedHistory, true)
 		d.log.Error("the history key is not a hash: saves go on, but keep no version; "+
 			d.repairHint(p.key, "history"), "key", p.key)
 	}
-	if res.VersionSkipped && !w.warnedVersion {
-		w.warnedVersion = true
+	if res.VersionSkipped && !w.has(flagWarnedVersion) {
+		w.set(flagWarnedVersion, true)
 		d.log.Warn("a version was due but not kept: the record's time or schema is not what this server loaded "+
 			"(changed by another tool?); the next write keeps one", "key", p.key)
 	}
-	if res.InboxUnusable && !w.warnedInbox {
-		w.warnedInbox = true
+	if res.InboxUnusable && !w.has(flagWarnedInbox) {
+		w.set(flagWarnedInbox, true)
 		d.log.Error("the inbox key is not a stream: the messages it held are gone with it; "+
 			d.repairHint(p.key, "inbox"), "key", p.key)
 	}
