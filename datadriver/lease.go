@@ -99,31 +99,36 @@ func (d *Driver[T]) fenceLapsed() int {
 }
 
 // touch records a write of p that landed, sent at sentAt: the lock's age
-// deadline moves to sentAt + LockTTL, and the age fence with it. On the
-// executor only (the fence's timer reads the deadline, never writes it).
+// deadline moves to sentAt + LockTTL. On the executor only (the timer
+// reads the deadline, never writes it). The timer, armed for the deadline
+// before at the latest, moves with the executor's next rearm (its work
+// ends with one): until then it can only fire early, and fire again.
 func (p *Profile[T]) touch(sentAt time.Time) {
 	if until := int64(p.d.instantOf(sentAt.Add(p.d.cfg.LockTTL))); until > p.ageUntil.Load() {
 		p.ageUntil.Store(until)
-	}
-	if p.phaseNow() != phaseEnded {
-		p.d.timers.ResetAt(&p.ageFence, p.ageDeadline())
 	}
 }
 
 // ageDeadline is the lock's age deadline: when it could be taken by age.
 func (p *Profile[T]) ageDeadline() time.Time { return p.d.timeAt(instant(p.ageUntil.Load())) }
 
-// ageFenceFired ends the session at its age deadline, whatever its
-// executor is doing (unless a write moved the deadline meanwhile: the fence
-// is pointed at it again; a Reset racing the executor's only fires early,
-// and fires again).
-func (p *Profile[T]) ageFenceFired() {
+// timerFired runs on the driver's timer goroutine when the profile's timer
+// is due. At the age deadline it is the age fence: it ends the session,
+// whatever its executor is doing. Before it (a write moved the deadline, or
+// the tick comes first) it points the timer at the deadline, so that the
+// fence stands whatever the executor does next, and posts the tick, whose
+// work re-arms the timer for the next tick (a Reset racing the
+// executor's only fires early, and fires again).
+func (p *Profile[T]) timerFired() {
 	if p.phaseNow() == phaseEnded {
 		return
 	}
 	now := p.d.node.clock.Now()
 	if until := p.ageDeadline(); until.After(now) {
-		p.d.timers.ResetAt(&p.ageFence, until)
+		p.d.timers.ResetAt(&p.timer, until)
+		if !p.stopping() {
+			p.post(sigTick)
+		}
 		return
 	}
 	if err := p.leaseErr(now); err != nil {

@@ -128,7 +128,7 @@ func (p *Profile[T]) runInline(r *request) (bool, error) {
 	m.running = false
 	if p.stopping() {
 		p.failQueuedLocked()
-		p.d.timers.Stop(&p.tick)
+		p.rearm() // the age fence alone
 	} else if m.head != nil || m.signals != 0 {
 		p.wakeLocked()
 	}
@@ -148,12 +148,22 @@ func (p *Profile[T]) runRequest(r *request) error {
 	return err
 }
 
-// rearm points the tick at the next autosave or refresh, while the profile
-// lives.
+// rearm points the profile's timer at its next tick (the next autosave or
+// refresh), or at its age deadline when that comes first; at the age
+// deadline alone once the executor stops with the driver (the fence still
+// guards a profile the driver is closing). Nothing once the profile ended
+// (its end stopped the timer). On the executor only.
 func (p *Profile[T]) rearm() {
-	if !p.stopping() {
-		p.d.timers.ResetAt(&p.tick, p.nextTick())
+	if p.ended.Load() != nil {
+		return
 	}
+	at := p.ageDeadline()
+	if p.d.ctx.Err() == nil {
+		if tick := p.nextTick(); tick.Before(at) {
+			at = tick
+		}
+	}
+	p.d.timers.ResetAt(&p.timer, at)
 }
 
 // claimIdle makes the caller the executor when it is idle, counted in
@@ -248,15 +258,14 @@ func (p *Profile[T]) endErr() error {
 }
 
 // startLocked starts the executor of a profile that was just handed out:
-// its first work (the inbox's catch-up), its autosave and refresh timer,
-// and its age fence. d.mu held (the profile was just put in the map).
+// its first work (the inbox's catch-up), and its timer (the autosave and
+// refresh tick, the age fence). d.mu held (the profile was just put in the
+// map); the executor is not running yet.
 func (p *Profile[T]) startLocked() {
 	d := p.d
-	p.ageFence.Fire = (*ageFenceOf[T])(p)
-	d.timers.ResetAt(&p.ageFence, p.ageDeadline())
 	p.w.autosaveAt = d.instantOf(d.node.clock.Now().Add(p.phase0(p.autosavePeriod())))
-	p.tick.Fire = (*tickOf[T])(p)
-	d.timers.ResetAt(&p.tick, p.nextTick())
+	p.timer.Fire = (*timerOf[T])(p)
+	p.rearm()
 	m := &p.mb
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -269,19 +278,13 @@ func (p *Profile[T]) startLocked() {
 	}
 }
 
-// ageFenceOf and tickOf are a profile as the Firer of its two deadlines:
-// pointers, so the driver's timers hold them without an allocation (a
-// method value or a closure cost a profile two).
-type (
-	ageFenceOf[T any] Profile[T]
-	tickOf[T any]     Profile[T]
-)
+// timerOf is a profile as the Firer of its timer: a pointer, so the
+// driver's timers hold it without an allocation (a method value or a
+// closure would cost one a profile).
+type timerOf[T any] Profile[T]
 
-// Fire runs the age fence (see ageFenceFired).
-func (f *ageFenceOf[T]) Fire() { (*Profile[T])(f).ageFenceFired() }
-
-// Fire posts the tick of the autosave and the lock refresh.
-func (f *tickOf[T]) Fire() { (*Profile[T])(f).post(sigTick) }
+// Fire runs the profile's timer (see timerFired).
+func (f *timerOf[T]) Fire() { (*Profile[T])(f).timerFired() }
 
 // drain runs the mailbox's events one at a time until it is empty or the
 // profile ends: the signals first (the start's catch-up before all), then
@@ -310,7 +313,7 @@ func (p *Profile[T]) next() (signal, *request) {
 	if p.stopping() {
 		p.failQueuedLocked()
 		m.running = false
-		p.d.timers.Stop(&p.tick)
+		p.rearm() // the age fence alone
 		return 0, nil
 	}
 	if m.signals != 0 {
@@ -370,10 +373,9 @@ func (d *Driver[T]) spawn(f func()) bool {
 	return true
 }
 
-// stopExecutor stops the autosave and refresh timer of a profile that
-// ends, and answers what is queued when no drain runs to do it.
+// stopExecutor answers what is queued in a profile that ends when no drain
+// runs to do it (its end stopped its timer).
 func (p *Profile[T]) stopExecutor() {
-	p.d.timers.Stop(&p.tick)
 	m := &p.mb
 	m.mu.Lock()
 	defer m.mu.Unlock()

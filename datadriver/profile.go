@@ -41,9 +41,8 @@ type Profile[T any] struct {
 	ended atomic.Pointer[ending]
 	// ageUntil is when the lock could be taken by age (the send time of its
 	// last landed write plus LockTTL); the age fence ends the session then,
-	// on the driver's timers.
+	// on the driver's timers (timer).
 	ageUntil atomic.Int64 // an instant
-	ageFence deadlines.Entry
 	// done is the Done channel, made when first asked for (as a
 	// context.Context's is): a resident profile nobody watches has none.
 	// Made and closed under d.mu (doneLocked, endLocked).
@@ -52,9 +51,10 @@ type Profile[T any] struct {
 	// Its writes: the executor's (owner.go).
 	w  writer
 	mb mailbox // the executor's queue
-	// tick posts the tick of the autosave and the lock refresh, on the
-	// driver's timers.
-	tick deadlines.Entry
+	// timer is the profile's one deadline on the driver's timers: the
+	// tick of the autosave and the lock refresh, or the age fence when
+	// that comes first (owner.go: rearm, timerFired).
+	timer deadlines.Entry
 }
 
 // writer is the executor's state: what the profile's writes know of

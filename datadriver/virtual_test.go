@@ -2,9 +2,11 @@ package datadriver_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
 	"github.com/ckernel/playerdata/testsupport"
 )
 
@@ -29,28 +32,8 @@ func TestCrashTakeoverDefaultTimings(t *testing.T) {
 				defer mr.Close()
 				bus := testsupport.NewMemBus(nil)
 				defer bus.Close()
-				newNode := func(job string, faults *testsupport.FaultHook) *datadriver.Node {
-					client := func() *redis.Client {
-						c := redis.NewClient(&redis.Options{
-							Addr:   "127.0.0.1:0", // never dialled: no name lookup in the bubble
-							Dialer: func(context.Context, string, string) (net.Conn, error) { return mr.Dial() },
-						})
-						c.AddHook(faults) // a crash stops the beats too
-						return c
-					}
-					rdb, prdb := client(), client()
-					n, err := datadriver.NewNode(context.Background(), datadriver.NodeConfig{
-						JobID: job, Redis: rdb, PresenceRedis: prdb, Bus: bus.Endpoint(job), Namespace: "v",
-						Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-					})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { _ = n.Close(context.Background()); _ = rdb.Close(); _ = prdb.Close() })
-					return n
-				}
 				fa, fb := &testsupport.FaultHook{}, &testsupport.FaultHook{}
-				a, b := newNode("server-a", fa), newNode("server-b", fb)
+				a, b := virtualNode(t, mr, bus, "server-a", fa), virtualNode(t, mr, bus, "server-b", fb)
 				cfg := datadriver.Config[player]{Name: "PlayerData", Autosave: -1}
 				da, _ := datadriver.NewDriver(a, cfg)
 				db, _ := datadriver.NewDriver(b, cfg)
@@ -88,4 +71,81 @@ func TestCrashTakeoverDefaultTimings(t *testing.T) {
 			})
 		})
 	}
+}
+
+// virtualNode is a Node on miniredis and the in-process bus inside a
+// synctest bubble, its Redis calls (the beats' too) through faults.
+func virtualNode(t *testing.T, mr *miniredis.Miniredis, bus *testsupport.MemBus, job string,
+	faults *testsupport.FaultHook) *datadriver.Node {
+	client := func() *redis.Client {
+		c := redis.NewClient(&redis.Options{
+			Addr:   "127.0.0.1:0", // never dialled: no name lookup in the bubble
+			Dialer: func(context.Context, string, string) (net.Conn, error) { return mr.Dial() },
+		})
+		c.AddHook(faults) // a crash stops the beats too
+		return c
+	}
+	rdb, prdb := client(), client()
+	n, err := datadriver.NewNode(context.Background(), datadriver.NodeConfig{
+		JobID: job, Redis: rdb, PresenceRedis: prdb, Bus: bus.Endpoint(job), Namespace: "v",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()); _ = rdb.Close(); _ = prdb.Close() })
+	return n
+}
+
+// TestAgeFenceFiresAtTheAgeDeadlineWhileRefreshesFail: a lock without the
+// presence flag whose refreshes fail (each takes 100 ms and errs, so each
+// retry is set a sixteenth of LockTTL after its failure) ends at its age
+// deadline to the instant, on virtual time: the profile's one timer is
+// armed for the age deadline when the next retry would come later.
+func TestAgeFenceFiresAtTheAgeDeadlineWhileRefreshesFail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mr := miniredis.NewMiniRedis()
+		defer mr.Close()
+		bus := testsupport.NewMemBus(nil)
+		defer bus.Close()
+		faults := &testsupport.FaultHook{}
+		a := virtualNode(t, mr, bus, "server-a", faults)
+		const ttl = 8 * time.Second
+		cfg := datadriver.Config[player]{Name: "PlayerData", Autosave: -1}
+		byAge(ttl, time.Second)(&cfg)
+		da, err := datadriver.NewDriver(a, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		p, err := da.Join(ctx, "user:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = p.Update(func(d *player) { d.Coins = 1 })
+		sent := time.Now() // no virtual time passes in a call that does not wait
+		if err := p.Save(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var failed atomic.Int32
+		faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+			if isScript(cmd, record.ScriptSave) {
+				failed.Add(1)
+				time.Sleep(100 * time.Millisecond)
+				return testsupport.ErrInjected
+			}
+			return nil
+		})
+		<-p.Done()
+		ended := time.Since(sent)
+		if !errors.Is(p.Err(), datadriver.ErrFenced) {
+			t.Fatalf("Err = %v, want ErrFenced", p.Err())
+		}
+		// Refreshes from LockTTL/2, every 100 ms + LockTTL/16: 4.0, 4.6,
+		// ..., 7.6 s, the next at 8.2 s, past the deadline.
+		if ended != ttl || failed.Load() < 5 {
+			t.Fatalf("the session ended %s after its last landed write, after %d failed refreshes; want at the age "+
+				"deadline (%s) after 5 or more", ended, failed.Load(), ttl)
+		}
+	})
 }
