@@ -74,6 +74,8 @@ type Driver[T any] struct {
 	// once execClosed is set no drain starts.
 	execMu     sync.RWMutex
 	execClosed bool
+	// ticks are the profiles' ticks waiting for a tick worker (tickpool.go).
+	ticks tickQueue[T]
 	// lastSessions is the session count last taken (sessions.go).
 	lastSessions atomic.Int64
 }

@@ -224,11 +224,18 @@ func (p *Profile[T]) post(s signal) {
 	p.wakeLocked()
 }
 
-// wakeLocked starts a drain when none runs and the executor has started.
-// p.mb.mu held.
+// wakeLocked starts a drain when none runs and the executor has started: a
+// tick alone waits for one of the driver's tick workers (tickQueue), any
+// other work starts a goroutine at once. p.mb.mu held.
 func (p *Profile[T]) wakeLocked() {
 	m := &p.mb
 	if m.running || !m.started {
+		return
+	}
+	if m.signals == sigTick && m.head == nil {
+		if !p.d.queueTick(p) {
+			p.failQueuedLocked() // the driver is closed
+		}
 		return
 	}
 	if !p.d.spawn(p.drain) {
