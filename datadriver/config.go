@@ -45,9 +45,12 @@ type NodeConfig struct {
 	AcceptEviction bool
 
 	// Saves: SaveTimeout bounds each acquire, save and release (calls
-	// under a context that never ends share one deadline per SaveTimeout/1000:
-	// each ends at most that much before its own, never after);
-	// MaxConcurrentSaves the autosaves at once; TradeRetain keeps a settled
+	// under a context that never ends, or under one that can end passed to
+	// two calls in a row, share one deadline per SaveTimeout/1000: each
+	// ends at most that much before its own, never after);
+	// MaxConcurrentSaves the autosaves at once, and the goroutines that run
+	// a driver's ticks (autosaves, lock refreshes; more wait in order, a
+	// game's own calls never do); TradeRetain keeps a settled
 	// trade's journal entry; MinReplicas makes acquisitions, releases,
 	// Saves, trade commits and Sends wait (at most ReplicaTimeout) for that
 	// many replicas, else ErrNotReplicated.
