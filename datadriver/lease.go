@@ -126,9 +126,7 @@ func (p *Profile[T]) timerFired() {
 	now := p.d.node.clock.Now()
 	if until := p.ageDeadline(); until.After(now) {
 		p.d.timers.ResetAt(&p.timer, until)
-		if !p.stopping() {
-			p.post(sigTick)
-		}
+		p.post(sigTick) // (dropped once the profile stops)
 		return
 	}
 	if err := p.leaseErr(now); err != nil {

@@ -441,8 +441,10 @@ func (p *Profile[T]) autosave() time.Duration {
 // landed write (or a failed refresh's retry time, when later).
 func (p *Profile[T]) refreshAt() time.Time {
 	at := p.d.timeAt(p.w.lastWrite).Add(p.d.cfg.LockTTL / 2)
-	if r := p.w.refreshRetryAt(); r != 0 && p.d.timeAt(r).After(at) {
-		at = p.d.timeAt(r)
+	if r := p.w.refreshRetryAt(); r != 0 {
+		if retry := p.d.timeAt(r); retry.After(at) {
+			return retry
+		}
 	}
 	return at
 }
