@@ -190,13 +190,13 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		leaseGen: leaseGenOf(gen),
 		w: writer{ver: a.Ver, data: d.dig.storedOf(a.Data), schema: a.Schema, schemaMin: a.SchemaMin,
 			stored: metaOf(record.KeptMeta{At: a.At, Schema: a.Schema, SchemaMin: a.SchemaMin}),
-			histAt: wallNS(a.HistAt), redis: d.redisClockOf(a.Now, sentAt), lastWrite: d.instantOf(sentAt)},
+			histAt: wallNS(a.HistAt), redis: d.redisClockOf(a.Now, sentAt)},
 	}
 	p.setUnknown(unknown)
 	p.w.set(flagCorrupt, corrupt)
 	p.w.setStored(a.UserIDs, a.Meta)
 	p.initLife(token, a.Epoch)
-	p.ageUntil.Store(int64(d.instantOf(sentAt.Add(d.cfg.LockTTL))))
+	p.lastSent.Store(int64(d.instantOf(sentAt)))
 	seen := int64(0)
 	if !a.MoreMessages {
 		seen = a.InboxSeq // the acquire read the whole inbox

@@ -47,7 +47,7 @@ type Driver[T any] struct {
 	// callbacks runs the game's Kick, OnLockLost and OnSaveError in order.
 	callbacks *dispatcher
 	// timers holds every profile's tick and age fence on one clock timer.
-	timers *deadlines.Heap
+	timers *deadlines.Heap[Profile[T]]
 	// base is the origin of its profiles' instants (instant.go).
 	base time.Time
 	// reader reads other servers' presence for Where (where.go).
@@ -118,7 +118,7 @@ func NewDriver[T any](node *Node, cfg Config[T]) (*Driver[T], error) {
 		loadRequests: make(map[string][]loadRequest),
 		orphans:      newOrphans(node.clock),
 		callbacks:    newDispatcher(),
-		timers:       deadlines.New(node.clock),
+		timers:       deadlines.New(node.clock, (*Profile[T]).deadline, (*Profile[T]).timerFired),
 		base:         node.clock.Now(),
 		reader:       reader,
 	}

@@ -58,7 +58,7 @@ func (p *Profile[T]) leaseErr(now time.Time) error {
 	if p.leaseGen != 0 && !p.d.node.presence.HoldsAt(uint64(p.leaseGen), now) {
 		return errFenced(p.key, causeLeaseLapsed, errLeaseLapsed)
 	}
-	if p.d.instantOf(now) >= instant(p.ageUntil.Load()) {
+	if p.d.instantOf(now) >= p.ageUntil() {
 		return errFenced(p.key, causeLockAged, errLockAged)
 	}
 	return nil
@@ -104,13 +104,19 @@ func (d *Driver[T]) fenceLapsed() int {
 // before at the latest, moves with the executor's next rearm (its work
 // ends with one): until then it can only fire early, and fire again.
 func (p *Profile[T]) touch(sentAt time.Time) {
-	if until := int64(p.d.instantOf(sentAt.Add(p.d.cfg.LockTTL))); until > p.ageUntil.Load() {
-		p.ageUntil.Store(until)
+	if sent := int64(p.d.instantOf(sentAt)); sent > p.lastSent.Load() {
+		p.lastSent.Store(sent)
 	}
 }
 
+// ageUntil is the lock's age deadline as an instant: LockTTL after the
+// last landed write was sent.
+func (p *Profile[T]) ageUntil() instant {
+	return instant(p.lastSent.Load()) + instant(p.d.cfg.LockTTL)
+}
+
 // ageDeadline is the lock's age deadline: when it could be taken by age.
-func (p *Profile[T]) ageDeadline() time.Time { return p.d.timeAt(instant(p.ageUntil.Load())) }
+func (p *Profile[T]) ageDeadline() time.Time { return p.d.timeAt(p.ageUntil()) }
 
 // timerFired runs on the driver's timer goroutine when the profile's timer
 // is due. At the age deadline it is the age fence: it ends the session,
@@ -125,7 +131,7 @@ func (p *Profile[T]) timerFired() {
 	}
 	now := p.d.node.clock.Now()
 	if until := p.ageDeadline(); until.After(now) {
-		p.d.timers.ResetAt(&p.timer, until)
+		p.d.timers.ResetAt(p, until)
 		p.post(sigTick) // (dropped once the profile stops)
 		return
 	}

@@ -324,7 +324,7 @@ func (p *Profile[T]) endLocked(c cause, err error) bool {
 		delete(d.profiles, p.key)
 	}
 	d.notify(p.key)
-	d.timers.Stop(&p.timer)
+	d.timers.Stop(p)
 	p.stopExecutor()
 	if c := p.done.Load(); c != nil {
 		close(*c) // else Done answers a closed channel from now on

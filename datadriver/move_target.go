@@ -284,15 +284,14 @@ func (d *Driver[T]) movedProfile(in *moveIn[T], st flipState) *Profile[T] {
 		leaseGen: leaseGenOf(in.gen),
 		w: writer{ver: st.ver, data: d.dig.storedOf(m.Data), schema: m.Schema, schemaMin: m.SchemaMin,
 			stored: metaOf(record.KeptMeta{At: st.at, Schema: m.Schema, SchemaMin: m.SchemaMin}),
-			histAt: wallNS(msOrZero(m.HistAt)), redis: d.redisClockOf(st.lockAt, now),
-			lastWrite: d.instantOf(in.acceptedAt)},
+			histAt: wallNS(msOrZero(m.HistAt)), redis: d.redisClockOf(st.lockAt, now)},
 	}
 	p.w.setInboxSeqs(st.inboxSeq, m.SeenSeq)
 	p.setUnknown(in.dec.unknown)
 	p.w.setStored(m.UIDs, m.Meta)
 	p.initLife(in.accept.Token, st.epoch)
-	p.ageUntil.Store(int64(d.instantOf(in.acceptedAt.Add(d.cfg.LockTTL)))) // the flip's lock.at is later
-	_ = p.decodeMeta(m.UIDs, m.Meta)                                       // checked at the prepare
+	p.lastSent.Store(int64(d.instantOf(in.acceptedAt))) // the flip's lock.at is later
+	_ = p.decodeMeta(m.UIDs, m.Meta)                    // checked at the prepare
 	return p
 }
 

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ckernel/playerdata/internal/deadlines"
 	"github.com/ckernel/playerdata/internal/defaults"
 )
 
@@ -56,12 +57,14 @@ const (
 // runs it.
 type mailbox struct {
 	mu sync.Mutex
-	// head and tail are the queued requests, first to last, linked by next
-	// (smaller than a slice in every resident profile).
-	head, tail *request
-	signals    signal
-	running    bool // a drain runs
-	started    bool // startLocked ran: events posted before wait for it
+	// last is the last queued request; the requests are a ring linked by
+	// next, last.next the first (one word in every resident profile, where
+	// a slice takes three and a head and tail two). Through push, pop,
+	// remove, queued.
+	last    *request
+	signals signal
+	running bool // a drain runs
+	started bool // startLocked ran: events posted before wait for it
 	// ask is a pending leave ask (askLeave) for the session of token
 	// generation askGen; causeNone: none.
 	ask    cause
@@ -99,12 +102,7 @@ func (p *Profile[T]) enqueue(r *request) error {
 	if p.stopping() {
 		return p.endErr()
 	}
-	if m.tail == nil {
-		m.head = r
-	} else {
-		m.tail.next = r
-	}
-	m.tail = r
+	m.push(r)
 	p.wakeLocked()
 	return nil
 }
@@ -129,7 +127,7 @@ func (p *Profile[T]) runInline(r *request) (bool, error) {
 	if p.stopping() {
 		p.failQueuedLocked()
 		p.rearm() // the age fence alone
-	} else if m.head != nil || m.signals != 0 {
+	} else if m.queued() || m.signals != 0 {
 		p.wakeLocked()
 	}
 	m.mu.Unlock()
@@ -163,7 +161,7 @@ func (p *Profile[T]) rearm() {
 			at = tick
 		}
 	}
-	p.d.timers.ResetAt(&p.timer, at)
+	p.d.timers.ResetAt(p, at)
 }
 
 // claimIdle makes the caller the executor when it is idle, counted in
@@ -172,7 +170,7 @@ func (p *Profile[T]) claimIdle() bool {
 	m := &p.mb
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if p.stopping() || m.running || !m.started || m.head != nil || m.signals != 0 {
+	if p.stopping() || m.running || !m.started || m.queued() || m.signals != 0 {
 		return false
 	}
 	d := p.d
@@ -192,23 +190,11 @@ func (p *Profile[T]) withdraw(r *request) bool {
 	m := &p.mb
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var prev *request
-	for q := m.head; q != nil; prev, q = q, q.next {
-		if q != r {
-			continue
-		}
-		if prev == nil {
-			m.head = q.next
-		} else {
-			prev.next = q.next
-		}
-		if m.tail == q {
-			m.tail = prev
-		}
-		r.done <- r.ctx.Err()
-		return true
+	if !m.remove(r) {
+		return false
 	}
-	return false
+	r.done <- r.ctx.Err()
+	return true
 }
 
 // post posts s to the executor (non-blocking: one pending s is enough);
@@ -232,7 +218,7 @@ func (p *Profile[T]) wakeLocked() {
 	if m.running || !m.started {
 		return
 	}
-	if m.signals == sigTick && m.head == nil {
+	if m.signals == sigTick && !m.queued() {
 		if !p.d.queueTick(p) {
 			p.failQueuedLocked() // the driver is closed
 		}
@@ -250,10 +236,10 @@ func (p *Profile[T]) wakeLocked() {
 // the signals. p.mb.mu held.
 func (p *Profile[T]) failQueuedLocked() {
 	m := &p.mb
-	for r := m.head; r != nil; r = r.next {
+	for r := m.pop(); r != nil; r = m.pop() {
 		r.done <- p.endErr()
 	}
-	m.head, m.tail, m.signals = nil, nil, 0
+	m.signals = 0
 }
 
 // endErr is the profile's end error (ErrClosed while it is not known).
@@ -271,7 +257,6 @@ func (p *Profile[T]) endErr() error {
 func (p *Profile[T]) startLocked() {
 	d := p.d
 	p.w.autosaveAt = d.instantOf(d.node.clock.Now().Add(p.phase0(p.autosavePeriod())))
-	p.timer.Fire = (*timerOf[T])(p)
 	p.rearm()
 	m := &p.mb
 	m.mu.Lock()
@@ -280,18 +265,13 @@ func (p *Profile[T]) startLocked() {
 	if p.catchUpDue() {
 		m.signals |= sigStart
 	}
-	if m.signals != 0 || m.head != nil {
+	if m.signals != 0 || m.queued() {
 		p.wakeLocked()
 	}
 }
 
-// timerOf is a profile as the Firer of its timer: a pointer, so the
-// driver's timers hold it without an allocation (a method value or a
-// closure would cost one a profile).
-type timerOf[T any] Profile[T]
-
-// Fire runs the profile's timer (see timerFired).
-func (f *timerOf[T]) Fire() { (*Profile[T])(f).timerFired() }
+// deadline is the profile's entry on the driver's timers.
+func (p *Profile[T]) deadline() *deadlines.Entry { return &p.timer }
 
 // drain runs the mailbox's events one at a time until it is empty or the
 // profile ends: the signals first (the start's catch-up before all), then
@@ -328,14 +308,9 @@ func (p *Profile[T]) next() (signal, *request) {
 		m.signals &^= s
 		return s, nil
 	}
-	r := m.head
+	r := m.pop()
 	if r == nil {
 		m.running = false
-		return 0, nil
-	}
-	m.head, r.next = r.next, nil
-	if m.head == nil {
-		m.tail = nil
 	}
 	return 0, r
 }
@@ -440,7 +415,7 @@ func (p *Profile[T]) autosave() time.Duration {
 // refreshAt is when the lock needs a refresh: LockTTL/2 after the last
 // landed write (or a failed refresh's retry time, when later).
 func (p *Profile[T]) refreshAt() time.Time {
-	at := p.d.timeAt(p.w.lastWrite).Add(p.d.cfg.LockTTL / 2)
+	at := p.d.timeAt(instant(p.lastSent.Load())).Add(p.d.cfg.LockTTL / 2)
 	if r := p.w.refreshRetryAt(); r != 0 {
 		if retry := p.d.timeAt(r); retry.After(at) {
 			return retry

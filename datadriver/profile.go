@@ -39,10 +39,12 @@ type Profile[T any] struct {
 	// epoch among it); ended is set once, by whoever ends the profile.
 	life  atomic.Pointer[lifeView]
 	ended atomic.Pointer[ending]
-	// ageUntil is when the lock could be taken by age (the send time of its
-	// last landed write plus LockTTL); the age fence ends the session then,
-	// on the driver's timers (timer).
-	ageUntil atomic.Int64 // an instant
+	// lastSent is when the last landed write was sent (an instant; only
+	// grows): the lock could be taken by age LockTTL later (ageUntil), and
+	// the age fence ends the session then, on the driver's timers (timer);
+	// a refresh is due LockTTL/2 after it (refreshAt). Written by the
+	// executor, read by the timer too.
+	lastSent atomic.Int64
 	// done is the Done channel, made when first asked for (as a
 	// context.Context's is): a resident profile nobody watches has none.
 	// Made and closed under d.mu (doneLocked, endLocked).
@@ -76,10 +78,6 @@ type writer struct {
 	// replaces (a restore).
 	histAt int64 // wallNS
 	redis  redisClock
-	// lastWrite is when the last landed write was sent (a refresh is due
-	// LockTTL/2 after it; x.refreshRetry is no refresh before a time, once
-	// one failed).
-	lastWrite instant
 	// autosaveAt is when the next autosave is due.
 	autosaveAt instant
 	// x is what few sessions use (extras.go): nil until first set. Its

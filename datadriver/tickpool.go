@@ -82,7 +82,7 @@ func (p *Profile[T]) claimTick() bool {
 	m := &p.mb
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.running || (m.signals == 0 && m.head == nil) {
+	if m.running || (m.signals == 0 && !m.queued()) {
 		return false // run by a drain of its own meanwhile
 	}
 	if p.stopping() {

@@ -206,7 +206,6 @@ func (p *Profile[T]) settled(res writeRes, img []byte, replicated bool) {
 	p.w.ver, p.w.data = res.Ver, p.d.dig.storedOf(img)
 	p.w.schema, p.w.schemaMin = p.imageSchema()
 	p.w.stored = metaOf(record.KeptMeta{At: res.At, Schema: p.w.schema, SchemaMin: p.w.schemaMin})
-	p.w.lastWrite = p.d.instantOf(res.sentAt)
 	p.setEpoch(res.Epoch)
 	p.landedAt(res.sentAt)
 }

@@ -228,7 +228,6 @@ func (p *Profile[T]) landed(req record.SaveArgs, snap snapshot, res writeRes, tr
 	if pl := req.KeepPlan; pl != nil && res.Planned {
 		d.tel.HistoryKept(p.bg(), pl.Bytes, pl.TrimmedCount, pl.TrimmedBytes)
 	}
-	w.lastWrite = d.instantOf(res.sentAt)
 	if trade != "" {
 		p.clearPending(trade)
 	}

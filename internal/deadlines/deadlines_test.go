@@ -10,12 +10,21 @@ import (
 	"github.com/ckernel/playerdata/internal/deadlines"
 )
 
+// owner is a deadline's owner in these tests: it fires its function.
+type owner struct {
+	e    deadlines.Entry
+	fire func()
+}
+
+// newHeap is a Heap of owners on c.
+func newHeap(c clock.Clock) *deadlines.Heap[owner] {
+	return deadlines.New(c, func(o *owner) *deadlines.Entry { return &o.e }, func(o *owner) { o.fire() })
+}
+
 // ran collects the names of the entries that ran, in order.
 type ran chan string
 
-func (r ran) entry(name string) *deadlines.Entry {
-	return &deadlines.Entry{Fire: deadlines.Func(func() { r <- name })}
-}
+func (r ran) entry(name string) *owner { return &owner{fire: func() { r <- name }} }
 
 // next is the next entry to run, or "" when none runs within a second.
 func (r ran) next() string {
@@ -39,7 +48,7 @@ func (r ran) none() bool {
 
 func TestEntriesRunInDeadlineOrder(t *testing.T) {
 	c := clock.NewMock()
-	h := deadlines.New(c)
+	h := newHeap(c)
 	r := make(ran, 10)
 	a, b, d := r.entry("a"), r.entry("b"), r.entry("d")
 	h.Reset(a, 30*time.Millisecond)
@@ -62,7 +71,7 @@ func TestEntriesRunInDeadlineOrder(t *testing.T) {
 
 func TestResetAndStop(t *testing.T) {
 	c := clock.NewMock()
-	h := deadlines.New(c)
+	h := newHeap(c)
 	r := make(ran, 10)
 	a, b := r.entry("a"), r.entry("b")
 	h.Reset(a, 10*time.Millisecond)
@@ -101,7 +110,7 @@ func TestResetAndStop(t *testing.T) {
 // never, whether Reset or ResetAt scheduled them.
 func TestManyEntries(t *testing.T) {
 	c := clock.NewMock()
-	h := deadlines.New(c)
+	h := newHeap(c)
 	rng := rand.New(rand.NewPCG(1, 2))
 	const n = 1000
 	type run struct {
@@ -109,10 +118,10 @@ func TestManyEntries(t *testing.T) {
 		at time.Time
 	}
 	runs := make(chan run, 2*n)
-	entries := make([]*deadlines.Entry, n)
+	entries := make([]*owner, n)
 	due := make([]time.Duration, n)
 	for i := range entries {
-		entries[i] = &deadlines.Entry{Fire: deadlines.Func(func() { runs <- run{i, c.Now()} })}
+		entries[i] = &owner{fire: func() { runs <- run{i, c.Now()} }}
 	}
 	for range 3 * n {
 		i := rng.IntN(n)
@@ -168,7 +177,7 @@ func TestManyEntries(t *testing.T) {
 // once for a time that has passed.
 func TestResetAt(t *testing.T) {
 	c := clock.NewMock()
-	h := deadlines.New(c)
+	h := newHeap(c)
 	r := make(ran, 10)
 	a, b, late := r.entry("a"), r.entry("b"), r.entry("late")
 	start := c.Now()
