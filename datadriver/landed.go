@@ -33,19 +33,42 @@ func (p *Profile[T]) LastSaved() Saved {
 }
 
 // landing is a Saved as the profile keeps it: without the key the profile
-// has, the time as an integer (32 bytes where a Saved takes 64, on every
-// resident profile).
+// has, the time as an integer, the two flags in the Updates count's top
+// bits (24 bytes where a Saved takes 64, on every resident profile).
 type landing struct {
-	ver                  int64
-	at                   int64 // wallNS: Unix ns
-	updates              uint64
-	replicated, released bool
+	ver   int64
+	at    int64  // wallNS: Unix ns
+	count uint64 // Updates, with landedReplicated and landedReleased
 }
+
+// The flags of a landing's count; an Updates count never nears them (2^62
+// Updates, at a billion a second, take 146 years).
+const (
+	landedReplicated uint64 = 1 << 63
+	landedReleased   uint64 = 1 << 62
+	landedUpdates           = landedReleased - 1
+)
+
+// newLanding is a landing of version ver written at at, including updates
+// Updates (at most 2^62 - 1, as held).
+func newLanding(ver, at int64, updates uint64, replicated, released bool) *landing {
+	l := &landing{ver: ver, at: at, count: min(updates, landedUpdates)}
+	if replicated {
+		l.count |= landedReplicated
+	}
+	if released {
+		l.count |= landedReleased
+	}
+	return l
+}
+
+// updates is how many Updates the stored data includes.
+func (l *landing) updates() uint64 { return l.count & landedUpdates }
 
 // saved is l as the Saved of key.
 func (l *landing) saved(key string) Saved {
-	return Saved{Key: key, Ver: l.ver, At: wallTime(l.at), Updates: l.updates, Replicated: l.replicated,
-		Released: l.released}
+	return Saved{Key: key, Ver: l.ver, At: wallTime(l.at), Updates: l.updates(),
+		Replicated: l.count&landedReplicated != 0, Released: l.count&landedReleased != 0}
 }
 
 // Updates is how many Updates of the session have succeeded so far. Read it
@@ -58,13 +81,14 @@ func (p *Profile[T]) Updates() uint64 { return p.updates.Load() }
 // Updates). Runs on the owner (or a trade borrowing it), so writes are
 // noted in the order they landed.
 func (p *Profile[T]) noteSaved(snap snapshot, withUpdates, released, replicated bool) {
-	l := &landing{ver: p.w.ver, at: p.w.stored.at, replicated: replicated, released: released}
+	var updates uint64
 	if prev := p.lastSaved.Load(); prev != nil {
-		l.updates = prev.updates
+		updates = prev.updates()
 	}
 	if withUpdates {
-		l.updates = max(snap.updates, l.updates)
+		updates = max(snap.updates, updates)
 	}
+	l := newLanding(p.w.ver, p.w.stored.at, updates, replicated, released)
 	p.lastSaved.Store(l)
 	if on := p.d.cfg.OnSaved; on != nil {
 		s := l.saved(p.key)
