@@ -3,6 +3,7 @@ package datadriver
 import (
 	"context"
 	crand "crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -354,14 +355,25 @@ func (n *Node) unregister(name string) {
 	delete(n.drivers, name)
 }
 
-// randomHex returns n random bytes from the Node's entropy, hex encoded.
+// randomHex returns size random bytes from the Node's entropy, hex
+// encoded.
 func (n *Node) randomHex(size int) (string, error) {
+	return n.randomText(size, func(b []byte) string {
+		var out [2 * len(n.entropyBuf)]byte
+		hex.Encode(out[:], b)
+		return string(out[:2*len(b)])
+	})
+}
+
+// randomText returns size random bytes from the Node's entropy as text
+// encodes them (on a buffer of its own: encode must copy).
+func (n *Node) randomText(size int, encode func([]byte) string) (string, error) {
 	if size > len(n.entropyBuf) {
 		b := make([]byte, size)
 		if err := n.entropy(b); err != nil {
 			return "", err
 		}
-		return hex.EncodeToString(b), nil
+		return encode(b), nil
 	}
 	n.entropyMu.Lock()
 	defer n.entropyMu.Unlock()
@@ -369,9 +381,7 @@ func (n *Node) randomHex(size int) (string, error) {
 	if _, err := io.ReadFull(n.cfg.Entropy, b); err != nil {
 		return "", fmt.Errorf("read entropy: %w", err)
 	}
-	var out [2 * len(n.entropyBuf)]byte
-	hex.Encode(out[:], b)
-	return string(out[:2*size]), nil
+	return encode(b), nil
 }
 
 // entropy fills b from the Node's entropy source.
@@ -392,5 +402,14 @@ func (n *Node) claimedSince(t time.Time) bool {
 	return !c.IsZero() && c.After(t)
 }
 
-// newToken returns a fresh lock token.
-func (n *Node) newToken() (string, error) { return n.randomHex(16) }
+// newToken returns a fresh lock token: 128 random bits in 22 characters
+// of unpadded URL-safe base64 (a 24-byte string on every resident profile,
+// where 32 hex digits take 32; a token is opaque to every reader, and one
+// of either form in a record works).
+func (n *Node) newToken() (string, error) {
+	return n.randomText(16, func(b []byte) string {
+		var out [22]byte
+		base64.RawURLEncoding.Encode(out[:], b)
+		return string(out[:base64.RawURLEncoding.EncodedLen(len(b))])
+	})
+}
