@@ -26,9 +26,10 @@ import (
 // versions, 5 % of the values changed by each).
 //
 // Go heap: HeapProfiles records are created and released, then loaded and
-// held at once, then each changed and autosaved; the heap in use
+// held at once, then each changed and saved; the heap in use
 // (runtime.ReadMemStats HeapAlloc after a GC) before the loads, after them
-// and after the autosaves, divided by their number (heapPerProfile).
+// and after the saves, each read at rest, divided by their number
+// (heapPerProfile).
 type Memory struct {
 	Records   int `json:"records"`
 	Saves     int `json:"saves"`
@@ -44,8 +45,9 @@ type Memory struct {
 	FullHistoryVersions        float64 `json:"full_history_versions"`
 	RedisBytesPerRecordFullHis float64 `json:"redis_bytes_per_record_full_history"`
 	// GoHeapPerProfile is the heap one resident profile holds, in bytes,
-	// once it has autosaved (as a server holds it: its executor has
-	// written); GoHeapPerProfileLoaded right after its load.
+	// once its executor has written (as a server holds it after a save or
+	// an autosave); GoHeapPerProfileLoaded right after its load. Both at
+	// rest: no call in flight, every call's deadline ended.
 	GoHeapPerProfile       float64 `json:"go_heap_per_profile"`
 	GoHeapPerProfileLoaded float64 `json:"go_heap_per_profile_loaded"`
 	// GoObjectsPerProfile is the heap objects one resident profile holds
@@ -100,7 +102,7 @@ func (r *runner) runMemory(ctx context.Context) error {
 		return fmt.Errorf("history: %w", err)
 	}
 
-	hf, err := heapPerProfile(ctx, node, rdb, r.cfg.HeapProfiles, size, rng)
+	hf, err := r.heapPerProfile(ctx, r.cfg.HeapProfiles, size, rng)
 	if err != nil {
 		return err
 	}
@@ -197,30 +199,39 @@ func fillRecord[T any](ctx context.Context, r *runner, drv *datadriver.Driver[T]
 	return out, nil
 }
 
-// heapAutosave is the heap driver's autosave period: each held profile
-// autosaves once before the resident figure is read.
-const heapAutosave = 200 * time.Millisecond
+// heapSaveTimeout is the SaveTimeout of the heap figure's Node: the
+// calls' shared deadlines (contexts and timers made once per 1/1000 of it
+// while calls run, and kept until it passes) end that long after the last
+// call, and the heap is read at rest, after them.
+const heapSaveTimeout = time.Second
 
 // heapFigures are what one resident profile holds: heap bytes and objects
-// once it has autosaved (its steady state) and just after its load, and
-// goroutines.
+// once its executor has written (its steady state) and just after its
+// load, and goroutines.
 type heapFigures struct {
 	bytes, objects, loadedBytes, loadedObjects, goroutines, bare float64
 }
 
 // heapPerProfile creates n records, then loads and holds them all under a
-// driver of its own (Autosave heapAutosave; no history: its compressor is
-// the driver's, about 1.6 MB made at the first versions kept, once per
-// driver and concurrent writer, whatever the profiles), changes each and waits until
-// each autosaved that change, and returns what the profiles added per
-// profile: after the autosaves (a resident profile as a server holds it:
-// its executor has written) and right after the loads. A first profile
-// autosaves and is released before the count starts, and the Redis
-// client's pool is grown, so that what the driver makes once and the
-// autosaves' connections are not counted.
-func heapPerProfile(ctx context.Context, node *datadriver.Node, rdb *redis.Client, n, size int,
-	rng *rand.ChaCha8) (heapFigures, error) {
-	drv, err := datadriver.NewDriver(node, datadriver.Config[profileData]{Name: driverName + "Heap", Autosave: heapAutosave,
+// Node and driver of their own (no history: its compressor is the
+// driver's, about 1.6 MB made at the first versions kept, once per driver
+// and concurrent writer, whatever the profiles; the autosave an hour
+// away), changes and saves each (its executor writes, as an autosave
+// would), and returns what the profiles added per profile: after the saves
+// (a resident profile as a server holds it) and right after the loads.
+// Each reading is at rest (atRest): what a driver holds only while calls
+// are in flight, bounded by its Node's concurrency and not by its
+// profiles (encoded data on its way, deadline contexts), is not counted.
+// A first profile saves and is released before the count starts, and the
+// Redis client's pool is grown, so that what the driver makes once and the
+// pool's connections are not counted.
+func (r *runner) heapPerProfile(ctx context.Context, n, size int, rng *rand.ChaCha8) (heapFigures, error) {
+	node, rdb, _, end, err := r.phaseNode(ctx, "memory-heap", heapSaveTimeout)
+	if err != nil {
+		return heapFigures{}, err
+	}
+	defer end()
+	drv, err := datadriver.NewDriver(node, datadriver.Config[profileData]{Name: driverName + "Heap", Autosave: time.Hour,
 		History: -1})
 	if err != nil {
 		return heapFigures{}, err
@@ -239,13 +250,13 @@ func heapPerProfile(ctx context.Context, node *datadriver.Node, rdb *redis.Clien
 			return heapFigures{}, err
 		}
 	}
-	// What the first autosave creates once per driver and the pool's
+	// What the first save creates once per driver and the pool's
 	// connections are made before the count starts.
 	warm, err := drv.Load(ctx, key(-1), datadriver.LoadOptions{})
 	if err != nil {
 		return heapFigures{}, err
 	}
-	if err := autosaveAll(ctx, []*datadriver.Profile[profileData]{warm}); err != nil {
+	if err := saveAll(ctx, []*datadriver.Profile[profileData]{warm}); err != nil {
 		return heapFigures{}, err
 	}
 	if err := warm.Release(ctx); err != nil {
@@ -262,22 +273,42 @@ func heapPerProfile(ctx context.Context, node *datadriver.Node, rdb *redis.Clien
 			}
 		}
 	}()
-	before, g0 := heapInUse(), runtime.NumGoroutine()
+	before, err := atRest(ctx)
+	if err != nil {
+		return heapFigures{}, err
+	}
+	g0 := runtime.NumGoroutine()
 	for i := range held {
 		if held[i], err = drv.Load(ctx, key(i), datadriver.LoadOptions{}); err != nil {
 			return heapFigures{}, err
 		}
 	}
-	loaded := heapInUse()
-	if err := autosaveAll(ctx, held); err != nil {
+	loaded, err := atRest(ctx)
+	if err != nil {
 		return heapFigures{}, err
 	}
-	after, g1 := heapInUse(), runtime.NumGoroutine()
+	if err := saveAll(ctx, held); err != nil {
+		return heapFigures{}, err
+	}
+	after, err := atRest(ctx)
+	if err != nil {
+		return heapFigures{}, err
+	}
+	g1 := runtime.NumGoroutine()
 	per := func(a, b uint64) float64 { return round1(float64(int64(a)-int64(b)) / float64(n)) }
 	bare := bareHeap(n, size, key, rng)
 	return heapFigures{bytes: per(after.bytes, before.bytes), objects: per(after.objects, before.objects),
 		loadedBytes: per(loaded.bytes, before.bytes), loadedObjects: per(loaded.objects, before.objects),
 		goroutines: round3(float64(g1-g0) / float64(n)), bare: bare}, nil
+}
+
+// atRest is the heap in use once the calls' shared deadlines made so far
+// have ended (heapSaveTimeout after the last call, and a margin).
+func atRest(ctx context.Context) (heapUse, error) {
+	if err := sleep(ctx, heapSaveTimeout+heapSaveTimeout/4); err != nil {
+		return heapUse{}, err
+	}
+	return heapInUse(), nil
 }
 
 // bareHeap is the heap one value of the same data takes, held without the
@@ -296,23 +327,15 @@ func bareHeap(n, size int, key func(int) string, rng *rand.ChaCha8) float64 {
 	return round1(float64(int64(after.bytes)-int64(before.bytes)) / float64(n))
 }
 
-// autosaveAll changes each profile and waits until its autosave stored
-// the change (within 10 s).
-func autosaveAll(ctx context.Context, held []*datadriver.Profile[profileData]) error {
+// saveAll changes each profile and saves it: its executor writes the
+// change, as an autosave would.
+func saveAll(ctx context.Context, held []*datadriver.Profile[profileData]) error {
 	for _, p := range held {
 		if err := p.Update(func(d *profileData) { d.Coins++ }); err != nil {
 			return err
 		}
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for _, p := range held {
-		for p.LastSaved().Updates < p.Updates() {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%s was not autosaved within 10 s", p.Key())
-			}
-			if err := sleep(ctx, heapAutosave/10); err != nil {
-				return err
-			}
+		if err := p.Save(ctx); err != nil {
+			return err
 		}
 	}
 	return nil

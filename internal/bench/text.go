@@ -76,7 +76,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	ew.printf("  Redis %s bytes per record: record %s, history %s (%.1f versions), inbox %s; with a full history (%.0f versions) %s\n",
 		mem.f("%.0f", mm.RedisBytesPerRecord), mem.f("%.0f", mm.RecordBytes), mem.f("%.0f", mm.HistoryBytes), mm.HistoryVersions,
 		mem.f("%.0f", mm.InboxBytes), mm.FullHistoryVersions, mem.f("%.0f", mm.RedisBytesPerRecordFullHis))
-	ew.printf("  a resident profile (%d held at once), once it has autosaved: Go heap %.0f bytes, %.1f heap objects, %.2f goroutines "+
+	ew.printf("  a resident profile (%d held at once, at rest), once it has saved: Go heap %.0f bytes, %.1f heap objects, %.2f goroutines "+
 		"(just loaded: %.0f bytes, %.1f objects)\n", mm.HeapProfiles, mm.GoHeapPerProfile, mm.GoObjectsPerProfile,
 		mm.GoroutinesPerProfile, mm.GoHeapPerProfileLoaded, mm.GoObjectsPerProfileLoaded)
 	if mm.BareHeapPerValue > 0 {
