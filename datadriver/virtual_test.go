@@ -149,3 +149,49 @@ func TestAgeFenceFiresAtTheAgeDeadlineWhileRefreshesFail(t *testing.T) {
 		}
 	})
 }
+
+// TestRefreshesKeepAnIdleSessionPastItsAgeDeadline: a lock without the
+// presence flag whose session changes nothing stays live for many times
+// LockTTL, on virtual time: each refresh that lands moves the age deadline
+// (the last landed write's send time plus LockTTL), and the next refresh
+// comes LockTTL/2 after it.
+func TestRefreshesKeepAnIdleSessionPastItsAgeDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mr := miniredis.NewMiniRedis()
+		defer mr.Close()
+		bus := testsupport.NewMemBus(nil)
+		defer bus.Close()
+		var saves atomic.Int32
+		faults := &testsupport.FaultHook{}
+		faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+			if isScript(cmd, record.ScriptSave) {
+				saves.Add(1)
+			}
+			return nil
+		})
+		a := virtualNode(t, mr, bus, "server-a", faults)
+		const ttl = 8 * time.Second
+		cfg := datadriver.Config[player]{Name: "PlayerData", Autosave: -1}
+		byAge(ttl, time.Second)(&cfg)
+		da, err := datadriver.NewDriver(a, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		p, err := da.Join(ctx, "user:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * ttl)
+		if err := p.Err(); err != nil {
+			t.Fatalf("the idle session ended after %d refreshes: %v; want it live after 5 × LockTTL", saves.Load(), err)
+		}
+		// A refresh each LockTTL/2: about 10 in 5 × LockTTL.
+		if n := saves.Load(); n < 8 || n > 12 {
+			t.Fatalf("%d refreshes in 5 × LockTTL; want about 10 (one each LockTTL/2)", n)
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
