@@ -58,6 +58,8 @@ func TestMovePrepareRefusals(t *testing.T) {
 		{"expiry out of bounds", "user:3", func(m *datadriver.MovePrepare) { m.Window = 2 * time.Minute }, datadriver.RefusedExpired},
 		{"schema too new", "user:4", func(m *datadriver.MovePrepare) { m.SchemaMin = 3 }, datadriver.RefusedSchema},
 		{"data that does not decode", "user:5", func(m *datadriver.MovePrepare) { m.Data = []byte{0xc1} }, datadriver.RefusedBadData},
+		{"a schema past 32 bits", "user:6", func(m *datadriver.MovePrepare) { m.Schema = 1 << 31 }, datadriver.RefusedBadData},
+		{"a negative schema", "user:7", func(m *datadriver.MovePrepare) { m.Schema = -1 }, datadriver.RefusedBadData},
 		{"a key the target has", "user:held", func(*datadriver.MovePrepare) {}, datadriver.RefusedHeld},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

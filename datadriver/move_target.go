@@ -97,6 +97,9 @@ func (d *Driver[T]) movePrepare(m moveMsg, signed bool) moveMsg {
 	case m.SchemaMin > d.codec.Version():
 		return refusal(m, RefusedSchema, fmt.Sprintf("the data needs schema version %d, this driver's is %d",
 			m.SchemaMin, d.codec.Version()))
+	case m.Schema < 0 || m.Schema > record.MaxSchema || m.SchemaMin < 0:
+		return refusal(m, RefusedBadData, fmt.Sprintf("schema %d, min-reader %d: not numbers this library writes",
+			m.Schema, m.SchemaMin))
 	}
 	if ans, ok := d.repeatedPrepare(m); ok {
 		return ans

@@ -123,3 +123,10 @@ func Keys(recordKey string) []string {
 // HistoryKey is the history of the record at recordKey: a hash of kept
 // versions (see history.go), in the record's slot.
 func HistoryKey(recordKey string) string { return recordKey + ":hist" }
+
+// MaxSchema is the largest schema version (and min-reader) a record, a kept
+// version or a move may carry: a profile keeps them in 32 bits. acquire.lua
+// answers a record holding a larger one CORRUPT, naming the field, and
+// changes nothing; a kept version's header or a move's prepare holding one
+// is refused likewise.
+const MaxSchema = 1<<31 - 1

@@ -75,6 +75,10 @@ func TestAcquireRefusesWhatItCannotComputeWith(t *testing.T) {
 		{name: "epoch too long to be exact", fields: map[string]string{"ver": "1", "epoch": "12345678901234567890", "data": "d"},
 			wantField: "epoch"},
 		{name: "schema negative", fields: map[string]string{"ver": "1", "epoch": "1", "schema": "-1"}, wantField: "schema"},
+		{name: "schema past 32 bits", fields: map[string]string{"ver": "1", "epoch": "1", "schema": "2147483648",
+			"schema.min": "0"}, wantField: "schema"},
+		{name: "schema.min past 32 bits", fields: map[string]string{"ver": "1", "epoch": "1", "schema": "3000000000",
+			"schema.min": "3000000000"}, wantField: "schema.min"},
 		{name: "inbox.seq a float", fields: map[string]string{"ver": "1", "epoch": "1", "inbox.seq": "1.5"}, wantField: "inbox.seq"},
 		{name: "lock.at not a number", fields: map[string]string{"ver": "1", "epoch": "1", "lock.token": "t",
 			"lock.job": "tool", "lock.at": "yesterday"}, wantField: "lock.at"},
@@ -121,6 +125,23 @@ func TestAcquireRefusesWhatItCannotComputeWith(t *testing.T) {
 				t.Errorf("the refused acquire wrote:\nbefore %v\nafter  %v", before, after)
 			}
 		})
+	}
+}
+
+// The largest schema a profile keeps (record.MaxSchema) is read as any
+// other.
+func TestAcquireReadsTheLargestSchema(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := context.Background()
+	key := record.Key(r.Namespace, "PlayerData", "user:max")
+	max := strconv.Itoa(record.MaxSchema)
+	if err := rdb.HSet(ctx, key, "ver", "1", "epoch", "1", "schema", max, "schema.min", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := record.Acquire(ctx, rdb, key, acquireArgs("server-a", "tok-a"))
+	if err != nil || res.Outcome != record.Acquired || res.Schema != record.MaxSchema {
+		t.Fatalf("acquire = %+v, %v; want it acquired with schema %s", res, err, max)
 	}
 }
 

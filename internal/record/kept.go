@@ -116,7 +116,7 @@ func parseHead(ver int64, b []byte) (keptHead, error) {
 	h.n = n
 	r := headReader{b: b[2 : n-4]}
 	at := r.uvarint(1 << 53)
-	h.Schema, h.SchemaMin = int(r.uvarint(1<<31)), int(r.uvarint(1<<31))
+	h.Schema, h.SchemaMin = int(r.uvarint(MaxSchema)), int(r.uvarint(MaxSchema))
 	h.form = r.byte()
 	h.base = int64(r.uvarint(1 << 62))
 	h.prev = int64(r.uvarint(1 << 62))

@@ -26,7 +26,7 @@
 --          than the proof
 --
 -- Every field the script computes with is checked before anything is written: an integer
--- field that is not a decimal integer, a lock without a holder, a lock stamped ahead of the
+-- field that is not a decimal integer, a schema or schema.min past 2147483647, a lock without a holder, a lock stamped ahead of the
 -- Redis clock, an inbox that is not a stream or a history that is not a hash is answered
 -- CORRUPT, naming the field, and nothing changes. The epoch is never lowered.
 --
@@ -101,6 +101,14 @@ if #i0 > 15 or #i1 > 15 or #i2 > 15 or #i3 > 15 or #i4 > 15 or #i5 > 15 or #i6 >
 end
 if fmt and fmt ~= ARGV[6] and tonumber(fmt) > tonumber(ARGV[6]) then
   return {'FORMAT', fmt}
+end
+-- A profile keeps its schema numbers in 32 bits (record.MaxSchema): a larger one is not
+-- what this library writes.
+if #i1 >= 10 and tonumber(i1) > 2147483647 then
+  return {'CORRUPT', 'schema.min', 'past 2147483647'}
+end
+if #i2 >= 10 and tonumber(i2) > 2147483647 then
+  return {'CORRUPT', 'schema', 'past 2147483647'}
 end
 if f[11] and f[11] ~= ARGV[7] and tonumber(f[11]) > tonumber(ARGV[7]) then
   return {'SCHEMA', f[11]}
