@@ -104,24 +104,10 @@ func virtualNode(t *testing.T, mr *miniredis.Miniredis, bus *testsupport.MemBus,
 // armed for the age deadline when the next retry would come later.
 func TestAgeFenceFiresAtTheAgeDeadlineWhileRefreshesFail(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mr := miniredis.NewMiniRedis()
-		defer mr.Close()
-		bus := testsupport.NewMemBus(nil)
-		defer bus.Close()
 		faults := &testsupport.FaultHook{}
-		a := virtualNode(t, mr, bus, "server-a", faults)
 		const ttl = 8 * time.Second
-		cfg := datadriver.Config[player]{Name: "PlayerData", Autosave: -1}
-		byAge(ttl, time.Second)(&cfg)
-		da, err := datadriver.NewDriver(a, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := agedSession(t, faults, ttl)
 		ctx := context.Background()
-		p, err := da.Join(ctx, "user:1")
-		if err != nil {
-			t.Fatal(err)
-		}
 		_ = p.Update(func(d *player) { d.Coins = 1 })
 		sent := time.Now() // no virtual time passes in a call that does not wait
 		if err := p.Save(ctx); err != nil {
@@ -157,10 +143,6 @@ func TestAgeFenceFiresAtTheAgeDeadlineWhileRefreshesFail(t *testing.T) {
 // comes LockTTL/2 after it.
 func TestRefreshesKeepAnIdleSessionPastItsAgeDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mr := miniredis.NewMiniRedis()
-		defer mr.Close()
-		bus := testsupport.NewMemBus(nil)
-		defer bus.Close()
 		var saves atomic.Int32
 		faults := &testsupport.FaultHook{}
 		faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
@@ -169,19 +151,9 @@ func TestRefreshesKeepAnIdleSessionPastItsAgeDeadline(t *testing.T) {
 			}
 			return nil
 		})
-		a := virtualNode(t, mr, bus, "server-a", faults)
 		const ttl = 8 * time.Second
-		cfg := datadriver.Config[player]{Name: "PlayerData", Autosave: -1}
-		byAge(ttl, time.Second)(&cfg)
-		da, err := datadriver.NewDriver(a, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := agedSession(t, faults, ttl)
 		ctx := context.Background()
-		p, err := da.Join(ctx, "user:1")
-		if err != nil {
-			t.Fatal(err)
-		}
 		time.Sleep(5 * ttl)
 		if err := p.Err(); err != nil {
 			t.Fatalf("the idle session ended after %d refreshes: %v; want it live after 5 × LockTTL", saves.Load(), err)
@@ -194,4 +166,26 @@ func TestRefreshesKeepAnIdleSessionPastItsAgeDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// agedSession joins a profile, inside a synctest bubble, on a Node of
+// miniredis whose calls go through faults, under a driver whose locks go by
+// age after ttl (no presence flag) and that never autosaves.
+func agedSession(t *testing.T, faults *testsupport.FaultHook, ttl time.Duration) *datadriver.Profile[player] {
+	mr := miniredis.NewMiniRedis()
+	t.Cleanup(mr.Close)
+	bus := testsupport.NewMemBus(nil)
+	t.Cleanup(bus.Close)
+	a := virtualNode(t, mr, bus, "server-a", faults)
+	cfg := datadriver.Config[player]{Name: "PlayerData", Autosave: -1}
+	byAge(ttl, time.Second)(&cfg)
+	da, err := datadriver.NewDriver(a, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := da.Join(context.Background(), "user:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
