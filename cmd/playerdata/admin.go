@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
@@ -122,6 +123,9 @@ func openAdmin(ctx context.Context, r *reader, rf *readFlags, af *adminFlags, sp
 		return nil, err
 	}
 	a.node = node
+	if spec.handoff {
+		awaitLease(ctx, node, ttl)
+	}
 	spec.cfg.Name = spec.driver
 	if a.drv, err = datadriver.NewDriver(node, spec.cfg); err != nil {
 		_ = a.close()
@@ -167,4 +171,26 @@ func asIs(n int) []datadriver.Migration {
 		ms[i] = datadriver.Migration{Apply: func(map[string]any) error { return nil }, BackwardCompatible: true}
 	}
 	return ms
+}
+
+// awaitLease waits until node holds its presence lease (its first beat
+// acknowledged), for at most ttl: a Node whose first beat was slow (a
+// loaded Redis or machine) starts no session until a later beat lands, and
+// a one-shot command would fail for it. The beat loop tries every beat,
+// three times in a TTL; past that (or once ctx ends) the verb goes on and
+// its load says why the Node cannot start a session.
+func awaitLease(ctx context.Context, node *datadriver.Node, ttl time.Duration) {
+	deadline := time.NewTimer(ttl)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for errors.Is(node.Healthy(), datadriver.ErrFenced) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			return
+		case <-tick.C:
+		}
+	}
 }
