@@ -196,7 +196,7 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 	p.w.set(flagCorrupt, corrupt)
 	p.w.setStored(a.UserIDs, a.Meta)
 	p.initLife(token, a.Epoch)
-	p.lastSent.Store(int64(d.instantOf(sentAt)))
+	p.touch(sentAt)
 	seen := int64(0)
 	if !a.MoreMessages {
 		seen = a.InboxSeq // the acquire read the whole inbox

@@ -293,8 +293,8 @@ func (d *Driver[T]) movedProfile(in *moveIn[T], st flipState) *Profile[T] {
 	p.setUnknown(in.dec.unknown)
 	p.w.setStored(m.UIDs, m.Meta)
 	p.initLife(in.accept.Token, st.epoch)
-	p.lastSent.Store(int64(d.instantOf(in.acceptedAt))) // the flip's lock.at is later
-	_ = p.decodeMeta(m.UIDs, m.Meta)                    // checked at the prepare
+	p.touch(in.acceptedAt)           // the flip's lock.at is later
+	_ = p.decodeMeta(m.UIDs, m.Meta) // checked at the prepare
 	return p
 }
 
