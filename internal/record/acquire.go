@@ -204,10 +204,18 @@ func ParseAcquire(v any) (AcquireResult, error) {
 	switch tag {
 	case "OK":
 		line, _ := elem(arr, 1).(string)
-		f := strings.SplitN(line, ",", acquireLineFields)
-		if len(f) != acquireLineFields {
+		var f [acquireLineFields]string // split in place: the cycle's every load reads one
+		rest, ok := line, true
+		for i := range acquireLineFields - 1 {
+			f[i], rest, ok = strings.Cut(rest, ",")
+			if !ok {
+				break
+			}
+		}
+		if !ok {
 			return AcquireResult{}, fmt.Errorf("%w: acquire answered %q", ErrUnexpectedAnswer, line)
 		}
+		f[acquireLineFields-1] = rest
 		return AcquireResult{
 			Outcome:      Acquired,
 			How:          Taken(f[0]),
