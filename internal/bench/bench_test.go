@@ -27,7 +27,7 @@ func tinyConfig() Config {
 	c.Rounds, c.RoundTime, c.Warmup = 1, 150*time.Millisecond, 50*time.Millisecond
 	c.ScriptCalls, c.Handoffs, c.CrashTrials, c.CrashProfiles = 100, 200, 1, 3
 	c.PresenceServers, c.PresenceWindow = 50, time.Second
-	c.MemoryRecords, c.HeapProfiles, c.Messages = 10, 100, 200
+	c.MemoryRecords, c.HeapProfiles, c.Messages = 10, 400, 200 // 400: a few hundred objects freed by the earlier phases stay under one a profile
 	return c
 }
 

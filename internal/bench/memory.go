@@ -303,12 +303,46 @@ func (r *runner) heapPerProfile(ctx context.Context, n, size int, rng *rand.ChaC
 }
 
 // atRest is the heap in use once the calls' shared deadlines made so far
-// have ended (heapSaveTimeout after the last call, and a margin).
+// have ended (heapSaveTimeout after the last call, and a margin) and the
+// heap has settled: read again every settleEvery until two readings in a
+// row agree (within settleObjects objects and settleBytes bytes), at most
+// settleReads times. What the run's earlier phases leave winding down (a
+// closed Node's goroutines, connections, their finalizers) ends while the
+// readings go on, not between a figure's two readings: a tiny run on a
+// loaded machine once read fewer objects with its 100 profiles held than
+// before it loaded them.
 func atRest(ctx context.Context) (heapUse, error) {
 	if err := sleep(ctx, heapSaveTimeout+heapSaveTimeout/4); err != nil {
 		return heapUse{}, err
 	}
-	return heapInUse(), nil
+	last := heapInUse()
+	for range settleReads {
+		if err := sleep(ctx, settleEvery); err != nil {
+			return heapUse{}, err
+		}
+		now := heapInUse()
+		if absDiff(now.objects, last.objects) <= settleObjects && absDiff(now.bytes, last.bytes) <= settleBytes {
+			return now, nil
+		}
+		last = now
+	}
+	return last, nil
+}
+
+// How atRest waits for the heap to settle.
+const (
+	settleEvery   = 100 * time.Millisecond
+	settleReads   = 30
+	settleObjects = 16
+	settleBytes   = 4 << 10
+)
+
+// absDiff is |a − b|.
+func absDiff(a, b uint64) uint64 {
+	if a > b {
+		return a - b
+	}
+	return b - a
 }
 
 // bareHeap is the heap one value of the same data takes, held without the
