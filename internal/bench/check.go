@@ -151,6 +151,9 @@ func (c *checker) ratios(data []byte) {
 			c.fail("ratios[%d]: %s %v ÷ %v, but the figures give %s %v ÷ %v", i, x.Name, x.Of, x.Base, w.Name, w.Of, w.Base)
 		case (x.Met == nil) != (w.Met == nil) || (x.Met != nil && *x.Met != *w.Met):
 			c.fail("ratios.%s: the verdict is not what its target gives", x.Name)
+		case x.FloorMet != nil && (w.FloorMet == nil || *x.FloorMet != *w.FloorMet || x.Floor != w.Floor):
+			// (a run from before the floors' verdicts has none: nothing to check)
+			c.fail("ratios.%s: the floor's verdict is not what its floor and target give", x.Name)
 		}
 	}
 }

@@ -31,6 +31,14 @@ type Ratio struct {
 	// Met says whether the target is met by this run (absent without a
 	// target, or when the figure was not measured).
 	Met *bool `json:"met,omitempty"`
+	// Floor is the same comparison made of the floor measured in the same
+	// run (its ratio, or its figure when the target bounds the figure), and
+	// FloorMet whether that floor meets the target: a floor that misses it
+	// says the target is out of reach on this machine and Redis, whatever
+	// the library does. Both absent for a target without a floor, or when
+	// the floor was not measured.
+	Floor    float64 `json:"floor,omitempty"`
+	FloorMet *bool   `json:"floor_met,omitempty"`
 }
 
 // Target is a bound on a ratio, or on the figure itself (OnFigure: an
@@ -172,7 +180,42 @@ func ComputeRatios(r *Result) []Ratio {
 		ok := t.met(0, m.GoroutinesPerProfile)
 		out[len(out)-1].Target, out[len(out)-1].Met = &t, &ok
 	}
+	floorVerdicts(out, floorsOf(r))
 	return out
+}
+
+// floorsOf is, for each target that has a floor in r, that floor: the
+// ratio the cycle's floor makes with the same baseline, or the floor's
+// figure beside a target on the figure (the floor script, the floor beat,
+// the same value held without the library). A floor not measured is 0.
+func floorsOf(r *Result) map[string]float64 {
+	f := map[string]float64{}
+	for _, p := range r.Players() {
+		c, pre := r.Cycle[strconv.Itoa(p)], "cycle."+strconv.Itoa(p)+"."
+		f[pre+"vs_raw"] = ratio(c.FloorOpsS, c.RawOpsS)
+		f[pre+"vs_redsync"] = ratio(c.FloorOpsS, c.RedsyncOpsS)
+		f[pre+"go_cpu_vs_raw"] = ratio(c.FloorGoCPUUS, c.RawGoCPUUS)
+	}
+	for _, name := range []string{"cycle", "acquire", "save", "release"} {
+		f["scripts."+name+"_vs_floor"] = r.Scripts.Floor
+	}
+	f["presence.script_vs_floor"] = r.Presence.Floor.ScriptUSPerBeat
+	f["profile.heap_vs_data"] = r.Memory.BareHeapPerValue
+	return f
+}
+
+// floorVerdicts gives each ratio with a target and a measured floor its
+// floor and whether the floor meets the target.
+func floorVerdicts(out []Ratio, floors map[string]float64) {
+	for i := range out {
+		x := &out[i]
+		floor := round3(floors[x.Name])
+		if x.Target == nil || x.Met == nil || floor <= 0 {
+			continue
+		}
+		ok := x.Target.met(floor, floor)
+		x.Floor, x.FloorMet = floor, &ok
+	}
 }
 
 // floorRatios adds the session cycle's floor at one concurrency (pre names
