@@ -103,21 +103,17 @@ func (a *asking) await(ctx context.Context, h *Handoff) bool {
 	}
 }
 
-// answered routes a reply to the AskAlls on its key; it reports whether
-// one was waiting for its sender. h.mu is held.
-func (h *Handoff) answeredLocked(m messaging.Message) bool {
-	hit := false
+// answeredLocked routes a reply to the AskAlls on its key: each that was
+// waiting for its sender no longer does, and its wake channel is appended
+// to wake (the caller sends on them once h.mu is released). h.mu is held.
+func (h *Handoff) answeredLocked(m messaging.Message, wake []chan struct{}) []chan struct{} {
 	for a := range h.asks[waitKey{m.Driver, m.Key}] {
 		a.mu.Lock()
 		if a.pending[m.Sender] {
 			delete(a.pending, m.Sender)
-			hit = true
-			select {
-			case a.wake <- struct{}{}:
-			default:
-			}
+			wake = append(wake, a.wake)
 		}
 		a.mu.Unlock()
 	}
-	return hit
+	return wake
 }

@@ -112,20 +112,22 @@ func (h *Handoff) admitImmediate(requester string) bool {
 // onReply wakes the waits on the key a reply names. A reply naming a key
 // nothing here waits on costs one map lookup and is dropped and counted
 // (Stats.DroppedUnwaited, or DroppedUnknownDriver for a driver this server
-// does not have).
+// does not have). The reply is traced and logged before anything wakes, so
+// that what a woken join does next (take the lock, return) always comes
+// after it in the log: the wakes are gathered under h.mu and sent after
+// (each a non-blocking send on a channel of one, harmless to a wait that
+// ended meanwhile).
 func (h *Handoff) onReply(m messaging.Message) {
+	var buf [4]chan struct{}
+	wake := buf[:0]
 	h.mu.Lock()
-	ws := h.waits[waitKey{m.Driver, m.Key}]
-	for w := range ws {
-		w.notify()
+	for w := range h.waits[waitKey{m.Driver, m.Key}] {
+		wake = append(wake, w.wake)
 	}
-	waiting := len(ws)
-	if h.answeredLocked(m) {
-		waiting++
-	}
+	wake = h.answeredLocked(m, wake)
 	_, known := h.drivers[m.Driver]
 	h.mu.Unlock()
-	if waiting == 0 {
+	if len(wake) == 0 {
 		if known {
 			h.droppedUnwaited.Add(1)
 		} else {
@@ -135,7 +137,13 @@ func (h *Handoff) onReply(m messaging.Message) {
 	}
 	h.trace.processDone(h.trace.processStart(h.ctx, m))
 	h.repliesReceived.Add(1)
-	h.log.Debug("handoff: reply received", "driver", m.Driver, "key", m.Key, "waiting", waiting)
+	h.log.Debug("handoff: reply received", "driver", m.Driver, "key", m.Key, "waiting", len(wake))
+	for _, c := range wake {
+		select {
+		case c <- struct{}{}:
+		default: // one pending wake is enough
+		}
+	}
 }
 
 // reply tells the requester of a that this server no longer holds the key.

@@ -102,14 +102,6 @@ func (w *Wait) Close() {
 	}
 }
 
-// notify wakes the wait (a reply arrived). h.mu is held.
-func (w *Wait) notify() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
 // Next is called with the lock each failed acquire found. It asks the holder
 // to release it (at once for a new holder or token, then every
 // RequestRepeat), parks until a reply, its park time, the moment the
