@@ -30,6 +30,9 @@ func Example() {
 		panic(err)
 	}
 	defer node.Close(ctx)
+	if err := node.AwaitLease(ctx); err != nil { // its first beat acknowledged: ready to serve
+		panic(err)
+	}
 	players, err := datadriver.NewDriver(node, datadriver.Config[Player]{
 		Name:     "PlayerData",
 		Defaults: Player{Coins: 10},

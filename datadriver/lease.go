@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/benbjohnson/clock"
 )
 
 // A session may change its data only while nobody else can take its lock.
@@ -149,29 +151,78 @@ func (d *Driver[T]) awaitLease(ctx context.Context, deadline time.Time, wait boo
 	if !d.presenceFlag() {
 		return 0, nil
 	}
-	pres := d.node.presence
+	if !wait {
+		deadline = d.node.clock.Now() // look once
+	}
+	gen, err := d.node.leaseBy(ctx, deadline, nil)
+	if !errors.Is(err, errNoLease) {
+		return gen, err
+	}
+	const why = "this server has no presence lease (its beats are not acknowledged), so it starts no session"
+	if !wait {
+		return 0, fmt.Errorf("load: %w: %s", ErrFenced, why)
+	}
+	return 0, fmt.Errorf("load: %w: %w: %s", ErrWaitTimeout, ErrFenced, why)
+}
+
+// errNoLease is leaseBy's answer when its deadline passed without a lease.
+var errNoLease = errors.New("no presence lease by the deadline")
+
+// AwaitLease waits until this Node holds its presence lease: a beat of its
+// presence was acknowledged within the last PresenceTTL - FenceMargin, so a
+// load made now can start a session. NewNode returns without waiting for
+// its first beat, and a beat delayed by a loaded Redis or machine keeps the
+// Node fenced until a later one lands (a load meanwhile waits within its
+// LockWait, or, without a handoff wait, answers ErrFenced at once): call
+// AwaitLease before serving, or before a one-shot tool's only load. It
+// wakes on the acknowledging beat itself, not by polling. It answers nil at
+// once on a Node with handoff off (its locks carry no presence flag),
+// ErrClosing once Close has begun, and ctx's error when ctx ends first.
+func (n *Node) AwaitLease(ctx context.Context) error {
+	if !n.handoffOn {
+		return nil
+	}
+	_, err := n.leaseBy(ctx, time.Time{}, n.closing)
+	return err
+}
+
+// leaseBy returns the generation of the presence lease once it holds, on
+// the Node's clock: at once while it holds, else on the beat that starts
+// the next one. It answers errNoLease once deadline has passed without one
+// (the zero deadline: no deadline), ErrClosing once stop is closed (nil:
+// never), and ctx's error when ctx ends.
+func (n *Node) leaseBy(ctx context.Context, deadline time.Time, stop <-chan struct{}) (uint64, error) {
+	pres := n.presence
 	for {
 		renewed := pres.Renewed()
-		now := d.node.clock.Now()
+		now := n.clock.Now()
 		if l := pres.Lease(); l.ValidAt(now) {
 			return l.Gen, nil
 		}
-		left := deadline.Sub(now)
-		const why = "this server has no presence lease (its beats are not acknowledged), so it starts no session"
-		switch {
-		case !wait:
-			return 0, fmt.Errorf("load: %w: %s", ErrFenced, why)
-		case left <= 0:
-			return 0, fmt.Errorf("load: %w: %w: %s", ErrWaitTimeout, ErrFenced, why)
+		var timer *clock.Timer
+		var timeout <-chan time.Time
+		if !deadline.IsZero() {
+			left := deadline.Sub(now)
+			if left <= 0 {
+				return 0, errNoLease
+			}
+			timer = n.clock.Timer(left)
+			timeout = timer.C
 		}
-		t := d.node.clock.Timer(left)
+		var err error
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return 0, ctx.Err()
+			err = ctx.Err()
+		case <-stop:
+			err = ErrClosing
 		case <-renewed:
-		case <-t.C:
+		case <-timeout:
 		}
-		t.Stop()
+		if timer != nil {
+			timer.Stop()
+		}
+		if err != nil {
+			return 0, err
+		}
 	}
 }

@@ -180,17 +180,7 @@ func asIs(n int) []datadriver.Migration {
 // three times in a TTL; past that (or once ctx ends) the verb goes on and
 // its load says why the Node cannot start a session.
 func awaitLease(ctx context.Context, node *datadriver.Node, ttl time.Duration) {
-	deadline := time.NewTimer(ttl)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for errors.Is(node.Healthy(), datadriver.ErrFenced) {
-		select {
-		case <-ctx.Done():
-			return
-		case <-deadline.C:
-			return
-		case <-tick.C:
-		}
-	}
+	ctx, cancel := context.WithTimeout(ctx, ttl)
+	defer cancel()
+	_ = node.AwaitLease(ctx) // its error is the load's to say
 }
