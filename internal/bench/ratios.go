@@ -185,9 +185,11 @@ func ComputeRatios(r *Result) []Ratio {
 }
 
 // floorsOf is, for each target that has a floor in r, that floor: the
-// ratio the cycle's floor makes with the same baseline, or the floor's
-// figure beside a target on the figure (the floor script, the floor beat,
-// the same value held without the library). A floor not measured is 0.
+// ratio the cycle's floor makes with the same baseline, the handoff's
+// composed floor with fenced scripts beside the composed floor, or the
+// floor's figure beside a target on the figure (the floor script, the
+// floor beat, the same value held without the library). A floor not
+// measured is 0.
 func floorsOf(r *Result) map[string]float64 {
 	f := map[string]float64{}
 	for _, p := range r.Players() {
@@ -198,6 +200,13 @@ func floorsOf(r *Result) map[string]float64 {
 	}
 	for _, name := range []string{"cycle", "acquire", "save", "release"} {
 		f["scripts."+name+"_vs_floor"] = r.Scripts.Floor
+	}
+	if h, s := r.Handoff, r.Scripts; h.FloorComposedP50MS > 0 && s.Trivial > 0 && s.Floor > s.Trivial {
+		// The handoff's composed floor with each of its script calls
+		// costing the floor script's Redis time instead of return 1's: the
+		// least a handoff of a fenced-script lock does.
+		fenced := h.FloorComposedP50MS + h.RedisCallsPerHandoff*(s.Floor-s.Trivial)/1000
+		f["handoff.p50_vs_floor"] = fenced / h.FloorComposedP50MS
 	}
 	f["presence.script_vs_floor"] = r.Presence.Floor.ScriptUSPerBeat
 	f["profile.heap_vs_data"] = r.Memory.BareHeapPerValue
