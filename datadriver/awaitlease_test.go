@@ -92,6 +92,21 @@ func TestAwaitLeaseEnds(t *testing.T) {
 			t.Fatal("AwaitLease still waiting 10 s after Close")
 		}
 	})
+	t.Run("closed with its lease held", func(t *testing.T) {
+		node, failing := fencedNode(t, r, "await-closed", false)
+		failing.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := node.AwaitLease(ctx); err != nil {
+			t.Fatalf("AwaitLease = %v with the beats landing", err)
+		}
+		if err := node.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := node.AwaitLease(ctx); !errors.Is(err, datadriver.ErrClosing) {
+			t.Fatalf("AwaitLease after Close = %v, want ErrClosing (a closed Node starts no session)", err)
+		}
+	})
 	t.Run("handoff off", func(t *testing.T) {
 		node, _ := fencedNode(t, r, "await-off", true)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

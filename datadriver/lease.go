@@ -194,6 +194,11 @@ func (n *Node) AwaitLease(ctx context.Context) error {
 func (n *Node) leaseBy(ctx context.Context, deadline time.Time, stop <-chan struct{}) (uint64, error) {
 	pres := n.presence
 	for {
+		select {
+		case <-stop:
+			return 0, ErrClosing
+		default:
+		}
 		renewed := pres.Renewed()
 		now := n.clock.Now()
 		if l := pres.Lease(); l.ValidAt(now) {
