@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,15 +20,8 @@ func fencedNode(t *testing.T, r *testsupport.Redis, job string, disableHandoff b
 	t.Helper()
 	var failing atomic.Bool
 	failing.Store(true)
-	faults := &testsupport.FaultHook{}
-	faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
-		if name := strings.ToLower(cmd.Name()); failing.Load() && (name == "evalsha" || name == "eval") {
-			return testsupport.ErrInjected
-		}
-		return nil
-	})
 	prdb := r.Client(t).(*redis.Client)
-	prdb.AddHook(faults)
+	prdb.AddHook(testsupport.FailScriptsWhile(&failing))
 	node, err := datadriver.NewNode(context.Background(), datadriver.NodeConfig{JobID: job, Redis: r.Client(t),
 		PresenceRedis: prdb, Namespace: r.Namespace, Beat: 100 * time.Millisecond, PresenceTTL: time.Second,
 		DisableHandoff: disableHandoff, Logger: slog.New(slog.DiscardHandler)})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ckernel/playerdata/internal/redisfault"
 	"github.com/redis/go-redis/v9"
@@ -23,6 +24,21 @@ type FaultHook = redisfault.Hook
 // Arrival is a call's place in a line of calls released in a replayable
 // order: see redisfault.Arrival.
 type Arrival = redisfault.Arrival
+
+// FailScriptsWhile returns a FaultHook that fails every script call (EVAL,
+// EVALSHA) with ErrInjected while failing is set, and passes everything
+// else: added to a Node's presence client, its beats go unacknowledged
+// (the Node fenced) until the test clears the flag.
+func FailScriptsWhile(failing *atomic.Bool) *FaultHook {
+	h := &FaultHook{}
+	h.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+		if name := strings.ToLower(cmd.Name()); failing.Load() && (name == "evalsha" || name == "eval") {
+			return ErrInjected
+		}
+		return nil
+	})
+	return h
+}
 
 // scriptArgs splits an EVAL or EVALSHA command into its keys and arguments;
 // ok is false for any other command.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,15 +30,8 @@ func TestAwaitLeaseWaitsForALaterBeat(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var failing atomic.Bool
 			failing.Store(true)
-			faults := &testsupport.FaultHook{}
-			faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
-				if name := strings.ToLower(cmd.Name()); failing.Load() && (name == "evalsha" || name == "eval") {
-					return testsupport.ErrInjected
-				}
-				return nil
-			})
 			prdb := r.Client(t).(*redis.Client)
-			prdb.AddHook(faults)
+			prdb.AddHook(testsupport.FailScriptsWhile(&failing))
 			const beat, ttl = 100 * time.Millisecond, time.Second
 			node, err := datadriver.NewNode(context.Background(), datadriver.NodeConfig{JobID: "admin-" + tc.name[:1],
 				Redis: r.Client(t), PresenceRedis: prdb, Namespace: r.Namespace, Beat: beat, PresenceTTL: ttl,
