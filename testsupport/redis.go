@@ -160,7 +160,10 @@ func newNamespace(tb testing.TB) string {
 // Client returns a new client, with its own connection pool, to this Redis,
 // closed when the test ends. Each simulated game server should get its own.
 // opts change the options after the defaults (REDIS_URL's, or just Addr) are
-// set, e.g. func(o *redis.Options) { o.MaxRetries = -1 }.
+// set, e.g. func(o *redis.Options) { o.MaxRetries = -1 }. A client of the
+// shared Redis (REDIS_URL) refuses, with ErrSharedRedis and without sending
+// them, the commands that would change what other tests on it share: SCRIPT
+// FLUSH, FLUSHALL, CONFIG SET and the like (see sharedOnly).
 func (r *Redis) Client(tb testing.TB, opts ...func(*redis.Options)) redis.UniversalClient {
 	tb.Helper()
 	opt := &redis.Options{Addr: r.Addr}
@@ -174,6 +177,9 @@ func (r *Redis) Client(tb testing.TB, opts ...func(*redis.Options)) redis.Univer
 		o(opt)
 	}
 	c := redis.NewClient(opt)
+	if r.Kind == KindEnv {
+		c.AddHook(sharedGuard{})
+	}
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
