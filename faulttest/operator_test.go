@@ -242,9 +242,12 @@ func TestUnlockAfterARestartFromAnOldSnapshot(t *testing.T) {
 			t.Fatalf("unlock of a live holder's lock %v after the restart: exit %d\n%s", time.Since(restarted), code, out)
 		}
 	}
-	if n := updatesAfter(a, restarted.Add(tm.ttl)); n == 0 {
-		t.Fatal("a accepted no Update after the restart")
-	}
+	// The holder plays on: an Update accepted after the restart's first TTL
+	// (on a loaded machine its lease may lapse in the restart's window and
+	// its rejoin take a few TTLs more; the bound is a margin, not a timing).
+	c.mustWait(10*tm.ttl, "an Update of a after the restart", func() bool {
+		return updatesAfter(a, restarted.Add(tm.ttl)) > 0
+	})
 	t.Logf("OPERATOR | Redis restarted from a snapshot %v old (TTL %v) | %d unlocks of the live holder's lock in %v, all "+
 		"refused (unknown until %v after the restart, then alive; %d found the lock let go by its holder) | a accepted "+
 		"%d Updates since", 2*tm.ttl, tm.ttl, refused, 3*tm.ttl, unknownUntil.Round(time.Millisecond), free,
