@@ -32,7 +32,7 @@ type Arrival = redisfault.Arrival
 func FailScriptsWhile(failing *atomic.Bool) *FaultHook {
 	h := &FaultHook{}
 	h.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
-		if name := strings.ToLower(cmd.Name()); failing.Load() && (name == "evalsha" || name == "eval") {
+		if _, _, script := scriptArgs(cmd); failing.Load() && script {
 			return ErrInjected
 		}
 		return nil

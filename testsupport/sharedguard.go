@@ -46,12 +46,20 @@ func sharedOnly(cmd redis.Cmder) bool {
 	return false
 }
 
+// refusal is the error that refuses cmd on the shared Redis, nil for a
+// command it lets through.
+func refusal(cmd redis.Cmder) error {
+	if !sharedOnly(cmd) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrSharedRedis, strings.ToUpper(cmd.Name()))
+}
+
 func (sharedGuard) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (sharedGuard) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if sharedOnly(cmd) {
-			err := fmt.Errorf("%w: %s", ErrSharedRedis, strings.ToUpper(cmd.Name()))
+		if err := refusal(cmd); err != nil {
 			cmd.SetErr(err)
 			return err
 		}
@@ -62,8 +70,7 @@ func (sharedGuard) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (sharedGuard) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
-			if sharedOnly(cmd) {
-				err := fmt.Errorf("%w: %s", ErrSharedRedis, strings.ToUpper(cmd.Name()))
+			if err := refusal(cmd); err != nil {
 				for _, c := range cmds {
 					c.SetErr(err)
 				}
