@@ -45,6 +45,7 @@ var clusterScenarios = []clusterScenario{
 	{"messages", clusterMessages},
 	{"history", clusterHistory},
 	{"move", clusterMove},
+	{"pipelined", clusterPipelined},
 }
 
 // runClusterScenario runs one scenario on a cluster of its own and checks
@@ -66,6 +67,7 @@ func TestClusterTrade(t *testing.T)         { runClusterScenario(t, "trade") }
 func TestClusterTradeRecovery(t *testing.T) { runClusterScenario(t, "recovery") }
 func TestClusterMessages(t *testing.T)      { runClusterScenario(t, "messages") }
 func TestClusterHistory(t *testing.T)       { runClusterScenario(t, "history") }
+func TestClusterPipelined(t *testing.T)     { runClusterScenario(t, "pipelined") }
 
 // A stale connection handed over between two Nodes over NATS: B's join asks
 // A, A ends the session and saves, B loads A's latest data. Then back to A.

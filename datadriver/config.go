@@ -60,6 +60,14 @@ type NodeConfig struct {
 	TradeRetain        time.Duration
 	MinReplicas        int
 	ReplicaTimeout     time.Duration
+	// SoloCalls is how many acquires, saves and releases of the Node go to
+	// Redis on their own at once; more wait, and when one of those ends
+	// they go together in one pipeline (one round trip, one write and read
+	// of the network for all: less CPU on both sides under load). Each is
+	// still its own fenced script, bounded by its own context. Negative:
+	// every call on its own.
+	// default: 8
+	SoloCalls int
 
 	// Presence (docs/self-fencing.md): PresenceRedis carries the beats and
 	// presence reads apart from saves; PresenceKey names the hash and

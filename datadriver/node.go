@@ -21,6 +21,7 @@ import (
 	"github.com/ckernel/playerdata/internal/defaults"
 	"github.com/ckernel/playerdata/internal/handoffcore"
 	"github.com/ckernel/playerdata/internal/presencecore"
+	"github.com/ckernel/playerdata/internal/rscript"
 	"github.com/ckernel/playerdata/internal/sameredis"
 	"github.com/ckernel/playerdata/internal/telemetry"
 	"github.com/ckernel/playerdata/internal/tradejournal"
@@ -39,6 +40,10 @@ type Node struct {
 	cfg   NodeConfig
 	// bounds bounds the Redis calls by SaveTimeout (bounds.go).
 	bounds callBounds
+	// locks runs the lock's scripts (acquire, save, release): rdb, or
+	// batcher when SoloCalls lets calls share pipelines.
+	locks   redis.UniversalClient
+	batcher *rscript.Batcher
 
 	saveSem chan struct{} // bounds concurrent autosaves
 	// waitSlots bounds the replica waits holding pool connections at once
@@ -126,6 +131,7 @@ func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	}
 	n := &Node{
 		rdb:       cfg.Redis,
+		locks:     cfg.Redis,
 		ns:        cfg.Namespace,
 		clock:     cfg.Clock,
 		bounds:    callBounds{clock: cfg.Clock},
@@ -135,6 +141,10 @@ func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 		drivers:   make(map[string]driverHandle),
 		closing:   make(chan struct{}),
 		handoffOn: !cfg.DisableHandoff,
+	}
+	if cfg.SoloCalls > 0 {
+		n.batcher = rscript.NewBatcher(cfg.Redis, cfg.SoloCalls)
+		n.locks = n.batcher
 	}
 	n.journal = tradejournal.New(cfg.Redis, cfg.Namespace, cfg.TradeRetain)
 	n.jobID = cfg.JobID
@@ -220,6 +230,9 @@ func (cfg NodeConfig) withDefaults() (NodeConfig, error) {
 	}
 	if cfg.MaxConcurrentSaves == 0 {
 		cfg.MaxConcurrentSaves = defaults.MaxConcurrentSaves
+	}
+	if cfg.SoloCalls == 0 {
+		cfg.SoloCalls = defaults.SoloCalls
 	}
 	if cfg.Entropy == nil {
 		var seed [32]byte

@@ -72,6 +72,12 @@ func (n *Node) Close(ctx context.Context) error {
 		n.cancel()
 		<-done
 	}
+	if n.batcher != nil {
+		// Abandoned calls' pipelines end by their deadlines.
+		if err := n.batcher.Wait(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("wait for pipelined calls: %w", err))
+		}
+	}
 	// Stop beating only now: a server still releasing must not look stopped.
 	if err := n.handoff.Close(ctx); err != nil {
 		errs = append(errs, err)

@@ -33,6 +33,7 @@ const (
 	SaveTimeout        = 10 * time.Second // one stuck save never holds up the others
 	ReplicaTimeout     = time.Second      // a replica on the same network answers in milliseconds
 	MaxConcurrentSaves = 16               // autosaves of one Node at once
+	SoloCalls          = 8                // a few callers never wait for a pipeline; many share round trips
 	PingTimeout        = 2 * time.Second  // a healthy Redis answers in a millisecond; say so at once if not
 )
 

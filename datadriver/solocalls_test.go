@@ -1,0 +1,219 @@
+package datadriver_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ckernel/playerdata/datadriver"
+	"github.com/ckernel/playerdata/internal/record"
+	"github.com/ckernel/playerdata/testsupport"
+	"github.com/redis/go-redis/v9"
+)
+
+// pipeCount counts the script calls that went to Redis in pipelines and on
+// their own.
+type pipeCount struct{ single, piped, pipes atomic.Int64 }
+
+func scriptCmd(c redis.Cmder) bool { return c.Name() == "evalsha" || c.Name() == "eval" }
+
+func (h *pipeCount) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *pipeCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if scriptCmd(cmd) {
+			h.single.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *pipeCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		n := 0
+		for _, c := range cmds {
+			if scriptCmd(c) {
+				n++
+			}
+		}
+		if n > 0 {
+			h.piped.Add(int64(n))
+			h.pipes.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// sessions runs workers players on d, each sessions sessions back to back
+// (join, save, leave, a coin earned before each write), then checks that
+// every session's progress is there: no call lost, run twice or answered
+// with another's answer.
+func sessions(t *testing.T, d *datadriver.Driver[player], workers, sessions int) {
+	t.Helper()
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			key := "p" + strconv.Itoa(w)
+			for range sessions {
+				p, err := d.Join(ctx, key)
+				if err != nil {
+					t.Errorf("%s: join: %v", key, err)
+					return
+				}
+				_ = p.Update(func(d *player) { d.Coins++ })
+				if err := p.Save(ctx); err != nil {
+					t.Errorf("%s: save: %v", key, err)
+					return
+				}
+				_ = p.Update(func(d *player) { d.Coins++ })
+				if err := p.Release(ctx); err != nil {
+					t.Errorf("%s: release: %v", key, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for w := range workers {
+		key := "p" + strconv.Itoa(w)
+		p, err := d.Join(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c int
+		p.View(func(d *player) { c = d.Coins })
+		if c != 100+2*sessions {
+			t.Fatalf("%s has %d coins, want %d", key, c, 100+2*sessions)
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// sharedRoundTrips fails t unless some script calls went in pipelines of
+// more than one.
+func sharedRoundTrips(t *testing.T, count *pipeCount) {
+	t.Helper()
+	single, piped, pipes := count.single.Load(), count.piped.Load(), count.pipes.Load()
+	t.Logf("script calls: %d on their own, %d in %d pipelines", single, piped, pipes)
+	if piped == 0 || pipes >= piped {
+		t.Fatalf("%d script calls in %d pipelines: with SoloCalls 1 and many players, calls share round trips", piped, pipes)
+	}
+}
+
+func TestManySessionsSharePipelines(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a", func(c *datadriver.NodeConfig) { c.SoloCalls = 1 })
+	count := &pipeCount{}
+	a.rdb.AddHook(count)
+	sessions(t, players(t, a), 24, 20)
+	sharedRoundTrips(t, count)
+}
+
+// clusterPipelined is TestManySessionsSharePipelines on the Redis Cluster:
+// the pipelines go to the masters of their calls' slots.
+func clusterPipelined(t *testing.T, sc *clusterScope) {
+	count := &pipeCount{}
+	a := sc.serverWith(t, "server-a", []redis.Hook{count}, func(c *datadriver.NodeConfig) { c.SoloCalls = 1 })
+	sessions(t, players(t, a), 16, 10)
+	sharedRoundTrips(t, count)
+}
+
+func TestSoloCallsNegativeSendsEveryCallAlone(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a", func(c *datadriver.NodeConfig) { c.SoloCalls = -1 })
+	count := &pipeCount{}
+	a.rdb.AddHook(count)
+	d := players(t, a)
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for range 10 {
+				p, err := d.Join(ctx, "p"+strconv.Itoa(w))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := p.Release(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := count.pipes.Load(); n != 0 {
+		t.Fatalf("%d pipelines of script calls with SoloCalls -1", n)
+	}
+}
+
+func TestAWaitingSaveEndsAtItsDeadline(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a", func(c *datadriver.NodeConfig) { c.SoloCalls = 1 })
+	d := players(t, a)
+	ctx := ctxT(t)
+	held, err := d.Join(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := d.Join(ctx, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// held's save hangs in Redis's stead (the one solo round trip taken);
+	// other's save waits behind it and ends at its own deadline, before
+	// held's, with the deadline's error.
+	heldKey := record.Key(r.Namespace, "PlayerData", "held")
+	block, arrived := make(chan struct{}), make(chan struct{}, 1)
+	a.faults.SetBefore(func(ctx context.Context, cmd redis.Cmder) error {
+		if k, ok := testsupport.ScriptKey(cmd, 1); ok && k == heldKey {
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+			select {
+			case <-block:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	_ = held.Update(func(d *player) { d.Coins++ })
+	heldDone := make(chan error, 1)
+	go func() {
+		hctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		heldDone <- held.Save(hctx)
+	}()
+	<-arrived
+	_ = other.Update(func(d *player) { d.Coins++ })
+	start := time.Now()
+	octx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	err = other.Save(octx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("other's save: %v, want its deadline", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("other's save returned after %s; its deadline 200 ms", took)
+	}
+	close(block)
+	if err := <-heldDone; err != nil {
+		t.Fatalf("held's save: %v", err)
+	}
+	// other's session goes on: its next save lands.
+	if err := other.Save(ctx); err != nil {
+		t.Fatalf("other's next save: %v", err)
+	}
+}
