@@ -636,3 +636,46 @@ func beginJournal(tb testing.TB, r *testsupport.Redis, j *tradejournal.Journal, 
 		tb.Fatal(err)
 	}
 }
+
+// A trade whose settle failed is written by the profile's next write, even a
+// lock refresh: the write that clears the trade's mark carries the data
+// with the committed image. A refresh that cleared the mark with no data
+// left the record with the data from before the trade and no mark to say
+// so: the buyer's sword gone, the seller's coins kept (found by the
+// simulation once its faults reached pipelined calls).
+func TestATradeWhoseSettleFailedIsWrittenByTheNextRefresh(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a")
+	d := players(t, a, idleRefreshing)
+	ctx := ctxT(t)
+	s, b := tradePair(t, d, "seller", "buyer")
+	var settles atomic.Int32
+	a.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+		if in, ok := testsupport.Identify(cmd); ok && in.Script == record.ScriptSave && len(in.Args) > 0 &&
+			in.Args[0] == string(record.ModeSettle) {
+			settles.Add(1)
+			return testsupport.ErrInjected
+		}
+		return nil
+	})
+	if err := datadriver.Trade(ctx, sellSword(s, b), s, b); err != nil {
+		t.Fatalf("Trade: %v (a failed settle is the next write's to finish)", err)
+	}
+	a.faults.Clear()
+	if settles.Load() == 0 {
+		t.Fatal("no settle was failed: the test tests nothing")
+	}
+	// No Update, no Save, no autosave: the next write of each is its lock
+	// refresh (LockTTL/2 after its last write).
+	for _, k := range []string{"seller", "buyer"} {
+		eventually(t, 10*time.Second, k+"'s trade mark cleared by its next write", func() bool {
+			return recordFields(t, r, "PlayerData", k)["trade"] == ""
+		})
+	}
+	if got := stored(t, r, "buyer"); got.Items["sword"] != 1 || got.Coins != 50 {
+		t.Fatalf("buyer's record %+v after the refresh, want the sword and 50 coins", got)
+	}
+	if got := stored(t, r, "seller"); got.Items["sword"] != 0 || got.Coins != 50 {
+		t.Fatalf("seller's record %+v after the refresh, want no sword and 50 coins", got)
+	}
+}

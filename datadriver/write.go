@@ -93,6 +93,12 @@ func (p *Profile[T]) write(ctx context.Context, kind writeKind) error {
 	if err != nil {
 		return fmt.Errorf("%s %q: %w", mode, p.key, err)
 	}
+	if trade != "" && !kind.carriesData() {
+		// The write that clears a trade's mark carries the data, which holds
+		// the trade's image when it committed: a refresh would clear the
+		// mark and leave the record's data from before the trade.
+		kind = writeAutosave
+	}
 	req, snap, tooLarge, err := p.buildWrite(kind, trade)
 	if err != nil {
 		p.fenceOn(err)
