@@ -2,6 +2,8 @@ package rscript
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,10 +22,9 @@ import (
 // A call still waiting when its context ends is never sent: it fails with
 // the context's error at once. A call taken into a pipeline ends with it, as
 // a command on the wire does: never written after its caller returned. A
-// pipeline is cut short by no caller's context but by all of them: its
-// context ends once every call's in it has ended, so no caller's cancel
-// fails another's call, and a pipeline that hangs holds its calls no longer
-// than the last of them would wait.
+// pipeline ends by the earliest of its calls' deadlines (a Redis that slow
+// fails every call in it, none waits past its own deadline), and is cut
+// short by no caller's cancel: only once every call in it was cancelled.
 type Batcher struct {
 	redis.UniversalClient
 	solo int
@@ -59,9 +60,8 @@ func (b *Batcher) Process(ctx context.Context, cmd redis.Cmder) error {
 	if b.inflight < b.solo && len(b.queue) == 0 || b.closed {
 		b.inflight++
 		b.mu.Unlock()
-		err := b.UniversalClient.Process(ctx, cmd)
-		b.next()
-		return err
+		defer b.next() // even if a hook panics
+		return b.UniversalClient.Process(ctx, cmd)
 	}
 	w := &waiter{ctx: ctx, cmd: cmd, done: make(chan struct{})}
 	b.queue = append(b.queue, w)
@@ -110,15 +110,7 @@ func (b *Batcher) next() {
 func (b *Batcher) run(batch []*waiter) {
 	defer b.runs.Done()
 	ctx, stop := batchContext(batch)
-	if len(batch) == 1 {
-		_ = b.UniversalClient.Process(ctx, batch[0].cmd)
-	} else {
-		p := b.UniversalClient.Pipeline()
-		for _, w := range batch {
-			_ = p.Process(ctx, w.cmd)
-		}
-		_, _ = p.Exec(ctx)
-	}
+	b.send(ctx, batch)
 	stop()
 	for _, w := range batch {
 		close(w.done)
@@ -126,57 +118,80 @@ func (b *Batcher) run(batch []*waiter) {
 	b.next()
 }
 
-// batchContext is the context of a pipeline: the first call's values,
-// done once every call's context is done, and the latest of their
-// deadlines (none when one of them has none), by which a client that
-// bounds its reads by the context's deadline stops waiting for an answer.
-// stop releases it.
-func batchContext(batch []*waiter) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
-	bc := &pipelineCtx{Context: ctx, hasDeadline: true}
+// send sends batch: alone, or in one pipeline. A panic on the way (a
+// client's hook) fails every call in it instead of the process.
+func (b *Batcher) send(ctx context.Context, batch []*waiter) {
+	defer func() {
+		if r := recover(); r != nil {
+			for _, w := range batch {
+				w.cmd.SetErr(fmt.Errorf("rscript: a pipeline of %d calls panicked: %v", len(batch), r))
+			}
+		}
+	}()
+	if len(batch) == 1 {
+		_ = b.UniversalClient.Process(ctx, batch[0].cmd)
+		return
+	}
+	p := b.UniversalClient.Pipeline()
 	for _, w := range batch {
-		if w.ctx.Done() == nil {
-			// It never ends, nor does the pipeline but by the client's own
-			// timeouts.
-			return ctx, cancel
-		}
-		if d, ok := w.ctx.Deadline(); !ok {
-			bc.hasDeadline = false
-		} else if d.After(bc.deadline) {
-			bc.deadline = d
-		}
+		_ = p.Process(ctx, w.cmd)
 	}
-	if !bc.hasDeadline {
-		bc.deadline = time.Time{}
-	}
+	_, _ = p.Exec(ctx)
+}
+
+// batchContext is the context of a pipeline: the first call's values, the
+// earliest of the calls' deadlines, ended (with context.DeadlineExceeded)
+// as soon as one call's deadline passes, or (context.Canceled) once every
+// call's context was cancelled. So no call waits on it past its own
+// deadline, and no caller's cancel ends another's call. stop releases it.
+func batchContext(batch []*waiter) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(batch[0].ctx))
+	pc := &pipelineCtx{Context: ctx}
 	var left atomic.Int32
 	left.Store(int32(len(batch)))
-	stops := make([]func() bool, len(batch))
-	for i, w := range batch {
-		stops[i] = context.AfterFunc(w.ctx, func() {
-			if left.Add(-1) == 0 {
-				cancel()
+	stops := make([]func() bool, 0, len(batch))
+	for _, w := range batch {
+		if d, ok := w.ctx.Deadline(); ok && (!pc.hasDeadline || d.Before(pc.deadline)) {
+			pc.deadline, pc.hasDeadline = d, true
+		}
+		if w.ctx.Done() == nil {
+			continue // never ends: the pipeline is never cancelled by all
+		}
+		stops = append(stops, context.AfterFunc(w.ctx, func() {
+			switch {
+			case errors.Is(w.ctx.Err(), context.DeadlineExceeded):
+				cancel(context.DeadlineExceeded)
+			case left.Add(-1) == 0:
+				cancel(context.Canceled)
 			}
-		})
+		}))
 	}
-	return bc, func() {
+	return pc, func() {
 		for _, s := range stops {
 			s()
 		}
-		cancel()
+		cancel(context.Canceled)
 	}
 }
 
-// pipelineCtx is a pipeline's context: its Done and values, and the latest
-// deadline of its calls.
+// pipelineCtx is a pipeline's context (see batchContext).
 type pipelineCtx struct {
 	context.Context
 	deadline    time.Time
 	hasDeadline bool
 }
 
-// Deadline is the latest deadline of the pipeline's calls.
+// Deadline is the earliest deadline of the pipeline's calls.
 func (c *pipelineCtx) Deadline() (time.Time, bool) { return c.deadline, c.hasDeadline }
+
+// Err is why the pipeline's context ended: a call's deadline passed
+// (context.DeadlineExceeded), or every call was cancelled.
+func (c *pipelineCtx) Err() error {
+	if c.Context.Err() == nil {
+		return nil
+	}
+	return context.Cause(c.Context)
+}
 
 // Wait sends every later call on its own and waits, at most until ctx ends,
 // for the pipelines in flight to end. It does not close the client.

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -273,7 +275,7 @@ func waitSingle(t *testing.T, g *gate, n int) {
 	}
 }
 
-func TestBatcherHungPipelineEndsWithItsCallsContexts(t *testing.T) {
+func TestBatcherHungPipelineEndsByItsEarliestDeadline(t *testing.T) {
 	// A Redis that accepts connections and never answers: every call hangs
 	// (the client's read timeout is a minute).
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -296,25 +298,26 @@ func TestBatcherHungPipelineEndsWithItsCallsContexts(t *testing.T) {
 	b := rscript.NewBatcher(c, 1)
 	ctx := context.Background()
 
-	// The solo call ends at its deadline; those sent in the pipeline behind
-	// it end with the pipeline, once the last of their deadlines passed:
-	// none waits for the client's minute.
-	const calls = 6
+	// The solo call ends at its deadline (100 ms); the two sent in the
+	// pipeline behind it end with it at the earlier of theirs (300 ms): the
+	// one with a minute left fails early rather than have the other wait
+	// past its own.
 	var wg sync.WaitGroup
 	start := time.Now()
-	last := time.Duration(100+50*(calls-1)) * time.Millisecond
-	for i := range calls {
+	for i, d := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Minute} {
 		wg.Go(func() {
-			d := time.Duration(100+50*i) * time.Millisecond
 			cctx, cancel := context.WithTimeout(ctx, d)
 			defer cancel()
 			if _, err := call(cctx, b, "k", "x"); err == nil {
 				t.Errorf("call %d answered by a server that never answers", i)
 			}
-			if took := time.Since(start); took > last+10*time.Second {
-				t.Errorf("call %d: returned after %s, the last deadline %s", i, took, last)
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("call %d (deadline %s) returned after %s: held past the earliest deadline of its pipeline", i, d, took)
 			}
 		})
+		if i == 0 {
+			waitSolo(t, b)
+		}
 	}
 	wg.Wait()
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -365,6 +368,18 @@ func TestBatcherSentCallEndsWithItsPipeline(t *testing.T) {
 	}
 }
 
+// waitSolo waits until b has a round trip in flight.
+func waitSolo(t *testing.T, b *rscript.Batcher) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for rscript.InFlight(b) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no round trip in flight after 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // waitPiped waits until n pipelines reached the gate.
 func waitPiped(t *testing.T, g *gate, n int) {
 	t.Helper()
@@ -377,5 +392,52 @@ func waitPiped(t *testing.T, g *gate, n int) {
 			t.Fatalf("no pipeline reached Redis in 10 s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// panicky is a hook whose pipelines panic while on.
+type panicky struct{ on atomic.Bool }
+
+func (h *panicky) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *panicky) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *panicky) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.on.Load() && len(cmds) > 0 && isScript(cmds[0]) {
+			panic("a hook's bug")
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func TestBatcherPipelinePanicFailsItsCallsOnly(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	g := newGate(false)
+	c := client(t, r, g)
+	h := &panicky{}
+	h.on.Store(true)
+	c.AddHook(h)
+	b := rscript.NewBatcher(c, 1)
+	ctx := context.Background()
+	key := r.Key("n")
+	first := make(chan error, 1)
+	go func() { _, err := call(ctx, b, key, "first"); first <- err }()
+	waitSingle(t, g, 1)
+	errs := make(chan error, 2)
+	for i := range 2 {
+		go func() { _, err := call(ctx, b, key, strconv.Itoa(i)); errs <- err }()
+	}
+	waitQueued(t, b, 2)
+	close(g.open)
+	for range 2 {
+		if err := <-errs; err == nil || !strings.Contains(err.Error(), "panicked") {
+			t.Fatalf("a call in a pipeline that panicked: %v, want the panic as its error", err)
+		}
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	h.on.Store(false)
+	if v, err := call(ctx, b, key, "after"); err != nil || v != "after" {
+		t.Fatalf("a call after the panic: %q, %v", v, err)
 	}
 }
