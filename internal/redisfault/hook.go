@@ -4,6 +4,7 @@
 package redisfault
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,7 +28,10 @@ var ErrInjected = errors.New("injected fault")
 //     non-nil error replaces its answer (the command landed but its answer
 //     was lost).
 //
-// Pipelines are passed through untouched by Before and After.
+// In a pipeline, Before and After act on each command, in order: one that
+// Before fails is not sent, the others go in one pipeline. A transaction
+// (MULTI … EXEC) is passed through untouched by them: it goes whole or not
+// at all.
 //
 // Hold is the third kind of fault, a call that hangs: while the hook is
 // held, every command and pipeline waits, unsent, until Release or until its
@@ -218,7 +222,8 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 // ProcessPipelineHook implements redis.Hook: a pipeline waits while the
-// hook is held; Before and After leave it alone.
+// hook is held; Before and After act on each of its commands (not on a
+// transaction's).
 func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		label := func() string {
@@ -234,6 +239,36 @@ func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 			}
 			return err
 		}
-		return next(ctx, cmds)
+		before, after := h.funcs()
+		if len(cmds) == 0 || cmds[0].Name() == "multi" || before == nil && after == nil {
+			return next(ctx, cmds)
+		}
+		send := cmds
+		var err error
+		if before != nil {
+			send = make([]redis.Cmder, 0, len(cmds))
+			for _, c := range cmds {
+				if berr := before(ctx, c); berr != nil {
+					c.SetErr(berr)
+					err = cmp.Or(err, berr)
+					continue
+				}
+				send = append(send, c)
+			}
+		}
+		if len(send) > 0 {
+			if perr := next(ctx, send); perr != nil {
+				err = cmp.Or(err, perr)
+			}
+		}
+		if after != nil {
+			for _, c := range send {
+				if aerr := after(ctx, c, c.Err()); aerr != nil {
+					c.SetErr(aerr)
+					err = cmp.Or(err, aerr)
+				}
+			}
+		}
+		return err
 	}
 }
