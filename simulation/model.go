@@ -72,6 +72,7 @@ func (s *sim) startServer() *server {
 	srv := &server{dead: make(chan struct{})}
 	srv.s = s.c.Start(func(c *datadriver.NodeConfig) {
 		c.SaveTimeout = saveTimeout
+		c.SoloCalls = s.cfg.SoloCalls
 	})
 	srv.s.Faults.SetBefore(func(ctx context.Context, cmd redis.Cmder) error { return s.before(srv, ctx, cmd) })
 	srv.s.Faults.SetAfter(func(ctx context.Context, cmd redis.Cmder, err error) error { return s.after(srv, ctx, cmd, err) })

@@ -268,12 +268,22 @@ func (s *sim) leave(pl *player) error {
 		return nil
 	}
 	start := time.Now()
+	// A session that already ended (handed off: the kick runs on its own
+	// goroutine and may not have reached the model) was released when it
+	// ended, maybe before a rewind since: Release's nil (it is idempotent)
+	// makes nothing durable now.
+	var ended bool
+	select {
+	case <-p.Done():
+		ended = true
+	default:
+	}
 	err := p.Release(s.ctx)
 	s.logf("leave %s @%s -> %v", pl.key, srv.s.JobID, err)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if pl.p == p {
-		if err == nil && !start.Before(pl.lostAt) {
+		if err == nil && !ended && !start.Before(pl.lostAt) {
 			pl.floor = acked
 		}
 		pl.p, pl.srv, pl.last = nil, nil, p
