@@ -42,7 +42,7 @@ func openNode(ctx context.Context, cfg config, log *slog.Logger) (conns, error) 
 		JobID: cfg.job, Redis: c.rdb, NATS: c.nc, Namespace: cfg.ns, Logger: log,
 		Beat: cfg.beat, PresenceTTL: cfg.ttl, FenceMargin: cfg.fenceMargin,
 		RequestRepeat: cfg.requestRepeat, ParkMin: cfg.parkMin, ParkMax: cfg.parkMax,
-		SaveTimeout: cfg.saveTimeout, MinReplicas: cfg.minReplicas,
+		SaveTimeout: cfg.saveTimeout, MinReplicas: cfg.minReplicas, SoloCalls: cfg.soloCalls,
 	}
 	if cfg.lostCommit && c.nc != nil {
 		// The Node's own bus, as it would make it, wrapped by the fault.
