@@ -66,7 +66,8 @@ type NodeConfig struct {
 	// of the network for all: less CPU on both sides under load). Each is
 	// still its own fenced script, bounded by its own context. Negative:
 	// every call on its own.
-	// default: 8
+	// default: 8; on a Redis Cluster client -1 (a pipeline waits for its
+	// slowest master: one master's stall would hold the calls to the others)
 	SoloCalls int
 
 	// Presence (docs/self-fencing.md): PresenceRedis carries the beats and

@@ -120,11 +120,19 @@ func TestManySessionsSharePipelines(t *testing.T) {
 }
 
 // clusterPipelined is TestManySessionsSharePipelines on the Redis Cluster:
-// the pipelines go to the masters of their calls' slots.
+// by default every call goes alone (a pipeline would wait for its slowest
+// master); with SoloCalls set, the pipelines go to the masters of their
+// calls' slots.
 func clusterPipelined(t *testing.T, sc *clusterScope) {
+	alone := &pipeCount{}
+	a := sc.serverWith(t, "server-a", []redis.Hook{alone})
+	sessions(t, players(t, a), 16, 5)
+	if n := alone.pipes.Load(); n != 0 {
+		t.Fatalf("%d pipelines of script calls on a Cluster client with SoloCalls unset, want every call alone", n)
+	}
 	count := &pipeCount{}
-	a := sc.serverWith(t, "server-a", []redis.Hook{count}, func(c *datadriver.NodeConfig) { c.SoloCalls = 1 })
-	sessions(t, players(t, a), 16, 10)
+	b := sc.sub("b").serverWith(t, "server-b", []redis.Hook{count}, func(c *datadriver.NodeConfig) { c.SoloCalls = 1 })
+	sessions(t, players(t, b), 16, 10)
 	sharedRoundTrips(t, count)
 }
 
