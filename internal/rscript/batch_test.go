@@ -108,25 +108,45 @@ func call(ctx context.Context, b *rscript.Batcher, key, arg string) (string, err
 	return v, err
 }
 
-func TestBatcherSendsWaitingCallsInOnePipeline(t *testing.T) {
-	r := testsupport.StartRedis(t)
+// held is a Batcher with one solo round trip, taken by a first call that
+// the gate g holds in Redis's stead until the test opens it.
+type held struct {
+	c     redis.UniversalClient
+	g     *gate
+	b     *rscript.Batcher
+	key   string
+	first chan error // the first call's error, once g opens
+}
+
+// holdFirst starts a held Batcher on a client of r's with hooks (after the
+// gate), and returns once its first call reached the gate.
+func holdFirst(t *testing.T, r *testsupport.Redis, hooks ...redis.Hook) *held {
+	t.Helper()
 	g := newGate(false)
 	c := client(t, r, g)
-	b := rscript.NewBatcher(c, 1)
+	for _, hk := range hooks {
+		c.AddHook(hk)
+	}
+	h := &held{c: c, g: g, b: rscript.NewBatcher(c, 1), key: r.Key("n"), first: make(chan error, 1)}
+	go func() { _, err := call(context.Background(), h.b, h.key, "first"); h.first <- err }()
+	waitSingle(t, g, 1)
+	return h
+}
+
+func TestBatcherSendsWaitingCallsInOnePipeline(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	h := holdFirst(t, r)
+	c, g, b, key, first := h.c, h.g, h.b, h.key, h.first
 	ctx := context.Background()
-	key := r.Key("n")
 
 	// The first call holds the one solo round trip; the next 10 wait.
-	first := make(chan error, 1)
-	go func() { _, err := call(ctx, b, key, "first"); first <- err }()
 	var wg sync.WaitGroup
 	answers := make([]string, 10)
 	errs := make([]error, 10)
-	waitQueuedAfter := func(i int) { waitQueued(t, b, i) }
 	for i := range answers {
 		wg.Go(func() { answers[i], errs[i] = call(ctx, b, key, "call-"+strconv.Itoa(i)) })
 	}
-	waitQueuedAfter(10)
+	waitQueued(t, b, 10)
 	close(g.open)
 	if err := <-first; err != nil {
 		t.Fatal(err)
@@ -212,14 +232,9 @@ func TestBatcherManyCallersEachCallOnce(t *testing.T) {
 
 func TestBatcherCallerLeavesTheQueueOnItsDeadline(t *testing.T) {
 	r := testsupport.StartRedis(t)
-	g := newGate(false)
-	c := client(t, r, g)
-	b := rscript.NewBatcher(c, 1)
+	h := holdFirst(t, r)
+	c, g, b, key, first := h.c, h.g, h.b, h.key, h.first
 	ctx := context.Background()
-	key := r.Key("n")
-	first := make(chan error, 1)
-	go func() { _, err := call(ctx, b, key, "first"); first <- err }()
-	waitSingle(t, g, 1)
 
 	// A call that waits for a round trip held up ends at its own deadline,
 	// and a cancelled one at once: neither is sent.
@@ -329,15 +344,10 @@ func TestBatcherHungPipelineEndsByItsEarliestDeadline(t *testing.T) {
 
 func TestBatcherSentCallEndsWithItsPipeline(t *testing.T) {
 	r := testsupport.StartRedis(t)
-	single, pipe := newGate(false), newGate(true)
-	c := client(t, r, single)
-	c.AddHook(pipe)
-	b := rscript.NewBatcher(c, 1)
+	pipe := newGate(true)
+	h := holdFirst(t, r, pipe)
+	single, b, key, first := h.g, h.b, h.key, h.first
 	ctx := context.Background()
-	key := r.Key("n")
-	first := make(chan error, 1)
-	go func() { _, err := call(ctx, b, key, "first"); first <- err }()
-	waitSingle(t, single, 1)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
@@ -411,17 +421,11 @@ func (h *panicky) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 
 func TestBatcherPipelinePanicFailsItsCallsOnly(t *testing.T) {
 	r := testsupport.StartRedis(t)
-	g := newGate(false)
-	c := client(t, r, g)
-	h := &panicky{}
-	h.on.Store(true)
-	c.AddHook(h)
-	b := rscript.NewBatcher(c, 1)
+	ph := &panicky{}
+	ph.on.Store(true)
+	h := holdFirst(t, r, ph)
+	g, b, key, first := h.g, h.b, h.key, h.first
 	ctx := context.Background()
-	key := r.Key("n")
-	first := make(chan error, 1)
-	go func() { _, err := call(ctx, b, key, "first"); first <- err }()
-	waitSingle(t, g, 1)
 	errs := make(chan error, 2)
 	for i := range 2 {
 		go func() { _, err := call(ctx, b, key, strconv.Itoa(i)); errs <- err }()
@@ -436,7 +440,7 @@ func TestBatcherPipelinePanicFailsItsCallsOnly(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	h.on.Store(false)
+	ph.on.Store(false)
 	if v, err := call(ctx, b, key, "after"); err != nil || v != "after" {
 		t.Fatalf("a call after the panic: %q, %v", v, err)
 	}
