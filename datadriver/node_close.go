@@ -73,7 +73,8 @@ func (n *Node) Close(ctx context.Context) error {
 		<-done
 	}
 	if n.batcher != nil {
-		// Abandoned calls' pipelines end by their deadlines.
+		// Pipelines in flight end with their calls, by their deadlines at
+		// the latest.
 		if err := n.batcher.Wait(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("wait for pipelined calls: %w", err))
 		}

@@ -33,6 +33,7 @@ type Batcher struct {
 	inflight int       // round trips in flight: solo calls and pipelines
 	queue    []*waiter // calls waiting for the next round trip
 	closed   bool      // Wait began: every call goes on its own
+	pipes    int       // pipelines in flight (run's goroutines)
 	runs     sync.WaitGroup
 }
 
@@ -60,7 +61,7 @@ func (b *Batcher) Process(ctx context.Context, cmd redis.Cmder) error {
 	if b.inflight < b.solo && len(b.queue) == 0 || b.closed {
 		b.inflight++
 		b.mu.Unlock()
-		defer b.next() // even if a hook panics
+		defer b.next(false) // even if a hook panics
 		return b.UniversalClient.Process(ctx, cmd)
 	}
 	w := &waiter{ctx: ctx, cmd: cmd, done: make(chan struct{})}
@@ -83,8 +84,9 @@ func (b *Batcher) Process(ctx context.Context, cmd redis.Cmder) error {
 	return cmd.Err()
 }
 
-// next ends a round trip: the calls waiting, if any, go in the next one.
-func (b *Batcher) next() {
+// next ends a round trip (a pipeline's when fromPipe): the calls waiting,
+// if any, go in the next one.
+func (b *Batcher) next(fromPipe bool) {
 	b.mu.Lock()
 	batch := make([]*waiter, 0, len(b.queue))
 	for _, w := range b.queue {
@@ -97,8 +99,14 @@ func (b *Batcher) next() {
 	b.queue = b.queue[:0]
 	if len(batch) == 0 {
 		b.inflight--
+		if fromPipe {
+			b.pipes--
+		}
 		b.mu.Unlock()
 		return
+	}
+	if !fromPipe {
+		b.pipes++
 	}
 	b.runs.Add(1)
 	b.mu.Unlock()
@@ -115,7 +123,7 @@ func (b *Batcher) run(batch []*waiter) {
 	for _, w := range batch {
 		close(w.done)
 	}
-	b.next()
+	b.next(true)
 }
 
 // send sends batch: alone, or in one pipeline. A panic on the way (a
@@ -198,7 +206,11 @@ func (c *pipelineCtx) Err() error {
 func (b *Batcher) Wait(ctx context.Context) error {
 	b.mu.Lock()
 	b.closed = true
+	idle := b.pipes == 0
 	b.mu.Unlock()
+	if idle {
+		return nil
+	}
 	done := make(chan struct{})
 	go func() { b.runs.Wait(); close(done) }()
 	select {

@@ -191,6 +191,15 @@ func TestBatcherAloneSendsNoPipeline(t *testing.T) {
 	if single, piped := g.counts(); single != 200 || len(piped) != 0 {
 		t.Fatalf("%d calls on their own, pipelines %v: within the solo limit every call goes on its own", single, piped)
 	}
+	// Nothing in flight: Wait answers at once, even under a context that
+	// has ended (a Node closed with little time left reports no error).
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	for range 20 {
+		if err := b.Wait(ended); err != nil {
+			t.Fatalf("Wait on a Batcher with nothing in flight: %v", err)
+		}
+	}
 }
 
 func TestBatcherManyCallersEachCallOnce(t *testing.T) {
