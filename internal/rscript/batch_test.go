@@ -322,20 +322,20 @@ func TestBatcherHungPipelineEndsByItsEarliestDeadline(t *testing.T) {
 	b := rscript.NewBatcher(c, 1)
 	ctx := context.Background()
 
-	// The solo call ends at its deadline (100 ms); the two sent in the
-	// pipeline behind it end with it at the earlier of theirs (300 ms): the
-	// one with a minute left fails early rather than have the other wait
-	// past its own.
+	// The solo call ends at its deadline (2 s: time for the others to queue
+	// behind it on a loaded machine); the two sent in the pipeline behind it
+	// end with it at the earlier of theirs (2.5 s): the one with a minute
+	// left fails early rather than have the other wait past its own.
 	var wg sync.WaitGroup
 	start := time.Now()
-	for i, d := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Minute} {
+	for i, d := range []time.Duration{2 * time.Second, 2500 * time.Millisecond, time.Minute} {
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, d)
 			defer cancel()
 			if _, err := call(cctx, b, "k", "x"); err == nil {
 				t.Errorf("call %d answered by a server that never answers", i)
 			}
-			if took := time.Since(start); took > 10*time.Second {
+			if took := time.Since(start); took > 12*time.Second {
 				t.Errorf("call %d (deadline %s) returned after %s: held past the earliest deadline of its pipeline", i, d, took)
 			}
 		})
@@ -343,6 +343,7 @@ func TestBatcherHungPipelineEndsByItsEarliestDeadline(t *testing.T) {
 			waitSolo(t, b)
 		}
 	}
+	waitQueued(t, b, 2)
 	wg.Wait()
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
