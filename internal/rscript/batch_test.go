@@ -166,6 +166,25 @@ func TestBatcherSendsWaitingCallsInOnePipeline(t *testing.T) {
 	}
 }
 
+// callAll runs workers goroutines through b, each making calls calls of
+// count on a key of its own, each checked for its own answer.
+func callAll(t *testing.T, b *rscript.Batcher, r *testsupport.Redis, workers, calls int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range calls {
+				want := fmt.Sprintf("%d-%d", w, i)
+				if v, err := call(context.Background(), b, r.Key("k", strconv.Itoa(w)), want); err != nil || v != want {
+					t.Errorf("%q, %v, want %q", v, err, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
 func TestBatcherAloneSendsNoPipeline(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	g := newGate(true)
@@ -175,19 +194,7 @@ func TestBatcherAloneSendsNoPipeline(t *testing.T) {
 	ctx := context.Background()
 	// Two callers never find two round trips of theirs in flight and a
 	// third: nothing waits.
-	var wg sync.WaitGroup
-	for w := range 2 {
-		wg.Go(func() {
-			for i := range 100 {
-				want := fmt.Sprintf("%d-%d", w, i)
-				if v, err := call(ctx, b, r.Key("k", strconv.Itoa(w)), want); err != nil || v != want {
-					t.Errorf("%q, %v, want %q", v, err, want)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	callAll(t, b, r, 2, 100)
 	if single, piped := g.counts(); single != 200 || len(piped) != 0 {
 		t.Fatalf("%d calls on their own, pipelines %v: within the solo limit every call goes on its own", single, piped)
 	}
@@ -210,19 +217,7 @@ func TestBatcherManyCallersEachCallOnce(t *testing.T) {
 	b := rscript.NewBatcher(c, 2)
 	ctx := context.Background()
 	const workers, calls = 32, 100
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := range calls {
-				want := fmt.Sprintf("%d-%d", w, i)
-				if v, err := call(ctx, b, r.Key("k", strconv.Itoa(w)), want); err != nil || v != want {
-					t.Errorf("%q, %v, want %q", v, err, want)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	callAll(t, b, r, workers, calls)
 	for w := range workers {
 		if n, err := c.Get(ctx, r.Key("k", strconv.Itoa(w))).Int(); err != nil || n != calls {
 			t.Fatalf("worker %d: its script ran %d times (%v), want %d", w, n, err, calls)
