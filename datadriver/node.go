@@ -40,9 +40,8 @@ type Node struct {
 	cfg   NodeConfig
 	// bounds bounds the Redis calls by SaveTimeout (bounds.go).
 	bounds callBounds
-	// locks runs the lock's scripts (acquire, save, release): rdb, or
-	// batcher when SoloCalls lets calls share pipelines.
-	locks   redis.UniversalClient
+	// batcher runs the lock's scripts when SoloCalls lets calls share
+	// pipelines (nil: they go through rdb; see locks).
 	batcher *rscript.Batcher
 
 	saveSem chan struct{} // bounds concurrent autosaves
@@ -131,7 +130,6 @@ func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	}
 	n := &Node{
 		rdb:       cfg.Redis,
-		locks:     cfg.Redis,
 		ns:        cfg.Namespace,
 		clock:     cfg.Clock,
 		bounds:    callBounds{clock: cfg.Clock},
@@ -144,7 +142,6 @@ func NewNode(ctx context.Context, cfg NodeConfig) (_ *Node, err error) {
 	}
 	if cfg.SoloCalls > 0 {
 		n.batcher = rscript.NewBatcher(cfg.Redis, cfg.SoloCalls)
-		n.locks = n.batcher
 	}
 	n.journal = tradejournal.New(cfg.Redis, cfg.Namespace, cfg.TradeRetain)
 	n.jobID = cfg.JobID
@@ -201,6 +198,15 @@ func (n *Node) flushSubscription(ctx context.Context) {
 		n.log.Warn("NATS did not confirm this server's subscription in time; requests sent meanwhile are repeated, "+
 			"and a message notification lost so is caught by the profile's next save", "err", err)
 	}
+}
+
+// locks is the client of the lock's scripts (acquire, save, release): the
+// Batcher, or rdb when every call goes on its own.
+func (n *Node) locks() redis.UniversalClient {
+	if n.batcher != nil {
+		return n.batcher
+	}
+	return n.rdb
 }
 
 // withDefaults checks cfg and fills in the defaults of what it leaves zero.

@@ -41,7 +41,7 @@ func waitSlotsFor(rdb redis.UniversalClient) int {
 func (n *Node) runReplicated(ctx context.Context, c rscript.Call) (any, int64, error) {
 	want := n.cfg.MinReplicas
 	if want <= 0 {
-		v, err := c.Script.Run(ctx, n.locks, c.Keys, c.Args...).Result()
+		v, err := c.Script.Run(ctx, n.locks(), c.Keys, c.Args...).Result()
 		return v, 0, err
 	}
 	select {

@@ -302,7 +302,7 @@ func (d *Driver[T]) write(ctx context.Context, key string, a record.SaveArgs) (w
 	ctx, cancel := d.node.bounds.within(ctx, d.node.cfg.SaveTimeout)
 	defer cancel()
 	sentAt := d.node.clock.Now()
-	res, err := record.Save(ctx, d.node.locks, d.recordKey(key), d.saveArgs(a))
+	res, err := record.Save(ctx, d.node.locks(), d.recordKey(key), d.saveArgs(a))
 	return d.writeResult(key, a.Mode, res, err, sentAt)
 }
 

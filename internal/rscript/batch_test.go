@@ -185,12 +185,19 @@ func callAll(t *testing.T, b *rscript.Batcher, r *testsupport.Redis, workers, ca
 	wg.Wait()
 }
 
-func TestBatcherAloneSendsNoPipeline(t *testing.T) {
-	r := testsupport.StartRedis(t)
+// openBatcher is a Batcher letting solo calls alone, over a client of r's
+// whose open gate counts what goes through.
+func openBatcher(t *testing.T, r *testsupport.Redis, solo int) (redis.UniversalClient, *gate, *rscript.Batcher) {
+	t.Helper()
 	g := newGate(true)
 	close(g.open)
 	c := client(t, r, g)
-	b := rscript.NewBatcher(c, 2)
+	return c, g, rscript.NewBatcher(c, solo)
+}
+
+func TestBatcherAloneSendsNoPipeline(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	_, g, b := openBatcher(t, r, 2)
 	ctx := context.Background()
 	// Two callers never find two round trips of theirs in flight and a
 	// third: nothing waits.
@@ -211,10 +218,7 @@ func TestBatcherAloneSendsNoPipeline(t *testing.T) {
 
 func TestBatcherManyCallersEachCallOnce(t *testing.T) {
 	r := testsupport.StartRedis(t)
-	g := newGate(true)
-	close(g.open)
-	c := client(t, r, g)
-	b := rscript.NewBatcher(c, 2)
+	c, g, b := openBatcher(t, r, 2)
 	ctx := context.Background()
 	const workers, calls = 32, 100
 	callAll(t, b, r, workers, calls)
