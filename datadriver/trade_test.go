@@ -679,3 +679,50 @@ func TestATradeWhoseSettleFailedIsWrittenByTheNextRefresh(t *testing.T) {
 		t.Fatalf("seller's record %+v after the refresh, want no sword and 50 coins", got)
 	}
 }
+
+// A release of data over MaxDataBytes frees the lock with the last data
+// that fit; with a trade pending on the record (its settle failed), that
+// data is from before the trade, so the release leaves the trade's mark and
+// the next load settles the committed image from the journal. A release
+// that cleared the mark left the buyer without the sword it paid for.
+func TestATooLargeReleaseLeavesAPendingTradeToTheNextLoad(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a")
+	d := players(t, a, idleRefreshing, func(c *datadriver.Config[player]) { c.MaxDataBytes = 256 })
+	ctx := ctxT(t)
+	s, b := tradePair(t, d, "seller", "buyer")
+	a.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+		if in, ok := testsupport.Identify(cmd); ok && in.Script == record.ScriptSave && len(in.Args) > 0 &&
+			in.Args[0] == string(record.ModeSettle) {
+			return testsupport.ErrInjected
+		}
+		return nil
+	})
+	if err := datadriver.Trade(ctx, sellSword(s, b), s, b); err != nil {
+		t.Fatalf("Trade: %v", err)
+	}
+	if recordFields(t, r, "PlayerData", "buyer")["trade"] == "" {
+		t.Fatal("the buyer's settle landed: the test tests nothing")
+	}
+	_ = b.Update(func(d *player) { d.Name = strings.Repeat("x", 300) })
+	err := b.Release(ctx)
+	a.faults.Clear()
+	if !errors.Is(err, datadriver.ErrTooLarge) {
+		t.Fatalf("Release over MaxDataBytes = %v, want ErrTooLarge", err)
+	}
+	if recordFields(t, r, "PlayerData", "buyer")["trade"] == "" {
+		t.Fatal("the release cleared the trade's mark without the trade's image")
+	}
+	q, err := d.Join(ctx, "buyer")
+	if err != nil {
+		t.Fatalf("Join after the release: %v", err)
+	}
+	var got player
+	q.View(func(d *player) { got = *d })
+	if got.Items["sword"] != 1 || got.Coins != 50 {
+		t.Fatalf("buyer loaded %+v, want the sword and 50 coins", got)
+	}
+	if rec := recordFields(t, r, "PlayerData", "buyer"); rec["trade"] != "" {
+		t.Fatalf("the load left the mark %q", rec["trade"])
+	}
+}

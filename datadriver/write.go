@@ -104,6 +104,7 @@ func (p *Profile[T]) write(ctx context.Context, kind writeKind) error {
 		p.fenceOn(err)
 		return err
 	}
+	trade = req.Trade // "" when the write leaves the mark to the next load
 	durable := kind.durable()
 	wctx, span := d.tel.StartWrite(ctx, kind.metric(), p.key)
 	started := d.node.clock.Now()
@@ -175,8 +176,12 @@ func (p *Profile[T]) buildWrite(kind writeKind, trade string) (
 		}
 		// The lock goes free all the same, with the last data that fit (and
 		// without the messages it applied, which stay in the inbox), so that
-		// the player can join anywhere at once.
+		// the player can join anywhere at once. It leaves a trade's mark
+		// (the script keeps it on a release without data): the data that
+		// fit is from before the trade, and the next load settles the
+		// trade's image from its journal.
 		snap.data, snap.applied = nil, nil
+		req.Trade = ""
 	}
 	if snap.data != nil && snap.stored != p.w.data {
 		req.Data = snap.data
