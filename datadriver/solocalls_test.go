@@ -2,8 +2,11 @@ package datadriver_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -223,5 +226,101 @@ func TestAWaitingSaveEndsAtItsDeadline(t *testing.T) {
 	// other's session goes on: its next save lands.
 	if err := other.Save(ctx); err != nil {
 		t.Fatalf("other's next save: %v", err)
+	}
+}
+
+// bigPiped counts the pipelines that carried a script call with an argument
+// over bigArg bytes beside other script calls.
+type bigPiped struct{ pipes atomic.Int64 }
+
+const bigArg = 1 << 20
+
+func (h *bigPiped) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *bigPiped) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *bigPiped) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		scripts, big := 0, false
+		for _, c := range cmds {
+			if !scriptCmd(c) {
+				continue
+			}
+			scripts++
+			for _, a := range c.Args() {
+				if s, ok := a.(string); ok && len(s) > bigArg {
+					big = true
+				}
+				if b, ok := a.([]byte); ok && len(b) > bigArg {
+					big = true
+				}
+			}
+		}
+		if big && scripts > 1 {
+			h.pipes.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// Profiles near MaxDataBytes save in the same pipelines as small sessions'
+// calls: every big save lands whole (the record holds the last one), and
+// every small session's progress is there.
+func TestBigProfilesShareRoundTripsWithSmallOnes(t *testing.T) {
+	r := testsupport.StartRedis(t)
+	a := newServer(t, r, "server-a", func(c *datadriver.NodeConfig) { c.SoloCalls = 1 })
+	big := &bigPiped{}
+	a.rdb.AddHook(big)
+	d := players(t, a)
+	ctx := ctxT(t)
+	chunk := make([]byte, 1<<10)
+	rand.Read(chunk)
+	body := strings.Repeat(hex.EncodeToString(chunk), 1700) // 3.4 MB, under the default 4 MiB
+	smallDone := make(chan struct{})
+	last := make([]string, 2)
+	var wg sync.WaitGroup
+	for b := range last {
+		wg.Go(func() {
+			key := "big" + strconv.Itoa(b)
+			p, err := d.Join(ctx, key)
+			if err != nil {
+				t.Errorf("%s: join: %v", key, err)
+				return
+			}
+			for i := 0; i < 20; i++ {
+				name := strconv.Itoa(i) + ":" + body
+				_ = p.Update(func(d *player) { d.Name = name })
+				if err := p.Save(ctx); err != nil {
+					t.Errorf("%s: save %d: %v", key, i, err)
+					return
+				}
+				last[b] = name
+				select {
+				case <-smallDone:
+					if big.pipes.Load() > 0 {
+						i = 20 // enough: a big save shared a round trip
+					}
+				default:
+				}
+			}
+			if err := p.Release(ctx); err != nil {
+				t.Errorf("%s: release: %v", key, err)
+			}
+		})
+	}
+	sessions(t, d, 8, 15)
+	close(smallDone)
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	if big.pipes.Load() == 0 {
+		t.Fatal("no big save shared a pipeline with another call: the test tests nothing")
+	}
+	t.Logf("%d pipelines carried a big save beside other calls", big.pipes.Load())
+	for b, want := range last {
+		key := "big" + strconv.Itoa(b)
+		if got := stored(t, r, key).Name; got != want {
+			t.Fatalf("%s's record holds %d bytes starting %.8q, want the last save's (%.8q)", key, len(got), got, want)
+		}
 	}
 }
