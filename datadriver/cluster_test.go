@@ -46,6 +46,7 @@ var clusterScenarios = []clusterScenario{
 	{"history", clusterHistory},
 	{"move", clusterMove},
 	{"pipelined", clusterPipelined},
+	{"stalled", clusterStalled},
 }
 
 // runClusterScenario runs one scenario on a cluster of its own and checks
@@ -68,6 +69,7 @@ func TestClusterTradeRecovery(t *testing.T) { runClusterScenario(t, "recovery") 
 func TestClusterMessages(t *testing.T)      { runClusterScenario(t, "messages") }
 func TestClusterHistory(t *testing.T)       { runClusterScenario(t, "history") }
 func TestClusterPipelined(t *testing.T)     { runClusterScenario(t, "pipelined") }
+func TestClusterStalled(t *testing.T)       { runClusterScenario(t, "stalled") }
 
 // A stale connection handed over between two Nodes over NATS: B's join asks
 // A, A ends the session and saves, B loads A's latest data. Then back to A.

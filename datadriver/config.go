@@ -64,10 +64,11 @@ type NodeConfig struct {
 	// Redis on their own at once; more wait, and when one of those ends
 	// they go together in one pipeline (one round trip, one write and read
 	// of the network for all: less CPU on both sides under load). Each is
-	// still its own fenced script, bounded by its own context. Negative:
+	// still its own fenced script, bounded by its own context. On a Redis
+	// Cluster client each master counts its own: a pipeline goes to one
+	// master, and a master that stalls holds no call to another. Negative:
 	// every call on its own.
-	// default: 8; on a Redis Cluster client -1 (a pipeline waits for its
-	// slowest master: one master's stall would hold the calls to the others)
+	// default: 8
 	SoloCalls int
 
 	// Presence (docs/self-fencing.md): PresenceRedis carries the beats and

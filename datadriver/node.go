@@ -239,11 +239,6 @@ func (cfg NodeConfig) withDefaults() (NodeConfig, error) {
 	}
 	if cfg.SoloCalls == 0 {
 		cfg.SoloCalls = defaults.SoloCalls
-		if _, ok := cfg.Redis.(*redis.ClusterClient); ok {
-			// A pipeline waits for its slowest master: one master's stall
-			// would hold the calls to the others.
-			cfg.SoloCalls = -1
-		}
 	}
 	if cfg.Entropy == nil {
 		var seed [32]byte

@@ -19,8 +19,12 @@ import (
 )
 
 // pipeCount counts the script calls that went to Redis in pipelines and on
-// their own.
-type pipeCount struct{ single, piped, pipes atomic.Int64 }
+// their own; with masterOf, the pipelines whose script calls named keys of
+// more than one master.
+type pipeCount struct {
+	single, piped, pipes, mixed atomic.Int64
+	masterOf                    func(key string) string
+}
 
 func scriptCmd(c redis.Cmder) bool { return c.Name() == "evalsha" || c.Name() == "eval" }
 
@@ -38,14 +42,21 @@ func (h *pipeCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *pipeCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		n := 0
+		masters := map[string]bool{}
 		for _, c := range cmds {
 			if scriptCmd(c) {
 				n++
+				if k, ok := testsupport.ScriptKey(c, 1); ok && h.masterOf != nil {
+					masters[h.masterOf(k)] = true
+				}
 			}
 		}
 		if n > 0 {
 			h.piped.Add(int64(n))
 			h.pipes.Add(1)
+		}
+		if len(masters) > 1 {
+			h.mixed.Add(1)
 		}
 		return next(ctx, cmds)
 	}
@@ -123,20 +134,97 @@ func TestManySessionsSharePipelines(t *testing.T) {
 }
 
 // clusterPipelined is TestManySessionsSharePipelines on the Redis Cluster:
-// by default every call goes alone (a pipeline would wait for its slowest
-// master); with SoloCalls set, the pipelines go to the masters of their
-// calls' slots.
+// each master has its own lane, so every pipeline goes to one master (and
+// the audit sees every call go straight to its master), with SoloCalls
+// unset as with 1.
 func clusterPipelined(t *testing.T, sc *clusterScope) {
-	alone := &pipeCount{}
-	a := sc.serverWith(t, "server-a", []redis.Hook{alone})
-	sessions(t, players(t, a), 16, 5)
-	if n := alone.pipes.Load(); n != 0 {
-		t.Fatalf("%d pipelines of script calls on a Cluster client with SoloCalls unset, want every call alone", n)
-	}
-	count := &pipeCount{}
+	dflt := &pipeCount{masterOf: sc.rc.MasterOf}
+	a := sc.serverWith(t, "server-a", []redis.Hook{dflt})
+	sessions(t, players(t, a), 32, 5)
+	t.Logf("SoloCalls unset: %d script calls on their own, %d in %d pipelines", dflt.single.Load(), dflt.piped.Load(), dflt.pipes.Load())
+	count := &pipeCount{masterOf: sc.rc.MasterOf}
 	b := sc.sub("b").serverWith(t, "server-b", []redis.Hook{count}, func(c *datadriver.NodeConfig) { c.SoloCalls = 1 })
 	sessions(t, players(t, b), 16, 10)
 	sharedRoundTrips(t, count)
+	if n := dflt.mixed.Load() + count.mixed.Load(); n != 0 {
+		t.Fatalf("%d pipelines of script calls named keys of more than one master", n)
+	}
+}
+
+// clusterStalled: a master that hangs holds no call to another. With one
+// solo call per master, a save hung on one master's record leaves a save on
+// another master's free to land at once, while a save on the same master
+// waits for the hung one's round trip to end.
+func clusterStalled(t *testing.T, sc *clusterScope) {
+	a := sc.server(t, "server-a", func(c *datadriver.NodeConfig) {
+		c.SoloCalls = 1
+		c.SaveTimeout = time.Minute // the hung save ends when the test lets it
+	})
+	d := players(t, a)
+	ctx := ctxT(t)
+	hung, other := sc.profilesOnDifferentMasters("PlayerData", "p")
+	same := ""
+	for i := 100; same == ""; i++ {
+		if k := "p" + strconv.Itoa(i); sc.masterOf(sc.recordKey(k)) == sc.masterOf(sc.recordKey(hung)) {
+			same = k
+		}
+	}
+	profiles := map[string]*datadriver.Profile[player]{}
+	for _, k := range []string{hung, other, same} {
+		p, err := d.Join(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = p.Update(func(d *player) { d.Coins = 7 })
+		profiles[k] = p
+	}
+	block, arrived := make(chan struct{}), make(chan struct{}, 1)
+	hungKey := sc.recordKey(hung)
+	a.faults.SetBefore(func(ctx context.Context, cmd redis.Cmder) error {
+		if k, ok := testsupport.ScriptKey(cmd, 1); ok && k == hungKey {
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+			select {
+			case <-block:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	saved := func(k string) chan error {
+		ch := make(chan error, 1)
+		go func() { ch <- profiles[k].Save(ctx) }()
+		return ch
+	}
+	hungDone := saved(hung)
+	<-arrived
+	sameDone := saved(same)
+	if err := <-saved(other); err != nil {
+		t.Fatalf("save on another master while one hangs: %v", err)
+	}
+	select {
+	case err := <-hungDone:
+		t.Fatalf("the hung save ended (%v) before the test let it: the test tests nothing", err)
+	case err := <-sameDone:
+		t.Fatalf("a save on the hung master's lane ended (%v) before the hung one", err)
+	default:
+	}
+	close(block)
+	if err := <-hungDone; err != nil {
+		t.Fatalf("hung save, let go: %v", err)
+	}
+	if err := <-sameDone; err != nil {
+		t.Fatalf("save queued behind the hung one: %v", err)
+	}
+	a.faults.Clear()
+	for _, k := range []string{hung, other, same} {
+		if c := clusterStored[player](t, sc, k).Coins; c != 7 {
+			t.Fatalf("%s stored %d coins, want 7", k, c)
+		}
+	}
 }
 
 func TestSoloCallsNegativeSendsEveryCallAlone(t *testing.T) {

@@ -19,6 +19,12 @@ import (
 // the network per pipeline instead of one per call, on both sides of the
 // connection. Every other method is the client's own.
 //
+// Over a Redis Cluster client each master has its own lane: its own solo
+// calls and its own queue, so that a pipeline goes to one master and a
+// master that stalls holds no call to another (a call's master is the
+// client's for its first key, as the cluster state last said; the client
+// still follows a redirection).
+//
 // A call still waiting when its context ends is never sent: it fails with
 // the context's error at once. A call taken into a pipeline ends with it, as
 // a command on the wire does: never written after its caller returned. A
@@ -27,14 +33,21 @@ import (
 // short by no caller's cancel: only once every call in it was cancelled.
 type Batcher struct {
 	redis.UniversalClient
-	solo int
+	solo    int
+	cluster *redis.ClusterClient // nil: one lane
 
-	mu       sync.Mutex
+	mu     sync.Mutex
+	lanes  map[string]*lane // by master's address ("" without a cluster)
+	closed bool             // Wait began: every call goes on its own
+	pipes  int              // pipelines in flight (run's goroutines)
+	runs   sync.WaitGroup
+}
+
+// lane is the round trips to one master (kept once made: one per master
+// address the cluster ever named).
+type lane struct {
 	inflight int       // round trips in flight: solo calls and pipelines
 	queue    []*waiter // calls waiting for the next round trip
-	closed   bool      // Wait began: every call goes on its own
-	pipes    int       // pipelines in flight (run's goroutines)
-	runs     sync.WaitGroup
 }
 
 // waiter is one waiting call.
@@ -50,22 +63,60 @@ type waiter struct {
 // NewBatcher returns a Batcher over rdb that lets solo calls go on their own
 // at once (at least 1).
 func NewBatcher(rdb redis.UniversalClient, solo int) *Batcher {
-	return &Batcher{UniversalClient: rdb, solo: max(solo, 1)}
+	cc, _ := rdb.(*redis.ClusterClient)
+	return &Batcher{UniversalClient: rdb, solo: max(solo, 1), cluster: cc, lanes: map[string]*lane{}}
 }
 
-// Process runs cmd: at once when fewer than solo round trips are in flight,
-// else in the next pipeline. It returns cmd's error: ctx's when ctx ended
-// before cmd was sent.
+// laneName is the lane of cmd: its first key's master on a cluster ("" when
+// the cluster state cannot say), else "".
+func (b *Batcher) laneName(ctx context.Context, cmd redis.Cmder) string {
+	if b.cluster == nil {
+		return ""
+	}
+	key := cmdFirstKey(cmd)
+	if key == "" {
+		return ""
+	}
+	m, err := b.cluster.MasterForKey(ctx, key)
+	if err != nil {
+		return ""
+	}
+	return m.Options().Addr
+}
+
+// cmdFirstKey is a script call's first key (EVALSHA sha numkeys key ...),
+// or "".
+func cmdFirstKey(cmd redis.Cmder) string {
+	args := cmd.Args()
+	if len(args) < 4 {
+		return ""
+	}
+	if n, ok := args[2].(int); !ok || n < 1 {
+		return ""
+	}
+	key, _ := args[3].(string)
+	return key
+}
+
+// Process runs cmd: at once when fewer than solo round trips are in flight
+// on its lane, else in the lane's next pipeline. It returns cmd's error:
+// ctx's when ctx ended before cmd was sent.
 func (b *Batcher) Process(ctx context.Context, cmd redis.Cmder) error {
+	name := b.laneName(ctx, cmd)
 	b.mu.Lock()
-	if b.inflight < b.solo && len(b.queue) == 0 || b.closed {
-		b.inflight++
+	l := b.lanes[name]
+	if l == nil {
+		l = &lane{}
+		b.lanes[name] = l
+	}
+	if l.inflight < b.solo && len(l.queue) == 0 || b.closed {
+		l.inflight++
 		b.mu.Unlock()
-		defer b.next(false) // even if a hook panics
+		defer b.next(l, false) // even if a hook panics
 		return b.UniversalClient.Process(ctx, cmd)
 	}
 	w := &waiter{ctx: ctx, cmd: cmd, done: make(chan struct{})}
-	b.queue = append(b.queue, w)
+	l.queue = append(l.queue, w)
 	b.mu.Unlock()
 	select {
 	case <-w.done:
@@ -84,21 +135,21 @@ func (b *Batcher) Process(ctx context.Context, cmd redis.Cmder) error {
 	return cmd.Err()
 }
 
-// next ends a round trip (a pipeline's when fromPipe): the calls waiting,
-// if any, go in the next one.
-func (b *Batcher) next(fromPipe bool) {
+// next ends a round trip of lane l (a pipeline's when fromPipe): the calls
+// waiting there, if any, go in the next one.
+func (b *Batcher) next(l *lane, fromPipe bool) {
 	b.mu.Lock()
-	batch := make([]*waiter, 0, len(b.queue))
-	for _, w := range b.queue {
+	batch := make([]*waiter, 0, len(l.queue))
+	for _, w := range l.queue {
 		if !w.gone {
 			w.taken = true
 			batch = append(batch, w)
 		}
 	}
-	clear(b.queue)
-	b.queue = b.queue[:0]
+	clear(l.queue)
+	l.queue = l.queue[:0]
 	if len(batch) == 0 {
-		b.inflight--
+		l.inflight--
 		if fromPipe {
 			b.pipes--
 		}
@@ -110,12 +161,12 @@ func (b *Batcher) next(fromPipe bool) {
 	}
 	b.runs.Add(1)
 	b.mu.Unlock()
-	go b.run(batch)
+	go b.run(l, batch)
 }
 
 // run sends batch in one round trip, wakes its callers and ends the round
-// trip.
-func (b *Batcher) run(batch []*waiter) {
+// trip of lane l.
+func (b *Batcher) run(l *lane, batch []*waiter) {
 	defer b.runs.Done()
 	ctx, stop := batchContext(batch)
 	b.send(ctx, batch)
@@ -123,7 +174,7 @@ func (b *Batcher) run(batch []*waiter) {
 	for _, w := range batch {
 		close(w.done)
 	}
-	b.next(true)
+	b.next(l, true)
 }
 
 // send sends batch: alone, or in one pipeline. A panic on the way (a
