@@ -286,3 +286,21 @@ func crc16(s string) uint16 {
 	}
 	return crc
 }
+
+// PauseMaster stops master i with SIGSTOP: its connections stay open and
+// what is sent to it waits, unanswered, until ResumeMaster (or the test's
+// end, which resumes it). Past the cluster's node timeout (2 s) the other
+// masters would mark it failed and the cluster would refuse commands: keep
+// a pause shorter.
+func (c *RedisCluster) PauseMaster(tb testing.TB, i int) {
+	tb.Helper()
+	p := c.nodes[i]
+	p.pause(tb)
+	tb.Cleanup(func() { p.resume(tb) })
+}
+
+// ResumeMaster continues master i with SIGCONT; it then answers what waited.
+func (c *RedisCluster) ResumeMaster(tb testing.TB, i int) {
+	tb.Helper()
+	c.nodes[i].resume(tb)
+}

@@ -6,9 +6,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/testsupport"
+	"github.com/redis/go-redis/v9"
 )
 
 // moveSlot moves hash slot slot of rc from master from to master to, its
@@ -98,5 +100,67 @@ func TestClusterSlotMovedUnderLanes(t *testing.T) {
 	t.Logf("%d script calls redirected (%v); every session's coins there", moved, env.audit.of(sc.ns).redirects)
 	if n, err := sc.rc.Node(to).Client(t).Exists(context.Background(), key).Result(); err != nil || n != 1 {
 		t.Fatalf("p0's record after the sessions: EXISTS on its new master %d, %v", n, err)
+	}
+}
+
+// A master paused for real (SIGSTOP: a call to it is written and never
+// answered) holds no call to another master: with one solo call per
+// master, a save on another master lands while the paused master's save
+// hangs, and the hung one lands once the master resumes.
+func TestClusterPausedMasterHoldsNoOtherLane(t *testing.T) {
+	env := startClusterEnv(t)
+	sc := env.scope("paused")
+	a := sc.server(t, "server-a", func(c *datadriver.NodeConfig) {
+		c.SoloCalls = 1
+		c.SaveTimeout = 30 * time.Second
+		// The default presence timings: the pause must not fence the Node
+		// if its beats go to the paused master.
+		c.Beat, c.PresenceTTL, c.FenceMargin = 0, 0, 0
+	})
+	d := players(t, a)
+	ctx := ctxT(t)
+	hung, other := sc.profilesOnDifferentMasters("PlayerData", "p")
+	profiles := map[string]*datadriver.Profile[player]{}
+	for _, k := range []string{hung, other} {
+		p, err := d.Join(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = p.Update(func(d *player) { d.Coins = 9 })
+		profiles[k] = p
+	}
+	hungKey := sc.recordKey(hung)
+	arrived := make(chan struct{}, 1)
+	a.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
+		if k, ok := testsupport.ScriptKey(cmd, 1); ok && k == hungKey {
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+		}
+		return nil // nothing held here: the master itself is paused
+	})
+	paused := slices.Index(sc.rc.Addrs, sc.rc.MasterOf(hungKey))
+	sc.rc.PauseMaster(t, paused)
+	hungDone := make(chan error, 1)
+	go func() { hungDone <- profiles[hung].Save(ctx) }()
+	<-arrived
+	if err := profiles[other].Save(ctx); err != nil {
+		t.Fatalf("save on another master while %s is paused: %v", sc.rc.Addrs[paused], err)
+	}
+	select {
+	case err := <-hungDone:
+		t.Fatalf("the save on the paused master ended (%v) while it was paused: the test tests nothing", err)
+	default:
+	}
+	sc.rc.ResumeMaster(t, paused)
+	if err := <-hungDone; err != nil {
+		t.Fatalf("save on the resumed master: %v", err)
+	}
+	a.faults.Clear()
+	for _, k := range []string{hung, other} {
+		if c := clusterStored[player](t, sc, k).Coins; c != 9 {
+			t.Fatalf("%s stored %d coins, want 9", k, c)
+		}
 	}
 }
