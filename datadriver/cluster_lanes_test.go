@@ -10,7 +10,6 @@ import (
 
 	"github.com/ckernel/playerdata/datadriver"
 	"github.com/ckernel/playerdata/testsupport"
-	"github.com/redis/go-redis/v9"
 )
 
 // moveSlot moves hash slot slot of rc from master from to master to, its
@@ -130,16 +129,7 @@ func TestClusterPausedMasterHoldsNoOtherLane(t *testing.T) {
 		profiles[k] = p
 	}
 	hungKey := sc.recordKey(hung)
-	arrived := make(chan struct{}, 1)
-	a.faults.SetBefore(func(_ context.Context, cmd redis.Cmder) error {
-		if k, ok := testsupport.ScriptKey(cmd, 1); ok && k == hungKey {
-			select {
-			case arrived <- struct{}{}:
-			default:
-			}
-		}
-		return nil // nothing held here: the master itself is paused
-	})
+	_, arrived := holdScriptCalls(a.faults, hungKey, false) // the master itself holds them
 	paused := slices.Index(sc.rc.Addrs, sc.rc.MasterOf(hungKey))
 	sc.rc.PauseMaster(t, paused)
 	hungDone := make(chan error, 1)

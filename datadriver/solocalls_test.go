@@ -178,22 +178,7 @@ func clusterStalled(t *testing.T, sc *clusterScope) {
 		_ = p.Update(func(d *player) { d.Coins = 7 })
 		profiles[k] = p
 	}
-	block, arrived := make(chan struct{}), make(chan struct{}, 1)
-	hungKey := sc.recordKey(hung)
-	a.faults.SetBefore(func(ctx context.Context, cmd redis.Cmder) error {
-		if k, ok := testsupport.ScriptKey(cmd, 1); ok && k == hungKey {
-			select {
-			case arrived <- struct{}{}:
-			default:
-			}
-			select {
-			case <-block:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return nil
-	})
+	block, arrived := holdScriptCalls(a.faults, sc.recordKey(hung), true)
 	saved := func(k string) chan error {
 		ch := make(chan error, 1)
 		go func() { ch <- profiles[k].Save(ctx) }()
@@ -272,22 +257,7 @@ func TestAWaitingSaveEndsAtItsDeadline(t *testing.T) {
 	// held's save hangs in Redis's stead (the one solo round trip taken);
 	// other's save waits behind it and ends at its own deadline, before
 	// held's, with the deadline's error.
-	heldKey := record.Key(r.Namespace, "PlayerData", "held")
-	block, arrived := make(chan struct{}), make(chan struct{}, 1)
-	a.faults.SetBefore(func(ctx context.Context, cmd redis.Cmder) error {
-		if k, ok := testsupport.ScriptKey(cmd, 1); ok && k == heldKey {
-			select {
-			case arrived <- struct{}{}:
-			default:
-			}
-			select {
-			case <-block:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return nil
-	})
+	block, arrived := holdScriptCalls(a.faults, record.Key(r.Namespace, "PlayerData", "held"), true)
 	_ = held.Update(func(d *player) { d.Coins++ })
 	heldDone := make(chan error, 1)
 	go func() {
@@ -315,6 +285,32 @@ func TestAWaitingSaveEndsAtItsDeadline(t *testing.T) {
 	if err := other.Save(ctx); err != nil {
 		t.Fatalf("other's next save: %v", err)
 	}
+}
+
+// holdScriptCalls makes the script calls on key signal arrived (the first
+// of them) and, with hold, wait in Redis's stead until block is closed or
+// their context ends.
+func holdScriptCalls(f *testsupport.FaultHook, key string, hold bool) (block, arrived chan struct{}) {
+	block, arrived = make(chan struct{}), make(chan struct{}, 1)
+	f.SetBefore(func(ctx context.Context, cmd redis.Cmder) error {
+		if k, ok := testsupport.ScriptKey(cmd, 1); !ok || k != key {
+			return nil
+		}
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		if !hold {
+			return nil
+		}
+		select {
+		case <-block:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	return block, arrived
 }
 
 // bigPiped counts the pipelines that carried a script call with an argument
