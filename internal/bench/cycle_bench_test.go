@@ -32,6 +32,11 @@ import (
 // runs it on that Redis instead. The players' context is
 // context.Background(); CYCLE_BENCH_CANCEL=1 makes it one that can be
 // cancelled, as playerdata-bench's and a server's are. Nothing is asserted.
+//
+// Its systems are the bench's four (ours, raw, redsync, floor) and
+// scripts: the library's own scripts with nothing of the library around
+// them (scriptsCycle), which splits ours' distance from the floor into the
+// library's part and its protocol's.
 func BenchmarkCycle(b *testing.B) {
 	addr, ns := benchRedis(b, "CYCLE_BENCH_REDIS", "cycle-bench")
 	opt := &redis.Options{Addr: addr, PoolSize: 128}
@@ -65,6 +70,9 @@ func BenchmarkCycle(b *testing.B) {
 		}},
 		{sysFloor, func(_ *testing.B, ns string) func(ctx context.Context, w, i int) error {
 			return floorCycle(rdb, ns, blob)
+		}},
+		{sysScripts, func(_ *testing.B, ns string) func(ctx context.Context, w, i int) error {
+			return scriptsCycle(rdb, ns, blob)
 		}},
 	}
 	for _, sys := range systems {
