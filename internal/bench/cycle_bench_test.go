@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -31,7 +32,9 @@ import (
 // counts it ("evalsha-µs/call") and per cycle. CYCLE_BENCH_REDIS=host:port
 // runs it on that Redis instead. The players' context is
 // context.Background(); CYCLE_BENCH_CANCEL=1 makes it one that can be
-// cancelled, as playerdata-bench's and a server's are. Nothing is asserted.
+// cancelled, as playerdata-bench's and a server's are. CYCLE_BENCH_PLAYERS
+// sets the player count (no fewer than GOMAXPROCS: the goroutines share the
+// players), CYCLE_BENCH_SOLO ours' NodeConfig.SoloCalls. Nothing is asserted.
 //
 // Its systems are the bench's four (ours, raw, redsync, floor) and
 // scripts: the library's own scripts with nothing of the library around
@@ -44,14 +47,18 @@ func BenchmarkCycle(b *testing.B) {
 	b.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
 	blob := newBlob(512, rand.NewChaCha8([32]byte{1}))
-	const players = 8
+	players := 8
+	if n, err := strconv.Atoi(os.Getenv("CYCLE_BENCH_PLAYERS")); err == nil && n > 0 {
+		players = n
+	}
+	solo, _ := strconv.Atoi(os.Getenv("CYCLE_BENCH_SOLO")) // NodeConfig.SoloCalls of ours; 0: its default
 	systems := []struct {
 		name  string
 		cycle func(b *testing.B, ns string) func(ctx context.Context, w, i int) error
 	}{
 		{sysOurs, func(b *testing.B, ns string) func(ctx context.Context, w, i int) error {
 			node, err := datadriver.NewNode(ctx, datadriver.NodeConfig{JobID: "bench-" + randomID(), Redis: rdb,
-				Namespace: ns, Logger: slog.New(slog.DiscardHandler)})
+				Namespace: ns, Logger: slog.New(slog.DiscardHandler), SoloCalls: solo})
 			if err != nil {
 				b.Fatal(err)
 			}
