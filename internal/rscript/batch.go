@@ -40,7 +40,8 @@ type Batcher struct {
 	lanes  map[string]*lane // by master's address ("" without a cluster)
 	closed bool             // Wait began: every call goes on its own
 	pipes  int              // pipelines in flight (run's goroutines)
-	runs   sync.WaitGroup
+	// drained is closed when pipes falls to 0 after Wait made it.
+	drained chan struct{}
 }
 
 // lane is the round trips to one master (kept once made: one per master
@@ -73,7 +74,7 @@ func (b *Batcher) laneName(ctx context.Context, cmd redis.Cmder) string {
 	if b.cluster == nil {
 		return ""
 	}
-	key := cmdFirstKey(cmd)
+	key := firstKey(cmd)
 	if key == "" {
 		return ""
 	}
@@ -82,20 +83,6 @@ func (b *Batcher) laneName(ctx context.Context, cmd redis.Cmder) string {
 		return ""
 	}
 	return m.Options().Addr
-}
-
-// cmdFirstKey is a script call's first key (EVALSHA sha numkeys key ...),
-// or "".
-func cmdFirstKey(cmd redis.Cmder) string {
-	args := cmd.Args()
-	if len(args) < 4 {
-		return ""
-	}
-	if n, ok := args[2].(int); !ok || n < 1 {
-		return ""
-	}
-	key, _ := args[3].(string)
-	return key
 }
 
 // Process runs cmd: at once when fewer than solo round trips are in flight
@@ -152,6 +139,10 @@ func (b *Batcher) next(l *lane, fromPipe bool) {
 		l.inflight--
 		if fromPipe {
 			b.pipes--
+			if b.pipes == 0 && b.drained != nil {
+				close(b.drained)
+				b.drained = nil
+			}
 		}
 		b.mu.Unlock()
 		return
@@ -159,7 +150,6 @@ func (b *Batcher) next(l *lane, fromPipe bool) {
 	if !fromPipe {
 		b.pipes++
 	}
-	b.runs.Add(1)
 	b.mu.Unlock()
 	go b.run(l, batch)
 }
@@ -167,7 +157,6 @@ func (b *Batcher) next(l *lane, fromPipe bool) {
 // run sends batch in one round trip, wakes its callers and ends the round
 // trip of lane l.
 func (b *Batcher) run(l *lane, batch []*waiter) {
-	defer b.runs.Done()
 	ctx, stop := batchContext(batch)
 	b.send(ctx, batch)
 	stop()
@@ -257,15 +246,17 @@ func (c *pipelineCtx) Err() error {
 func (b *Batcher) Wait(ctx context.Context) error {
 	b.mu.Lock()
 	b.closed = true
-	idle := b.pipes == 0
-	b.mu.Unlock()
-	if idle {
+	if b.pipes == 0 {
+		b.mu.Unlock()
 		return nil
 	}
-	done := make(chan struct{})
-	go func() { b.runs.Wait(); close(done) }()
+	if b.drained == nil {
+		b.drained = make(chan struct{})
+	}
+	drained := b.drained
+	b.mu.Unlock()
 	select {
-	case <-done:
+	case <-drained:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

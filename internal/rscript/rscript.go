@@ -56,7 +56,7 @@ type processor interface {
 // cmd is the EVALSHA (or, with eval, EVAL) command of a call, built in one
 // allocation of its arguments (go-redis's Script copies them twice).
 func (s *Script) cmd(ctx context.Context, eval bool, keys []string, args []any) *redis.Cmd {
-	a := make([]any, 3, 3+len(keys)+len(args))
+	a := make([]any, firstKeyArg, firstKeyArg+len(keys)+len(args))
 	a[0], a[1], a[2] = evalSHAName, s.hash, len(keys)
 	if eval {
 		a[0], a[1] = evalName, s.src
@@ -67,9 +67,27 @@ func (s *Script) cmd(ctx context.Context, eval bool, keys []string, args []any) 
 	a = append(a, args...)
 	cmd := redis.NewCmd(ctx, a...)
 	if len(keys) > 0 {
-		cmd.SetFirstKeyPos(3) // where a Redis Cluster client finds the slot
+		cmd.SetFirstKeyPos(firstKeyArg) // where a Redis Cluster client finds the slot
 	}
 	return cmd
+}
+
+// firstKeyArg is where a script call's keys start in its arguments
+// (EVALSHA sha numkeys key ...).
+const firstKeyArg = 3
+
+// firstKey is the first key of a script call cmd made, or "" (no keys, or
+// another command).
+func firstKey(c redis.Cmder) string {
+	a := c.Args()
+	if len(a) <= firstKeyArg {
+		return ""
+	}
+	if n, ok := a[firstKeyArg-1].(int); !ok || n < 1 {
+		return ""
+	}
+	key, _ := a[firstKeyArg].(string)
+	return key
 }
 
 // noScript reports whether Redis answered that it does not know the script.
