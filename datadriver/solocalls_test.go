@@ -20,10 +20,27 @@ import (
 
 // pipeCount counts the script calls that went to Redis in pipelines and on
 // their own; with masterOf, the pipelines whose script calls named keys of
-// more than one master.
+// more than one master (mixed); and the pipelines that carried a script
+// call with an argument over bigArg bytes beside other script calls (big).
 type pipeCount struct {
-	single, piped, pipes, mixed atomic.Int64
-	masterOf                    func(key string) string
+	single, piped, pipes, mixed, big atomic.Int64
+	masterOf                         func(key string) string
+}
+
+// bigArg is the size of an argument pipeCount counts as big.
+const bigArg = 1 << 20
+
+// hasBigArg reports whether one of c's arguments is over bigArg bytes.
+func hasBigArg(c redis.Cmder) bool {
+	for _, a := range c.Args() {
+		if s, ok := a.(string); ok && len(s) > bigArg {
+			return true
+		}
+		if b, ok := a.([]byte); ok && len(b) > bigArg {
+			return true
+		}
+	}
+	return false
 }
 
 func scriptCmd(c redis.Cmder) bool { return c.Name() == "evalsha" || c.Name() == "eval" }
@@ -41,11 +58,12 @@ func (h *pipeCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h *pipeCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		n := 0
+		n, big := 0, false
 		masters := map[string]bool{}
 		for _, c := range cmds {
 			if scriptCmd(c) {
 				n++
+				big = big || hasBigArg(c)
 				if k, ok := testsupport.ScriptKey(c, 1); ok && h.masterOf != nil {
 					masters[h.masterOf(k)] = true
 				}
@@ -57,6 +75,9 @@ func (h *pipeCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		}
 		if len(masters) > 1 {
 			h.mixed.Add(1)
+		}
+		if big && n > 1 {
+			h.big.Add(1)
 		}
 		return next(ctx, cmds)
 	}
@@ -313,47 +334,14 @@ func holdScriptCalls(f *testsupport.FaultHook, key string, hold bool) (block, ar
 	return block, arrived
 }
 
-// bigPiped counts the pipelines that carried a script call with an argument
-// over bigArg bytes beside other script calls.
-type bigPiped struct{ pipes atomic.Int64 }
-
-const bigArg = 1 << 20
-
-func (h *bigPiped) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *bigPiped) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-
-func (h *bigPiped) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		scripts, big := 0, false
-		for _, c := range cmds {
-			if !scriptCmd(c) {
-				continue
-			}
-			scripts++
-			for _, a := range c.Args() {
-				if s, ok := a.(string); ok && len(s) > bigArg {
-					big = true
-				}
-				if b, ok := a.([]byte); ok && len(b) > bigArg {
-					big = true
-				}
-			}
-		}
-		if big && scripts > 1 {
-			h.pipes.Add(1)
-		}
-		return next(ctx, cmds)
-	}
-}
-
 // Profiles near MaxDataBytes save in the same pipelines as small sessions'
 // calls: every big save lands whole (the record holds the last one), and
 // every small session's progress is there.
 func TestBigProfilesShareRoundTripsWithSmallOnes(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	a := newServer(t, r, "server-a", func(c *datadriver.NodeConfig) { c.SoloCalls = 1 })
-	big := &bigPiped{}
-	a.rdb.AddHook(big)
+	count := &pipeCount{}
+	a.rdb.AddHook(count)
 	d := players(t, a)
 	ctx := ctxT(t)
 	chunk := make([]byte, 1<<10)
@@ -380,7 +368,7 @@ func TestBigProfilesShareRoundTripsWithSmallOnes(t *testing.T) {
 				last[b] = name
 				select {
 				case <-smallDone:
-					if big.pipes.Load() > 0 {
+					if count.big.Load() > 0 {
 						i = 20 // enough: a big save shared a round trip
 					}
 				default:
@@ -397,10 +385,10 @@ func TestBigProfilesShareRoundTripsWithSmallOnes(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	if big.pipes.Load() == 0 {
+	if count.big.Load() == 0 {
 		t.Fatal("no big save shared a pipeline with another call: the test tests nothing")
 	}
-	t.Logf("%d pipelines carried a big save beside other calls", big.pipes.Load())
+	t.Logf("%d pipelines carried a big save beside other calls", count.big.Load())
 	for b, want := range last {
 		key := "big" + strconv.Itoa(b)
 		if got := stored(t, r, key).Name; got != want {
