@@ -23,9 +23,10 @@ import (
 // presence, the bus and handoff, telemetry.
 type NodeConfig struct {
 	// Redis holds the records and the presence hash (one Redis, Sentinel or
-	// Cluster); JobID names this server in lock records and on the bus (a
-	// NATS subject token; refused while another process beats it);
-	// Namespace prefixes every Redis key and bus subject.
+	// Cluster; a Ring is refused: it moves keys between shards); JobID
+	// names this server in lock records and on the bus (a NATS subject
+	// token; refused while another process beats it); Namespace prefixes
+	// every Redis key and bus subject.
 	// default: none (required), a random "anon-…", none
 	Redis     redis.UniversalClient
 	JobID     string

@@ -209,10 +209,30 @@ func (n *Node) locks() redis.UniversalClient {
 	return n.rdb
 }
 
+// refuseRing refuses a go-redis Ring as the client field: a Ring takes a
+// shard that missed three pings out of its hash and sends its keys to the
+// others until it answers again (go-redis: "no consistency between
+// different shards"), so a lock record would be found missing on another
+// shard and taken again there while its holder lives and beats.
+func refuseRing(field string, c redis.UniversalClient) error {
+	if _, ok := c.(*redis.Ring); !ok {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is a *redis.Ring, which sends a key to another shard while its own "+
+		"does not answer, so a profile's lock could be taken again there while its holder lives; "+
+		"use one Redis, a Sentinel failover client or a Redis Cluster", ErrInvalidConfig, field)
+}
+
 // withDefaults checks cfg and fills in the defaults of what it leaves zero.
 func (cfg NodeConfig) withDefaults() (NodeConfig, error) {
 	if cfg.Redis == nil {
 		return cfg, fmt.Errorf("%w: Redis is required", ErrInvalidConfig)
+	}
+	if err := refuseRing("Redis", cfg.Redis); err != nil {
+		return cfg, err
+	}
+	if err := refuseRing("PresenceRedis", cfg.PresenceRedis); err != nil {
+		return cfg, err
 	}
 	if cfg.SaveTimeout < 0 || cfg.MaxConcurrentSaves < 0 || cfg.TradeRetain < 0 || cfg.PingTimeout < 0 ||
 		cfg.MinReplicas < 0 || cfg.ReplicaTimeout < 0 {

@@ -35,7 +35,7 @@ func (n *Node) startHandoff() error {
 	if own {
 		n.closePresenceRedis = prdb.Close
 	} else if cfg.PresenceRedis == nil {
-		n.log.Warn("presence shares the Redis client (not a *redis.Client, ClusterClient or Ring): a saturated pool " +
+		n.log.Warn("presence shares the Redis client (not a *redis.Client or ClusterClient): a saturated pool " +
 			"can delay beats; give NodeConfig.PresenceRedis")
 	}
 	pres, err := presencecore.New(prdb, presencecore.Config{

@@ -33,10 +33,6 @@ func presenceClient(cfg NodeConfig) (redis.UniversalClient, bool) {
 		o.PoolSize, o.MinIdleConns, o.MaxIdleConns = presencePool, 1, presencePool
 		o.PushNotificationProcessor = nil
 		return redis.NewClusterClient(&o), true
-	case *redis.Ring:
-		o := *c.Options()
-		o.PoolSize, o.MinIdleConns, o.MaxIdleConns = presencePool, 1, presencePool
-		return redis.NewRing(&o), true
 	}
 	return cfg.Redis, false // a client of another kind: shared (the Node logs it)
 }

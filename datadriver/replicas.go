@@ -25,8 +25,6 @@ func waitSlotsFor(rdb redis.UniversalClient) int {
 		size = c.Options().PoolSize
 	case *redis.ClusterClient:
 		size = c.Options().PoolSize
-	case *redis.Ring:
-		size = c.Options().PoolSize
 	}
 	if size <= 0 {
 		size = 10 // go-redis's smallest default

@@ -61,8 +61,6 @@ func Describe(c redis.UniversalClient) string {
 		return fmt.Sprintf("redis %s db %d", o.Addr, o.DB)
 	case *redis.ClusterClient:
 		return "a Redis Cluster client of " + strings.Join(x.Options().Addrs, ",")
-	case *redis.Ring:
-		return "a Ring client"
 	}
 	return fmt.Sprintf("a %T", c)
 }
