@@ -188,7 +188,7 @@ func (d *Driver[T]) newProfile(ctx context.Context, key, token string, a *record
 		key:      key,
 		data:     data,
 		leaseGen: leaseGenOf(gen),
-		w: writer{ver: a.Ver, data: d.dig.storedOf(a.Data), schema: a.Schema, schemaMin: a.SchemaMin,
+		w: writer{ver: a.Ver, data: d.dig.storedOf(a.Data), schema: int32(a.Schema), schemaMin: int32(a.SchemaMin),
 			stored: metaOf(record.KeptMeta{At: a.At, Schema: a.Schema, SchemaMin: a.SchemaMin}),
 			histAt: wallNS(a.HistAt), redis: d.redisClockOf(a.Now, sentAt)},
 	}

@@ -251,7 +251,7 @@ func (p *Profile[T]) prepareMove(ctx context.Context, snap snapshot, to string) 
 		m.HistAt = wallTime(p.w.histAt).UnixMilli()
 	}
 	if snap.stored != p.w.data {
-		m.Schema, m.SchemaMin = d.codec.WriteVersion(p.w.schema, p.w.schemaMin)
+		m.Schema, m.SchemaMin = d.codec.WriteVersion(int(p.w.schema), int(p.w.schemaMin))
 	}
 	if snap.uids != nil {
 		m.UIDs, m.Meta = snap.uids, snap.meta

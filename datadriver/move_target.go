@@ -285,7 +285,7 @@ func (d *Driver[T]) movedProfile(in *moveIn[T], st flipState) *Profile[T] {
 	p := &Profile[T]{
 		d: d, key: m.Key, data: in.dec.data,
 		leaseGen: leaseGenOf(in.gen),
-		w: writer{ver: st.ver, data: d.dig.storedOf(m.Data), schema: m.Schema, schemaMin: m.SchemaMin,
+		w: writer{ver: st.ver, data: d.dig.storedOf(m.Data), schema: int32(m.Schema), schemaMin: int32(m.SchemaMin),
 			stored: metaOf(record.KeptMeta{At: st.at, Schema: m.Schema, SchemaMin: m.SchemaMin}),
 			histAt: wallNS(msOrZero(m.HistAt)), redis: d.redisClockOf(st.lockAt, now)},
 	}

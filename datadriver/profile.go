@@ -1,6 +1,7 @@
 package datadriver
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -67,7 +68,11 @@ type writer struct {
 	// schema and schemaMin are the schema version and min-reader of the
 	// data in memory: as loaded or as the last landed write set them, or a
 	// restored version's.
-	schema, schemaMin int
+	schema, schemaMin int32 // within record.MaxSchema
+	// seq numbers the profile's writes (record.SaveArgs.Seq): the last one
+	// built. Redis refuses a write below the highest that landed, so one
+	// delivered late never puts older data over newer.
+	seq uint32
 	// stored is the stored data's write time, schema and
 	// min-reader, as loaded or as the last landed write stamped them: what
 	// a version kept of it says.
@@ -85,6 +90,16 @@ type writer struct {
 	// it replaces (flagKeepNext, see histAt), the data does not decode
 	// (flagCorrupt), the broken keys logged already.
 	x *writerExtras
+}
+
+// nextSeq numbers the next write of the profile (record.SaveArgs.Seq). At
+// the last number it stays there (a write numbered as the last one landed
+// still lands): the count never wraps to below the record's.
+func (w *writer) nextSeq() int64 {
+	if w.seq < math.MaxUint32 {
+		w.seq++
+	}
+	return int64(w.seq)
 }
 
 // profileState is a profile's two one-way bits, in one word: stopped and

@@ -175,7 +175,7 @@ func (p *Profile[T]) imageOf(c any) ([]byte, error) {
 
 func (p *Profile[T]) settleCall(id, token string, img []byte, schema, schemaMin int) rscript.Pending[record.SaveResult] {
 	uids, meta := p.w.asStored()
-	return p.d.writeCall(p.key, record.SaveArgs{Mode: record.ModeSettle, Token: token, Trade: id, Data: img,
+	return p.d.writeCall(p.key, record.SaveArgs{Mode: record.ModeSettle, Seq: p.w.nextSeq(), Token: token, Trade: id, Data: img,
 		Schema: schema, SchemaMin: schemaMin, Sum: record.RecordSum(img, schema, schemaMin, uids, meta)})
 }
 
@@ -186,7 +186,7 @@ func (p *Profile[T]) settleResult(res record.SaveResult, err error, sentAt time.
 // imageSchema is the schema version and min-reader a trade image of the
 // profile is written with.
 func (p *Profile[T]) imageSchema() (int, int) {
-	return p.d.codec.WriteVersion(p.w.schema, p.w.schemaMin)
+	return p.d.codec.WriteVersion(int(p.w.schema), int(p.w.schemaMin))
 }
 
 // applyImage makes the committed image the profile's data.
@@ -204,8 +204,9 @@ func (p *Profile[T]) settled(res writeRes, img []byte, replicated bool) {
 	}
 	defer p.noteSaved(snapshot{}, false, false, replicated)
 	p.w.ver, p.w.data = res.Ver, p.d.dig.storedOf(img)
-	p.w.schema, p.w.schemaMin = p.imageSchema()
-	p.w.stored = metaOf(record.KeptMeta{At: res.At, Schema: p.w.schema, SchemaMin: p.w.schemaMin})
+	schema, schemaMin := p.imageSchema()
+	p.w.schema, p.w.schemaMin = int32(schema), int32(schemaMin)
+	p.w.stored = metaOf(record.KeptMeta{At: res.At, Schema: schema, SchemaMin: schemaMin})
 	p.setEpoch(res.Epoch)
 	p.landedAt(res.sentAt)
 }

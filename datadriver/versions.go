@@ -235,7 +235,7 @@ func (d *Driver[T]) restore(ctx context.Context, p *Profile[T], t time.Time) err
 		// replaced data's, so a newer server migrates it again on load. The
 		// replaced data's min-reader stays: it never lets an older server in.
 		schema, corrupt, keep := p.w.schema, p.w.has(flagCorrupt), p.w.has(flagKeepNext)
-		p.w.schema = target.schema
+		p.w.schema = int32(target.schema)
 		p.w.set(flagCorrupt, false)
 		p.w.set(flagKeepNext, true) // the data before the restore is kept (even corrupt: nothing stored is lost)
 		err := p.write(ctx, writeSave)

@@ -19,6 +19,10 @@ import (
 // another tool, flushed or evicted while held).
 var errRecordGone = errors.New("the record vanished from Redis while held (deleted, flushed or evicted)")
 
+// errSuperseded: a write arrived after a later write of its session had
+// landed (sent before it, delivered after it), and was refused.
+var errSuperseded = errors.New("a later write of the session landed first; this late one was refused")
+
 // snapshot is what a write sends, taken at one instant: the encoded data,
 // the user ids and metadata when they changed since the last landed save
 // (nil otherwise) with their change count, and the messages the data has
@@ -151,7 +155,7 @@ func (p *Profile[T]) buildWrite(kind writeKind, trade string) (
 	d := p.d
 	mode := kind.mode()
 	v := p.view()
-	req := record.SaveArgs{Mode: mode, Token: v.token, Earlier: v.earlierTokens(), Trade: trade,
+	req := record.SaveArgs{Mode: mode, Seq: p.w.nextSeq(), Token: v.token, Earlier: v.earlierTokens(), Trade: trade,
 		MaxAttempts: d.cfg.MaxMessageAttempts}
 	if !kind.carriesData() {
 		if err := p.leaseErr(d.node.clock.Now()); err != nil {
@@ -185,7 +189,7 @@ func (p *Profile[T]) buildWrite(kind writeKind, trade string) (
 	}
 	if snap.data != nil && snap.stored != p.w.data {
 		req.Data = snap.data
-		req.Schema, req.SchemaMin = d.codec.WriteVersion(p.w.schema, p.w.schemaMin)
+		req.Schema, req.SchemaMin = d.codec.WriteVersion(int(p.w.schema), int(p.w.schemaMin))
 		if p.w.has(flagKeepNext) || p.versionDue() {
 			if err := p.keepVersion(&req); err != nil {
 				return req, snap, nil, err
@@ -226,7 +230,7 @@ func (p *Profile[T]) landed(req record.SaveArgs, snap snapshot, res writeRes, tr
 	w.ver = res.Ver
 	if req.Data != nil {
 		w.data = snap.stored
-		w.schema, w.schemaMin = req.Schema, req.SchemaMin
+		w.schema, w.schemaMin = int32(req.Schema), int32(req.SchemaMin)
 		w.stored = metaOf(record.KeptMeta{At: res.At, Schema: req.Schema, SchemaMin: req.SchemaMin})
 		w.set(flagKeepNext, false)
 	}
@@ -350,6 +354,11 @@ func (d *Driver[T]) writeResult(key string, mode record.WriteMode, res record.Sa
 	case record.CorruptRecord:
 		return writeRes{}, endsSession(causeRecordCorrupt, fmt.Errorf("%s %q: %w: %w", mode, key, ErrLockLost,
 			d.corruptField(key, res.Corrupt)))
+	case record.Superseded:
+		// Only a write whose caller gave up meets it (a profile sends its
+		// next write once the one before answered): nothing was written.
+		return writeRes{}, fmt.Errorf("%s %q: %w: write %d of the session landed before it", mode, key,
+			errSuperseded, res.LandedSeq)
 	}
 	return writeRes{SaveResult: res, sentAt: sentAt}, nil
 }

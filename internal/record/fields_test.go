@@ -199,7 +199,7 @@ func TestSaveOnABrokenRecord(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	rdb := r.Client(t)
 	ctx := context.Background()
-	for i, field := range []string{"ver", "epoch", "inbox.seq"} {
+	for i, field := range []string{"ver", "epoch", "inbox.seq", "lock.seq"} {
 		key := record.Key(r.Namespace, "PlayerData", "user:"+strconv.Itoa(i))
 		if res, err := record.Acquire(ctx, rdb, key, acquireArgs("server-a", "tok-a")); err != nil || res.Outcome != record.Acquired {
 			t.Fatalf("acquire: %+v, %v", res, err)
@@ -366,6 +366,7 @@ func TestRepairMakesARefusedRecordLoad(t *testing.T) {
 		{name: "ver not an integer", fields: map[string]string{"ver": "x1", "epoch": "3", "data": "d"}},
 		{name: "epoch a string", fields: map[string]string{"ver": "1", "epoch": "three", "data": "d"}},
 		{name: "inbox.seq a float", fields: map[string]string{"ver": "1", "epoch": "1", "inbox.seq": "1.5"}},
+		{name: "lock.seq a word", fields: map[string]string{"ver": "1", "epoch": "1", "lock.seq": "many"}},
 		{name: "lock.at far ahead", fields: map[string]string{"ver": "1", "epoch": "1", "lock.token": "t",
 			"lock.job": "tool", "lock.at": future}, held: true},
 		{name: "lock.at not an integer", fields: map[string]string{"ver": "1", "epoch": "1", "lock.token": "t",

@@ -47,7 +47,7 @@ func TestEveryScriptsArgumentsReadBack(t *testing.T) {
 		{"acquire-steal", roundTrip[AcquireArgs, AcquireResult]{s: acquireScript, a: AcquireArgs{Job: "a", Token: "t",
 			MaxAge: time.Second, Format: Format, MessagesPerRead: 1, StealJob: "b", StealToken: "old"}}},
 		{"save-bare", roundTrip[SaveArgs, SaveResult]{s: saveScript, a: SaveArgs{Mode: ModeRelease, Token: "tok"}}},
-		{"save-all", roundTrip[SaveArgs, SaveResult]{s: saveScript, a: SaveArgs{Mode: ModeSettle, Token: "tok",
+		{"save-all", roundTrip[SaveArgs, SaveResult]{s: saveScript, a: SaveArgs{Mode: ModeSettle, Seq: 9, Token: "tok",
 			Data: []byte("x"), Schema: 1, SchemaMin: 1, Sum: "s", Meta: &Meta{UserIDs: []byte("u"), Meta: []byte("m")},
 			Trade: "tr", Earlier: []string{"e1", "e2"}, Job: "a", Presence: true, MaxAttempts: 5,
 			Refused: []Refusal{{ID: "1-1", Err: "no"}}, Applied: []string{"1-0", "1-2"}}}},

@@ -31,6 +31,11 @@ type Meta struct {
 // SaveArgs are the arguments of save.lua.
 type SaveArgs struct {
 	Mode WriteMode
+	// Seq is the write's place in its profile's writes (1, 2, 3, ...; 0:
+	// none): a write below the highest that landed under the lock is late
+	// and refused (Superseded), so that a write delivered after a newer one
+	// never puts older data over it.
+	Seq int64
 	// Token is the profile's lock token; Earlier are tokens the lock may
 	// still carry (adoptions that have not landed).
 	Token   string
@@ -101,10 +106,11 @@ const (
 
 // saveFixedArgs is how many arguments every save.lua call has; the options
 // follow.
-const saveFixedArgs = 6
+const saveFixedArgs = 7
 
-// argv is ARGV of save.lua: mode, token, schema, min schema and data, then
-// only the options the call uses.
+// argv is ARGV of save.lua: mode, token, schema, min schema, data, sum and
+// the write's place in its session (Seq), then only the options the call
+// uses.
 func (a SaveArgs) argv() []any {
 	n := saveFixedArgs
 	if a.Meta != nil {
@@ -126,7 +132,7 @@ func (a SaveArgs) argv() []any {
 		n += 1 + len(a.Applied)
 	}
 	argv := make([]any, saveFixedArgs, n)
-	argv[0], argv[1], argv[5] = a.Mode.arg(), a.Token, a.Sum
+	argv[0], argv[1], argv[5], argv[6] = a.Mode.arg(), a.Token, a.Sum, a.Seq
 	if a.Data != nil {
 		argv[2], argv[3], argv[4] = a.Schema, a.SchemaMin, a.Data
 	} else {
@@ -245,6 +251,7 @@ func ParseSaveArgs(argv []string) (SaveArgs, error) {
 		return SaveArgs{}, fmt.Errorf("record: %s call with %d arguments, want %d or more", ScriptSave, len(argv), saveFixedArgs)
 	}
 	a := SaveArgs{Mode: WriteMode(arg(argv, 1)), Token: arg(argv, 2), Sum: arg(argv, 6)}
+	a.Seq, _ = strconv.ParseInt(arg(argv, 7), 10, 64)
 	if arg(argv, 3) != "" {
 		a.Schema, _ = strconv.Atoi(arg(argv, 3))
 		a.SchemaMin, _ = strconv.Atoi(arg(argv, 4))

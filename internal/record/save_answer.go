@@ -29,6 +29,10 @@ const (
 	// Gone: the record no longer exists (deleted or evicted while held);
 	// nothing was written.
 	Gone
+	// Superseded: a later write of the profile (a higher SaveArgs.Seq,
+	// SaveResult.LandedSeq) landed first: this one is late, and nothing was
+	// written.
+	Superseded
 )
 
 // WriteHow says what an accepted save.lua call did.
@@ -87,6 +91,8 @@ type SaveResult struct {
 	// When CorruptRecord: what is wrong, and whether the lock was freed.
 	Corrupt CorruptField
 	Freed   bool
+	// When Superseded: the highest Seq that landed.
+	LandedSeq int64
 }
 
 // Tries is how many times a holder's OnMessage has refused message ID.
@@ -111,6 +117,7 @@ const (
 	saveCorrupt         = 7
 	saveGone            = 8
 	saveAlreadyStored   = 9
+	saveLate            = 10
 )
 
 // ParseSave reads save.lua's answer.
@@ -144,6 +151,8 @@ func ParseSave(v any) (SaveResult, error) {
 			Freed: num(elem(arr, 3)) == 1}, nil
 	case saveGone:
 		return SaveResult{Outcome: Gone}, nil
+	case saveLate:
+		return SaveResult{Outcome: Superseded, LandedSeq: num(elem(arr, 1))}, nil
 	default:
 		return SaveResult{}, fmt.Errorf("%w: save answered %v", ErrUnexpectedAnswer, arr[0])
 	}

@@ -32,6 +32,8 @@
 --           only tells a holder to pull, and only needs to grow);
 --   at      not an integer: the at the record's checksum copies, else removed;
 --   hist.at, released.ver not an integer: removed (the next write sets them);
+--   lock.seq not an integer: removed (the holder's next write sets it; until then no write of
+--           the session is refused as late);
 --   lock.at  not an integer, or (without the presence flag) ahead of the Redis clock by
 --           more than ARGV[5]: set to the Redis time in ms, the lock kept with its holder
 --           and token (a later stamp only ever delays a takeover by age; the holder's next
@@ -125,7 +127,7 @@ if not g[1] and not g[2] then
 end
 
 local f = redis.call('HMGET', rec, 'epoch', 'ver', 'inbox.seq', 'at', 'hist.at', 'released.ver', 'lock.token',
-  'lock.job', 'lock.at', 'lock.presence', 'fmt', 'schema', 'schema.min', 'sum')
+  'lock.job', 'lock.at', 'lock.presence', 'fmt', 'schema', 'schema.min', 'sum', 'lock.seq')
 local sumVer, sumAt = string.match(f[14] or '', '^(%d+),(%d*),%x+$')
 local set, del = {}, {}
 if f[1] and not isint(f[1]) then
@@ -151,7 +153,7 @@ if f[3] and not isint(f[3]) then
   change('inbox.seq', 'set to ' .. n)
   set[#set + 1], set[#set + 2] = 'inbox.seq', tostring(n)
 end
-for i, name in pairs({[4] = 'at', [5] = 'hist.at', [6] = 'released.ver'}) do
+for i, name in pairs({[4] = 'at', [5] = 'hist.at', [6] = 'released.ver', [15] = 'lock.seq'}) do
   if f[i] and not isint(f[i]) then
     change(name, 'removed (the next write sets it)')
     del[#del + 1] = name

@@ -29,7 +29,13 @@
 --          it), given with new data or new user ids and metadata, else '': written as the
 --          field sum, "<ver>,<at>,<crc>" with this write's ver and the data's at, and the
 --          record's format with it (fmt 2: builds that do not check a sum refuse it)
--- ARGV[7..] options, each a name then its values, in this order, each only when used:
+-- ARGV[7]  the write's place in its session ('0': none): a profile numbers its writes 1, 2, 3
+--          ... and the record keeps the highest that landed (lock.seq, reset to 0 by every
+--          acquisition and move). A write whose number is below it is late: sent before a
+--          write that landed and delivered after it (a connection that timed out, whose
+--          bytes the network still held), it would put older data over newer: nothing is
+--          written (answer 10)
+-- ARGV[8..] options, each a name then its values, in this order, each only when used:
 --   'meta', uids, meta      new user ids and metadata (opaque)
 --   'trade', id             the trade this write settles (its mark is cleared). While the
 --                           record is marked with another trade every write is refused,
@@ -121,11 +127,13 @@
 --                           wedged
 --   {8}                     gone: the record no longer exists (deleted or evicted while
 --                           held); nothing written
+--   {10, seq}               late: a later write of the profile's session landed (seq, the
+--                           record's lock.seq); nothing written
 local rec = KEYS[1]
 local mode, tok = ARGV[1], ARGV[2]
 local hasData = ARGV[3] ~= ''
 local t = redis.call('TIME')
-local f = redis.pcall('HMGET', rec, 'lock.token', 'ver', 'epoch', 'trade', 'inbox.seq')
+local f = redis.pcall('HMGET', rec, 'lock.token', 'ver', 'epoch', 'trade', 'inbox.seq', 'lock.seq')
 if f.err then
   return {7, '(record)', 'the record key is not a hash', 0}
 end
@@ -137,11 +145,12 @@ local token, ver, epoch, trade, seq = f[1], f[2] or '0', f[3], f[4], f[5] or '0'
 --#include nowms
 
 --#include isint
--- ver, epoch and inbox.seq checked by one match (an absent one stands as '0'); only when it
--- fails one by one, to name the field.
-local i1, i3 = f[2] or '0', f[5] or '0'
-if #i1 > 15 or #epoch > 15 or #i3 > 15 or not string.find(i1 .. ',' .. epoch .. ',' .. i3, '^%d+,%d+,%d+$') then
-  for i, name in pairs({[2] = 'ver', [3] = 'epoch', [5] = 'inbox.seq'}) do
+-- ver, epoch, inbox.seq and lock.seq checked by one match (an absent one stands as '0'); only
+-- when it fails one by one, to name the field.
+local i1, i3, lastSeq = f[2] or '0', f[5] or '0', f[6] or '0'
+if #i1 > 15 or #epoch > 15 or #i3 > 15 or #lastSeq > 15 or
+    not string.find(i1 .. ',' .. epoch .. ',' .. i3 .. ',' .. lastSeq, '^%d+,%d+,%d+,%d+$') then
+  for i, name in pairs({[2] = 'ver', [3] = 'epoch', [5] = 'inbox.seq', [6] = 'lock.seq'}) do
     if f[i] and not isint(f[i]) then
       if mode == 'release' and token == tok then
         redis.call('HSET', rec, 'lock.token', '', 'lock.job', '', 'lock.at', now)
@@ -155,8 +164,8 @@ end
 -- The options (none in the common call, which skips looking for them).
 local uids, meta, tradeID, keep, earlier0, earlier1, eJob, ePresence, applied
 local refused0, refused1, refusedMax, refusedJob
-if #ARGV > 6 then
-  local i = 7
+if #ARGV > 7 then
+  local i = 8
   if ARGV[i] == 'meta' then
     uids, meta, i = ARGV[i + 1], ARGV[i + 2], i + 3
   end
@@ -232,6 +241,16 @@ if token ~= tok then
     return {5, g[1] or '', token or ''}
   end
   moved = 1
+end
+
+-- A write older than one of its session that landed is late (see ARGV[7]); an accepted one
+-- raises lock.seq to its own number (a write without one leaves it).
+local wseq = ARGV[7]
+if wseq ~= '0' and lastSeq ~= '0' and tonumber(lastSeq) > tonumber(wseq) then
+  return {10, lastSeq}
+end
+if wseq == '0' then
+  wseq = lastSeq
 end
 
 if mode == 'settle' and trade ~= tradeID then
@@ -371,14 +390,15 @@ if moved == 0 and not uids and histAt == 0 and flags == 0 and dead == 0 then
   if hasData and code == 2 then
     redis.call('HSET', rec, 'data', ARGV[5], 'ver', ver, 'at', now, 'schema', ARGV[3], 'schema.min', ARGV[4],
       'sum', ver .. ',' .. now .. ',' .. ARGV[6], 'fmt', '2',
-      'lock.at', now, 'released', tok, 'released.ver', ver, 'lock.token', '', 'lock.job', '')
+      'lock.at', now, 'released', tok, 'released.ver', ver, 'lock.token', '', 'lock.job', '', 'lock.seq', wseq)
   elseif hasData then
     redis.call('HSET', rec, 'data', ARGV[5], 'ver', ver, 'at', now, 'schema', ARGV[3], 'schema.min', ARGV[4],
-      'sum', ver .. ',' .. now .. ',' .. ARGV[6], 'fmt', '2', 'lock.at', now)
+      'sum', ver .. ',' .. now .. ',' .. ARGV[6], 'fmt', '2', 'lock.at', now, 'lock.seq', wseq)
   elseif code == 2 then
-    redis.call('HSET', rec, 'lock.at', now, 'released', tok, 'released.ver', ver, 'lock.token', '', 'lock.job', '')
+    redis.call('HSET', rec, 'lock.at', now, 'released', tok, 'released.ver', ver, 'lock.token', '', 'lock.job', '',
+      'lock.seq', wseq)
   else
-    redis.call('HSET', rec, 'lock.at', now)
+    redis.call('HSET', rec, 'lock.at', now, 'lock.seq', wseq)
   end
   if tries then
     return {code, ver, epoch, seq, hasData and now or 0, 0, 0, 0, 0, tries}
@@ -388,7 +408,7 @@ if moved == 0 and not uids and histAt == 0 and flags == 0 and dead == 0 then
 end
 
 -- Any other write: the fields gathered in a table, written by one HSET.
-local set = {'HSET', rec, 'lock.at', now}
+local set = {'HSET', rec, 'lock.at', now, 'lock.seq', wseq}
 local function put(k, v)
   set[#set + 1] = k
   set[#set + 1] = v
