@@ -81,6 +81,8 @@ func (s *sim) before(srv *server, ctx context.Context, cmd redis.Cmder) error {
 	s.mu.Lock()
 	failTo, stallTo, deafTo := srv.failTo, srv.stallTo, srv.deafTo
 	hang := known && now.Before(srv.hangTo[kind]) && !srv.hangLanded[kind]
+	lateAt := srv.hangLateAt[kind]
+	late := known && !lateAt.IsZero()
 	stopped := s.stopped
 	s.mu.Unlock()
 	if stopped {
@@ -118,9 +120,46 @@ func (s *sim) before(srv *server, ctx context.Context, cmd redis.Cmder) error {
 	case isBeat && now.Before(deafTo):
 		return testsupport.ErrInjected
 	case hang:
-		return s.hang(srv, ctx, cmd)
+		err := s.hang(srv, ctx, cmd)
+		if late && ctx.Err() != nil {
+			s.deliverLate(srv, cmd, lateAt)
+		}
+		return err
 	}
 	return nil
+}
+
+// deliverLate sends cmd, a call whose caller gave up while it hung unsent,
+// to Redis at at, after its hang ended: as the network delivers what it held
+// of a connection that timed out (closed, the kernel still sends what it
+// holds), behind the writes sent since. It goes through srv's client, so that the observers see it land or
+// be refused; not if srv crashed or the run ended first.
+func (s *sim) deliverLate(srv *server, cmd redis.Cmder, at time.Time) {
+	args := slices.Clone(cmd.Args())
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTimer(time.Until(at))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-srv.dead:
+			return
+		case <-s.ctx.Done():
+			return
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, time.Second)
+		defer cancel()
+		v, err := srv.s.Redis.Do(ctx, args...).Result()
+		res, perr := record.ParseSave(v)
+		s.mu.Lock()
+		s.result.LateSaves++
+		if err == nil && perr == nil && res.Outcome == record.Superseded {
+			s.result.LateRefused++
+		}
+		s.mu.Unlock()
+		s.logf("FAULT a save of %s that hung unsent reaches Redis late: %+v %v", srv.s.JobID, res, err)
+	}()
 }
 
 // stalledSave is a save a stall holds until to, in the replayable order of
@@ -330,14 +369,24 @@ func (s *sim) lossyBus(now time.Time, dur time.Duration) {
 // for dur: unsent, or landed with the answer held.
 func (s *sim) hangCalls(srv *server, kind callKind, now time.Time, dur time.Duration) {
 	landed := s.rng.IntN(2) == 0
+	// Half of the saves that hang unsent reach Redis as long again after the
+	// hang ends, behind the saves sent since (by the hang's length, drawn
+	// already: no draw of the seed moves).
+	late := !landed && kind == callSave && (dur/time.Second)%2 == 0
 	how := "unsent"
-	if landed {
+	switch {
+	case landed:
 		how = "landed, answer held"
+	case late:
+		how = "unsent, delivered as long again after the hang"
 	}
 	s.logf("FAULT %s of %s hang until their deadline (%s) for %s", kind, srv.s.JobID, how, dur)
 	s.mu.Lock()
 	s.result.Hangs++
-	srv.hangTo[kind], srv.hangLanded[kind] = now.Add(dur), landed
+	srv.hangTo[kind], srv.hangLanded[kind], srv.hangLateAt[kind] = now.Add(dur), landed, time.Time{}
+	if late {
+		srv.hangLateAt[kind] = now.Add(2 * dur)
+	}
 	s.mu.Unlock()
 }
 

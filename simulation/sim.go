@@ -252,6 +252,7 @@ type Result struct {
 	ResumeRefused                                        int      // refused
 	Guarded                                              int      // Updates refused that, accepted, would have broken invariant 9
 	Scripts                                              int      // Lua script calls the servers made
+	LateSaves, LateRefused                               int      // saves delivered after their caller gave up, and of those refused as late
 	Messages                                             Messages // the messages sent, and what became of them
 	Tampers                                              Tampers  // what the tampers did, and what the library answered
 	// MovesTo are the MoveTo calls the game made, MovedTo those that landed.

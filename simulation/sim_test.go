@@ -131,10 +131,10 @@ func TestSimulation(t *testing.T) {
 					t.Logf("trace:\n%s", simulation.Tail(res.Trace, len(res.Trace)))
 				}
 				t.Logf("seed %d: %d steps, %d joins (%d refused, %d hops), %d trades (%d of unknown outcome), %d faults (%d hangs, %d pauses), %d crashes, "+
-					"%d fenced, %d updates at resume (%d refused), %d refused after another's acquire, %d script calls, %d moves to a chosen server (%d landed); %v; %v",
+					"%d fenced, %d updates at resume (%d refused), %d refused after another's acquire, %d script calls, %d moves to a chosen server (%d landed), %d late saves (%d refused as late); %v; %v",
 					seed, res.Steps, res.Joins, res.Refused, res.Hops, res.Trades, res.TradesUnknown, res.Faults, res.Hangs, res.Pauses,
 					res.Crashes, res.Fenced, res.ResumeUpdates, res.ResumeRefused, res.Guarded, res.Scripts, res.MovesTo, res.MovedTo,
-					res.Messages, res.Tampers)
+					res.LateSaves, res.LateRefused, res.Messages, res.Tampers)
 			})
 		})
 	}
