@@ -32,9 +32,10 @@ type Meta struct {
 type SaveArgs struct {
 	Mode WriteMode
 	// Seq is the write's place in its profile's writes (1, 2, 3, ...; 0:
-	// none): a write below the highest that landed under the lock is late
-	// and refused (Superseded), so that a write delivered after a newer one
-	// never puts older data over it.
+	// none): a write below the highest that landed in the record's epoch
+	// (the record's lock.seq, "<epoch>,<n>": every acquisition and move
+	// steps the epoch) is late and refused (Superseded), so that a write
+	// delivered after a newer one never puts older data over it.
 	Seq int64
 	// Token is the profile's lock token; Earlier are tokens the lock may
 	// still carry (adoptions that have not landed).

@@ -2,6 +2,7 @@ package record_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"testing"
 
@@ -13,8 +14,11 @@ import (
 // the highest that landed under the lock (Superseded, nothing written), so a
 // write the network delivers after a newer one never puts older data over
 // it. A write without a number is neither checked nor counted; the same
-// number again (a client's retry of a write that landed) lands; an
-// acquisition starts the count afresh.
+// number again (a client's retry of a write that landed) lands. The count
+// is kept with the epoch it landed in ("<epoch>,<n>"), so an acquisition,
+// which steps the epoch without touching the count (as every build's does),
+// starts it afresh: a rolling deploy's older build never leaves a count that
+// a newer build's session would be held to.
 func TestSaveRefusesAWriteOlderThanOneThatLanded(t *testing.T) {
 	r := testsupport.StartRedis(t)
 	rdb := r.Client(t)
@@ -32,10 +36,14 @@ func TestSaveRefusesAWriteOlderThanOneThatLanded(t *testing.T) {
 		}
 		return s
 	}
-	if s := save(2, "two"); s.Outcome != record.Written {
-		t.Fatalf("save 2 = %+v, want written", s)
+	s2 := save(2, "two")
+	if s2.Outcome != record.Written {
+		t.Fatalf("save 2 = %+v, want written", s2)
 	}
 	before := snapshot(t, rdb, key)
+	if got, want := rdb.HGet(ctx, key, "lock.seq").Val(), fmt.Sprintf("%d,2", s2.Epoch); got != want {
+		t.Fatalf("lock.seq = %q, want %q (the epoch and the number)", got, want)
+	}
 	if s := save(1, "one"); s.Outcome != record.Superseded || s.LandedSeq != 2 {
 		t.Fatalf("save 1 after save 2 = %+v, want superseded by 2", s)
 	}

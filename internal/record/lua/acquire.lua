@@ -220,10 +220,10 @@ end
 epoch = string.format('%d', (tonumber(epoch) or 0) + 1)
 if how == 'new' then
   redis.call('HSET', rec, 'epoch', epoch, 'lock.job', ARGV[1], 'lock.token', ARGV[2], 'lock.at', now,
-    'lock.presence', ARGV[3], 'lock.since', epoch .. ',' .. now, 'lock.seq', '0', 'ver', '0', 'fmt', ARGV[6])
+    'lock.presence', ARGV[3], 'lock.since', epoch .. ',' .. now, 'ver', '0', 'fmt', ARGV[6])
 else
   redis.call('HSET', rec, 'epoch', epoch, 'lock.job', ARGV[1], 'lock.token', ARGV[2], 'lock.at', now,
-    'lock.presence', ARGV[3], 'lock.since', epoch .. ',' .. now, 'lock.seq', '0')
+    'lock.presence', ARGV[3], 'lock.since', epoch .. ',' .. now)
 end
 -- The words and integers in one string (a table answer costs Redis 0.05 to 0.1 µs an element;
 -- an absent field is empty), then the data and the checksum as they were read.

@@ -28,8 +28,7 @@
 --
 -- The flip writes the data (as save.lua does: data, ver + 1, at, schema, schema.min,
 -- sum, fmt), the lock (lock.token, lock.job, lock.presence the target's, lock.at the
--- Redis time, epoch + 1: a new session, lock.since '<epoch>,<now>', lock.seq 0: the target
--- numbers its writes afresh, see save.lua) and the move (move.id, move.state COMMITTED,
+-- Redis time, epoch + 1: a new session, lock.since '<epoch>,<now>') and the move (move.id, move.state COMMITTED,
 -- move.from, move.to, move.at; move.why, which movemark.lua writes for a cancelled move,
 -- emptied). Every field it computes with is checked first.
 --
@@ -89,12 +88,12 @@ if ARGV[8] ~= '' then
   ver = tostring(tonumber(ver) + 1)
   at = now
   set = {'HSET', rec, 'lock.token', ARGV[4], 'lock.job', job, 'lock.presence', ARGV[5], 'lock.at', now,
-    'lock.seq', '0', 'move.id', ARGV[6], 'move.state', 'COMMITTED', 'move.from', ARGV[7], 'move.to', job, 'move.at', now,
+    'move.id', ARGV[6], 'move.state', 'COMMITTED', 'move.from', ARGV[7], 'move.to', job, 'move.at', now,
     'move.why', '', 'epoch', epoch, 'lock.since', epoch .. ',' .. now, 'data', ARGV[10], 'ver', ver, 'at', now,
     'schema', ARGV[8], 'schema.min', ARGV[9], 'sum', ver .. ',' .. now .. ',' .. ARGV[11], 'fmt', '2'}
 else
   set = {'HSET', rec, 'lock.token', ARGV[4], 'lock.job', job, 'lock.presence', ARGV[5], 'lock.at', now,
-    'lock.seq', '0', 'move.id', ARGV[6], 'move.state', 'COMMITTED', 'move.from', ARGV[7], 'move.to', job, 'move.at', now,
+    'move.id', ARGV[6], 'move.state', 'COMMITTED', 'move.from', ARGV[7], 'move.to', job, 'move.at', now,
     'move.why', '', 'epoch', epoch, 'lock.since', epoch .. ',' .. now}
   if ARGV[11] ~= '' and ARGV[12] == '1' then
     local n = #set

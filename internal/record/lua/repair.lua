@@ -32,8 +32,8 @@
 --           only tells a holder to pull, and only needs to grow);
 --   at      not an integer: the at the record's checksum copies, else removed;
 --   hist.at, released.ver not an integer: removed (the next write sets them);
---   lock.seq not an integer: removed (the holder's next write sets it; until then no write of
---           the session is refused as late);
+--   lock.seq not '<epoch>,<n>': removed (the holder's next write sets it; until then no write
+--           of the session is refused as late);
 --   lock.at  not an integer, or (without the presence flag) ahead of the Redis clock by
 --           more than ARGV[5]: set to the Redis time in ms, the lock kept with its holder
 --           and token (a later stamp only ever delays a takeover by age; the holder's next
@@ -154,7 +154,11 @@ if f[3] and not isint(f[3]) then
   set[#set + 1], set[#set + 2] = 'inbox.seq', tostring(n)
 end
 for i, name in pairs({[4] = 'at', [5] = 'hist.at', [6] = 'released.ver', [15] = 'lock.seq'}) do
-  if f[i] and not isint(f[i]) then
+  local bad = f[i] and not isint(f[i])
+  if i == 15 then
+    bad = f[i] and (#f[i] > 31 or not string.find(f[i], '^%d+,%d+$'))
+  end
+  if bad then
     change(name, 'removed (the next write sets it)')
     del[#del + 1] = name
   end

@@ -30,11 +30,12 @@
 --          field sum, "<ver>,<at>,<crc>" with this write's ver and the data's at, and the
 --          record's format with it (fmt 2: builds that do not check a sum refuse it)
 -- ARGV[7]  the write's place in its session ('0': none): a profile numbers its writes 1, 2, 3
---          ... and the record keeps the highest that landed (lock.seq, reset to 0 by every
---          acquisition and move). A write whose number is below it is late: sent before a
---          write that landed and delivered after it (a connection that timed out, whose
---          bytes the network still held), it would put older data over newer: nothing is
---          written (answer 10)
+--          ... and the record keeps the highest that landed, with the epoch it landed in
+--          (lock.seq '<epoch>,<n>': every acquisition and move steps the epoch, so a new
+--          session, of any build, starts from none). A write whose number is below it in the
+--          same epoch is late: sent before a write that landed and delivered after it (a
+--          connection that timed out, whose bytes the network still held), it would put older
+--          data over newer: nothing is written (answer 10)
 -- ARGV[8..] options, each a name then its values, in this order, each only when used:
 --   'meta', uids, meta      new user ids and metadata (opaque)
 --   'trade', id             the trade this write settles (its mark is cleared). While the
@@ -127,7 +128,7 @@
 --                           wedged
 --   {8}                     gone: the record no longer exists (deleted or evicted while
 --                           held); nothing written
---   {10, seq}               late: a later write of the profile's session landed (seq, the
+--   {10, n}                 late: a later write of the profile's session landed (n, from the
 --                           record's lock.seq); nothing written
 local rec = KEYS[1]
 local mode, tok = ARGV[1], ARGV[2]
@@ -145,13 +146,17 @@ local token, ver, epoch, trade, seq = f[1], f[2] or '0', f[3], f[4], f[5] or '0'
 --#include nowms
 
 --#include isint
--- ver, epoch, inbox.seq and lock.seq checked by one match (an absent one stands as '0'); only
--- when it fails one by one, to name the field.
-local i1, i3, lastSeq = f[2] or '0', f[5] or '0', f[6] or '0'
-if #i1 > 15 or #epoch > 15 or #i3 > 15 or #lastSeq > 15 or
-    not string.find(i1 .. ',' .. epoch .. ',' .. i3 .. ',' .. lastSeq, '^%d+,%d+,%d+,%d+$') then
+-- ver, epoch, inbox.seq and lock.seq ('<epoch>,<n>') checked by one match (an absent one
+-- stands as '0', '0,0'); only when it fails one by one, to name the field.
+local i1, i3, i4 = f[2] or '0', f[5] or '0', f[6] or '0,0'
+if #i1 > 15 or #epoch > 15 or #i3 > 15 or #i4 > 31 or
+    not string.find(i1 .. ',' .. epoch .. ',' .. i3 .. ',' .. i4, '^%d+,%d+,%d+,%d+,%d+$') then
   for i, name in pairs({[2] = 'ver', [3] = 'epoch', [5] = 'inbox.seq', [6] = 'lock.seq'}) do
-    if f[i] and not isint(f[i]) then
+    local bad = f[i] and not isint(f[i])
+    if i == 6 then
+      bad = f[6] and (#f[6] > 31 or not string.find(f[6], '^%d+,%d+$'))
+    end
+    if bad then
       if mode == 'release' and token == tok then
         redis.call('HSET', rec, 'lock.token', '', 'lock.job', '', 'lock.at', now)
         return {7, name, 'not an integer', 1}
@@ -244,13 +249,17 @@ if token ~= tok then
 end
 
 -- A write older than one of its session that landed is late (see ARGV[7]); an accepted one
--- raises lock.seq to its own number (a write without one leaves it).
+-- sets lock.seq to its own number in the record's epoch (one without a number leaves it).
 local wseq = ARGV[7]
-if wseq ~= '0' and lastSeq ~= '0' and tonumber(lastSeq) > tonumber(wseq) then
-  return {10, lastSeq}
+if wseq ~= '0' and f[6] then
+  local seqEpoch, seqN = string.match(f[6], '^(%d+),(%d+)$')
+  if seqEpoch == epoch and tonumber(seqN) > tonumber(wseq) then
+    return {10, seqN}
+  end
 end
-if wseq == '0' then
-  wseq = lastSeq
+local seqField = f[6] or (epoch .. ',0')
+if wseq ~= '0' then
+  seqField = epoch .. ',' .. wseq
 end
 
 if mode == 'settle' and trade ~= tradeID then
@@ -390,15 +399,15 @@ if moved == 0 and not uids and histAt == 0 and flags == 0 and dead == 0 then
   if hasData and code == 2 then
     redis.call('HSET', rec, 'data', ARGV[5], 'ver', ver, 'at', now, 'schema', ARGV[3], 'schema.min', ARGV[4],
       'sum', ver .. ',' .. now .. ',' .. ARGV[6], 'fmt', '2',
-      'lock.at', now, 'released', tok, 'released.ver', ver, 'lock.token', '', 'lock.job', '', 'lock.seq', wseq)
+      'lock.at', now, 'released', tok, 'released.ver', ver, 'lock.token', '', 'lock.job', '', 'lock.seq', seqField)
   elseif hasData then
     redis.call('HSET', rec, 'data', ARGV[5], 'ver', ver, 'at', now, 'schema', ARGV[3], 'schema.min', ARGV[4],
-      'sum', ver .. ',' .. now .. ',' .. ARGV[6], 'fmt', '2', 'lock.at', now, 'lock.seq', wseq)
+      'sum', ver .. ',' .. now .. ',' .. ARGV[6], 'fmt', '2', 'lock.at', now, 'lock.seq', seqField)
   elseif code == 2 then
     redis.call('HSET', rec, 'lock.at', now, 'released', tok, 'released.ver', ver, 'lock.token', '', 'lock.job', '',
-      'lock.seq', wseq)
+      'lock.seq', seqField)
   else
-    redis.call('HSET', rec, 'lock.at', now, 'lock.seq', wseq)
+    redis.call('HSET', rec, 'lock.at', now, 'lock.seq', seqField)
   end
   if tries then
     return {code, ver, epoch, seq, hasData and now or 0, 0, 0, 0, 0, tries}
@@ -408,7 +417,7 @@ if moved == 0 and not uids and histAt == 0 and flags == 0 and dead == 0 then
 end
 
 -- Any other write: the fields gathered in a table, written by one HSET.
-local set = {'HSET', rec, 'lock.at', now, 'lock.seq', wseq}
+local set = {'HSET', rec, 'lock.at', now}
 local function put(k, v)
   set[#set + 1] = k
   set[#set + 1] = v
@@ -429,7 +438,11 @@ end
 if moved == 1 then
   epoch = string.format('%d', (tonumber(epoch) or 0) + 1)
   put('epoch', epoch)
+  if wseq ~= '0' then
+    seqField = epoch .. ',' .. wseq -- the new session's epoch
+  end
 end
+put('lock.seq', seqField)
 if code == 2 then
   put('released', tok); put('released.ver', ver); put('lock.token', ''); put('lock.job', '')
 elseif moved == 1 then
