@@ -93,7 +93,7 @@
 -- Three Redis calls in the common case: TIME, HMGET, HSET (plus XDEL for applied
 -- messages, HDEL of trade on a settle, and the history writes when a version is kept).
 -- Cost: a call's Redis time grows with every argument, field and number turned into a
--- string, so the common call carries 6 arguments and reads 5 fields; what only the rare
+-- string, so the common call carries 7 arguments and reads 6 fields; what only the rare
 -- cases need (the release state, the history time) is read only by them.
 --
 -- Every field the script computes with is checked before anything is written.
