@@ -134,8 +134,15 @@ func (s *sim) before(srv *server, ctx context.Context, cmd redis.Cmder) error {
 // of a connection that timed out (closed, the kernel still sends what it
 // holds), behind the writes sent since. It goes through srv's client, so that the observers see it land or
 // be refused; not if srv crashed or the run ended first.
+// Saves due at one instant reach Redis in the order of what they send, a
+// microsecond apart (as stalled saves do), so that a replay delivers them
+// alike.
 func (s *sim) deliverLate(srv *server, cmd redis.Cmder, at time.Time) {
 	args := slices.Clone(cmd.Args())
+	me := lateSave{at: at, label: fmt.Sprint(args...)}
+	s.mu.Lock()
+	srv.lates = append(slices.DeleteFunc(srv.lates, func(o lateSave) bool { return o.at.Before(time.Now()) }), me)
+	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -146,6 +153,17 @@ func (s *sim) deliverLate(srv *server, cmd redis.Cmder, at time.Time) {
 		case <-srv.dead:
 			return
 		case <-s.ctx.Done():
+			return
+		}
+		s.mu.Lock()
+		rank := 0
+		for _, o := range srv.lates {
+			if o.at.Equal(at) && o.label < me.label {
+				rank++
+			}
+		}
+		s.mu.Unlock()
+		if err := sleepCtx(s.ctx, time.Duration(rank+1)*time.Microsecond); err != nil {
 			return
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, time.Second)
@@ -160,6 +178,12 @@ func (s *sim) deliverLate(srv *server, cmd redis.Cmder, at time.Time) {
 		s.mu.Unlock()
 		s.logf("FAULT a save of %s that hung unsent reaches Redis late: %+v %v", srv.s.JobID, res, err)
 	}()
+}
+
+// lateSave is a save deliverLate holds until at, and what it sends.
+type lateSave struct {
+	at    time.Time
+	label string
 }
 
 // stalledSave is a save a stall holds until to, in the replayable order of

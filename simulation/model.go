@@ -30,6 +30,7 @@ type server struct {
 	hangTo     [numCallKinds]time.Time // calls of a kind sent before then hang until their deadline
 	hangLanded [numCallKinds]bool      // ... after they landed (the answer is lost), else before
 	hangLateAt [numCallKinds]time.Time // ... before, and Redis gets them then, after the hang (deliverLate; zero: never)
+	lates      []lateSave              // the saves deliverLate holds now
 	cut        bool                    // cut from Redis: every call hangs (Faults.Hold)
 	cutTo      time.Time               // until then
 	busCut     bool                    // cut from the bus (MemBus.Disconnect)
